@@ -1,5 +1,7 @@
-"""`python -m retrace <stage> ...` — see retrace.cli."""
+"""`python -m retrace <command> ...` — see retrace.cli."""
+import sys
+
 from retrace.cli import main
 
 if __name__ == "__main__":  # vLLM's offline engine spawns workers: the guard is required.
-    main()
+    sys.exit(main())

@@ -148,6 +148,9 @@ def audit(path: str | Path, _seen: dict | None = None) -> AuditNode:
         rec = json.loads(pp.read_text())
         if sha256_file(path) != rec["artifact"]["sha256"]:
             problems.append("artifact bytes changed since its record was written")
+        for comp in rec.get("companions", []):  # by-products hashed by the same stage
+            if not Path(comp["path"]).exists() or sha256_file(comp["path"]) != comp["sha256"]:
+                problems.append(f"by-product {comp['path']} changed or is missing")
         for inp in rec.get("inputs", []):
             children.append(_audit_input(inp, seen))
         node = AuditNode(str(path), not problems, problems, children)
@@ -168,3 +171,17 @@ def _audit_input(inp: dict, seen: dict) -> AuditNode:
         node = audit(p, seen)
         return AuditNode(p, node.ok and not problems, node.problems + problems, node.children)
     return AuditNode(p + "  (source)", not problems, problems, [])
+
+
+def audit_results_table(csv_path: str | Path) -> list[str]:
+    """Check that every row of a results CSV points at the current record of its score file."""
+    import csv
+    problems = []
+    with open(csv_path, newline="") as f:
+        for lineno, row in enumerate(csv.DictReader(f), 2):
+            pp = prov_path(row["score_file"])
+            if not pp.exists():
+                problems.append(f"{csv_path}:{lineno}: {pp} is missing")
+            elif sha256_file(pp) != row["prov_sha256"]:
+                problems.append(f"{csv_path}:{lineno}: prov_sha256 does not match {pp}")
+    return problems

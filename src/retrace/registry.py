@@ -56,10 +56,15 @@ class Registry:
         self._discover()
         return sorted(self._items)
 
-    def module_file(self, name: str) -> str:
-        """The source file that defines plugin `name` (its code is hashed for reruns)."""
+    def module_files(self, name: str) -> list[str]:
+        """Source files of plugin `name` and of its retrace base classes (hashed for reruns)."""
         import inspect
-        return inspect.getsourcefile(self.get(name))
+        obj = self.get(name)
+        if inspect.isfunction(obj) or inspect.ismodule(obj):
+            return [inspect.getsourcefile(obj)]
+        cls = obj if inspect.isclass(obj) else type(obj)  # tasks register instances
+        return sorted({inspect.getsourcefile(c) for c in cls.__mro__
+                       if c.__module__.startswith("retrace.")})
 
 
 METHODS = Registry("method", "retrace.methods")

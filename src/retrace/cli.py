@@ -1,0 +1,110 @@
+"""Command line: `python -m retrace <command> …` (also installed as `retrace`).
+
+Workflow stages (called by the Snakemake rules): model, data, generate, score, report.
+User commands: `retrace audit PATH…` (verify lineage), `retrace plan` (list jobs).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from retrace.plan import Job
+
+
+def _job_args(p: argparse.ArgumentParser) -> None:
+    for name in ("model", "backend", "dataset", "method", "label"):
+        p.add_argument(f"--{name}", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--override", action="append", default=[], help="dotted Hydra override, e.g. method.n=8")
+
+
+def _job(a: argparse.Namespace) -> Job:
+    return Job(a.model, a.backend, a.dataset, a.label, a.method, a.seed, tuple(a.override))
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="retrace", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("model", help="materialise and fingerprint a model")
+    p.add_argument("--model", required=True)
+    p.add_argument("--override", action="append", default=[])
+    p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser("data", help="prepare a dataset in the canonical schema")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--mirror", default=None)
+    p.add_argument("--override", action="append", default=[])
+    p.add_argument("--out", type=Path, required=True)
+    for name in ("generate", "score"):
+        p = sub.add_parser(name, help=f"{name} one job")
+        _job_args(p)
+        p.add_argument("--data", type=Path, required=True)
+        p.add_argument("--manifest", type=Path, required=True)
+        p.add_argument("--out", type=Path, required=True)
+        if name == "generate":
+            p.add_argument("--cache", type=Path, required=True)
+        else:
+            p.add_argument("--generations", type=Path, required=True)
+    p = sub.add_parser("report", help="build the results table")
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("scores", type=Path, nargs="+")
+    p = sub.add_parser("audit", help="verify an artifact's lineage back to its sources")
+    p.add_argument("paths", type=Path, nargs="+")
+    p.add_argument("--quiet", action="store_true")
+    p = sub.add_parser("plan", help="list the jobs of the configured experiment")
+    p.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
+    return ap
+
+
+def _audit(paths: list[Path], quiet: bool) -> int:
+    from retrace.provenance import audit, audit_results_table
+    ok = True
+    for path in paths:
+        node = audit(path)
+        problems = audit_results_table(path) if path.suffix == ".csv" and node.ok else []
+        ok = ok and node.all_ok() and not problems
+        if not quiet or not node.all_ok():
+            print("\n".join(node.lines()))
+        for line in problems:
+            print(f"! {line}")
+    print("audit: OK" if ok else "audit: FAILED", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def _plan(configfile: Path) -> int:
+    import yaml
+    from retrace.config import check_global
+    from retrace.plan import jobs
+    for j in jobs(check_global(yaml.safe_load(configfile.read_text()))):
+        print(j.path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    a = _parser().parse_args(argv)
+    if a.command == "model":
+        from retrace.stages import model
+        model.run(a.model, a.out, tuple(a.override))
+    elif a.command == "data":
+        from retrace.stages import data
+        data.run(a.dataset, a.mirror, a.out, tuple(a.override))
+    elif a.command == "generate":
+        from retrace.stages import generate
+        generate.run(_job(a), a.data, a.manifest, a.cache, a.out)
+    elif a.command == "score":
+        from retrace.stages import score
+        score.run(_job(a), a.generations, a.data, a.manifest, a.out)
+    elif a.command == "report":
+        from retrace.stages import report
+        report.run(a.scores, a.out_dir)
+    elif a.command == "audit":
+        return _audit(a.paths, a.quiet)
+    elif a.command == "plan":
+        return _plan(a.configfile)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

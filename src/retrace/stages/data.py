@@ -1,0 +1,24 @@
+"""Stage `data`: load one dataset from its source, subset it, write canonical problems.
+
+    python -m retrace data --dataset gsm8k --mirror ../shared/data --out results/data/gsm8k.jsonl
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from retrace import data
+from retrace.config import compose
+from retrace.plan import config_slice, stage_sources
+from retrace.provenance import Provenance
+
+
+def run(dataset: str, mirror: str | None, out: Path, overrides: tuple[str, ...] = ()) -> int:
+    cfg = compose({"dataset": dataset}, overrides)
+    prov = Provenance("data", config_slice("data", cfg), stage_sources("data", cfg))
+    problems, sources = data.prepare(cfg["dataset"], mirror)
+    prov.inputs = [str(p) for p in sources]
+    prov.extra["data"] = {"name": dataset, "fingerprint": data.fingerprint(problems),
+                          "n_problems": len(problems), "source": cfg["dataset"]["source"]}
+    data.write_problems(out, problems)
+    prov.write(out)
+    return len(problems)

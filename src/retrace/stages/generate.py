@@ -1,0 +1,64 @@
+"""Stage `generate`: run one method for one job (model × backend × dataset × method × seed).
+
+    python -m retrace generate --model M --backend B --dataset D --method X --label L --seed S \
+        --data results/data/D.jsonl --manifest results/models/M/manifest.json \
+        --cache results/cache/requests.sqlite --out results/generations/.../seedS.jsonl
+
+The engine is loaded at most once, and only if some request is not in the request cache.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from retrace import data
+from retrace.atomic import write_jsonl
+from retrace.cache import RequestCache
+from retrace.llm import CachedLLM
+from retrace.methods.base import MethodContext
+from retrace.plan import Job, config_slice, stage_sources, templates
+from retrace.provenance import Provenance
+from retrace.registry import BACKENDS, METHODS, TASKS
+
+log = logging.getLogger(__name__)
+
+
+def flops(params: int, usage) -> dict:
+    """FLOPs ≈ 2 × params per token (Kaplan et al. 2020, arXiv:2001.08361, forward pass)."""
+    prompt, cached, gen = usage.prompt_tokens_all, usage.cached_prompt_tokens_all, usage.generated_tokens_all
+    return {"params": params, "nominal": 2 * params * (prompt + gen),
+            "effective": 2 * params * (prompt - cached + gen),
+            "prompt": 2 * params * prompt, "cached_prompt": 2 * params * cached,
+            "generated": 2 * params * gen}
+
+
+def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: Path) -> dict:
+    cfg = job.config()
+    prov = Provenance("generate", config_slice("generate", cfg), stage_sources("generate", cfg))
+    prov.inputs = [str(data_path), str(manifest_path)] + [str(t) for t in templates(cfg)]
+    problems = data.read_problems(data_path)
+    manifest = json.loads(Path(manifest_path).read_text())
+    task = TASKS.get(cfg["dataset"]["task"])
+    ctx = MethodContext(seed=job.seed, task=task,
+                        template=cfg["dataset"].get("template") or task.default_template)
+    backend_cls, engine = BACKENDS.get(cfg["backend"]["name"]), cfg["backend"].get("engine", {})
+    cache = RequestCache(cache_path, job=str(out))
+    llm = CachedLLM(lambda: backend_cls(manifest, engine), cfg["backend"]["name"], manifest, cache)
+    try:
+        rows = METHODS.get(cfg["method"]["name"])(problems, cfg["method"], llm, ctx)
+    finally:
+        llm.close()
+        cache.close()
+    u = llm.usage
+    log.info("%s: %d requests, %d from the request cache, %d engine loads",
+             job.path, u.requests, u.cache_hits, u.engine_loads)
+    prov.extra.update({
+        "job": {**job.selections(), "label": job.label, "seed": job.seed},
+        "engine": cfg["backend"], "seeds": {"run": job.seed},
+        "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]},
+        "data": {"name": job.dataset, "fingerprint": data.fingerprint(problems)},
+        "usage": vars(u), "flops": flops(manifest["params"], u)})
+    write_jsonl(out, rows)
+    prov.write(out)
+    return vars(u)

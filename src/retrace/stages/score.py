@@ -1,0 +1,34 @@
+"""Stage `score`: extract, judge and vote over one job's stored rollouts (no generation).
+
+    python -m retrace score <job args> --generations G --data D --manifest M --out S.json
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from retrace import data
+from retrace.atomic import read_jsonl, write_json
+from retrace.plan import Job, config_slice, stage_sources
+from retrace.provenance import Provenance, load
+from retrace.registry import TASKS
+from retrace.scoring.score import score_generations
+
+
+def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: Path) -> dict:
+    cfg = job.config()
+    prov = Provenance("score", config_slice("score", cfg), stage_sources("score", cfg))
+    prov.inputs = [str(generations), str(data_path), str(manifest_path)]
+    problems = {p.id: p for p in data.read_problems(data_path)}
+    manifest = json.loads(Path(manifest_path).read_text())
+    scoring = cfg["method"].get("scoring") or {}
+    result = score_generations(read_jsonl(generations), problems, TASKS.get(cfg["dataset"]["task"]),
+                               manifest["params"], n_boot=int(scoring.get("n_boot", 2000)),
+                               seed=int(scoring.get("seed", 0)))
+    result["job"] = {"model": job.model, "backend": job.backend, "dataset": job.dataset,
+                     "method": job.label, "method_name": job.method, "seed": job.seed}
+    result["generation_usage"] = load(generations).get("usage", {})
+    prov.extra["job"] = result["job"]
+    write_json(out, result)
+    prov.write(out)
+    return result

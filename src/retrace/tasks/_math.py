@@ -1,0 +1,108 @@
+"""Answer extraction and equivalence for open-ended maths tasks (kind "math").
+
+Extraction takes, in order: the last `\\boxed{...}` (or `\\fbox{...}`), else the last
+GSM8K-style `#### x`, else the last number in the text. Equivalence is math-verify's
+(https://github.com/huggingface/Math-Verify), not a hand-written normaliser.
+
+Not covered: answers a model states only in words ("twelve"), and answers boxed
+with unbalanced braces (the box is then ignored and the fallbacks apply).
+"""
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+
+from retrace.records import Problem
+from retrace.tasks.base import Task
+
+# GSM8K's own answer marker and clean-up: "#### 1,234" → "1234".
+# https://github.com/openai/grade-school-math/blob/master/grade_school_math/dataset.py
+# (ANS_RE = r"#### (\-?[0-9\.\,]+)", then .replace(",", "")).
+GSM8K_ANSWER = re.compile(r"####\s*\$?\s*(-?[0-9.,]+)")
+# The "flexible-extract" fallback of lm-evaluation-harness's gsm8k task takes the last
+# number in the output (group_select: -1):
+# https://github.com/EleutherAI/lm-evaluation-harness/blob/main/lm_eval/tasks/gsm8k/gsm8k.yaml
+# Ours only treats a comma as a thousands separator when it is one ("1,000", not "1,2").
+NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?")
+BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last \\boxed{...} with balanced braces, as in Hendrycks MATH's
+    `last_boxed_only_string` (https://github.com/hendrycks/math, modeling/math_equivalence.py
+    and modeling/dataset/util.py)."""
+    for match in reversed(list(BOX_OPEN.finditer(text))):
+        content = _balanced_group(text, match.end() - 1)
+        if content is not None:
+            return content.strip()
+    return None
+
+
+def _balanced_group(text: str, open_at: int) -> str | None:
+    """The text inside the {...} group opening at `open_at`, or None if it never closes."""
+    depth = 0
+    for i in range(open_at, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[open_at + 1:i]
+    return None
+
+
+def extract_math_answer(text: str) -> str | None:
+    """The final answer string of a maths completion, or None if there is none."""
+    if not text:
+        return None
+    boxed = last_boxed(text)
+    if boxed:
+        return boxed
+    marks = GSM8K_ANSWER.findall(text)
+    if marks:
+        return marks[-1].replace(",", "").rstrip(".") or None
+    numbers = NUMBER.findall(text)
+    return numbers[-1].replace(",", "") if numbers else None
+
+
+def _timeout() -> int | None:
+    # math-verify's timeout uses SIGALRM, which only works in the main thread;
+    # elsewhere we run without one rather than crash.
+    return 5 if threading.current_thread() is threading.main_thread() else None
+
+
+@lru_cache(maxsize=65536)
+def parsed(answer: str) -> tuple:
+    """math-verify's parse of an answer string, read as the content of a \\boxed{}."""
+    from math_verify import parse  # deferred: pulls in sympy and antlr
+    # Boxing makes math-verify read the whole string as one LaTeX answer instead of
+    # picking the first number out of it ("\\left( 3, \\frac{\\pi}{2} \\right)" → 3).
+    # A sentence-final "." (OlympiadBench gold "(-\\infty, 0) \\cup\\{1\\}.") makes
+    # math-verify fall back to the first number; it is never part of a maths answer.
+    answer = answer.strip().rstrip(".").rstrip()
+    return tuple(parse(f"\\boxed{{{answer}}}", parsing_timeout=_timeout()))
+
+
+def equivalent(gold: str, answer: str) -> bool:
+    """math-verify equivalence; argument order matters (gold first, as in `verify`)."""
+    if gold.strip() == answer.strip():
+        return True
+    g, a = parsed(gold), parsed(answer)
+    if not g or not a:
+        return False
+    from math_verify import verify
+    return bool(verify(list(g), list(a), timeout_seconds=_timeout()))
+
+
+class MathTask(Task):
+    """Open-ended maths: boxed answers judged by math-verify."""
+    kind = "math"
+    default_template = "math_cot.j2"
+
+    def extract_answer(self, text: str, problem: Problem) -> str | None:
+        return extract_math_answer(text)
+
+    def is_correct(self, answer: str | None, problem: Problem) -> bool:
+        return answer is not None and equivalent(problem.gold, answer)
+
+    def same_answer(self, a: str, b: str) -> bool:
+        # Both directions, so that voting clusters do not depend on which came first.
+        return equivalent(a, b) and equivalent(b, a)

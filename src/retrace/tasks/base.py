@@ -1,0 +1,187 @@
+"""The Task interface every dataset plugin implements, and the loading helpers they share.
+
+A task turns a dataset config (a `config/dataset/*.yaml` mapping) into canonical
+`Problem`s and judges model outputs:
+
+    from retrace.registry import TASKS
+    task = TASKS.get("gsm8k")
+    problems, files = task.load(cfg, mirror="/path/to/mirror")
+    answer = task.extract_answer(completion_text, problems[0])
+    task.is_correct(answer, problems[0])
+
+Three sources, chosen by `cfg["source"]`: "mirror" (a file under the mirror directory,
+at `cfg["mirror_path"]`), "bundled" (a file in `retrace/tasks/bundled/`) and "hub"
+(`datasets.load_dataset` at a pinned revision; `datasets` is imported only then).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from retrace.records import Problem
+from retrace.registry import TASKS
+from retrace.templates import render
+
+BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+class MirrorMissing(FileNotFoundError):
+    """No usable mirror directory was given for a `source: mirror` dataset."""
+
+
+class Task:
+    """A dataset family: loading plus answer extraction and judging.
+
+    Subclasses inherit `kind`, `default_template` and answer handling from a kind base
+    (`_math.MathTask`, `_choice.ChoiceTask`, `_exact.ExactTask`) and implement
+    `row_problem` (one JSON row → Problem), overriding `read_file` for other layouts
+    and `from_hub_row` where hub rows differ from the mirror files. `name` is set
+    when the instance is registered.
+    """
+    name: str = ""
+    kind: str = ""
+    default_template: str = ""
+    bundled_file: str | None = None  # file in bundled/ used when the config names none
+
+    def load(self, cfg: dict, mirror: Path | str | None) -> tuple[list[Problem], list[Path]]:
+        """Problems named by `cfg`, plus the source files read (for provenance)."""
+        source = cfg.get("source", "mirror")
+        if source == "hub":
+            return self.load_hub(cfg), []
+        if source not in ("mirror", "bundled"):
+            raise ValueError(f"dataset {cfg.get('name', self.name)!r}: unknown source {source!r}; "
+                             "expected mirror, bundled or hub")
+        root = mirror_root(mirror) if source == "mirror" else BUNDLED_DIR
+        return self.read_file(cfg, root, source)
+
+    def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
+        """Default file reader: one JSON object per line, each turned by `row_problem`."""
+        path, label = source_file(cfg, root, source, default=self.bundled_file)
+        problems = [self.row_problem(row, i, f"{path}:{lineno}", {"source": label, "line": lineno})
+                    for i, (lineno, row) in enumerate(iter_jsonl(path))]
+        return problems, [path]
+
+    def load_hub(self, cfg: dict) -> list[Problem]:
+        hub = cfg.get("hub") or {}
+        rows = load_hub_rows(hub)
+        label = f"hub:{hub['path']}@{hub.get('revision')}[{hub.get('split')}]"
+        return [self.from_hub_row(dict(row), i, f"{label}#{i}", {"source": label, "index": i})
+                for i, row in enumerate(rows)]
+
+    def from_hub_row(self, row: dict, index: int, where: str, meta: dict) -> Problem:
+        """Default: hub rows have the same fields as the mirror files."""
+        return self.row_problem(row, index, where, meta)
+
+    def row_problem(self, row: dict, index: int, where: str, meta: dict) -> Problem:
+        """One canonical Problem from one source row; `where` ("file:line") names errors."""
+        raise NotImplementedError(f"task {self.name!r} has no row reader")
+
+    def prompt(self, problem: Problem, template: str | None = None) -> str:
+        """The user-turn text for `problem`, rendered from `template` (default: the task's)."""
+        choices = list(zip(LETTERS, problem.choices)) if problem.choices else None
+        return render(template or self.default_template, question=problem.question, choices=choices)
+
+    def extract_answer(self, text: str, problem: Problem) -> str | None:
+        raise NotImplementedError
+
+    def is_correct(self, answer: str | None, problem: Problem) -> bool:
+        raise NotImplementedError
+
+    def same_answer(self, a: str, b: str) -> bool:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<task {self.name or type(self).__name__} ({self.kind})>"
+
+
+def register(name: str):
+    """Class decorator: register one instance of the class as task `name`."""
+    def decorator(cls: type[Task]) -> type[Task]:
+        instance = cls()
+        instance.name = name
+        TASKS.register(name)(instance)
+        return cls
+    return decorator
+
+
+def mirror_root(mirror: Path | str | None) -> Path:
+    """The mirror directory, or an error that says how to point at one."""
+    how = ("set `mirror: /path/to/data` in config/config.yaml or run "
+           "`snakemake --config mirror=/path/to/data`")
+    if mirror is None or str(mirror) == "":
+        raise MirrorMissing(f"dataset source is 'mirror' but no mirror directory is set; {how}")
+    root = Path(mirror).expanduser()
+    if not root.is_dir():
+        raise MirrorMissing(f"mirror directory {root} does not exist; {how}")
+    return root
+
+
+def source_file(cfg: dict, root: Path, source: str, default: str | None = None,
+                key: str | None = None) -> tuple[Path, str]:
+    """(absolute path, portable label) of the data file named by `cfg[key]`
+    (default key: `bundled_path` for bundled sets, else `mirror_path`).
+
+    The label ("mirror:gsm8k/test.jsonl") goes into problem metadata instead of the
+    absolute path, so a problem's fingerprint does not depend on where the mirror lives.
+    """
+    key = key or ("bundled_path" if source == "bundled" else "mirror_path")
+    rel = cfg.get(key) or default
+    if not rel:
+        raise ValueError(f"dataset {cfg.get('name')!r}: no {key!r} given")
+    path = root / rel
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not found (dataset {cfg.get('name')!r}, {key}={rel!r})")
+    return path, f"{source}:{rel}"
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, row) for each non-blank line; a malformed line names file:line."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: malformed JSON line: {e.msg}") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object")
+            yield lineno, row
+
+
+def require(row: dict, key: str, where: str) -> Any:
+    """row[key], or ValueError "<file>:<line>: missing 'key'"."""
+    value = row.get(key)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise ValueError(f"{where}: missing {key!r}")
+    return value
+
+
+def first_of(row: dict, keys: tuple[str, ...], where: str) -> Any:
+    """The first present, non-empty field among `keys` (datasets disagree on names)."""
+    for key in keys:
+        if row.get(key) not in (None, ""):
+            return row[key]
+    raise ValueError(f"{where}: missing {' or '.join(repr(k) for k in keys)}")
+
+
+def load_hub_rows(hub: dict) -> Any:
+    """`datasets.load_dataset(path, name, split=, revision=)`; imported lazily (heavy)."""
+    for key in ("path", "split", "revision"):
+        if not hub.get(key):
+            raise ValueError(f"hub source needs hub.{key} (pin revision to a commit for reruns)")
+    try:
+        import datasets
+    except ImportError as e:
+        raise ImportError("source: hub needs the `datasets` package (pip install datasets)") from e
+    return datasets.load_dataset(hub["path"], hub.get("name"), split=hub["split"],
+                                 revision=hub["revision"])
+
+
+def number_text(value: Any) -> str:
+    """A gold number as text: 27.0 → "27" (AMC/AIME files store floats), else str()."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()

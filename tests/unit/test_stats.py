@@ -1,0 +1,62 @@
+"""Paired bootstrap of a difference, and the exact McNemar test."""
+import numpy as np
+import pytest
+
+from retrace.scoring.stats import binomial_two_sided, mcnemar_exact, paired_bootstrap_diff
+
+
+def test_mcnemar_known_p_values():
+    # 0 vs 5 discordant: 2 * 0.5**5
+    assert mcnemar_exact([True] * 5, [False] * 5)["p_value"] == pytest.approx(0.0625)
+    # 1 vs 9 discordant: 2 * (1 + 10) / 1024 (matches statsmodels mcnemar(exact=True))
+    a = [True] * 1 + [False] * 9 + [True] * 20
+    b = [False] * 1 + [True] * 9 + [True] * 20
+    res = mcnemar_exact(a, b)
+    assert (res["a_only"], res["b_only"]) == (1, 9)
+    assert res["p_value"] == pytest.approx(0.021484375)
+
+
+def test_mcnemar_no_discordant_pairs_is_p_one():
+    assert mcnemar_exact([True, False], [True, False])["p_value"] == 1.0
+
+
+def test_mcnemar_symmetric_balanced_is_p_one():
+    assert binomial_two_sided(5, 10) == 1.0  # doubled tail capped at 1
+
+
+def test_binomial_large_n_is_exact_not_an_error():
+    # 0.5**3000 underflows a float; exact integers keep the tail sum and the division safe
+    assert 0.0 <= binomial_two_sided(0, 3000) < 1e-300
+    assert binomial_two_sided(1400, 3000) == pytest.approx(2.7e-4, rel=0.1)
+    assert binomial_two_sided(1500, 3000) == 1.0
+
+
+def test_paired_bootstrap_contains_difference():
+    rng = np.random.default_rng(0)
+    a = rng.random(300) < 0.7
+    b = rng.random(300) < 0.5
+    res = paired_bootstrap_diff(a, b)
+    assert res["diff"] == pytest.approx(a.mean() - b.mean())
+    assert res["ci_low"] <= res["diff"] <= res["ci_high"]
+
+
+def test_paired_bootstrap_identical_methods_is_zero():
+    a = [True, False, True, False, True]
+    assert paired_bootstrap_diff(a, a) == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+
+
+def test_paired_pairing_narrows_interval():
+    # b is a with one flip: paired differences vary little, so the interval is tight
+    rng = np.random.default_rng(2)
+    a = rng.random(200) < 0.5
+    b = a.copy()
+    b[0] = not b[0]
+    res = paired_bootstrap_diff(a, b)
+    assert res["ci_high"] - res["ci_low"] <= 0.02
+
+
+def test_paired_requires_equal_lengths():
+    with pytest.raises(ValueError):
+        paired_bootstrap_diff([1, 0], [1])
+    with pytest.raises(ValueError):
+        mcnemar_exact([], [])

@@ -1,0 +1,64 @@
+"""Multiple-choice letter extraction on realistic (and adversarial) model outputs."""
+import pytest
+
+from retrace.records import Problem
+from retrace.registry import TASKS
+from retrace.tasks._choice import extract_choice
+
+CHOICES = ("bank", "library", "department store", "mall")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Revolving doors keep air in.\nAnswer: B", "B"),
+    ("Let's think. Banks need security, so the answer is (C).", "C"),
+    ("After weighing the options, **B**", "B"),
+    ("B) library", "B"),
+    ("Option 2 is the best fit.", "B"),
+    ("answer: c", "C"),
+    ("The final answer is: (d)", "D"),
+    ("The correct option is **D**.", "D"),
+    ("Answer: Option 3", "C"),
+    ("Answer: $\\boxed{C}$", "C"),
+    ("So the answer is department store.", "C"),
+    ("Therefore the answer is C, the department store.", "C"),
+    ("library", "B"),
+    ("I first thought Answer: A.\nWait, that's wrong. Answer: B", "B"),
+    ("A common mistake is to pick the bank, so the answer is D.", "D"),
+])
+def test_extract(text, expected):
+    assert extract_choice(text, CHOICES) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "A common mistake is to think revolving doors are only for convenience.",  # "A" is a word
+    "The answer is a bit tricky here.",        # lower-case article, not a letter
+    "Answer: E",                               # no fifth choice
+    "the answer is 7 apples",                  # a bare number in prose
+    "The answer choices are all plausible.",
+    "",
+])
+def test_no_answer(text):
+    assert extract_choice(text, CHOICES) is None
+
+
+def test_choice_text_prefers_longest_match():
+    choices = ("store", "department store", "bank", "mall")
+    assert extract_choice("The answer is department store.", choices) == "B"
+
+
+def test_numeric_choice_texts_match_by_text_first():
+    # MMLU abstract_algebra style: choices are numbers, so "Answer: 2" means the value 2.
+    assert extract_choice("The degree is 4.\nAnswer: 4", ("0", "4", "2", "6")) == "B"
+
+
+def test_two_option_task_rejects_c():
+    assert extract_choice("Answer: C", ("Sarah", "Maria")) is None
+    assert extract_choice("Answer: Option 2", ("Sarah", "Maria")) == "B"
+
+
+def test_task_is_correct_and_same_answer():
+    t = TASKS.get("smoke_mc")
+    p = Problem(id="x", question="q", gold="B", choices=CHOICES)
+    assert t.is_correct(t.extract_answer("Answer: b.", p), p)
+    assert not t.is_correct(None, p)
+    assert t.same_answer("b", "B") and not t.same_answer("A", "B")

@@ -1,0 +1,14 @@
+# Stage data: load a dataset (bundled, mirror or hub), subset it, write canonical problems.
+rule data:
+    output:
+        problems=f"{RESULTS}/data/{{dataset}}.jsonl",
+        prov=f"{RESULTS}/data/{{dataset}}.jsonl.prov.json",
+    log:
+        f"{RESULTS}/logs/data/{{dataset}}.log",
+    params:
+        key=lambda w: _plan.shared_key("data", w.dataset, config),
+        overrides=shared_args("dataset"),
+        mirror=config["mirror"],
+    shell:
+        "{PY} -m retrace data --dataset {wildcards.dataset} --mirror {params.mirror:q} "
+        "{params.overrides} --out {output.problems} > {log} 2>&1"
