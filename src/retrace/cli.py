@@ -68,7 +68,7 @@ def _audit(paths: list[Path], quiet: bool) -> int:
             print("\n".join(node.lines()))
         for line in problems:
             print(f"! {line}")
-    print("audit: OK" if ok else "audit: FAILED", file=sys.stderr)
+    print("audit: OK" if ok else "audit: FAILED")
     return 0 if ok else 1
 
 

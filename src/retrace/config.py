@@ -26,23 +26,18 @@ def group_options(group: str, config_dir: Path = CONFIG_DIR) -> list[str]:
     return sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
 
 
-def _valid_keys(cfg: dict, dotted: str) -> list[str]:
-    node: Any = cfg
-    for part in dotted.split(".")[:-1]:
-        node = node.get(part, {}) if isinstance(node, dict) else {}
-    return sorted(node) if isinstance(node, dict) else []
-
-
 def _check_override(base: dict, override: str) -> None:
     key = override.split("=", 1)[0].lstrip("+~")
     if "=" not in override:
         raise ConfigError(f"override {override!r} is not of the form key=value")
+    parts = key.split(".")
     node: Any = base
-    for i, part in enumerate(key.split(".")):
+    for i, part in enumerate(parts):
         if not isinstance(node, dict) or part not in node:
-            where = ".".join(key.split(".")[:i]) or "<top level>"
+            where = ".".join(parts[:i]) or "<top level>"
+            valid = ", ".join(sorted(node)) if isinstance(node, dict) else ""
             raise ConfigError(f"unknown config key {key!r} in override {override!r}; "
-                              f"valid keys under {where}: {', '.join(_valid_keys(base, key)) or '(none)'}")
+                              f"valid keys under {where}: {valid or '(none)'}")
         node = node[part]
 
 

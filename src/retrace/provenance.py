@@ -145,7 +145,12 @@ def audit(path: str | Path, _seen: dict | None = None) -> AuditNode:
     elif not pp.exists():
         node = AuditNode(str(path), False, [f"no provenance record {pp}"], [])
     else:
-        rec = json.loads(pp.read_text())
+        try:
+            rec = json.loads(pp.read_text())
+        except ValueError as e:  # a damaged record is an audit finding, not a crash
+            node = AuditNode(str(path), False, [f"provenance record {pp} is unreadable: {e}"], [])
+            seen[key] = node
+            return node
         if sha256_file(path) != rec["artifact"]["sha256"]:
             problems.append("artifact bytes changed since its record was written")
         for comp in rec.get("companions", []):  # by-products hashed by the same stage

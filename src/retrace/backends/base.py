@@ -88,3 +88,16 @@ def completion_from_openai(reply: dict, request: Request, latency_s: float) -> C
                       generated_tokens=int(usage.get("completion_tokens", 0)),
                       cached_prompt_tokens=int(details.get("cached_tokens") or 0),
                       logprobs=parse_logprobs(choice.get("logprobs")), latency_s=latency_s)
+
+
+def drop_echoed_prefill(text: str, request: Request) -> str:
+    """The continuation alone, for servers that echo a continued assistant prefix.
+
+    llama.cpp's assistant prefill returns prefix + continuation as the message content,
+    while vLLM and transformers return only the continuation; retrace keeps the latter.
+    """
+    if request.continue_final and request.messages and request.prompt is None:
+        prefix = request.messages[-1].content
+        if prefix and text.startswith(prefix):
+            return text[len(prefix):]
+    return text

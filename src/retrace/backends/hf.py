@@ -142,7 +142,10 @@ class HFBackend(Backend):
 
     def _completion(self, row: _Row, latency: float) -> Completion:
         logprobs = tuple(row.logprobs) if row.request.sampling.logprobs is not None else None
-        return Completion(text=row.text, finish_reason=row.finish_reason or "length",
+        # A byte-level token cut at max_tokens leaves half a UTF-8 character, decoded as
+        # U+FFFD; llama.cpp and vLLM hold such bytes back, and so do we.
+        text = row.text.rstrip("\ufffd")
+        return Completion(text=text, finish_reason=row.finish_reason or "length",
                           prompt_tokens=len(row.prompt_ids), generated_tokens=len(row.ids),
                           cached_prompt_tokens=0, logprobs=logprobs, latency_s=latency)
 

@@ -2,8 +2,9 @@
 
 Chat requests go to /chat/completions, raw prompts to /completions, through the `openai`
 client, `concurrency` at a time from a thread pool. A request with `continue_final` sends
-its partial assistant message last: llama.cpp continues it by itself (assistant prefill);
-vLLM needs `continue_final_message` in the body, sent only when `server: vllm`.
+its partial assistant message last: llama.cpp continues it by itself (assistant prefill)
+and echoes the prefix in its reply, which is cut off so that `text` is the continuation
+alone; vLLM needs `continue_final_message` in the body, sent only when `server: vllm`.
 
 Engine config keys: base_url (e.g. http://127.0.0.1:8000/v1), model (the served name;
 default: the manifest's name), server ("llamacpp" | "vllm" | "other"), api_key_env (the
@@ -21,7 +22,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from retrace.backends.base import (Backend, BackendError, completion_from_openai,
-                                   messages_payload, openai_sampling)
+                                   drop_echoed_prefill, messages_payload, openai_sampling)
 from retrace.records import Completion, Request, TokenLogprob
 from retrace.registry import BACKENDS
 
@@ -68,7 +69,8 @@ class OpenAIBackend(Backend):
                                f"({type(e).__name__}: {e})") from e
         completion = completion_from_openai(reply, request, time.perf_counter() - start)
         logprobs = parse_any_logprobs(reply["choices"][0].get("logprobs"), request.sampling.logprobs)
-        return replace(completion, logprobs=logprobs)
+        text = completion.text if self.server == "vllm" else drop_echoed_prefill(completion.text, request)
+        return replace(completion, text=text, logprobs=logprobs)
 
     def _chat(self, request: Request) -> dict:
         args, extra = _split(openai_sampling(request))

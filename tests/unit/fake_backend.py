@@ -1,0 +1,46 @@
+"""Helpers for unit tests on the scripted backend (retrace.backends.scripted): a fake model
+manifest, chat requests and a CachedLLM whose engine constructions are counted.
+
+    llm, engines = scripted_llm(tmp_path, {"script": ["x"]})
+    llm.generate([chat("hi")]); assert len(engines) == 1 and engines[0].calls == 1
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from retrace.backends.scripted import ScriptedBackend
+from retrace.cache import RequestCache
+from retrace.llm import CachedLLM
+from retrace.records import Message, Request, Sampling
+
+FINGERPRINT = "f" * 64
+
+
+def manifest(fingerprint: str = FINGERPRINT, chat_template: str | None = None) -> dict:
+    return {"name": "fake-model", "fingerprint": fingerprint, "params": 1000,
+            "chat_template": chat_template, "gguf": None, "hf_dir": None}
+
+
+def chat(text: str, sample_index: int = 0, **sampling) -> Request:
+    return Request(messages=(Message("user", text),), sampling=Sampling(**sampling),
+                   sample_index=sample_index, tag=text)
+
+
+def scripted_llm(cache: Path | RequestCache, engine: dict, model: dict | None = None
+                 ) -> tuple[CachedLLM, list[ScriptedBackend]]:
+    """A CachedLLM on the scripted backend; the list collects every engine it constructs."""
+    model = model or manifest()
+    if not isinstance(cache, RequestCache):
+        cache = RequestCache(Path(cache) / "requests.sqlite", job="test")
+    engines: list[ScriptedBackend] = []
+
+    def factory() -> ScriptedBackend:
+        engines.append(ScriptedBackend(model, engine))
+        return engines[-1]
+
+    return CachedLLM(factory, "scripted", model, cache), engines
+
+
+def engine_requests(engines: list[ScriptedBackend]) -> list[Request]:
+    """Every request that reached any of `engines`, in order."""
+    return [r for e in engines for r in e.requests_seen]

@@ -1,0 +1,140 @@
+"""The request cache (retrace.cache): keys, round trips, atomic batches, sharing between processes."""
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from fake_backend import FINGERPRINT, chat
+from retrace.cache import RequestCache, request_key
+from retrace.records import Completion, Message, Request, Sampling, TokenLogprob
+
+IDENTITY = {"backend": "scripted", "chat_template": "embedded"}
+BASE = Request(messages=(Message("system", "be brief"), Message("user", "2+3?")),
+               sampling=Sampling(temperature=0.7, top_p=0.95, max_tokens=64, stop=("\n\n",), seed=11),
+               sample_index=2, tag="p#2")
+
+
+def completion(text: str = "5", **changes) -> Completion:
+    return Completion(text=text, finish_reason="stop", prompt_tokens=9, generated_tokens=1,
+                      **changes)
+
+
+@pytest.fixture
+def cache(tmp_path):
+    c = RequestCache(tmp_path / "cache.sqlite", job="job-a")
+    yield c
+    c.close()
+
+
+def test_round_trip_keeps_every_field(cache):
+    full = Completion(text="the answer is \\boxed{5}", finish_reason="length", prompt_tokens=12,
+                      generated_tokens=7, cached_prompt_tokens=4, latency_s=0.25,
+                      logprobs=(TokenLogprob("5", -0.1, (("5", -0.1), ("6", -2.5))),))
+    plain = completion("no logprobs")
+    cache.put_many([("k1", BASE, full), ("k2", BASE, plain)])
+    found = cache.get_many(["k1", "k2", "absent"])
+    assert found == {"k1": full, "k2": plain}
+    assert cache.count() == 2
+
+
+def key(request: Request = BASE, fingerprint: str = FINGERPRINT, identity: dict = IDENTITY) -> str:
+    return request_key(fingerprint, identity, request)
+
+
+def test_key_is_stable_and_ignores_the_tag():
+    assert key() == key(dataclasses.replace(BASE, tag="another tag"))
+    rebuilt = Request(messages=tuple(BASE.messages), sampling=Sampling.from_dict(BASE.sampling.to_dict()),
+                      sample_index=2)
+    assert key() == key(rebuilt)
+
+
+@pytest.mark.parametrize("variant", [
+    {"fingerprint": "e" * 64},
+    {"identity": {**IDENTITY, "chat_template": "chatml"}},
+    {"identity": {**IDENTITY, "backend": "vllm"}},
+    {"request": dataclasses.replace(BASE, messages=(Message("user", "2+3?"),))},
+    {"request": dataclasses.replace(BASE, messages=(Message("system", "be brief"), Message("user", "2+4?")))},
+    {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, temperature=0.8))},
+    {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, max_tokens=65))},
+    {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, stop=()))},
+    {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, seed=12))},
+    {"request": dataclasses.replace(BASE, sample_index=3)},
+    {"request": dataclasses.replace(BASE, continue_final=True)},
+], ids=["fingerprint", "chat_template", "backend", "messages", "content", "temperature",
+        "max_tokens", "stop", "seed", "sample_index", "continue_final"])
+def test_key_changes_with_anything_that_decides_the_output(variant):
+    assert key(**variant) != key()
+
+
+def test_put_many_is_all_or_nothing_when_the_database_refuses_a_row(cache):
+    # The second row's key cannot be bound: SQLite fails inside executemany, after the
+    # first row was inserted; the transaction must take that row back out.
+    with pytest.raises(sqlite3.Error):
+        cache.put_many([("k1", BASE, completion()), (["not", "a", "key"], BASE, completion())])
+    assert cache.count() == 0
+    cache.put_many([("k1", BASE, completion())])  # the connection is still usable
+    assert cache.count() == 1
+
+
+def test_put_many_writes_nothing_when_the_batch_fails_midway(cache):
+    def batch():
+        yield "k1", BASE, completion()
+        raise RuntimeError("engine died")
+    with pytest.raises(RuntimeError):
+        cache.put_many(batch())
+    assert cache.count() == 0 and cache.get_many(["k1"]) == {}
+
+
+def test_first_write_of_a_key_wins(cache):
+    cache.put_many([("k", BASE, completion("first"))])
+    cache.put_many([("k", BASE, completion("second"))])
+    assert cache.get_many(["k"])["k"].text == "first"
+
+
+def test_two_handles_on_one_file_see_each_other(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    a, b = RequestCache(path, job="a"), RequestCache(path, job="b")
+    try:
+        a.put_many([("from-a", BASE, completion("A"))])
+        b.put_many([("from-b", BASE, completion("B"))])
+        assert {k: c.text for k, c in b.get_many(["from-a", "from-b"]).items()} == {"from-a": "A", "from-b": "B"}
+        assert {k: c.text for k, c in a.get_many(["from-a", "from-b"]).items()} == {"from-a": "A", "from-b": "B"}
+        b.record_hits(["from-a"])
+        assert a.hits_for("b") == 1
+    finally:
+        a.close(), b.close()
+
+
+def test_a_write_from_another_process_is_visible(cache):
+    code = textwrap.dedent(f"""
+        from retrace.cache import RequestCache
+        from retrace.records import Completion, Request
+        c = RequestCache({str(cache.path)!r}, job="other")
+        c.put_many([("other-key", Request(), Completion("from child", "stop", 1, 2))])
+        c.close()
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert cache.get_many(["other-key"])["other-key"].text == "from child"
+
+
+def test_get_many_handles_more_keys_than_sqlite_binds(cache):
+    cache.put_many([(f"k{i}", BASE, completion(str(i))) for i in range(1200)])
+    found = cache.get_many([f"k{i}" for i in range(1300)])
+    assert len(found) == 1200 and found["k1199"].text == "1199"
+
+
+def test_hit_log_counts_per_job(tmp_path):
+    path = tmp_path / "cache.sqlite"
+    a, b = RequestCache(path, job="job-a"), RequestCache(path, job="job-b")
+    try:
+        a.record_hits(["k1", "k2"])
+        a.record_hits(["k1"])
+        b.record_hits(["k3"])
+        assert (a.hits_for("job-a"), a.hits_for("job-b"), a.hits_for("job-c")) == (3, 1, 0)
+    finally:
+        a.close(), b.close()

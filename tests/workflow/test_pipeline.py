@@ -1,0 +1,95 @@
+"""End to end with a real model: outputs, no-op reruns, stale-only reruns, audit, report."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from tests.workflow.conftest import planned_outputs, retrace, snakemake
+
+pytestmark = pytest.mark.slow
+
+GEN = "generations/smollm2-135m-q41/llamacpp"
+SCORE = "scores/smollm2-135m-q41/llamacpp"
+REPORT = {"report/index.html", "report/results.csv", "report/audit.txt"}
+
+
+def test_run_writes_report_with_traceable_numbers(pipeline):
+    rows = list(csv.DictReader(open(pipeline / "results/report/results.csv")))
+    assert {(r["dataset"], r["method"]) for r in rows} == {
+        ("smoke_math", "greedy"), ("smoke_math", "majority"),
+        ("smoke_mc", "greedy"), ("smoke_mc", "majority")}
+    assert all(r["n"] == "4" and 0 <= float(r["accuracy"]) <= 1 for r in rows)
+    html = (pipeline / "results/report/index.html").read_text()
+    assert all(r["prov_sha256"][:12] in html for r in rows)
+    audit = (pipeline / "results/report/audit.txt").read_text()
+    assert audit.rstrip().endswith("audit: OK") and "[BAD]" not in audit
+
+
+def test_generation_records_tokens_for_every_sample(pipeline):
+    rows = [json.loads(l) for l in open(pipeline / f"results/{GEN}/smoke_math/majority/seed0.jsonl")]
+    assert len(rows) == 4 and all(len(r["samples"]) == 4 for r in rows)
+    for s in (s for r in rows for s in r["samples"]):
+        assert s["prompt_tokens"] > 0 and s["generated_tokens"] > 0
+    prov = json.load(open(pipeline / f"results/{GEN}/smoke_math/majority/seed0.jsonl.prov.json"))
+    assert prov["usage"]["requests"] == 16 and prov["flops"]["nominal"] > prov["flops"]["effective"] - 1
+    assert prov["model"]["fingerprint"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+
+def test_second_run_is_a_no_op(pipeline):
+    proc = snakemake(pipeline)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def _edit_and_plan(root, rel, edit):
+    path = root / rel
+    original = path.read_text()
+    path.write_text(edit(original))
+    try:
+        return planned_outputs(root)
+    finally:
+        path.write_text(original)
+
+
+def test_sampling_change_reruns_only_that_method(pipeline):
+    planned = _edit_and_plan(pipeline, "config/method/majority.yaml",
+                             lambda s: s.replace("top_p: 0.95", "top_p: 0.9"))
+    assert planned == {f"{GEN}/smoke_math/majority/seed0.jsonl", f"{GEN}/smoke_mc/majority/seed0.jsonl",
+                       f"{SCORE}/smoke_math/majority/seed0.json", f"{SCORE}/smoke_mc/majority/seed0.json"} | REPORT
+
+
+def test_template_change_reruns_only_its_dataset(pipeline):
+    planned = _edit_and_plan(pipeline, "src/retrace/prompts/mc_cot.j2", lambda s: s + "\nBe brief.\n")
+    assert planned == {f"{GEN}/smoke_mc/greedy/seed0.jsonl", f"{GEN}/smoke_mc/majority/seed0.jsonl",
+                       f"{SCORE}/smoke_mc/greedy/seed0.json", f"{SCORE}/smoke_mc/majority/seed0.json"} | REPORT
+
+
+def test_scoring_code_change_reruns_scoring_not_generation(pipeline):
+    planned = _edit_and_plan(pipeline, "src/retrace/scoring/metrics.py", lambda s: s + "\n# changed\n")
+    assert planned == {f"{SCORE}/{d}/{m}/seed0.json" for d in ("smoke_math", "smoke_mc")
+                       for m in ("greedy", "majority")} | REPORT
+
+
+def test_engine_setting_change_reruns_nothing(pipeline):
+    planned = _edit_and_plan(pipeline, "config/backend/llamacpp.yaml",
+                             lambda s: s.replace("n_threads: 2", "n_threads: 1"))
+    assert planned == set()
+
+
+def test_audit_passes_then_fails_after_a_flipped_byte(pipeline):
+    assert retrace(pipeline, "audit", "results/report/results.csv").returncode == 0
+    target = pipeline / "results/data/smoke_math.jsonl"
+    original = target.read_bytes()
+    target.write_bytes(original[:10] + bytes([original[10] ^ 1]) + original[11:])
+    try:
+        proc = retrace(pipeline, "audit", "results/report/results.csv")
+        assert proc.returncode == 1 and "smoke_math.jsonl" in proc.stdout
+    finally:
+        target.write_bytes(original)
+    assert retrace(pipeline, "audit", "results/report/results.csv").returncode == 0
+
+
+def test_snakemake_report_renders(pipeline):
+    snakemake(pipeline, "--report", "report.html")
+    assert (pipeline / "report.html").stat().st_size > 10_000
