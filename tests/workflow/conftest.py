@@ -22,6 +22,7 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 
 def copy_repo(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
     for name in COPY:
         src = REPO / name
         if src.is_dir():

