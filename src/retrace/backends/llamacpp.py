@@ -4,7 +4,11 @@ Requests are spread over the engine's parallel slots (`engine.n_parallel`) by a 
 pool; llama.cpp batches the slots together. Per-request seeds make sampling repeatable
 for a fixed slot count, but outputs can still differ in the last bits when batch
 composition changes (llama.cpp does not promise batch-invariant kernels).
-Engine config keys: n_parallel, n_ctx (per slot), n_threads, n_batch, batch_size, port.
+Engine config keys: n_parallel, n_ctx (per slot), n_threads, n_batch, batch_size, port,
+cache_prompt. With `cache_prompt` on (the default), a request whose prefix is already in a
+slot's KV cache skips recomputing it; that is faster (refinement relies on it) but the reused
+KV was computed in a different batch shape, so sampled outputs are not bitwise repeatable
+across a resumed run. Turn it off (and use n_parallel=1) when bitwise repeatability matters.
 """
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
+from dataclasses import replace
+
 from retrace.backends.base import (Backend, BackendError, completion_from_openai,
-                                   messages_payload, openai_sampling)
+                                   drop_echoed_prefill, messages_payload, openai_sampling)
 from retrace.records import Completion, Request
 from retrace.registry import BACKENDS
 
@@ -53,6 +59,7 @@ class LlamaCppBackend(Backend):
 
     def _one(self, request: Request) -> Completion:
         body = openai_sampling(request)
+        body["cache_prompt"] = bool(self.engine.get("cache_prompt", True))
         start = time.perf_counter()
         if request.prompt is not None:
             body["prompt"] = request.prompt
@@ -63,7 +70,9 @@ class LlamaCppBackend(Backend):
             # A final assistant message is continued verbatim (llama.cpp's assistant prefill).
             body["messages"] = messages_payload(request)
             reply = self._server.handle_chat_completions(body)
-        return completion_from_openai(reply, request, time.perf_counter() - start)
+        done = completion_from_openai(reply, request, time.perf_counter() - start)
+        # llama.cpp echoes a continued assistant prefix; keep only the continuation.
+        return replace(done, text=drop_echoed_prefill(done.text, request))
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         return list(self._pool.map(self._one, requests))
