@@ -31,9 +31,12 @@ def sha256_text(text: str) -> str:
 
 
 def hash_sources(paths: Iterable[str | Path]) -> str:
-    """One hash over several source files, by content only (mtime and location do not count)."""
+    """One hash over several source files, by name and content (mtime and folder do not count).
+
+    Files are ordered by (name, content hash), so a checkout in another directory, or a
+    copy of the tree, gives the same hash."""
     h = hashlib.sha256()
-    for p in sorted({Path(p).resolve() for p in paths}):
-        h.update(p.name.encode())
-        h.update(sha256_file(p).encode())
+    for name, digest in sorted({(Path(p).name, sha256_file(p)) for p in paths}):
+        h.update(name.encode())
+        h.update(digest.encode())
     return h.hexdigest()

@@ -50,11 +50,12 @@ class CachedLLM:
     """A lazily started backend behind a RequestCache."""
 
     def __init__(self, backend_factory: Callable[[], Backend], backend_name: str, model: dict,
-                 cache: RequestCache):
+                 cache: RequestCache, identity: dict | None = None):
+        """`identity`: the backend class's `identity(model, engine)`; defaults to name + template."""
         self._factory, self._backend = backend_factory, None
         self.model, self.cache, self.usage = model, cache, Usage()
-        self.identity = {"backend": backend_name,
-                         "chat_template": model.get("chat_template") or "embedded"}
+        self.identity = identity or {"backend": backend_name,
+                                     "chat_template": model.get("chat_template") or "embedded"}
 
     @property
     def backend(self) -> Backend:

@@ -34,9 +34,12 @@ class Backend(ABC):
         """How many requests to hand over at once (the cache is written after each batch)."""
         return int(self.engine.get("batch_size", 8))
 
-    def identity(self) -> dict:
-        """What, beyond the weights, decides outputs: goes into every cache key."""
-        return {"backend": self.name, "chat_template": self.model.get("chat_template") or "embedded"}
+    @classmethod
+    def identity(cls, model: dict, engine: dict) -> dict:
+        """What, beyond the weights and the request, decides outputs: part of every cache key.
+
+        A classmethod so the cache can be consulted without starting the engine."""
+        return {"backend": cls.name, "chat_template": model.get("chat_template") or "embedded"}
 
     def close(self) -> None:
         """Release the engine (idempotent)."""

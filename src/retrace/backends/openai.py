@@ -47,8 +47,9 @@ class OpenAIBackend(Backend):
                                      max_retries=int(self.engine.get("max_retries", 2)))
         self._pool = ThreadPoolExecutor(max_workers=int(self.engine.get("concurrency", 8)))
 
-    def identity(self) -> dict:
-        return {**super().identity(), "served_model": self.served}
+    @classmethod
+    def identity(cls, model: dict, engine: dict) -> dict:
+        return {**super().identity(model, engine), "served_model": engine.get("model") or model.get("name")}
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         return list(self._pool.map(self._one, requests))

@@ -44,7 +44,8 @@ def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: P
                         template=cfg["dataset"].get("template") or task.default_template)
     backend_cls, engine = BACKENDS.get(cfg["backend"]["name"]), cfg["backend"].get("engine", {})
     cache = RequestCache(cache_path, job=str(out))
-    llm = CachedLLM(lambda: backend_cls(manifest, engine), cfg["backend"]["name"], manifest, cache)
+    llm = CachedLLM(lambda: backend_cls(manifest, engine), cfg["backend"]["name"], manifest, cache,
+                    identity=backend_cls.identity(manifest, engine))
     try:
         rows = METHODS.get(cfg["method"]["name"])(problems, cfg["method"], llm, ctx)
     finally:
