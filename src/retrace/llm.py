@@ -65,6 +65,13 @@ class CachedLLM:
             self.usage.engine_loads += 1
         return self._backend
 
+    @property
+    def device(self) -> str:
+        """The engine's device, or a note that no engine was needed (all requests cached)."""
+        return str(self._backend.device) if self._backend is not None else self._device_seen
+
+    _device_seen = "none: every request was served from the cache"
+
     def key(self, request: Request) -> str:
         return request_key(self.model["fingerprint"], self.identity, request)
 
@@ -90,5 +97,6 @@ class CachedLLM:
 
     def close(self) -> None:
         if self._backend is not None:
+            self._device_seen = str(self._backend.device)
             self._backend.close()
             self._backend = None

@@ -21,6 +21,7 @@ class Backend(ABC):
     """Requests in, Completions out. Use as a context manager so the engine is released."""
 
     name = "base"
+    device = "cpu"  # where the engine computes; recorded in provenance (hf/vllm set their own)
 
     def __init__(self, model: dict, engine: dict | None = None):
         self.model = model

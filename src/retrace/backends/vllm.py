@@ -33,6 +33,8 @@ class VLLMBackend(Backend):
         super().__init__(model, engine)
         from vllm import LLM  # lazy: vllm pulls in torch and its compiled kernels
         self.llm = LLM(**llm_arguments(model, self.engine))
+        import torch  # already loaded by vllm
+        self.device = f"cuda:{torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "cpu"
 
     def batch_size(self) -> int:
         return int(self.engine.get("batch_size", 256))

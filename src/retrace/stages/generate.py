@@ -56,7 +56,7 @@ def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: P
              job.path, u.requests, u.cache_hits, u.engine_loads)
     prov.extra.update({
         "job": {**job.selections(), "label": job.label, "seed": job.seed},
-        "engine": cfg["backend"], "seeds": {"run": job.seed},
+        "engine": cfg["backend"], "device": llm.device, "seeds": {"run": job.seed},
         "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]},
         "data": {"name": job.dataset, "fingerprint": data.fingerprint(problems)},
         "usage": vars(u), "flops": flops(manifest["params"], u)})
