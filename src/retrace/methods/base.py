@@ -18,6 +18,9 @@ class MethodContext:
     seed: int          # the run seed (one job per seed)
     task: Any          # the dataset's Task plugin (prompt rendering)
     template: str      # the prompt template file for the dataset
+    # The engine of a scorer whose model differs from the job's (retrace.scoring.scorers);
+    # None = score with the job's own llm. Shared helper added for the search baselines.
+    scorer_llm: Any = None
 
 
 def derive_seed(run_seed: int, problem_id: str, index: int) -> int:
@@ -56,3 +59,17 @@ def row(problem: Problem, method: str, completions: Sequence[Completion], extra:
     return {"problem_id": problem.id, "method": method,
             "samples": [sample_record(i, c) for i, c in enumerate(completions)],
             "extra": extra or {}}
+
+
+def tokens_used(calls: Sequence[Any]) -> dict:
+    """Token totals of some calls (Completions, or anything with the same three counts).
+
+    Methods whose stored samples are not their whole cost (search, scoring calls) keep
+    these totals in `extra["compute"]` so scoring can count every call once. Calls that
+    share a non-empty cache `key` ran once (the cache serves the repeats) and count once.
+    """
+    calls = list({(c.key or id(c)): c for c in calls}.values())
+    return {"requests": len(calls),
+            "prompt_tokens": sum(int(c.prompt_tokens) for c in calls),
+            "cached_prompt_tokens": sum(int(c.cached_prompt_tokens) for c in calls),
+            "generated_tokens": sum(int(c.generated_tokens) for c in calls)}

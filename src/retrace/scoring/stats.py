@@ -14,9 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
-from retrace.scoring.metrics import DEFAULT_BOOT, DEFAULT_LEVEL, DEFAULT_SEED, percentile_interval
+from retrace.scoring.metrics import (DEFAULT_BOOT, DEFAULT_LEVEL, DEFAULT_SEED, bootstrap_means,
+                                     percentile_interval)
 
-_CHUNK = 256
 
 
 def _paired_arrays(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -32,12 +32,7 @@ def paired_bootstrap_diff(a: Sequence[float], b: Sequence[float], n_boot: int = 
     """{"diff", "ci_low", "ci_high"} for mean(a) - mean(b); a[i], b[i] score question i."""
     x, y = _paired_arrays(a, b)
     d = x - y  # resampling per-question differences resamples both methods jointly
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_boot)
-    for start in range(0, n_boot, _CHUNK):
-        stop = min(start + _CHUNK, n_boot)
-        idx = rng.integers(0, len(d), size=(stop - start, len(d)))
-        means[start:stop] = d[idx].mean(axis=1)
+    means = bootstrap_means(d, n_boot, seed)
     low, high = percentile_interval(means, level)
     return {"diff": float(d.mean()), "ci_low": low, "ci_high": high}
 

@@ -1,0 +1,188 @@
+"""Breadth-depth refinement ("Refining over Resampling", arXiv:2608.05643): N rollouts, each
+refined for D rounds of continue -> critique -> correct by the same model; the vote over the
+terminal traces happens in scoring, exactly as for Maj@N (config/method/refine.yaml).
+
+How it runs:
+- Depth 0 is THE Maj@N sample set: `sample_requests` with the config's `sampling` block, so
+  after a `majority` run with the same seed and N it costs no engine call at all.
+- Each round makes one `llm.generate` call per role over every rollout of every problem,
+  so the engine batches them.
+- Each rollout's chat history is append-only: every call sends the previous call's
+  messages plus its answer plus the new role prompt, so the engine's prefix cache reuses
+  the shared prefix. The history always holds what the model actually said.
+- Critic variants are configuration (`critic`):
+    model   the critique is a model call (3 calls per round);
+    affirm  the critique turn holds the fixed text of templates.affirm (no model call);
+    none    no critique turn at all: continue -> correct (the paper's Table 2 ablation);
+    random  the critique turn holds `random_critic_words` words drawn with replacement from
+            templates.random_critic by random.Random(seed of that critique call): content-free
+            text of critique length, reproducible per (run seed, problem, rollout, depth).
+  Request seeds depend on (run seed, problem, rollout, depth, role) but not on the critic,
+  so the first continue call of every variant is one shared cached request.
+
+The trace at depth d (what is voted on) is the corrected text of round d; depth 0 is the
+original sample. With `carry_forward` (off by default), a round whose corrected text yields no
+answer under the task's extractor falls back to its continue text, then to the trace of
+depth d-1: a correction that forgets to state an answer is a formatting failure, not a
+vote for "no answer". `source` in each depth record says which text was used.
+
+Row: "samples" = one record per rollout with the terminal trace as `text` and the
+rollout's tokens summed over all its calls (so scoring's FLOPs are the whole refinement);
+"extra" = {"critic", "n", "depth", "depths": [depth][rollout] records with cumulative
+token counts, "roles": per-role token totals of the problem}.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+
+from retrace.methods.base import MethodContext, derive_seed, row, sample_requests, sampling
+from retrace.records import Completion, Message, Problem, Request
+from retrace.registry import METHODS
+from retrace.templates import render
+
+CRITICS = ("model", "affirm", "none", "random")
+COUNTS = ("prompt_tokens", "cached_prompt_tokens", "generated_tokens")
+
+
+@dataclass
+class Rollout:
+    """One rollout being refined: its append-only history, current trace and accounting."""
+    problem: Problem
+    index: int
+    history: tuple[Message, ...]
+    trace: str
+    calls: list[Completion] = field(default_factory=list)
+    depths: list[dict] = field(default_factory=list)
+    roles: dict = field(default_factory=dict)
+    round: dict = field(default_factory=dict)  # role -> text of the round in progress
+
+    def say(self, prompt: str, role: str, text: str, completion: Completion | None) -> None:
+        """Append a user prompt and the assistant's answer; account for the call if any."""
+        self.history += (Message("user", prompt), Message("assistant", text))
+        self.round[role] = text
+        if completion is not None:
+            self.calls.append(completion)
+            totals = self.roles.setdefault(role, dict.fromkeys(COUNTS, 0))
+            for k in COUNTS:
+                totals[k] += getattr(completion, k)
+            self.round[role + "_key"] = completion.key
+
+    def totals(self) -> dict:
+        return {k: sum(getattr(c, k) for c in self.calls) for k in COUNTS}
+
+
+def check_config(cfg: dict) -> None:
+    if cfg["critic"] not in CRITICS:
+        raise ValueError(f"method refine: unknown critic {cfg['critic']!r}; valid: {', '.join(CRITICS)}")
+    if int(cfg["depth"]) < 0 or int(cfg["n"]) < 1:
+        raise ValueError(f"method refine: need n >= 1 and depth >= 0, got n={cfg['n']} depth={cfg['depth']}")
+
+
+def has_answer(text: str, problem: Problem, ctx: MethodContext) -> bool:
+    try:
+        return ctx.task.extract_answer(text, problem) is not None
+    except Exception:  # noqa: BLE001 - a text the extractor chokes on has no answer
+        return False
+
+
+def start(problem: Problem, request: Request, c: Completion) -> Rollout:
+    """A rollout at depth 0: the Maj@N sample and its history."""
+    r = Rollout(problem, request.sample_index, request.messages + (Message("assistant", c.text),),
+                c.text, calls=[c], roles={"sample": {k: getattr(c, k) for k in COUNTS}})
+    r.depths.append({"text": c.text, "source": "sample", "keys": {"sample": c.key}, **r.totals()})
+    return r
+
+
+def role_request(r: Rollout, prompt: str, role: str, depth: int, cfg: dict, ctx: MethodContext) -> Request:
+    seed = derive_seed(ctx.seed, f"{r.problem.id}|refine|d{depth}|{role}", r.index)
+    changes = {k: v for k, v in (cfg.get("roles") or {}).get(role, {}).items() if v is not None}
+    return Request(messages=r.history + (Message("user", prompt),),
+                   sampling=sampling({**cfg["sampling"], **changes}, seed),
+                   sample_index=r.index, tag=f"{r.problem.id}#{r.index}/d{depth}/{role}")
+
+
+def ask(rollouts: list[Rollout], role: str, prompt: str, depth: int, cfg: dict, llm,
+        ctx: MethodContext) -> None:
+    """One batched model call of `role` for every rollout; answers join each history."""
+    done = llm.generate([role_request(r, prompt, role, depth, cfg, ctx) for r in rollouts])
+    for r, c in zip(rollouts, done):
+        r.say(prompt, role, c.text, c)
+
+
+def random_critique(r: Rollout, depth: int, cfg: dict, ctx: MethodContext) -> str:
+    words = render(cfg["templates"]["random_critic"]).split()
+    rng = random.Random(derive_seed(ctx.seed, f"{r.problem.id}|refine|d{depth}|critique", r.index))
+    return " ".join(rng.choices(words, k=int(cfg["random_critic_words"])))
+
+
+def critique(rollouts: list[Rollout], depth: int, cfg: dict, llm, ctx: MethodContext) -> None:
+    """The critique turn of one round, as the configured critic makes it."""
+    critic, prompt = cfg["critic"], render(cfg["templates"]["critique"])
+    if critic == "model":
+        ask(rollouts, "critique", prompt, depth, cfg, llm, ctx)
+    elif critic == "affirm":
+        fixed = render(cfg["templates"]["affirm"])
+        for r in rollouts:
+            r.say(prompt, "critique", fixed, None)
+    elif critic == "random":
+        for r in rollouts:
+            r.say(prompt, "critique", random_critique(r, depth, cfg, ctx), None)
+
+
+def close_round(r: Rollout, cfg: dict, ctx: MethodContext) -> None:
+    """Pick the depth's trace (see module docstring) and store the depth record."""
+    trace, source = r.round["correct"], "correct"
+    if cfg["carry_forward"] and not has_answer(trace, r.problem, ctx):
+        if has_answer(r.round["continue"], r.problem, ctx):
+            trace, source = r.round["continue"], "continue"
+        else:
+            trace, source = r.trace, "previous"
+    r.trace = trace
+    keys = {k[:-4]: v for k, v in r.round.items() if k.endswith("_key")}
+    texts = {k: v for k, v in r.round.items() if not k.endswith("_key")}
+    r.depths.append({"text": trace, "source": source, **texts, "keys": keys, **r.totals()})
+    r.round = {}
+
+
+def refine_round(rollouts: list[Rollout], depth: int, cfg: dict, llm, ctx: MethodContext) -> None:
+    """Round `depth` (1..D): continue, critique, correct, each batched over all rollouts."""
+    ask(rollouts, "continue", render(cfg["templates"]["continue"]), depth, cfg, llm, ctx)
+    critique(rollouts, depth, cfg, llm, ctx)
+    correct = render(cfg["templates"]["correct"], has_critique=cfg["critic"] != "none")
+    ask(rollouts, "correct", correct, depth, cfg, llm, ctx)
+    for r in rollouts:
+        close_round(r, cfg, ctx)
+
+
+def terminal(r: Rollout) -> Completion:
+    """The rollout as one sample record: terminal trace, tokens of all its calls."""
+    last = r.calls[-1]
+    return replace(last, text=r.trace, logprobs=None, **r.totals(),
+                   latency_s=sum(c.latency_s for c in r.calls),
+                   cache_hit=all(c.cache_hit for c in r.calls))
+
+
+def problem_row(problem: Problem, rollouts: list[Rollout], cfg: dict) -> dict:
+    roles: dict = {}
+    for r in rollouts:
+        for role, counts in r.roles.items():
+            into = roles.setdefault(role, dict.fromkeys(COUNTS, 0))
+            for k in COUNTS:
+                into[k] += counts[k]
+    depths = [[r.depths[d] for r in rollouts] for d in range(int(cfg["depth"]) + 1)]
+    extra = {"critic": cfg["critic"], "n": len(rollouts), "depth": int(cfg["depth"]),
+             "depths": depths, "roles": roles}
+    return row(problem, "refine", [terminal(r) for r in rollouts], extra)
+
+
+@METHODS.register("refine")
+def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dict]:
+    check_config(cfg)
+    n = int(cfg["n"])
+    requests = [r for p in problems for r in sample_requests(p, cfg["sampling"], ctx, n)]
+    first = llm.generate(requests)
+    rollouts = [start(problems[i // n], q, c) for i, (q, c) in enumerate(zip(requests, first))]
+    for depth in range(1, int(cfg["depth"]) + 1):
+        refine_round(rollouts, depth, cfg, llm, ctx)
+    return [problem_row(p, rollouts[i * n:(i + 1) * n], cfg) for i, p in enumerate(problems)]

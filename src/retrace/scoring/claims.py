@@ -1,0 +1,141 @@
+"""Claims as gates: a verdict per paper claim from paired per-question results.
+
+    a = [{"q1": True, "q2": False, ...}, ...]   # method A: one mapping per seed
+    b = [{"q1": False, "q2": False, ...}]       # baseline B on the same questions
+    row = claim_row("refinement beats Maj@N", "qwen", "math500", "refine", "maj4", a, b,
+                    evidence=[prov_hash_a, prov_hash_b])
+    write_claims_csv([row, ...], "results/report/claims.csv")
+
+How the numbers are made:
+- Seeds are averaged per question first (a question's score is its mean correctness over
+  the method's seeds), then questions are the resampling unit: seeds of one question are
+  not independent questions. mean ± sd over seeds of each side's accuracy is reported too.
+- delta = mean over questions of (A - B); its CI is the paired percentile bootstrap over
+  questions (scoring/stats.py paired_bootstrap_diff).
+- p_value: exact McNemar (stats.mcnemar_exact) when both sides are 0/1 per question (one
+  seed each); otherwise the two-sided sign test on per-question differences, which is the
+  same binomial test on the questions where A and B differ.
+- verdict: "supported" if ci_low > 0, "contradicted" if ci_high < 0, else "inconclusive";
+  also "inconclusive" with fewer than `min_questions` questions, where a bootstrap over a
+  handful of questions gives a CI far narrower than the evidence warrants.
+Not covered: multiple-comparison correction across the rows of claims.csv (the p-values
+are per claim), and seeds of A and B are not paired with each other.
+"""
+from __future__ import annotations
+
+import csv
+import statistics
+from typing import Mapping, Sequence
+
+from retrace.atomic import atomic_open
+from retrace.scoring.metrics import DEFAULT_BOOT, DEFAULT_LEVEL, DEFAULT_SEED
+from retrace.scoring.stats import binomial_two_sided, mcnemar_exact, paired_bootstrap_diff
+
+MIN_QUESTIONS = 10
+COLUMNS = ("claim", "model", "dataset", "method", "baseline", "delta", "ci_low", "ci_high",
+           "p_value", "test", "verdict", "n_questions", "wins", "ties", "losses",
+           "acc_method", "acc_method_sd", "acc_baseline", "acc_baseline_sd",
+           "n_seeds_method", "n_seeds_baseline", "note", "evidence")
+Runs = Sequence[Mapping[str, float]]  # one {question id: score} per seed
+
+# The paper's claims (arXiv:2608.05643) as (claim, method label, baseline label), with the
+# labels an experiment is expected to use; pass your own list where labels differ.
+PAPER_CLAIMS = (
+    ("beats greedy", "refine", "greedy"),
+    ("beats Maj@N", "refine", "majority"),
+    ("refining beats resampling at equal compute", "refine", "majority_eq"),
+    ("the critique stage adds accuracy (vs no critic)", "refine", "refine_nocritic"),
+    ("the critique signal drives the gain (vs always-affirm)", "refine", "refine_affirm"),
+    ("a real critic beats a random-text critic", "refine", "refine_random"),
+)
+
+
+def per_question(runs: Runs) -> dict[str, float]:
+    """Mean score of each question over the seeds; every seed must cover the same questions."""
+    if not runs:
+        raise ValueError("no runs to compare")
+    ids = set(runs[0])
+    for r in runs[1:]:
+        if set(r) != ids:
+            raise ValueError(f"seeds cover different questions: {sorted(ids ^ set(r))[:5]} ...")
+    return {q: sum(float(r[q]) for r in runs) / len(runs) for q in sorted(ids)}
+
+
+def seed_accuracy(runs: Runs) -> tuple[float, float]:
+    """(mean, sd) over seeds of the accuracy; sd is 0.0 with one seed."""
+    accs = [sum(float(v) for v in r.values()) / len(r) for r in runs]
+    return statistics.fmean(accs), (statistics.stdev(accs) if len(accs) > 1 else 0.0)
+
+
+def paired_test(a: list[float], b: list[float]) -> tuple[float, str]:
+    """(p_value, test name): McNemar on 0/1 pairs, else the sign test on differences."""
+    if all(v in (0.0, 1.0) for v in a + b):
+        return mcnemar_exact([v == 1.0 for v in a], [v == 1.0 for v in b])["p_value"], "mcnemar_exact"
+    wins = sum(x > y for x, y in zip(a, b))
+    losses = sum(x < y for x, y in zip(a, b))
+    return binomial_two_sided(wins, wins + losses), "sign"
+
+
+def verdict(ci_low: float, ci_high: float, n_questions: int,
+            min_questions: int = MIN_QUESTIONS) -> str:
+    """supported / contradicted / inconclusive (see module docstring)."""
+    if n_questions < min_questions:
+        return "inconclusive"
+    if ci_low > 0:
+        return "supported"
+    if ci_high < 0:
+        return "contradicted"
+    return "inconclusive"
+
+
+def compare(a_runs: Runs, b_runs: Runs, n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED,
+            level: float = DEFAULT_LEVEL, min_questions: int = MIN_QUESTIONS) -> dict:
+    """Paired comparison of method A against baseline B; the numeric columns of a claims row."""
+    qa, qb = per_question(a_runs), per_question(b_runs)
+    if set(qa) != set(qb):
+        raise ValueError(f"method and baseline cover different questions: {sorted(set(qa) ^ set(qb))[:5]} ...")
+    a, b = [qa[q] for q in qa], [qb[q] for q in qa]
+    boot = paired_bootstrap_diff(a, b, n_boot, seed, level)
+    p_value, test = paired_test(a, b)
+    (acc_a, sd_a), (acc_b, sd_b) = seed_accuracy(a_runs), seed_accuracy(b_runs)
+    n = len(a)
+    return {"delta": boot["diff"], "ci_low": boot["ci_low"], "ci_high": boot["ci_high"],
+            "p_value": p_value, "test": test,
+            "verdict": verdict(boot["ci_low"], boot["ci_high"], n, min_questions),
+            "n_questions": n, "wins": sum(x > y for x, y in zip(a, b)),
+            "ties": sum(x == y for x, y in zip(a, b)), "losses": sum(x < y for x, y in zip(a, b)),
+            "acc_method": acc_a, "acc_method_sd": sd_a, "acc_baseline": acc_b,
+            "acc_baseline_sd": sd_b, "n_seeds_method": len(a_runs), "n_seeds_baseline": len(b_runs),
+            "note": f"fewer than {min_questions} questions" if n < min_questions else ""}
+
+
+def claim_row(claim: str, model: str, dataset: str, method: str, baseline: str,
+              a_runs: Runs, b_runs: Runs, evidence: Sequence[str] = (), **options) -> dict:
+    """One claims.csv row; `evidence` are the provenance hashes of the scores compared."""
+    return {"claim": claim, "model": model, "dataset": dataset, "method": method,
+            "baseline": baseline, **compare(a_runs, b_runs, **options), "evidence": list(evidence)}
+
+
+def gains(a_runs: Runs, b_runs: Runs) -> list[dict[str, float]]:
+    """Per-question gain of A over B as one 'run' (seeds averaged first)."""
+    qa, qb = per_question(a_runs), per_question(b_runs)
+    return [{q: qa[q] - qb[q] for q in qa}]
+
+
+def weaker_gains_more(weak: tuple[Runs, Runs], strong: tuple[Runs, Runs], **options) -> dict:
+    """"Weaker models gain most" for one pair of models on the same questions.
+
+    `weak` and `strong` are (method runs, baseline runs) of each model; the comparison is
+    paired per question on the gains (A - B), so delta = gain(weak) - gain(strong).
+    Which model is weaker is the caller's choice (e.g. lower baseline accuracy).
+    """
+    return compare(gains(*weak), gains(*strong), **options)
+
+
+def write_claims_csv(rows: Sequence[dict], path) -> None:
+    """Write claims rows in COLUMNS order; evidence hashes are joined with ';'."""
+    with atomic_open(path) as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({**r, "evidence": ";".join(r.get("evidence") or ())})

@@ -1,0 +1,102 @@
+"""Compute accounting: FLOPs from measured token counts, and the equal-compute N' for Maj@N'.
+
+FLOPs use the forward-pass approximation 2 x params per token (Kaplan et al. 2020,
+"Scaling Laws for Neural Language Models", https://arxiv.org/abs/2001.08361, sec. 2.1),
+which ignores the attention term, as the refinement paper's sec. 3.5 does:
+    nominal   = 2 * params * (prompt + generated)
+    effective = 2 * params * (prompt - cached_prompt + generated)
+`cached_prompt` counts prompt tokens whose KV the engine reused (prefix caching).
+
+Equal-compute resampling (the skeptic's concrete test in the review of arXiv:2608.05643):
+    per_rollout = C_MajN / N                      cost of one more sample for every problem
+    N' = floor((C_refine - C_MajN) / per_rollout) + N, and N' = N when refinement is cheaper
+Maj@N' is then the `majority` method with method.n = N' (its first N samples are the stored
+Maj@N set, served from the request cache). Both costs must cover the same problems.
+
+Token counts are accepted in either stored form: a score's "tokens" block
+({"prompt", "cached_prompt", "generated"}) or a generation's provenance "usage"
+({"prompt_tokens_all", "cached_prompt_tokens_all", "generated_tokens_all"}).
+This does not cover the cost of scoring (extraction, reward models) or of cache look-ups.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+KINDS = ("nominal", "effective")
+_FORMS = (("prompt", "cached_prompt", "generated"),
+          ("prompt_tokens_all", "cached_prompt_tokens_all", "generated_tokens_all"))
+
+
+def token_counts(usage: Mapping) -> tuple[int, int, int]:
+    """(prompt, cached_prompt, generated) from a score "tokens" block or a provenance "usage"."""
+    for keys in _FORMS:
+        if keys[0] in usage and keys[2] in usage:
+            return int(usage[keys[0]]), int(usage.get(keys[1], 0)), int(usage[keys[2]])
+    raise ValueError(f"no token counts in {sorted(usage)}; expected {_FORMS[0]} or {_FORMS[1]}")
+
+
+def flops(usage: Mapping, params: int, kind: str = "effective") -> int:
+    """Total forward FLOPs of `usage` (see module docstring for the two kinds)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown FLOP kind {kind!r}; valid: {', '.join(KINDS)}")
+    prompt, cached, generated = token_counts(usage)
+    if not 0 <= cached <= prompt:
+        raise ValueError(f"cached prompt tokens ({cached}) must lie in 0..prompt ({prompt})")
+    counted = prompt + generated if kind == "nominal" else prompt - cached + generated
+    return 2 * int(params) * counted
+
+
+def equal_compute_n(refine_usage: Mapping, majority_usage: Mapping, n: int, params: int,
+                    kind: str = "effective") -> dict:
+    """N' such that Maj@N' costs about what refinement cost (never less than N).
+
+    Returns {"kind", "n", "n_prime", "c_refine", "c_majority", "per_rollout", "extra_rollouts",
+    "ratio"} where ratio = C_refine / C_MajN and costs are FLOPs over all problems.
+    """
+    if n < 1:
+        raise ValueError(f"Maj@N needs n >= 1, got {n}")
+    c_refine, c_maj = flops(refine_usage, params, kind), flops(majority_usage, params, kind)
+    if c_maj <= 0:
+        raise ValueError("Maj@N cost is zero: no measured tokens to price a rollout with")
+    per_rollout = c_maj / n
+    # Integer floor division on exact FLOP counts: no float rounding at the boundary.
+    extra = max(0, (c_refine - c_maj) * n // c_maj)
+    return {"kind": kind, "n": n, "n_prime": n + extra, "c_refine": c_refine,
+            "c_majority": c_maj, "per_rollout": per_rollout, "extra_rollouts": extra,
+            "ratio": c_refine / c_maj}
+
+
+def compute_normalised_gain(acc: float, acc_base: float, flops_: float, flops_base: float
+                            ) -> float | None:
+    """Accuracy points gained per 10^3 TFLOPs (10^15 FLOPs) spent over the baseline.
+
+    `acc` values are fractions (0..1); None when the method spent no more than the baseline,
+    where the ratio is meaningless (the paper's eta, sec. 5.3, assumes extra spend).
+    """
+    extra = flops_ - flops_base
+    if extra <= 0:
+        return None
+    return 100.0 * (acc - acc_base) / (extra / 1e15)
+
+
+def depth_tokens(rows: list[dict]) -> list[dict]:
+    """Per depth d of refine rows: tokens of all rollouts refined to depth d (cumulative).
+
+    A refinement stopped at depth d has cost exactly depths[d]'s cumulative counts, so
+    this gives the compute axis of the N x D grid and of accuracy-vs-compute plots.
+    """
+    n_depths = min(len(r["extra"]["depths"]) for r in rows)
+    out = []
+    for d in range(n_depths):
+        recs = [rec for r in rows for rec in r["extra"]["depths"][d]]
+        out.append({"depth": d, "prompt": sum(x["prompt_tokens"] for x in recs),
+                    "cached_prompt": sum(x["cached_prompt_tokens"] for x in recs),
+                    "generated": sum(x["generated_tokens"] for x in recs)})
+    return out
+
+
+def flops_summary(usage: Mapping, params: int) -> dict:
+    """{"nominal", "effective"} FLOPs and the same in TFLOPs, for tables."""
+    out = {kind: flops(usage, params, kind) for kind in KINDS}
+    out.update({f"{kind}_tflops": out[kind] / 1e12 for kind in KINDS})
+    return out

@@ -1,0 +1,184 @@
+"""`hf_reward`: a hub reward model scoring solutions through transformers (for GPU runs).
+
+    scorer:
+      name: hf_reward
+      repo: RLHFlow/Llama3.1-8B-PRM-Deepseek-Data   # or `path:` a local directory
+      revision: null          # a commit; null = whatever the local HF cache holds
+      kind: prm               # prm | classifier
+      aggregate: min          # prm only: last | min | prod | mean over the step scores
+      device: auto            # auto | cpu | cuda
+      dtype: bfloat16
+      batch_size: 4
+
+Two kinds:
+- `prm`: a causal LM trained to answer "+" (step correct) or "-" after each step, in
+  RLHFlow's layout (https://github.com/RLHFlow/RLHF-Reward-Modeling/tree/main/math-rm):
+  user turns carry the steps (the first prefixed by the question), each assistant turn
+  is "+". A step's score is softmax(logit("+"), logit("-"))[0] at the position that
+  predicts its assistant turn; the solution's score aggregates the steps
+  (search-and-learn aggregates with last / min / prod). Steps are split on blank lines.
+- `classifier`: a sequence classifier with one output (e.g. an ORM head) over the chat
+  [user: question, assistant: solution]; the score is sigmoid(logit), or the raw value
+  with `squash: none`. `auto_class: AutoModel` plus `trust_remote_code: true` loads
+  remote-code RMs such as Qwen2.5-Math-RM-72B, whose first output is the reward.
+
+The model is loaded on first use (torch and transformers are imported only then).
+Does not cover: the request cache (scores are recomputed on a rerun; only the forward
+pass's prompt tokens are reported), and sharding a model over several GPUs (it sits on one
+device).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from retrace.hashing import sha256_file, sha256_json
+from retrace.scoring.scorers import Score, ScoreItem, Scorer
+
+AGGREGATES = {"last": lambda s: s[-1], "min": min, "mean": lambda s: sum(s) / len(s),
+              "prod": lambda s: math.prod(s)}
+
+
+def split_steps(solution: str, separator: str = "\n\n") -> list[str]:
+    """Non-empty steps of a solution; an empty solution is one empty step (still scored)."""
+    steps = [s.strip() for s in solution.split(separator) if s.strip()]
+    return steps or [""]
+
+
+class HFReward(Scorer):
+    name = "hf_reward"
+
+    def __init__(self, cfg: dict):
+        self.cfg = cfg
+        self.kind = cfg.get("kind", "prm")
+        if self.kind not in ("prm", "classifier"):
+            raise ValueError(f"hf_reward kind {self.kind!r}: expected prm or classifier")
+        self.aggregate = AGGREGATES[cfg.get("aggregate", "last")]
+        self.plus, self.minus = cfg.get("plus", "+"), cfg.get("minus", "-")
+        self.tokenizer = self.model = None
+        self._fingerprint = None
+
+    def load(self) -> None:
+        if self.model is not None:
+            return
+        import torch
+        import transformers
+        source = self.cfg.get("path") or self.cfg["repo"]
+        kwargs = {"trust_remote_code": bool(self.cfg.get("trust_remote_code", False))}
+        if not self.cfg.get("path") and self.cfg.get("revision"):
+            kwargs["revision"] = self.cfg["revision"]
+        default = "AutoModelForCausalLM" if self.kind == "prm" else "AutoModelForSequenceClassification"
+        auto = getattr(transformers, self.cfg.get("auto_class", default))
+        dtype = self.cfg.get("dtype", "auto")
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, **kwargs)
+        self.model = auto.from_pretrained(
+            source, dtype=dtype if dtype == "auto" else getattr(torch, dtype), **kwargs)
+        self.device = _device(self.cfg.get("device", "auto"))
+        self.model.to(self.device).eval()
+        self.pad_id = _pad_id(self.tokenizer)
+        if getattr(self.model.config, "pad_token_id", None) is None:
+            self.model.config.pad_token_id = self.pad_id  # classifiers find the last token by it
+        self._fingerprint = self._weights_fingerprint(source)
+
+    def _weights_fingerprint(self, source: str) -> str:
+        """sha256 of a local directory's files, or the hub repo at its resolved commit."""
+        if self.cfg.get("path"):
+            files = sorted(p for p in Path(source).iterdir() if p.is_file())
+            return sha256_json({p.name: sha256_file(p) for p in files})
+        commit = getattr(self.model.config, "_commit_hash", None) or self.cfg.get("revision")
+        return f"hub:{source}@{commit}"
+
+    def identity(self) -> dict:
+        self.load()
+        return {"name": self.name, "model": self._fingerprint,
+                "model_name": self.cfg.get("repo") or self.cfg.get("path"),
+                "params": sum(p.numel() for p in self.model.parameters()), "kind": self.kind,
+                "aggregate": self.cfg.get("aggregate", "last")}
+
+    def score(self, items: Sequence[ScoreItem]) -> list[Score]:
+        if not items:
+            return []
+        self.load()
+        size = max(1, int(self.cfg.get("batch_size", 4)))
+        out: list[Score] = []
+        for i in range(0, len(items), size):
+            batch = items[i:i + size]
+            out.extend(self._prm(batch) if self.kind == "prm" else self._classify(batch))
+        return out
+
+    # --- prm -------------------------------------------------------------------------
+
+    def render(self, conversation: list[dict]) -> list[int]:
+        self.load()
+        text = self.tokenizer.apply_chat_template(conversation, tokenize=False)
+        # The template writes its own special tokens; adding BOS again would double it.
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def prm_inputs(self, question: str, steps: list[str]) -> tuple[list[int], list[tuple[int, int, int]]]:
+        """Token ids of the whole conversation and, per step, (position, plus id, minus id).
+
+        The position of step k's verdict token is where the ids first differ when that
+        assistant turn says `minus` instead of `plus`; no template-specific offset needed.
+        """
+        def conversation(bad: int) -> list[dict]:
+            turns = []
+            for k, step in enumerate(steps):
+                turns.append({"role": "user", "content": f"{question} {step}" if k == 0 else step})
+                turns.append({"role": "assistant", "content": self.minus if k == bad else self.plus})
+            return turns
+        ids = self.render(conversation(-1))
+        marks = []
+        for k in range(len(steps)):
+            other = self.render(conversation(k))
+            at = next(i for i, (a, b) in enumerate(zip(ids, other)) if a != b)
+            marks.append((at, ids[at], other[at]))
+        return ids, marks
+
+    def step_scores(self, items: Sequence[ScoreItem]) -> list[tuple[list[float], int]]:
+        """Per item: P("+") of every step, and the number of tokens the forward pass read."""
+        import torch
+        inputs = [self.prm_inputs(it.problem.question, split_steps(it.solution)) for it in items]
+        logits = self._forward([ids for ids, _ in inputs], lambda out: out.logits)
+        return [([float(torch.softmax(logits[j, at - 1, [plus, minus]].float(), -1)[0])
+                  for at, plus, minus in marks], len(ids))
+                for j, (ids, marks) in enumerate(inputs)]
+
+    def _prm(self, items: Sequence[ScoreItem]) -> list[Score]:
+        return [Score(float(self.aggregate(steps)), prompt_tokens=n)
+                for steps, n in self.step_scores(items)]
+
+    # --- classifier ------------------------------------------------------------------
+
+    def _classify(self, items: Sequence[ScoreItem]) -> list[Score]:
+        import torch
+        batch = [self.render([{"role": "user", "content": it.problem.question},
+                              {"role": "assistant", "content": it.solution}]) for it in items]
+        values = self._forward(batch, lambda out: out.logits if hasattr(out, "logits") else out[0])
+        values = values.reshape(len(batch), -1)[:, 0].float()
+        if self.cfg.get("squash", "sigmoid") == "sigmoid":
+            values = torch.sigmoid(values)
+        return [Score(float(v), prompt_tokens=len(ids)) for v, ids in zip(values, batch)]
+
+    def _forward(self, batch: list[list[int]], pick: Any):
+        """One right-padded forward pass; `pick` chooses the output tensor."""
+        import torch
+        width = max(len(ids) for ids in batch)
+        ids = torch.tensor([x + [self.pad_id] * (width - len(x)) for x in batch], device=self.device)
+        mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in batch], device=self.device)
+        with torch.inference_mode():
+            return pick(self.model(input_ids=ids, attention_mask=mask))
+
+
+def _pad_id(tokenizer) -> int:
+    for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0):
+        if tid is not None:
+            return int(tid)
+    return 0
+
+
+def _device(name: str) -> str:
+    import torch
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name

@@ -1,0 +1,95 @@
+"""Claim verdicts (retrace.scoring.claims) on constructed paired results."""
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from retrace.scoring.claims import (COLUMNS, claim_row, compare, per_question, verdict,
+                                    weaker_gains_more, write_claims_csv)
+
+
+def run(flags) -> dict[str, float]:
+    return {f"q{i:03d}": float(x) for i, x in enumerate(flags)}
+
+
+def test_clear_win_is_supported():
+    a = run([1] * 40 + [0] * 10)
+    b = run([0] * 30 + [1] * 10 + [0] * 10)
+    out = compare([a], [b], n_boot=500)
+    assert out["delta"] == pytest.approx(0.6)
+    assert out["ci_low"] > 0 and out["verdict"] == "supported"
+    assert out["test"] == "mcnemar_exact" and out["p_value"] < 1e-6
+    assert (out["wins"], out["ties"], out["losses"]) == (30, 20, 0)
+
+
+def test_clear_loss_is_contradicted():
+    a, b = run([0] * 30 + [1] * 20), run([1] * 50)
+    out = compare([a], [b], n_boot=500)
+    assert out["ci_high"] < 0 and out["verdict"] == "contradicted"
+
+
+def test_tie_is_inconclusive():
+    a = run([1, 0] * 25)
+    b = run([0, 1] * 25)
+    out = compare([a], [b], n_boot=500)
+    assert out["delta"] == 0.0 and out["verdict"] == "inconclusive"
+    assert out["p_value"] == 1.0
+
+
+def test_identical_results_are_inconclusive():
+    a = run([1, 0, 1] * 10)
+    out = compare([a], [a], n_boot=200)
+    assert (out["ci_low"], out["ci_high"], out["verdict"]) == (0.0, 0.0, "inconclusive")
+
+
+def test_tiny_n_is_inconclusive_even_when_every_question_wins():
+    out = compare([run([1, 1, 1])], [run([0, 0, 0])], n_boot=200)
+    assert out["ci_low"] == 1.0 and out["verdict"] == "inconclusive"
+    assert "fewer than" in out["note"]
+    assert verdict(1.0, 1.0, 3, min_questions=3) == "supported"
+
+
+def test_verdict_boundaries():
+    assert verdict(0.0, 0.2, 100) == "inconclusive"  # ci_low must be strictly above 0
+    assert verdict(-0.2, 0.0, 100) == "inconclusive"
+    assert verdict(0.01, 0.2, 100) == "supported"
+    assert verdict(-0.2, -0.01, 100) == "contradicted"
+
+
+def test_seeds_are_averaged_per_question_and_use_the_sign_test():
+    a = [run([1] * 30), run([1] * 25 + [0] * 5), run([1] * 30)]
+    b = [run([0] * 30)]
+    out = compare(a, b, n_boot=300)
+    assert out["test"] == "sign" and out["n_questions"] == 30
+    assert out["delta"] == pytest.approx((25 + 5 * 2 / 3) / 30)
+    assert out["acc_method"] == pytest.approx((1 + 25 / 30 + 1) / 3)
+    assert out["acc_method_sd"] > 0 and out["acc_baseline_sd"] == 0.0
+    assert (out["n_seeds_method"], out["n_seeds_baseline"]) == (3, 1)
+    assert out["verdict"] == "supported"
+
+
+def test_mismatched_questions_are_refused():
+    with pytest.raises(ValueError, match="different questions"):
+        per_question([run([1, 0]), run([1, 0, 1])])
+    with pytest.raises(ValueError, match="different questions"):
+        compare([run([1, 0])], [run([1, 0, 1])])
+
+
+def test_weaker_model_gain_is_a_paired_gain_difference():
+    weak = ([run([1] * 40)], [run([0] * 30 + [1] * 10)])      # gains 30 questions
+    strong = ([run([1] * 40)], [run([0] * 2 + [1] * 38)])     # gains 2 questions
+    out = weaker_gains_more(weak, strong, n_boot=300)
+    assert out["delta"] == pytest.approx(28 / 40) and out["verdict"] == "supported"
+
+
+def test_claims_csv_round_trip(tmp_path):
+    row = claim_row("beats Maj@N", "m", "d", "refine", "majority", [run([1] * 12)],
+                    [run([0] * 12)], evidence=["abc", "def"], n_boot=100)
+    path = tmp_path / "report" / "claims.csv"
+    write_claims_csv([row], path)
+    with open(path) as f:
+        [read] = list(csv.DictReader(f))
+    assert tuple(read) == COLUMNS
+    assert read["verdict"] == "supported" and read["evidence"] == "abc;def"
+    assert float(read["delta"]) == 1.0
