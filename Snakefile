@@ -13,6 +13,8 @@ include: "workflow/rules/model.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/generate.smk"
 include: "workflow/rules/score.smk"
+include: "workflow/rules/diagnose.smk"
+include: "workflow/rules/claims.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -22,3 +24,4 @@ rule all:
         f"{RESULTS}/report/index.html",
         f"{RESULTS}/report/results.csv",
         f"{RESULTS}/report/audit.txt",
+        f"{RESULTS}/report/claims.csv",

@@ -21,7 +21,10 @@ def _job_args(p: argparse.ArgumentParser) -> None:
 
 
 def _job(a: argparse.Namespace) -> Job:
-    return Job(a.model, a.backend, a.dataset, a.label, a.method, a.seed, tuple(a.override))
+    eq = ()
+    if getattr(a, "equal_compute_from", None):
+        eq = ("", "", a.equal_compute_kind)  # the labels only matter to the planner
+    return Job(a.model, a.backend, a.dataset, a.label, a.method, a.seed, tuple(a.override), eq)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,10 +47,23 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--out", type=Path, required=True)
         if name == "generate":
             p.add_argument("--cache", type=Path, required=True)
+            p.add_argument("--equal-compute-from", type=Path, nargs=2, metavar=("REFINE", "MAJORITY"),
+                           help="price N' from these generations (for Maj@N' jobs)")
+            p.add_argument("--equal-compute-kind", choices=("effective", "nominal"), default="effective")
         else:
             p.add_argument("--generations", type=Path, required=True)
+    p = sub.add_parser("diagnose", help="per-depth diagnostics of a refinement job")
+    _job_args(p)
+    p.add_argument("--generations", type=Path, required=True)
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser("claims", help="paper claims as gates (claims.csv)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("scores", type=Path, nargs="+")
     p = sub.add_parser("report", help="build the results table")
     p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--claims", type=Path, default=None)
+    p.add_argument("--diagnostics", type=Path, action="append", default=[], help="repeatable")
     p.add_argument("scores", type=Path, nargs="+")
     p = sub.add_parser("audit", help="verify an artifact's lineage back to its sources")
     p.add_argument("paths", type=Path, nargs="+")
@@ -92,13 +108,20 @@ def main(argv: list[str] | None = None) -> int:
         data.run(a.dataset, a.mirror, a.out, tuple(a.override))
     elif a.command == "generate":
         from retrace.stages import generate
-        generate.run(_job(a), a.data, a.manifest, a.cache, a.out)
+        generate.run(_job(a), a.data, a.manifest, a.cache, a.out,
+                     tuple(a.equal_compute_from) if a.equal_compute_from else None)
     elif a.command == "score":
         from retrace.stages import score
         score.run(_job(a), a.generations, a.data, a.manifest, a.out)
+    elif a.command == "diagnose":
+        from retrace.stages import diagnose
+        diagnose.run(_job(a), a.generations, a.data, a.out)
+    elif a.command == "claims":
+        from retrace.stages import claims
+        claims.run(a.scores, a.out)
     elif a.command == "report":
         from retrace.stages import report
-        report.run(a.scores, a.out_dir)
+        report.run(a.scores, a.out_dir, a.claims, a.diagnostics)
     elif a.command == "audit":
         return _audit(a.paths, a.quiet)
     elif a.command == "plan":

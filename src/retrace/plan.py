@@ -16,7 +16,9 @@ from retrace.config import compose, load_experiment
 from retrace.hashing import hash_sources, sha256_json
 
 PKG = Path(__file__).resolve().parent
-COMMON = ["records.py", "hashing.py", "atomic.py", "provenance.py", "config.py"]
+# Provenance and config code are left out on purpose: they shape records and config slices
+# (whose content is hashed anyway), not artifacts, so editing `retrace audit` reruns nothing.
+COMMON = ["records.py", "hashing.py", "atomic.py"]
 STAGE_FILES = {
     "model": ["models.py", "stages/model.py"],
     "data": ["data.py", "tasks/base.py", "stages/data.py"],
@@ -24,7 +26,12 @@ STAGE_FILES = {
                  "tasks/base.py", "stages/generate.py"],
     "score": ["scoring/vote.py", "scoring/metrics.py", "scoring/score.py", "tasks/base.py",
               "stages/score.py"],
-    "report": ["report/tables.py", "report/html.py", "report/templates/index.html.j2",
+    "diagnose": ["scoring/refine_diagnostics.py", "scoring/score.py", "scoring/vote.py",
+                 "tasks/base.py", "stages/diagnose.py"],
+    "claims": ["scoring/claims.py", "scoring/stats.py", "scoring/metrics.py", "stages/claims.py"],
+    "report": ["report/tables.py", "report/html.py", "report/plots.py", "report/claims_table.py",
+               "report/diagnostics_table.py", "report/templates/index.html.j2",
+               "report/templates/_claims.html.j2", "report/templates/_diagnostics.html.j2",
                "stages/report.py"],
 }
 
@@ -38,6 +45,9 @@ class Job:
     method: str      # the config/method/<name>.yaml it uses
     seed: int
     overrides: tuple[str, ...] = field(default=())
+    # (refine label, majority label, "effective"|"nominal"): this job is Maj@N' with N' priced
+    # from those two jobs' measured tokens (the refinement critics' equal-compute baseline).
+    equal_compute: tuple[str, ...] = field(default=())
 
     @property
     def path(self) -> str:
@@ -59,13 +69,15 @@ class Job:
         return " ".join(args)
 
 
-def _method_entries(methods: list) -> list[tuple[str, str, tuple[str, ...]]]:
+def _method_entries(methods: list) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
     out = []
     for m in methods:
         if isinstance(m, str):
-            out.append((m, m, ()))
-        else:
-            out.append((m["label"], m.get("method", m["label"]), tuple(m.get("overrides", ()))))
+            out.append((m, m, (), ()))
+            continue
+        eq = m.get("equal_compute") or {}
+        eq_t = (eq["refine"], eq["majority"], eq.get("kind", "effective")) if eq else ()
+        out.append((m["label"], m.get("method", m["label"]), tuple(m.get("overrides", ())), eq_t))
     return out
 
 
@@ -84,10 +96,10 @@ def jobs(global_cfg: dict) -> list[Job]:
         run_over += extra
         for model in run["models"]:
             for dataset in run["datasets"]:
-                for label, method, over in _method_entries(run["methods"]):
+                for label, method, over, eq in _method_entries(run["methods"]):
                     for seed in run.get("seeds", [0]):
                         out.append(Job(model, run["backend"], dataset, label, method, int(seed),
-                                       run_over + over))
+                                       run_over + over, eq))
     labels = {}
     for j in out:  # one label must mean one method configuration everywhere
         prev = labels.setdefault((j.model, j.backend, j.dataset, j.label, j.seed), j)
@@ -109,6 +121,11 @@ def shared_key(stage: str, name: str, global_cfg: dict) -> str:
     return rerun_key(stage, cfg)
 
 
+def sibling(job: Job, label: str) -> Job:
+    """The job with another method label on the same model, backend, dataset and seed."""
+    return Job(job.model, job.backend, job.dataset, label, "", job.seed)
+
+
 def find(jobs_: list[Job], **wildcards: str) -> Job:
     for j in jobs_:
         if all(str(getattr(j, k)) == str(v) for k, v in wildcards.items()):
@@ -124,7 +141,7 @@ def _plugin_files(kind: str, name: str) -> list[Path]:
 
 def stage_sources(stage: str, cfg: dict | None = None) -> list[Path]:
     files = [PKG / f for f in COMMON + STAGE_FILES[stage]]
-    if stage in ("data", "score"):  # loading and judging code; prompts are templates
+    if stage in ("data", "score", "diagnose"):  # loading and judging code; prompts are templates
         files += _plugin_files("task", cfg["dataset"]["task"])
     if stage == "generate":
         files += _plugin_files("method", cfg["method"]["name"]) + \
@@ -159,7 +176,7 @@ def config_slice(stage: str, cfg: dict) -> dict:
     if stage == "generate":
         return {"model": cfg["model"], "dataset": cfg["dataset"], "method": cfg["method"],
                 "backend": cfg["backend"]["name"], "seed": cfg["seed"]}
-    if stage == "score":
+    if stage in ("score", "diagnose"):
         return {"task": cfg["dataset"]["task"], "scoring": cfg["method"].get("scoring", {})}
     return {}
 

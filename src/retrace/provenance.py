@@ -179,14 +179,28 @@ def _audit_input(inp: dict, seen: dict) -> AuditNode:
 
 
 def audit_results_table(csv_path: str | Path) -> list[str]:
-    """Check that every row of a results CSV points at the current record of its score file."""
+    """Check that every row of a results or claims CSV points at current provenance records.
+
+    results.csv rows name their score file and its record's hash; claims.csv rows list
+    evidence hashes, each of which must be the record of one of the claims file's inputs."""
     import csv
-    problems = []
     with open(csv_path, newline="") as f:
-        for lineno, row in enumerate(csv.DictReader(f), 2):
-            pp = prov_path(row["score_file"])
-            if not pp.exists():
-                problems.append(f"{csv_path}:{lineno}: {pp} is missing")
-            elif sha256_file(pp) != row["prov_sha256"]:
-                problems.append(f"{csv_path}:{lineno}: prov_sha256 does not match {pp}")
+        rows = list(csv.DictReader(f))
+    if rows and "evidence" in rows[0]:
+        return _audit_evidence(csv_path, rows)
+    problems = []
+    for lineno, row in enumerate(rows, 2):
+        pp = prov_path(row["score_file"])
+        if not pp.exists():
+            problems.append(f"{csv_path}:{lineno}: {pp} is missing")
+        elif sha256_file(pp) != row["prov_sha256"]:
+            problems.append(f"{csv_path}:{lineno}: prov_sha256 does not match {pp}")
     return problems
+
+
+def _audit_evidence(csv_path: str | Path, rows: list[dict]) -> list[str]:
+    inputs = json.loads(prov_path(csv_path).read_text()).get("inputs", [])
+    known = {i.get("prov_sha256") for i in inputs}
+    return [f"{csv_path}:{lineno}: evidence {h[:12]} is not the record of any input"
+            for lineno, row in enumerate(rows, 2)
+            for h in filter(None, row["evidence"].split(";")) if h not in known]

@@ -1,4 +1,5 @@
-"""build_report: CSV rows and provenance hashes match the files; HTML shows the numbers."""
+"""build_report: CSV rows and provenance hashes match the files; HTML shows the numbers,
+the claims and the refinement diagnostics; the PNGs are written beside it."""
 import csv
 import json
 
@@ -7,12 +8,17 @@ import pytest
 from retrace.atomic import write_json
 from retrace.hashing import sha256_file
 from retrace.provenance import prov_path
+from retrace.records import Problem
 from retrace.report import build_report
 from retrace.report.html import fmt_number
+from retrace.scoring.claims import claim_row, write_claims_csv
+from retrace.scoring.refine_diagnostics import diagnose
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def make_score(tmp_path, model, dataset, method, seed, acc, maj=None, prov=True):
-    score = {"job": {"model": model, "dataset": dataset, "method": method, "seed": seed},
+def make_score(tmp_path, model, dataset, method, seed, acc, maj=None, prov=True, **extra):
+    score = {**extra,"job": {"model": model, "dataset": dataset, "method": method, "seed": seed},
              "n_problems": 40, "n_samples": 160,
              "accuracy": {"value": acc, "ci_low": acc - 0.1, "ci_high": acc + 0.1},
              "maj@k": maj or {"1": {"value": acc, "ci_low": 0.0, "ci_high": 1.0}},
@@ -101,3 +107,128 @@ def test_html_escapes_names(tmp_path):
     f = make_score(tmp_path, "a<b", "d", "greedy", 0, 0.5)
     build_report([f], tmp_path / "report")
     assert "a&lt;b" in (tmp_path / "report" / "index.html").read_text()
+
+
+def test_backward_compatible_call_writes_accuracy_plot_only(tmp_path):
+    f = make_score(tmp_path, "m", "d", "greedy", 0, 0.5)
+    out = tmp_path / "report"
+    written = build_report([f], out)
+    assert sorted(p.name for p in written) == ["accuracy_vs_compute.png", "index.html", "results.csv"]
+    assert (out / "accuracy_vs_compute.png").read_bytes().startswith(PNG_MAGIC)
+    assert not (out / "depth_curves.png").exists()
+    html = (out / "index.html").read_text()
+    assert '<img src="accuracy_vs_compute.png"' in html
+    assert "<h2>Claims</h2>" not in html and "Refinement diagnostics" not in html
+
+
+def test_selection_and_scorer_columns(tmp_path):
+    old = make_score(tmp_path, "m", "d", "greedy", 0, 0.5)  # written before "selection" existed
+    rm = make_score(tmp_path, "m", "d", "rm_at_n", 0, 0.7, selection="chosen by scorer",
+                    scorer={"name": "llm_judge", "model": "qwen", "params": 5 * 10**8})
+    build_report([old, rm], tmp_path / "report")
+    rows = {r["method"]: r for r in read_csv(tmp_path / "report" / "results.csv")}
+    assert (rows["greedy"]["selection"], rows["greedy"]["scorer"]) == ("plurality vote", "")
+    assert (rows["rm_at_n"]["selection"], rows["rm_at_n"]["scorer"]) == ("chosen by scorer", "llm_judge")
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert "<td>chosen by scorer</td><td>llm_judge</td>" in html
+    assert "<td>plurality vote</td><td></td>" in html
+
+
+def claims_csv(tmp_path):
+    """Two real claims rows: refine beats greedy on 20 questions; a 3-question inconclusive one."""
+    better = [{f"q{i}": 1.0 for i in range(20)}]
+    worse = [{f"q{i}": float(i < 5) for i in range(20)}]
+    tiny_a, tiny_b = [{"q0": 1.0, "q1": 0.0, "q2": 1.0}], [{"q0": 0.0, "q1": 0.0, "q2": 1.0}]
+    rows = [claim_row("beats greedy", "qwen", "gsm8k", "refine", "greedy", better, worse,
+                      evidence=["a" * 64, "b" * 64], n_boot=200),
+            claim_row("beats Maj@N", "qwen", "gsm8k", "refine", "majority", tiny_a, tiny_b,
+                      evidence=["c" * 64], n_boot=200)]
+    path = tmp_path / "claims.csv"
+    write_claims_csv(rows, path)
+    return path, rows
+
+
+def test_claims_section(tmp_path):
+    path, claims = claims_csv(tmp_path)
+    f = make_score(tmp_path, "qwen", "gsm8k", "refine", 0, 0.5)
+    build_report([f], tmp_path / "report", claims_csv=path)
+    html = (tmp_path / "report" / "index.html").read_text()
+    section = html[html.index("<h2>Claims</h2>"):]
+    assert claims[0]["verdict"] == "supported" and claims[1]["verdict"] == "inconclusive"
+    for c in claims:
+        assert f'class="verdict-{c["verdict"]}"' in section
+        assert f'{c["delta"]:+.3f} [{c["ci_low"]:+.3f}, {c["ci_high"]:+.3f}]' in section
+        assert f'{c["method"]} vs {c["baseline"]}' in section
+    assert "+0.750" in section  # 20/20 against 5/20
+    assert f'<span title="{"a" * 64}">{"a" * 12}</span>' in section
+
+
+def test_claims_csv_missing_columns_refused(tmp_path):
+    bad = tmp_path / "claims.csv"
+    bad.write_text("claim,model\nx,y\n")
+    f = make_score(tmp_path, "m", "d", "greedy", 0, 0.5)
+    with pytest.raises(ValueError, match="lacks columns"):
+        build_report([f], tmp_path / "report", claims_csv=bad)
+    assert not (tmp_path / "report").exists()
+
+
+class ExactTask:
+    def extract_answer(self, text, problem):
+        return text.strip()
+
+    def is_correct(self, answer, problem):
+        return answer == problem.gold
+
+    def same_answer(self, a, b):
+        return a == b
+
+
+def diagnostics_file(tmp_path, seed=0, prov=True):
+    """A diagnostics JSON as the diagnose stage writes it: job + diagnose's output."""
+    def row(pid, *depths):
+        return {"problem_id": pid, "samples": [{"text": t} for t in depths[-1]],
+                "extra": {"depths": [[{"text": t} for t in texts] for texts in depths]}}
+    problems = {p: Problem(p, "q", "1") for p in "abcd"}
+    rows = [row("a", ["2", "2", "1"], ["1", "1", "2"]), row("b", ["1", "1", "2"], ["2", "2", "1"]),
+            row("c", ["1", "1", "1"], ["1", "1", "1"]), row("d", ["3", "4", "5"], ["1", "1", "5"])]
+    result = diagnose(rows, problems, ExactTask(), n_boot=50)
+    path = tmp_path / "diagnostics" / f"refine_{seed}.json"
+    job = {"model": "qwen", "backend": "llamacpp", "dataset": "gsm8k", "method": "refine", "seed": seed}
+    write_json(path, {"job": job, **result})
+    if prov:
+        write_json(prov_path(path), {"artifact": {"path": str(path), "sha256": sha256_file(path)}})
+    return path, result["depths"]
+
+
+def test_diagnostics_table_and_plots(tmp_path):
+    path, depths = diagnostics_file(tmp_path)
+    f = make_score(tmp_path, "qwen", "gsm8k", "refine", 0, 0.5)
+    out = tmp_path / "report"
+    written = build_report([f], out, diagnostics=[path])
+    for name in ("accuracy_vs_compute.png", "depth_curves.png"):
+        assert out / name in written
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 5_000
+    html = (out / "index.html").read_text()
+    section = html[html.index("Refinement diagnostics"):]
+    assert '<img src="depth_curves.png"' in section
+    body = section[section.index("<tbody>"):section.index("</tbody>")]
+    trs = body.split("<tr>")[1:]
+    assert len(trs) == len(depths) == 2
+    d0, d1 = depths
+    # votes: a, d recover and b regresses; rollouts: 5 fixed, 3 broken of 12
+    assert (d1["recovery_rate"], d1["regression_rate"]) == (0.5, 0.25)
+    assert d1["benefit"] == pytest.approx(2 / 12)
+    assert (d0["diversity"], d1["diversity"]) == (2.0, 1.75)
+    cells = lambda tr: [c.split(">", 1)[1].split("<", 1)[0] for c in tr.split("<td")[1:]]
+    assert cells(trs[0])[4:10] == ["0", fmt_number(d0["accuracy"]), "", "", "", "2.00"]
+    assert cells(trs[1])[4:10] == ["1", fmt_number(d1["accuracy"]), "0.500", "0.250", "0.167", "1.75"]
+    assert sha256_file(prov_path(path))[:12] in body
+
+
+def test_diagnostics_without_provenance_refused(tmp_path):
+    path, _ = diagnostics_file(tmp_path, prov=False)
+    f = make_score(tmp_path, "qwen", "gsm8k", "refine", 0, 0.5)
+    with pytest.raises(FileNotFoundError, match="provenance"):
+        build_report([f], tmp_path / "report", diagnostics=[path])
+    assert not (tmp_path / "report").exists()

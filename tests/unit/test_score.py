@@ -96,3 +96,26 @@ def test_finish_reasons_counted():
     r["samples"][1]["finish_reason"] = "length"
     s = score_generations([r], PROBLEMS, FakeTask(), params=1, n_boot=10)
     assert s["finish_reasons"] == {"length": 1, "stop": 1}
+
+
+def test_selecting_methods_are_scored_on_their_choice_and_full_cost():
+    # The vote would pick "5" (two of three); the scorer chose the lone right answer.
+    rows = [row("p1", ["ANSWER: 5", "ANSWER: 1", "ANSWER: 5"])]
+    rows[0]["extra"] = {"chosen": 1, "scorer": {"name": "llm_judge", "params": 10},
+                        "compute": {"policy": {"prompt_tokens": 100, "cached_prompt_tokens": 40,
+                                               "generated_tokens": 50},
+                                    "scorer": {"prompt_tokens": 30, "cached_prompt_tokens": 0,
+                                               "generated_tokens": 3}}}
+    s = score_generations(rows, PROBLEMS, FakeTask(), params=1000, n_boot=50)
+    assert s["selection"] == "chosen by scorer" and s["accuracy"]["value"] == 1.0
+    assert s["per_problem"][0]["vote_correct"] is False
+    assert s["scorer"]["name"] == "llm_judge"
+    # tokens come from extra.compute (pruned candidates and judge calls included), not samples
+    assert s["tokens"]["prompt"] == 130 and s["tokens"]["generated"] == 53
+    assert s["flops"]["nominal"] == 2 * 1000 * 150 + 2 * 10 * 33
+    assert s["flops"]["effective"] == 2 * 1000 * 110 + 2 * 10 * 33
+
+
+def test_voting_methods_say_so_and_have_no_scorer():
+    s = score_generations([row("p1", ["ANSWER: 1"])], PROBLEMS, FakeTask(), params=1, n_boot=20)
+    assert s["selection"] == "plurality vote" and s["scorer"] is None

@@ -38,5 +38,5 @@ def shared_args(group):
     return " ".join(f"--override {shlex.quote(o)}" for o in _plan.shared_overrides(config, group))
 
 
-def all_outputs(kind, suffix):
-    return [f"{RESULTS}/{kind}/{j.path}{suffix}" for j in JOBS]
+def all_outputs(kind, suffix, method=None):
+    return [f"{RESULTS}/{kind}/{j.path}{suffix}" for j in JOBS if method in (None, j.method)]

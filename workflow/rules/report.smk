@@ -1,28 +1,38 @@
-# Stage report: the results table over every score, then an audit of its whole lineage.
+# Stage report: results table, claims and diagnostics with plots; then an audit of the lineage.
+REFINE_DIAGNOSTICS = all_outputs("diagnostics", ".json", method="refine")
+
+
 rule report:
     input:
         scores=all_outputs("scores", ".json"),
+        claims=f"{RESULTS}/report/claims.csv",
+        diagnostics=REFINE_DIAGNOSTICS,
     output:
         html=report(f"{RESULTS}/report/index.html", caption="../report/results.rst",
                     category="Results"),
         csv=report(f"{RESULTS}/report/results.csv", caption="../report/results.rst",
                    category="Results"),
-        provs=multiext(f"{RESULTS}/report/", "index.html.prov.json", "results.csv.prov.json"),
+        plot=report(f"{RESULTS}/report/accuracy_vs_compute.png", caption="../report/plots.rst",
+                    category="Plots"),
+        depth=[f"{RESULTS}/report/depth_curves.png"] if REFINE_DIAGNOSTICS else [],
     log:
         f"{RESULTS}/logs/report.log",
     params:
         key=lambda w: _plan.rerun_key("report", {}),
+        diagnostics=lambda w, input: " ".join(f"--diagnostics {d}" for d in input.diagnostics),
     shell:
-        "{PY} -m retrace report --out-dir {RESULTS}/report {input.scores} > {log} 2>&1"
+        "{PY} -m retrace report --out-dir {RESULTS}/report --claims {input.claims} "
+        "{params.diagnostics} {input.scores} > {log} 2>&1"
 
 
 rule audit:
     input:
         csv=f"{RESULTS}/report/results.csv",
         html=f"{RESULTS}/report/index.html",
+        claims=f"{RESULTS}/report/claims.csv",
     output:
         f"{RESULTS}/report/audit.txt",
     log:
         f"{RESULTS}/logs/audit.log",
     shell:
-        "{PY} -m retrace audit {input.csv} {input.html} > {output} 2> {log}"
+        "{PY} -m retrace audit {input.csv} {input.claims} {input.html} > {output} 2> {log}"

@@ -18,7 +18,7 @@ from retrace.hashing import sha256_file
 from retrace.provenance import prov_path
 
 IDENTITY = ("model", "dataset", "method", "seed")
-HEAD = (*IDENTITY, "n", "accuracy", "ci_low", "ci_high")
+HEAD = (*IDENTITY, "n", "accuracy", "ci_low", "ci_high", "selection", "scorer")
 TAIL = ("prompt_tokens", "cached_prompt_tokens", "generated_tokens",
         "flops_nominal", "flops_effective", "score_file", "prov_sha256")
 
@@ -45,14 +45,26 @@ def _by_k(metric: dict, prefix: str) -> dict[str, float]:
     return out
 
 
+def scorer_name(scorer: object) -> str:
+    """The scorer's name from its identity dict (scoring/scorers.py); "" when none chose."""
+    if isinstance(scorer, dict):
+        return str(scorer.get("name", ""))
+    return "" if scorer is None else str(scorer)
+
+
 def result_row(path: Path) -> dict:
-    """One flat row (identity, accuracy with CI, maj@k, pass@k, tokens, FLOPs, hashes)."""
+    """One flat row (identity, accuracy with CI, selection, maj@k, pass@k, tokens, FLOPs, hashes).
+
+    Score files written before `selection` existed were all plurality votes.
+    """
     score, prov_sha = load_score(path)
     acc, tok, flops = score["accuracy"], score["tokens"], score["flops"]
     return {
         **{k: score["job"][k] for k in IDENTITY},
         "n": score["n_problems"], "accuracy": acc["value"],
         "ci_low": acc["ci_low"], "ci_high": acc["ci_high"],
+        "selection": score.get("selection") or "plurality vote",
+        "scorer": scorer_name(score.get("scorer")),
         **_by_k(score.get("maj@k", {}), "maj"), **_by_k(score.get("pass@k", {}), "pass"),
         "prompt_tokens": tok["prompt"], "cached_prompt_tokens": tok["cached_prompt"],
         "generated_tokens": tok["generated"],

@@ -47,6 +47,9 @@ PAPER_CLAIMS = (
     ("the critique stage adds accuracy (vs no critic)", "refine", "refine_nocritic"),
     ("the critique signal drives the gain (vs always-affirm)", "refine", "refine_affirm"),
     ("a real critic beats a random-text critic", "refine", "refine_random"),
+    ("beats RM@N", "refine", "best_of_n"),
+    ("beats step-level beam search", "refine", "beam"),
+    ("beats lookahead search", "refine", "lookahead"),
 )
 
 

@@ -6,7 +6,11 @@
 `extract_answer(text, problem)`, `is_correct(answer, problem)` and `same_answer(a, b)`.
 
 accuracy is the correctness of the plurality vote over all N samples of each problem
-(plain accuracy when N = 1). FLOPs use the 2 x params per token approximation of the
+(plain accuracy when N = 1), or, for methods that select one sample themselves (RM@N,
+beam and lookahead search put its index in `extra["chosen"]`), of the selected sample;
+`selection` says which, and `scorer` names the scorer that made the choice. Such rows also
+carry `extra["compute"]` = {"policy": tokens, "scorer": tokens}: their samples are not their
+whole cost (pruned candidates, judge calls), so tokens and FLOPs come from there. FLOPs use the 2 x params per token approximation of the
 forward pass (Kaplan et al. 2020, "Scaling Laws for Neural Language Models",
 https://arxiv.org/abs/2001.08361, sec. 2.1), which ignores the attention term:
     nominal   = 2 * params * (prompt + generated)
@@ -50,9 +54,13 @@ def score_problem(row: dict, problem: Problem, task: Any) -> dict:
         errors += failed
     correct = [a is not None and bool(task.is_correct(a, problem)) for a in answers]
     idx = plurality_index(answers, task.same_answer)
-    return {"id": problem.id, "answers": answers, "correct": correct,
-            "vote": None if idx is None else answers[idx],
-            "vote_correct": idx is not None and correct[idx], "extract_errors": errors}
+    chosen = (row.get("extra") or {}).get("chosen")
+    out = {"id": problem.id, "answers": answers, "correct": correct,
+           "vote": None if idx is None else answers[idx],
+           "vote_correct": idx is not None and correct[idx], "extract_errors": errors}
+    if chosen is not None:
+        out["chosen"], out["chosen_correct"] = int(chosen), correct[int(chosen)]
+    return out
 
 
 def check_rows(rows: list[dict], problems: dict[str, Problem]) -> None:
@@ -71,21 +79,40 @@ def check_rows(rows: list[dict], problems: dict[str, Problem]) -> None:
         seen.add(pid)
 
 
+_TOKEN_KEYS = ("prompt_tokens", "cached_prompt_tokens", "generated_tokens")
+
+
+def row_cost(row: dict, params: int) -> tuple[dict, float, float]:
+    """(tokens, nominal FLOPs, effective FLOPs) of one row: its samples, or `extra.compute`."""
+    extra = row.get("extra") or {}
+    parts = extra.get("compute") or {"policy": {k: sum(int(s.get(k, 0)) for s in row["samples"])
+                                                for k in _TOKEN_KEYS}}
+    scorer_params = (extra.get("scorer") or {}).get("params") or 0  # unknown size: no FLOPs
+    tokens, nominal, effective = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0
+    for part, t in parts.items():
+        p = params if part == "policy" else scorer_params
+        for k in _TOKEN_KEYS:
+            tokens[k] += int(t.get(k, 0))
+        nominal += 2 * p * (t.get("prompt_tokens", 0) + t.get("generated_tokens", 0))
+        effective += 2 * p * (t.get("prompt_tokens", 0) - t.get("cached_prompt_tokens", 0)
+                              + t.get("generated_tokens", 0))
+    return tokens, nominal, effective
+
+
 def token_totals(rows: list[dict], params: int) -> tuple[dict, dict, dict, int]:
-    """(tokens, flops, finish_reason counts, request-cache hits) summed over every sample."""
-    prompt = cached = generated = hits = 0
+    """(tokens, flops, finish_reason counts, request-cache hits) summed over every row."""
+    totals, nominal, effective, hits = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0, 0
     reasons: Counter = Counter()
     for row in rows:
-        for s in row["samples"]:
-            prompt += int(s.get("prompt_tokens", 0))
-            cached += int(s.get("cached_prompt_tokens", 0))
-            generated += int(s.get("generated_tokens", 0))
-            hits += bool(s.get("cache_hit", False))
-            reasons[str(s.get("finish_reason"))] += 1
-    tokens = {"prompt": prompt, "cached_prompt": cached, "generated": generated,
-              "per_problem_mean_generated": generated / len(rows)}
-    flops = {"nominal": 2 * params * (prompt + generated),
-             "effective": 2 * params * (prompt - cached + generated)}
+        t, n, e = row_cost(row, params)
+        totals = {k: totals[k] + t[k] for k in _TOKEN_KEYS}
+        nominal, effective = nominal + n, effective + e
+        hits += sum(bool(s.get("cache_hit", False)) for s in row["samples"])
+        reasons.update(str(s.get("finish_reason")) for s in row["samples"])
+    tokens = {"prompt": totals["prompt_tokens"], "cached_prompt": totals["cached_prompt_tokens"],
+              "generated": totals["generated_tokens"],
+              "per_problem_mean_generated": totals["generated_tokens"] / len(rows)}
+    flops = {"nominal": int(nominal), "effective": int(effective)}
     return tokens, flops, dict(sorted(reasons.items())), hits
 
 
@@ -112,10 +139,15 @@ def score_generations(rows: Iterable[dict], problems: dict[str, Problem], task: 
     per_problem = [score_problem(r, problems[str(r["problem_id"])], task) for r in rows]
     tokens, flops, reasons, hits = token_totals(rows, params)
     maj, pas = k_metrics(per_problem, task.same_answer, n_boot, seed)
+    chosen = all("chosen" in p for p in per_problem)
+    flags = [p["chosen_correct"] if chosen else p["vote_correct"] for p in per_problem]
+    scorer = next((r["extra"]["scorer"] for r in rows if (r.get("extra") or {}).get("scorer")), None)
     return {
         "n_problems": len(rows),
         "n_samples": sum(len(r["samples"]) for r in rows),
-        "accuracy": estimate([p["vote_correct"] for p in per_problem], n_boot, seed),
+        "accuracy": estimate(flags, n_boot, seed),
+        "selection": "chosen by scorer" if chosen else "plurality vote",
+        "scorer": scorer,
         "maj@k": maj, "pass@k": pas,
         "ci": {"method": "percentile bootstrap over problems", "n_boot": n_boot,
                "seed": seed, "level": DEFAULT_LEVEL},

@@ -33,12 +33,31 @@ def flops(params: int, usage) -> dict:
             "generated": 2 * params * gen}
 
 
-def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: Path) -> dict:
+def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple[Job, dict]:
+    """Job with method.n = N', priced from the measured tokens of (refinement, Maj@N) runs."""
+    from dataclasses import replace
+
+    from retrace.provenance import load
+    from retrace.scoring.compute import equal_compute_n
+    refine, majority = load(sources[0]), load(sources[1])
+    info = equal_compute_n(refine["usage"], majority["usage"], int(majority["config"]["method"]["n"]),
+                           manifest["params"], kind=job.equal_compute[2])
+    log.info("equal compute: N'=%d (%s FLOPs, refinement/Maj@N = %.2f)", info["n_prime"],
+             info["kind"], info["ratio"])
+    return replace(job, overrides=job.overrides + (f"method.n={info['n_prime']}",)), info
+
+
+def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: Path,
+        equal_compute_from: tuple[Path, Path] | None = None) -> dict:
+    manifest = json.loads(Path(manifest_path).read_text())
+    priced = {}
+    if equal_compute_from:
+        job, priced = equal_compute(job, equal_compute_from, manifest)
     cfg = job.config()
     prov = Provenance("generate", config_slice("generate", cfg), stage_sources("generate", cfg))
-    prov.inputs = [str(data_path), str(manifest_path)] + [str(t) for t in templates(cfg)]
+    prov.inputs = [str(data_path), str(manifest_path)] + [str(t) for t in templates(cfg)] + \
+        [str(p) for p in equal_compute_from or ()]
     problems = data.read_problems(data_path)
-    manifest = json.loads(Path(manifest_path).read_text())
     task = TASKS.get(cfg["dataset"]["task"])
     ctx = MethodContext(seed=job.seed, task=task,
                         template=cfg["dataset"].get("template") or task.default_template)
@@ -60,6 +79,8 @@ def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: P
         "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]},
         "data": {"name": job.dataset, "fingerprint": data.fingerprint(problems)},
         "usage": vars(u), "flops": flops(manifest["params"], u)})
+    if priced:
+        prov.extra["equal_compute"] = priced
     write_jsonl(out, rows)
     prov.write(out)
     return vars(u)

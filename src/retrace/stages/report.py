@@ -1,6 +1,7 @@
-"""Stage `report`: the results table (HTML + CSV) over every score file, with provenance.
+"""Stage `report`: results table (HTML + CSV), claims and refinement diagnostics, plots.
 
-    python -m retrace report --out-dir results/report results/scores/.../seed0.json ...
+    python -m retrace report --out-dir results/report [--claims results/report/claims.csv] \
+        [--diagnostics D.json ...] results/scores/.../seed0.json ...
 """
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from retrace.provenance import Provenance
 from retrace.report.html import build_report
 
 
-def run(score_files: list[Path], out_dir: Path) -> None:
-    provs = {name: Provenance("report", {}, stage_sources("report"), inputs=[str(p) for p in score_files])
-             for name in ("results.csv", "index.html")}
-    build_report(score_files, out_dir)
-    for name, prov in provs.items():
-        prov.write(out_dir / name)
+def run(score_files: list[Path], out_dir: Path, claims: Path | None = None,
+        diagnostics: list[Path] = ()) -> None:
+    inputs = [str(p) for p in score_files] + ([str(claims)] if claims else []) + \
+        [str(p) for p in diagnostics]
+    prov = Provenance("report", {}, stage_sources("report"), inputs=inputs)
+    for written in build_report(score_files, out_dir, claims_csv=claims, diagnostics=diagnostics):
+        prov.write(written)

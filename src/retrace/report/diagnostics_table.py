@@ -1,0 +1,51 @@
+"""Refinement diagnostics JSONs -> loaded records and flat per-depth rows for the report.
+
+A diagnostics file is {"job": {"model", "dataset", "method", "seed", ...}, "depths": [...]},
+"depths" being `scoring.refine_diagnostics.diagnose`'s per-depth list (or its whole dict,
+which holds that list). Like a score file, it must have a provenance record beside it; each
+row carries that record's sha256.
+
+    diags = load_diagnostics(paths)        # [{"job", "depths", "file", "prov_sha256"}, ...]
+    rows = diagnostic_rows(diags)          # one per job per depth
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+from retrace.hashing import sha256_file
+from retrace.provenance import prov_path
+from retrace.report.plots import depth_records
+from retrace.report.tables import IDENTITY, sort_key
+
+ROW_KEYS = ("accuracy", "rollout_accuracy", "recovery_rate", "regression_rate", "recovered",
+            "regressed", "benefit", "diversity")
+
+
+def load_diagnostic(path: Path) -> dict:
+    """One diagnostics file with its per-depth list, file name and provenance hash."""
+    data = json.loads(Path(path).read_text())
+    job = data.get("job")
+    if not isinstance(job, dict) or any(k not in job for k in IDENTITY):
+        raise ValueError(f"{path}: diagnostics JSON lacks job fields {IDENTITY}")
+    record = prov_path(path)
+    if not record.exists():
+        raise FileNotFoundError(f"{path}: no provenance record {record}; "
+                                "every reported number must point at one")
+    return {"job": data["job"], "depths": depth_records(data), "file": str(path),
+            "prov_sha256": sha256_file(record)}
+
+
+def load_diagnostics(paths: Iterable[Path]) -> list[dict]:
+    """Every file's record, sorted by dataset, model, method, seed."""
+    diags = [load_diagnostic(Path(p)) for p in paths]
+    return sorted(diags, key=lambda d: sort_key(d["job"]))
+
+
+def diagnostic_rows(diags: list[dict]) -> list[dict]:
+    """One row per job per depth; flip columns are None at depth 0, where nothing flipped."""
+    return [{**{k: d["job"][k] for k in IDENTITY},
+             "depth": rec["depth"], **{k: rec.get(k) for k in ROW_KEYS},
+             "file": d["file"], "prov_sha256": d["prov_sha256"]}
+            for d in diags for rec in d["depths"]]

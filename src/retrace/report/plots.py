@@ -1,0 +1,171 @@
+"""The report's figures, as PNG files written atomically.
+
+    accuracy_vs_compute(result_rows(score_files), out_dir / "accuracy_vs_compute.png")
+    depth_curves([json.load(f) for f in diagnostics_files], out_dir / "depth_curves.png")
+
+`accuracy_vs_compute` takes the rows of `report.tables.result_rows`; `depth_curves` takes
+diagnostics dicts {"job": {...}, "depths": [...]}, where "depths" is the per-depth list of
+`scoring.refine_diagnostics.diagnose` (or that function's whole dict, which holds the list).
+matplotlib is imported inside the functions, through its object API and the Agg canvas:
+no pyplot, no display, no global backend switch, so importing this module stays cheap and
+plotting in a worker thread is safe. PNGs carry no "Software" tag; byte-identical output
+across matplotlib or freetype versions is not promised.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any, Iterable
+
+from retrace.atomic import atomic_open
+
+TERA = 1e12
+PNG_METADATA = {"Software": None}
+
+
+def _figure(n_panels: int, width: float, height: float, **share: bool) -> tuple[Any, list]:
+    """A Figure with `n_panels` side by side on an Agg canvas, and its axes as a list."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * n_panels, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, n_panels, squeeze=False, **share)[0]
+    return fig, list(axes)
+
+
+def save_png(fig: Any, out_png: Path) -> Path:
+    """Write `fig` to out_png through a temporary sibling (retrace.atomic); return the path."""
+    out_png = Path(out_png)
+    with atomic_open(out_png, "wb") as f:
+        fig.savefig(f, format="png", dpi=120, metadata=PNG_METADATA)
+    return out_png
+
+
+def method_points(rows: Iterable[dict]) -> list[dict]:
+    """One point per (dataset, model, method): seed means of accuracy and effective FLOPs.
+
+    The error bar is the envelope of the seeds' 95% CIs (lowest ci_low, highest ci_high):
+    with one seed it is that seed's bootstrap CI, with several it is never narrower than any.
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((str(r["dataset"]), str(r["model"]), str(r["method"])), []).append(r)
+    return [{"dataset": d, "model": m, "method": meth, "n_seeds": len(g),
+             "accuracy": statistics.fmean(r["accuracy"] for r in g),
+             "ci_low": min(r["ci_low"] for r in g), "ci_high": max(r["ci_high"] for r in g),
+             "tflops": statistics.fmean(r["flops_effective"] for r in g) / TERA}
+            for (d, m, meth), g in groups.items()]
+
+
+def _model_colours(models: Iterable[str]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return {m: cmap(i % 10) for i, m in enumerate(sorted(set(models)))}
+
+
+def _plot_dataset(ax: Any, dataset: str, points: list[dict], colours: dict) -> None:
+    """One dataset's panel: a labelled marker with CI error bars per (model, method)."""
+    for p in points:
+        err = [[p["accuracy"] - p["ci_low"]], [p["ci_high"] - p["accuracy"]]]
+        ax.errorbar([p["tflops"]], [p["accuracy"]], yerr=err, fmt="o", capsize=3,
+                    color=colours[p["model"]], label=p["model"])
+        ax.annotate(p["method"], (p["tflops"], p["accuracy"]), textcoords="offset points",
+                    xytext=(5, 4), fontsize=8)
+    # A log axis cannot show zero FLOPs (e.g. a fake backend with no parameter count).
+    if all(p["tflops"] > 0 for p in points):
+        ax.set_xscale("log")
+    ax.set_title(dataset)
+    ax.set_xlabel("effective compute (TFLOPs)")
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _legend_by_label(fig: Any, axes: list) -> None:
+    """One legend entry per model, however many panels and points it appears in."""
+    seen: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="outside right upper", fontsize=8)
+
+
+def accuracy_vs_compute(score_rows: list[dict], out_png: Path) -> Path:
+    """Accuracy [95% CI] against effective TFLOPs, one panel per dataset; writes out_png."""
+    points = method_points(score_rows)
+    if not points:
+        raise ValueError("no score rows to plot")
+    datasets = sorted({p["dataset"] for p in points})
+    colours = _model_colours(p["model"] for p in points)
+    fig, axes = _figure(len(datasets), 5.0, 4.0, sharey=True)
+    for ax, dataset in zip(axes, datasets):
+        _plot_dataset(ax, dataset, [p for p in points if p["dataset"] == dataset], colours)
+    axes[0].set_ylabel("accuracy (95% CI)")
+    _legend_by_label(fig, axes)
+    return save_png(fig, out_png)
+
+
+def depth_records(diagnostic: dict) -> list[dict]:
+    """The per-depth list of one diagnostics dict ("depths" may hold diagnose's whole dict)."""
+    depths = diagnostic.get("depths")
+    if isinstance(depths, dict):
+        depths = depths.get("depths")
+    if not isinstance(depths, list) or not depths:
+        raise ValueError(f"diagnostics for {diagnostic.get('job')} hold no per-depth records")
+    return depths
+
+
+def job_label(job: dict) -> str:
+    """"method · model · dataset · seed s" (plus the backend when there is one)."""
+    parts = [job.get(k) for k in ("method", "model", "backend", "dataset")]
+    return " · ".join(str(p) for p in parts if p) + f" · seed {job.get('seed', '?')}"
+
+
+def _series(depths: list[dict], key: str) -> tuple[list[int], list[float]]:
+    """(depths, values) of `key` where present; flips and B(d) start at depth 1."""
+    pts = [(d["depth"], d[key]) for d in depths if d.get(key) is not None]
+    return [x for x, _ in pts], [y for _, y in pts]
+
+
+def _plot_job(axes: list, diagnostic: dict, colour: Any) -> None:
+    """One refinement job's lines on the accuracy, flip-rate and B(d) panels."""
+    depths, label = depth_records(diagnostic), job_label(diagnostic.get("job") or {})
+    axes[0].plot(*_series(depths, "accuracy"), "o-", color=colour, label=label)
+    axes[1].plot(*_series(depths, "recovery_rate"), "o-", color=colour)
+    axes[1].plot(*_series(depths, "regression_rate"), "s--", color=colour)
+    axes[2].plot(*_series(depths, "benefit"), "o-", color=colour)
+
+
+def _label_depth_axes(axes: list) -> None:
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
+    titles = ("vote accuracy by depth", "vote flips vs depth d-1 (share of problems)",
+              "net correction benefit B(d) per rollout")
+    for ax, title in zip(axes, titles):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("refinement depth")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, alpha=0.3)
+    for ax in axes[:2]:  # accuracy and flip shares are fractions of the problems
+        ax.set_ylim(-0.02, 1.02)
+    axes[2].axhline(0.0, color="grey", linewidth=0.8)
+    axes[1].legend([Line2D([], [], color="k", linestyle="-", marker="o"),
+                    Line2D([], [], color="k", linestyle="--", marker="s")],
+                   ["recovery (wrong→right)", "regression (right→wrong)"], fontsize=8)
+
+
+def depth_curves(diagnostics: list[dict], out_png: Path) -> Path:
+    """Accuracy, recovery/regression rates and B(d) against depth, a line per job."""
+    if not diagnostics:
+        raise ValueError("no refinement diagnostics to plot")
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    fig, axes = _figure(3, 4.5, 3.6, sharex=True)
+    for i, diagnostic in enumerate(diagnostics):
+        _plot_job(axes, diagnostic, cmap(i % 10))
+    _label_depth_axes(axes)
+    fig.legend(loc="outside lower center", fontsize=8, ncols=min(3, len(diagnostics)))
+    return save_png(fig, out_png)

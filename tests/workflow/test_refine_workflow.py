@@ -1,0 +1,71 @@
+"""The refinement suite through the real workflow with SmolLM2: every baseline and falsifier,
+Maj@N' priced from measured tokens, diagnostics, claims, and an audit of all of it."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import yaml
+
+from tests.workflow.conftest import copy_repo, retrace, snakemake, write_config
+
+pytestmark = pytest.mark.slow
+
+SHORT = "method.sampling.max_tokens=24"
+SMALL = [SHORT, "method.n=2"]
+EXPERIMENT = {"runs": [{
+    "models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smoke_math_mini"], "seeds": [0],
+    "methods": [
+        {"label": "greedy", "overrides": [SHORT]},
+        {"label": "majority", "overrides": SMALL},
+        {"label": "refine", "overrides": SMALL + ["method.depth=1"]},
+        {"label": "refine_affirm", "method": "refine", "overrides": SMALL + ["method.depth=1", "method.critic=affirm"]},
+        {"label": "refine_nocritic", "method": "refine", "overrides": SMALL + ["method.depth=1", "method.critic=none"]},
+        {"label": "majority_eq", "method": "majority", "overrides": SMALL,
+         "equal_compute": {"refine": "refine", "majority": "majority", "kind": "effective"}},
+        {"label": "best_of_n", "overrides": SMALL},
+        {"label": "beam", "overrides": [SHORT, "method.max_steps=2", "method.expand=1"]},
+    ]}]}
+GEN = "results/generations/smollm2-135m-q41/llamacpp/smoke_math_mini"
+
+
+@pytest.fixture(scope="module")
+def refined(tmp_path_factory):
+    root = copy_repo(tmp_path_factory.mktemp("refine"))
+    (root / "config/experiment/refine_test.yaml").write_text(yaml.safe_dump(EXPERIMENT))
+    write_config(root, experiment="refine_test", overrides=["dataset.limit=2"])
+    snakemake(root)
+    return root
+
+
+def test_equal_compute_extends_the_stored_sample_set(refined):
+    prov = json.loads((refined / f"{GEN}/majority_eq/seed0.jsonl.prov.json").read_text())
+    eq = prov["equal_compute"]
+    assert eq["n"] == 2 and eq["n_prime"] >= 2 and eq["c_refine"] > eq["c_majority"]
+    maj = [json.loads(l) for l in open(refined / f"{GEN}/majority/seed0.jsonl")]
+    ext = [json.loads(l) for l in open(refined / f"{GEN}/majority_eq/seed0.jsonl")]
+    for a, b in zip(maj, ext):
+        assert len(b["samples"]) == eq["n_prime"]
+        assert [s["key"] for s in b["samples"][:2]] == [s["key"] for s in a["samples"]]
+        assert all(s["cache_hit"] for s in b["samples"][:2])
+
+
+def test_refinement_depth_zero_is_the_majority_sample_set(refined):
+    maj = {r["problem_id"]: r for r in map(json.loads, open(refined / f"{GEN}/majority/seed0.jsonl"))}
+    for row in map(json.loads, open(refined / f"{GEN}/refine/seed0.jsonl")):
+        depth0 = [d["text"] for d in row["extra"]["depths"][0]]
+        assert depth0 == [s["text"] for s in maj[row["problem_id"]]["samples"]]
+
+
+def test_claims_and_diagnostics_are_written_and_audited(refined):
+    rows = list(csv.DictReader(open(refined / "results/report/claims.csv")))
+    claims = {(r["method"], r["baseline"]) for r in rows}
+    assert {("refine", "greedy"), ("refine", "majority"), ("refine", "majority_eq"),
+            ("refine", "refine_nocritic"), ("refine", "refine_affirm"), ("refine", "best_of_n"),
+            ("refine", "beam")} <= claims
+    assert all(r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows)
+    diag = json.loads((refined / "results/diagnostics/smollm2-135m-q41/llamacpp/smoke_math_mini/"
+                                 "refine/seed0.json").read_text())
+    assert len(diag["depths"]) == 2
+    assert retrace(refined, "audit", "results/report/claims.csv", "results/report/results.csv").returncode == 0

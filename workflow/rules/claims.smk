@@ -1,0 +1,14 @@
+# Stage claims: each paper claim as a gate (paired Δ, CI, test, verdict, evidence hashes).
+rule claims:
+    input:
+        scores=all_outputs("scores", ".json"),
+    output:
+        csv=report(f"{RESULTS}/report/claims.csv", caption="../report/claims.rst",
+                   category="Claims"),
+        prov=f"{RESULTS}/report/claims.csv.prov.json",
+    log:
+        f"{RESULTS}/logs/claims.log",
+    params:
+        key=lambda w: _plan.rerun_key("claims", {}),
+    shell:
+        "{PY} -m retrace claims --out {output.csv} {input.scores} > {log} 2>&1"
