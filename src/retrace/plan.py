@@ -58,6 +58,7 @@ class Job:
                 "method": self.method}
 
     def config(self) -> dict:
+        """The resolved config of this job (a fresh dict each call; composing is cached)."""
         cfg = compose(self.selections(), self.overrides)
         cfg["seed"] = self.seed
         return cfg
@@ -179,6 +180,12 @@ def config_slice(stage: str, cfg: dict) -> dict:
     if stage in ("score", "diagnose"):
         return {"task": cfg["dataset"]["task"], "scoring": cfg["method"].get("scoring", {})}
     return {}
+
+
+@functools.lru_cache(maxsize=None)
+def job_rerun_key(stage: str, job: Job) -> str:
+    """rerun_key for a job, computed once per process (a DAG asks several times per job)."""
+    return rerun_key(stage, job.config())
 
 
 def rerun_key(stage: str, cfg: dict) -> str:

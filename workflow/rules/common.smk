@@ -25,13 +25,18 @@ wildcard_constraints:
     seed=r"\d+",
 
 
+JOB_INDEX = {(j.model, j.backend, j.dataset, j.label, str(j.seed)): j for j in JOBS}
+
+
 def job_of(w):
-    return _plan.find(JOBS, model=w.model, backend=w.backend, dataset=w.dataset,
-                      label=w.label, seed=w.seed)
+    key = (w.model, w.backend, w.dataset, w.label, str(w.seed))
+    if key not in JOB_INDEX:
+        raise ValueError(f"no job of experiment {config['experiment']!r} matches {key}")
+    return JOB_INDEX[key]
 
 
 def job_key(stage):
-    return lambda w: _plan.rerun_key(stage, job_of(w).config())
+    return lambda w: _plan.job_rerun_key(stage, job_of(w))
 
 
 def shared_args(group):

@@ -133,8 +133,8 @@ class LLMJudge(Scorer):
         self.llm, self.template = llm, template
         self.top = int(cfg.get("top_logprobs", 10))
         self.max_tokens = int(cfg.get("max_tokens", 1))
-        self.yes = {normalise(w) for w in cfg.get("yes", ["yes"])}
-        self.no = {normalise(w) for w in cfg.get("no", ["no"])}
+        self.yes = {normalise(w) for w in cfg.get("yes_words", ["yes"])}
+        self.no = {normalise(w) for w in cfg.get("no_words", ["no"])}
         self.fallback = float(cfg.get("fallback", 0.5))
         template_path(template)  # fail now, not after the rollouts, if the file is missing
 
