@@ -70,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p = sub.add_parser("plan", help="list the jobs of the configured experiment")
     p.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
+    p.add_argument("--experiment", default=None, help="instead of the config file's")
+    p.add_argument("--estimate", action="store_true", help="print the cost estimate only")
     return ap
 
 
@@ -88,12 +90,18 @@ def _audit(paths: list[Path], quiet: bool) -> int:
     return 0 if ok else 1
 
 
-def _plan(configfile: Path) -> int:
+def _plan(configfile: Path, experiment: str | None, estimate_only: bool) -> int:
     import yaml
     from retrace.config import check_global
-    from retrace.plan import jobs
-    for j in jobs(check_global(yaml.safe_load(configfile.read_text()))):
-        print(j.path)
+    from retrace.estimate import estimate
+    from retrace.plan import jobs, shared_overrides
+    cfg = check_global(yaml.safe_load(configfile.read_text()))
+    if experiment:
+        cfg["experiment"] = experiment
+    planned = jobs(cfg)
+    if not estimate_only:
+        print("\n".join(j.path for j in planned))
+    print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset")).line())
     return 0
 
 
@@ -125,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.command == "audit":
         return _audit(a.paths, a.quiet)
     elif a.command == "plan":
-        return _plan(a.configfile)
+        return _plan(a.configfile, a.experiment, a.estimate)
     return 0
 
 

@@ -75,12 +75,12 @@ def test_unknown_group_is_refused():
 def test_check_global_refuses_unknown_key_and_names_valid_ones():
     with pytest.raises(ConfigError) as err:
         check_global({"experiment": "smoke", "mirorr": "/data"})
-    assert "'mirorr'" in str(err.value) and "experiment, mirror, overrides" in str(err.value)
+    assert "'mirorr'" in str(err.value) and "estimate, experiment, mirror, overrides" in str(err.value)
 
 
 def test_check_global_fills_defaults():
     assert check_global({"experiment": "paper"}) == {"experiment": "paper", "mirror": "../shared/data",
-                                                     "overrides": []}
+                                                     "overrides": [], "estimate": True}
 
 
 def test_smoke_experiment_expands_to_the_cross_product():

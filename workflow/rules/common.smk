@@ -14,6 +14,10 @@ PY = sys.executable  # the interpreter running Snakemake also runs the stages
 RESULTS = "results"
 CACHE = f"{RESULTS}/cache/requests.sqlite"
 JOBS = _plan.jobs(config)
+if config.get("estimate", True):  # printed before anything runs (also on dry-runs)
+    from snakemake.logging import logger
+    from retrace.estimate import estimate as _estimate
+    logger.info(_estimate(JOBS, config["mirror"], _plan.shared_overrides(config, "dataset")).line())
 JOB_PATH = "{model}/{backend}/{dataset}/{label}/seed{seed}"
 
 

@@ -235,3 +235,12 @@ def run_search(problems: list[Problem], cfg: dict, llm, ctx: MethodContext, meth
 @METHODS.register("beam")
 def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dict]:
     return run_search(problems, cfg, llm, ctx, method="beam", lookahead=0)
+
+
+def _calls_per_problem(cfg: dict) -> int:
+    """Upper bound for retrace.estimate: every round expands every beam and scores each candidate."""
+    candidates = int(cfg["width"]) * int(cfg["expand"]) * int(cfg["max_steps"])
+    return candidates * (2 + int(cfg.get("lookahead", 0)))
+
+
+run.calls_per_problem = _calls_per_problem

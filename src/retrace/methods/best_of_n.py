@@ -40,3 +40,6 @@ def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dic
             "scorer": identity, "score_keys": [s.key for s in mine],
             "compute": {"policy": tokens_used(group), "scorer": tokens_used(mine)}}))
     return rows
+
+
+run.calls_per_problem = lambda cfg: 2 * int(cfg["n"])  # N rollouts + N judge calls (retrace.estimate)

@@ -21,3 +21,8 @@ def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dic
     if depth < 1:
         raise ValueError(f"lookahead: depth must be >= 1 (0 is plain beam search), got {depth}")
     return run_search(problems, cfg, llm, ctx, method="lookahead", lookahead=depth)
+
+
+from retrace.methods.beam import _calls_per_problem  # noqa: E402  (same search, deeper scoring)
+
+run.calls_per_problem = _calls_per_problem

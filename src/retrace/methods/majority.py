@@ -16,3 +16,6 @@ def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dic
     requests = [r for p in problems for r in sample_requests(p, cfg["sampling"], ctx, n)]
     completions = llm.generate(requests)
     return [row(p, "majority", completions[i * n:(i + 1) * n]) for i, p in enumerate(problems)]
+
+
+run.calls_per_problem = lambda cfg: int(cfg["n"])  # for retrace.estimate

@@ -186,3 +186,12 @@ def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dic
     for depth in range(1, int(cfg["depth"]) + 1):
         refine_round(rollouts, depth, cfg, llm, ctx)
     return [problem_row(p, rollouts[i * n:(i + 1) * n], cfg) for i, p in enumerate(problems)]
+
+
+def _calls_per_problem(cfg: dict) -> int:
+    """Model calls per problem (for retrace.estimate): N samples + N × D rounds of 2-3 calls."""
+    per_round = 3 if cfg["critic"] == "model" else 2  # affirm/random critiques are not model calls
+    return int(cfg["n"]) * (1 + int(cfg["depth"]) * per_round)
+
+
+run.calls_per_problem = _calls_per_problem

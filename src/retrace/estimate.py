@@ -1,0 +1,63 @@
+"""Cost estimate of an experiment before anything runs: `retrace plan --estimate`.
+
+Upper bounds from configuration alone: generated tokens ≤ problems × model calls per
+problem (each method's `run.calls_per_problem(cfg)`) × max_tokens; FLOPs = 2 × params ×
+generated tokens (prompts excluded: their length is only known after rendering);
+GPU-hours = generated tokens / the backend's stated `throughput_tok_s` (generated tokens per
+second per GPU for one engine; a stated assumption, not a measurement). Maj@N' jobs are
+priced as Maj@N: their N' is only known after the refinement has run.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from retrace.plan import Job
+from retrace.registry import METHODS
+
+
+@functools.lru_cache(maxsize=None)
+def problem_count(dataset: str, overrides: tuple, mirror: str | None) -> int | None:
+    """Problems a dataset config yields (its limit, or the source file's count; None: unknown)."""
+    from retrace.config import compose
+    from retrace.data import prepare
+    cfg = compose({"dataset": dataset}, overrides)["dataset"]
+    if cfg.get("source") == "hub":
+        return cfg.get("limit")
+    try:
+        return len(prepare(cfg, mirror)[0])
+    except (OSError, ValueError):
+        return cfg.get("limit")
+
+
+@dataclass
+class Estimate:
+    jobs: int = 0
+    unknown: int = 0          # jobs whose problem count could not be known
+    generated_tokens: int = 0
+    flops: float = 0.0
+    gpu_hours: float = 0.0
+
+    def line(self) -> str:
+        return (f"estimate: {self.jobs} generation jobs, ≤ {self.generated_tokens:,} generated tokens, "
+                f"≤ {self.flops / 1e12:,.1f} TFLOPs, ≈ {self.gpu_hours:,.1f} GPU-hours at the backends' "
+                f"stated throughput" + (f"; {self.unknown} jobs of unknown size" if self.unknown else ""))
+
+
+def estimate(jobs: list[Job], mirror: str | None, dataset_overrides: tuple = ()) -> Estimate:
+    est = Estimate()
+    for job in jobs:
+        cfg = job.config()
+        n = problem_count(job.dataset, dataset_overrides, mirror)
+        est.jobs += 1
+        if n is None:
+            est.unknown += 1
+            continue
+        calls = getattr(METHODS.get(job.method), "calls_per_problem", lambda c: c.get("n", 1))
+        tokens = n * calls(cfg["method"]) * int(cfg["method"]["sampling"]["max_tokens"])
+        est.generated_tokens += tokens
+        est.flops += 2 * float(cfg["model"]["params"]) * tokens
+        throughput = cfg["backend"].get("engine", {}).get("throughput_tok_s")
+        if throughput:
+            est.gpu_hours += tokens / float(throughput) / 3600
+    return est

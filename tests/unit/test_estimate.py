@@ -1,0 +1,29 @@
+"""Cost estimates from configuration: problems × calls per problem × max_tokens."""
+from __future__ import annotations
+
+from retrace.config import check_global
+from retrace.estimate import estimate
+from retrace.plan import jobs
+from retrace.registry import METHODS
+
+
+def test_smoke_estimate_counts_every_call():
+    planned = jobs(check_global({"experiment": "smoke"}))
+    est = estimate(planned, None)
+    # 2 datasets × 10 problems × (greedy 1 + Maj@4 4 calls) × 256 tokens
+    assert est.jobs == 4 and est.unknown == 0
+    assert est.generated_tokens == 2 * 10 * (1 + 4) * 256
+    assert est.flops == 2 * 494032768 * est.generated_tokens
+    assert est.gpu_hours == 0  # llama.cpp states no GPU throughput
+
+
+def test_refinement_calls_follow_the_critic_variant():
+    calls = METHODS.get("refine").calls_per_problem
+    assert calls({"n": 8, "depth": 4, "critic": "model"}) == 8 * (1 + 4 * 3)
+    assert calls({"n": 8, "depth": 4, "critic": "affirm"}) == 8 * (1 + 4 * 2)
+
+
+def test_paper_grid_has_gpu_hours_at_the_stated_throughput():
+    est = estimate(jobs(check_global({"experiment": "paper"})), "/nonexistent-mirror")
+    assert est.jobs == 600 and est.unknown == 600  # without a mirror the sizes are unknown
+    assert "600 generation jobs" in est.line()
