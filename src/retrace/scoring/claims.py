@@ -35,7 +35,8 @@ MIN_QUESTIONS = 10
 COLUMNS = ("claim", "model", "dataset", "method", "baseline", "delta", "ci_low", "ci_high",
            "p_value", "test", "verdict", "n_questions", "wins", "ties", "losses",
            "acc_method", "acc_method_sd", "acc_baseline", "acc_baseline_sd",
-           "n_seeds_method", "n_seeds_baseline", "note", "evidence")
+           "n_seeds_method", "n_seeds_baseline", "flops_method", "flops_baseline",
+           "gain_per_1e3_tflops", "note", "evidence")
 Runs = Sequence[Mapping[str, float]]  # one {question id: score} per seed
 
 # The paper's claims (arXiv:2608.05643) as (claim, method label, baseline label), with the

@@ -18,28 +18,41 @@ from retrace.hashing import sha256_file
 from retrace.plan import stage_sources
 from retrace.provenance import Provenance, prov_path
 from retrace.scoring.claims import PAPER_CLAIMS, claim_row, weaker_gains_more, write_claims_csv
+from retrace.scoring.compute import compute_normalised_gain
 
 
-def load_runs(score_files: list[Path]) -> dict:
-    """{(model, backend, dataset): {label: [( {qid: correct}, prov hash ), ...per seed]}}."""
+def load_runs(score_files: list[Path]) -> tuple[dict, dict]:
+    """({(model, backend, dataset): {label: [({qid: correct}, prov hash), ...per seed]}},
+    {(model, backend, dataset, label): [effective FLOPs per seed]})."""
     runs: dict = defaultdict(lambda: defaultdict(list))
+    flops: dict = defaultdict(list)
     for path in score_files:
         s = json.loads(Path(path).read_text())
         job = s["job"]
         flags = {p["id"]: float(p.get("chosen_correct", p["vote_correct"])) for p in s["per_problem"]}
         runs[(job["model"], job["backend"], job["dataset"])][job["method"]].append(
             (flags, sha256_file(prov_path(path))))
-    return runs
+        flops[(job["model"], job["backend"], job["dataset"], job["method"])].append(s["flops"]["effective"])
+    return runs, flops
 
 
-def claim_rows(runs: dict) -> list[dict]:
+def with_compute(row: dict, fa: list[float], fb: list[float]) -> dict:
+    """Add mean effective FLOPs of both sides and accuracy points per 10^3 TFLOPs spent extra."""
+    ma, mb = sum(fa) / len(fa), sum(fb) / len(fb)
+    gain = compute_normalised_gain(row["acc_method"], row["acc_baseline"], ma, mb)
+    return {**row, "flops_method": ma, "flops_baseline": mb, "gain_per_1e3_tflops": gain}
+
+
+def claim_rows(runs: dict, flops: dict) -> list[dict]:
     rows = []
-    for (model, _backend, dataset), labels in sorted(runs.items()):
+    for (model, backend, dataset), labels in sorted(runs.items()):
         for claim, a, b in PAPER_CLAIMS:
             if a in labels and b in labels:
-                rows.append(claim_row(claim, model, dataset, a, b, [r for r, _ in labels[a]],
-                                      [r for r, _ in labels[b]],
-                                      evidence=[h for _, h in labels[a] + labels[b]]))
+                row = claim_row(claim, model, dataset, a, b, [r for r, _ in labels[a]],
+                                [r for r, _ in labels[b]],
+                                evidence=[h for _, h in labels[a] + labels[b]])
+                rows.append(with_compute(row, flops[(model, backend, dataset, a)],
+                                         flops[(model, backend, dataset, b)]))
     return rows + weaker_rows(runs)
 
 
@@ -66,7 +79,7 @@ def weaker_rows(runs: dict) -> list[dict]:
 def run(score_files: list[Path], out: Path) -> int:
     prov = Provenance("claims", {"claims": [list(c) for c in PAPER_CLAIMS]}, stage_sources("claims"),
                       inputs=[str(p) for p in score_files])
-    rows = claim_rows(load_runs(score_files))
+    rows = claim_rows(*load_runs(score_files))
     write_claims_csv(rows, out)
     prov.write(out)
     return len(rows)
