@@ -84,3 +84,14 @@ def test_flip_helpers_on_small_cases():
 def test_rows_without_depths_are_refused():
     with pytest.raises(ValueError, match="not a refine row"):
         diagnose([{"problem_id": "a", "samples": [{"text": "1"}], "extra": {}}], PROBLEMS, ExactTask())
+
+
+def test_n_by_d_grid_reads_smaller_cells_from_the_stored_run():
+    rows = [refine_row("a", ["1", "2", "2"], ["1", "1", "2"])]
+    cells = {(c["n"], c["depth"]): c["accuracy"] for c in
+             diagnose(rows, {"a": Problem("a", "q", "1")}, ExactTask(), n_boot=50)["grid"]}
+    assert set(cells) == {(n, d) for n in (1, 2, 3) for d in (0, 1)}
+    assert cells[(1, 0)] == 1.0          # the first rollout alone is right
+    assert cells[(3, 0)] == 0.0          # all three vote "2" at depth 0
+    assert cells[(3, 1)] == 1.0          # refinement flips the vote
+    assert cells[(2, 0)] == 1.0          # a 1-1 tie goes to the earliest answer

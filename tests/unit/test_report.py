@@ -232,3 +232,19 @@ def test_diagnostics_without_provenance_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="provenance"):
         build_report([f], tmp_path / "report", diagnostics=[path])
     assert not (tmp_path / "report").exists()
+
+
+def test_n_by_d_grid_table(tmp_path):
+    path, _ = diagnostics_file(tmp_path)
+    out = tmp_path / "report"
+    build_report([make_score(tmp_path, "qwen", "gsm8k", "refine", 0, 0.5)], out, diagnostics=[path])
+    html = (out / "index.html").read_text()
+    grid = html[html.index("N &times; D grid"):]
+    grid = grid[grid.index("<tbody>"):grid.index("</tbody>")]
+    rows = [[c.split(">", 1)[1].split("<", 1)[0] for c in tr.split("<td")[1:]]
+            for tr in grid.split("<tr>")[1:]]
+    # n = 1, 2, 3 rollouts × depth 0, 1; first rollouts at depth 0: a 2, b 1, c 1, d 3 -> 0.5
+    assert [r[0] for r in rows] == ["1", "2", "3"]
+    assert rows[0][1] == fmt_number(0.5)
+    # all three rollouts at depth 1: a 1, b 2, c 1, d 1 -> 0.75
+    assert rows[2][2] == fmt_number(0.75)

@@ -33,8 +33,8 @@ def load_diagnostic(path: Path) -> dict:
     if not record.exists():
         raise FileNotFoundError(f"{path}: no provenance record {record}; "
                                 "every reported number must point at one")
-    return {"job": data["job"], "depths": depth_records(data), "file": str(path),
-            "prov_sha256": sha256_file(record)}
+    return {"job": data["job"], "depths": depth_records(data), "grid": data.get("grid") or [],
+            "file": str(path), "prov_sha256": sha256_file(record)}
 
 
 def load_diagnostics(paths: Iterable[Path]) -> list[dict]:
@@ -49,3 +49,17 @@ def diagnostic_rows(diags: list[dict]) -> list[dict]:
              "depth": rec["depth"], **{k: rec.get(k) for k in ROW_KEYS},
              "file": d["file"], "prov_sha256": d["prov_sha256"]}
             for d in diags for rec in d["depths"]]
+
+
+def grid_tables(diags: list[dict]) -> list[dict]:
+    """Per refine job, the N × D accuracy table (the paper's Table 3) as rows of cells."""
+    tables = []
+    for d in diags:
+        if not d["grid"]:
+            continue
+        cells = {(c["n"], c["depth"]): c["accuracy"] for c in d["grid"]}
+        ns, depths = sorted({n for n, _ in cells}), sorted({k for _, k in cells})
+        tables.append({**{k: d["job"][k] for k in IDENTITY}, "depths": depths,
+                       "rows": [{"n": n, "cells": [cells.get((n, k)) for k in depths]} for n in ns],
+                       "prov_sha256": d["prov_sha256"], "file": d["file"]})
+    return tables

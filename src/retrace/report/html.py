@@ -18,7 +18,7 @@ import jinja2
 
 from retrace.atomic import atomic_open
 from retrace.report.claims_table import read_claims
-from retrace.report.diagnostics_table import diagnostic_rows, load_diagnostics
+from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
 from retrace.report.tables import k_columns, result_rows, seed_aggregates, write_csv
 
@@ -60,14 +60,15 @@ def environment() -> jinja2.Environment:
 
 
 def render_html(rows: list[dict], aggregates: list[dict], claims: list[dict] = (),
-                diagnostics: list[dict] = (), images: dict[str, str] | None = None) -> str:
+                diagnostics: list[dict] = (), images: dict[str, str] | None = None,
+                grids: list[dict] = ()) -> str:
     """The report page: `rows` (one per job), `aggregates` (one per multi-seed config),
     `claims` (claims.csv rows), `diagnostics` (one per refine job per depth) and `images`
     ({"accuracy_vs_compute" | "depth_curves": path relative to the page})."""
     template = environment().get_template("index.html.j2")
     return template.render(rows=rows, aggregates=aggregates, k_columns=k_columns(rows),
                            claims=list(claims), diagnostics=list(diagnostics),
-                           images=images or {})
+                           images=images or {}, grids=list(grids))
 
 
 def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None = None,
@@ -88,7 +89,8 @@ def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None
         written.append(depth_curves(diags, out_dir / DEPTH_PNG))
         images["depth_curves"] = DEPTH_PNG
     write_csv(out_dir / "results.csv", rows)
-    html = render_html(rows, seed_aggregates(rows), claims, diagnostic_rows(diags), images)
+    html = render_html(rows, seed_aggregates(rows), claims, diagnostic_rows(diags), images,
+                       grid_tables(diags))
     with atomic_open(out_dir / "index.html") as f:
         f.write(html)
     return [*written, out_dir / "results.csv", out_dir / "index.html"]

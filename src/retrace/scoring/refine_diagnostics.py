@@ -16,6 +16,10 @@ is rollout i's trace at depth d (retrace.methods.refine). Per depth d (d >= 1 fo
 - diversity            mean number of distinct answer classes (by `same_answer`) among a
                        problem's rollouts; no-answer rollouts form no class
 
+`grid` is the paper's N × D table (its Table 3) read from one run, with no new generation:
+accuracy of the vote over the first n rollouts at depth d, for n = 1, 2, 4 … N and d = 0 … D
+(the first n rollouts of a run with N are exactly the rollouts of a run with n: same seeds).
+
 `terminal_vs_depth0` tests whether refinement helped the vote on the same questions:
 paired bootstrap CI of accuracy[D] - accuracy[0] and an exact McNemar test (scoring/stats.py),
 as the review of arXiv:2608.05643 asks. Not covered: significance of per-depth flips.
@@ -25,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from retrace.records import Problem
-from retrace.scoring.metrics import DEFAULT_BOOT, DEFAULT_SEED
+from retrace.scoring.metrics import DEFAULT_BOOT, DEFAULT_SEED, ks_for
 from retrace.scoring.score import check_rows, safe_extract
 from retrace.scoring.stats import mcnemar_exact, paired_bootstrap_diff
 from retrace.scoring.vote import group_answers, plurality_index
@@ -86,6 +90,20 @@ def depth_summary(judged: list[list[dict]], d: int) -> dict:
     return out
 
 
+def grid(judged: list[list[dict]], same_answer: Any) -> list[dict]:
+    """[{"n", "depth", "accuracy"}] for the first n rollouts' vote at each depth."""
+    n_max = min(len(j[0]["answers"]) for j in judged)
+    out = []
+    for n in ks_for(n_max):
+        for d in range(min(len(j) for j in judged)):
+            hits = 0
+            for j in judged:
+                idx = plurality_index(j[d]["answers"][:n], same_answer)
+                hits += idx is not None and j[d]["correct"][idx]
+            out.append({"n": n, "depth": d, "accuracy": hits / len(judged)})
+    return out
+
+
 def diagnose(rows: list[dict], problems: dict[str, Problem], task: Any,
              n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED) -> dict:
     """Per-depth diagnostics of one refine job (see module docstring); raises on bad rows."""
@@ -97,6 +115,7 @@ def diagnose(rows: list[dict], problems: dict[str, Problem], task: Any,
     last = [j[n_depths - 1]["vote_correct"] for j in judged]
     return {"n_problems": len(rows), "depth": n_depths - 1,
             "depths": [depth_summary(judged, d) for d in range(n_depths)],
+            "grid": grid(judged, task.same_answer),
             "terminal_vs_depth0": {**paired_bootstrap_diff(last, first, n_boot, seed),
                                    **mcnemar_exact(last, first)},
             "per_problem": [{"id": str(r["problem_id"]),
