@@ -12,7 +12,8 @@ pytestmark = pytest.mark.slow
 
 GEN = "generations/smollm2-135m-q41/llamacpp"
 SCORE = "scores/smollm2-135m-q41/llamacpp"
-REPORT = {"report/index.html", "report/results.csv", "report/audit.txt"}
+REPORT = {"report/index.html", "report/results.csv", "report/audit.txt", "report/claims.csv",
+          "report/accuracy_vs_compute.png"}
 
 
 def test_run_writes_report_with_traceable_numbers(pipeline):
