@@ -73,6 +73,7 @@ def test_sympy_program_returns_ans():
 def test_plain_program_and_its_failures_are_reported():
     r = run("ans = sum(range(10))\nprint(ans)")
     assert (r.ok, r.ans, r.stdout, r.exit_code, r.killed_reason) == (True, "45", "45\n", 0, None)
+    assert (run("ans = ''").ans, run("x = 1").ans) == ("", None)
     r = run("ans = 1\nraise SystemExit(3)")
     assert (r.ok, r.ans, r.exit_code) == (False, None, 3)
     r = run("1/0")
@@ -375,5 +376,6 @@ def test_output_flood_is_truncated_and_killed():
     r = run("import sys\nwhile True: sys.stderr.write('e' * 1000)",
             Limits(wall_s=5, output_bytes=cap))
     assert r.truncated and r.killed_reason == "output_limit" and len(r.stderr) == cap, r
-    r = run("ans = 'a' * 10**6", Limits(output_bytes=cap))
+    assert run(f"ans = 'a' * {cap}", Limits(output_bytes=cap)).ans == "a" * cap
+    r = run(f"ans = 'a' * {cap + 1}", Limits(output_bytes=cap))
     assert r.truncated and r.killed_reason == "output_limit" and r.ans is None, r

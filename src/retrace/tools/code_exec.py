@@ -131,7 +131,8 @@ with open("/job/program.py", encoding="utf-8") as _f:
 _g = {"__name__": "__main__", "__file__": "program.py", "__builtins__": __builtins__}
 exec(_code, _g)
 if "ans" in _g:
-    os.write(_fd, str(_g["ans"]).encode("utf-8", "replace")[:_cap + 1])  # 1 byte over: cut
+    # "=" marks that ans exists (it may be ""); one byte over the cap tells the caller
+    os.write(_fd, b"=" + str(_g["ans"]).encode("utf-8", "replace")[:_cap + 1])
 """
 
 
@@ -197,6 +198,7 @@ def _collect(proc: subprocess.Popen, ans_r: int, limits: Limits,
     sel = selectors.DefaultSelector()
     for fd in fds:
         sel.register(fd, selectors.EVENT_READ)
+    caps = {fd: limits.output_bytes + (fd == ans_r) for fd in fds}  # + the "=" marker
     truncated, reason = False, None
     while sel.get_map() and reason is None:
         left = start + limits.wall_s - time.monotonic()
@@ -209,7 +211,7 @@ def _collect(proc: subprocess.Popen, ans_r: int, limits: Limits,
                 sel.unregister(key.fd)
                 continue
             buf = fds[key.fd]
-            room = limits.output_bytes - len(buf)
+            room = caps[key.fd] - len(buf)
             buf += chunk[:room]
             if len(chunk) > room:
                 truncated, reason = True, "output_limit"
@@ -260,7 +262,7 @@ def _result(status: int, reason: str | None, truncated: bool, out: str, err: str
         reason = "cpu_time" if sig == signal.SIGXCPU else "signal"
     exit_code = None if sig is not None else status
     ok = exit_code == 0 and reason is None
-    return ExecResult(ok=ok, ans=ans if ok and ans else None, stdout=out, stderr=err,
+    return ExecResult(ok=ok, ans=ans[1:] if ok and ans else None, stdout=out, stderr=err,
                       exit_code=exit_code, signal=sig,
                       timed_out=reason in ("wall_time", "cpu_time"),
                       killed_reason=reason, truncated=truncated, wall_s=round(wall, 3))
