@@ -22,7 +22,8 @@ How it isolates (bubblewrap, `apt-get install -y bubblewrap`, run as root; util-
   virtual environment (so sympy imports), and the program; plus a fresh /proc and a minimal
   /dev. The repository, /root, /home, the rest of /etc and the host's /tmp are not there.
 - the only writable place is /scratch, a tmpfs capped at `Limits.scratch_bytes`, also
-  reachable as /tmp and $HOME; it vanishes with the namespace. The program file lives in a
+  reachable as /tmp and $HOME (when the Python installation itself lives under /tmp, /tmp is
+  instead a second capped tmpfs holding that read-only installation); it vanishes with the namespace. The program file lives in a
   host `tempfile.mkdtemp()` directory (mounted read-only) that is deleted afterwards.
 - the program runs as uid/gid 65534 (nobody/nogroup), no supplementary groups, no
   capabilities, `no_new_privs`, in a new session (no terminal to inject keystrokes into).
@@ -158,7 +159,14 @@ def _bwrap_command(jobdir: str, limits: Limits, ans_fd: int) -> list[str]:
         cmd += ["--perms", "0755", "--dir", "/etc",
                 "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     made: set[str] = set()
-    for root in _python_roots():
+    roots = _python_roots()
+    tmp_holds_python = any(r == "/tmp" or r.startswith("/tmp/") for r in roots)
+    if tmp_holds_python:
+        # A venv under /tmp (e.g. a CI checkout there) must be bound inside /tmp, so /tmp
+        # cannot be the symlink to /scratch: it becomes its own capped tmpfs instead.
+        cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp"]
+        made.add("/tmp")
+    for root in roots:
         parts = root.strip("/").split("/")
         for i in range(1, len(parts)):  # bwrap would make parents 0700: unreadable to 65534
             parent = "/" + "/".join(parts[:i])
@@ -167,8 +175,10 @@ def _bwrap_command(jobdir: str, limits: Limits, ans_fd: int) -> list[str]:
                 cmd += ["--perms", "0755", "--dir", parent]
         cmd += ["--ro-bind", root, root]
     cmd += ["--ro-bind", jobdir, "/job", "--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH,
-            "--symlink", SCRATCH, "/tmp", "--chdir", SCRATCH]
+            "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH]
+    if not tmp_holds_python:
+        cmd += ["--symlink", SCRATCH, "/tmp"]
+    cmd += ["--chdir", SCRATCH]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": SCRATCH,
            "TMPDIR": SCRATCH, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     for key, value in env.items():
