@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import shutil
 from pathlib import Path
 
 from retrace.atomic import atomic_open
@@ -117,7 +116,3 @@ def _hub_manifest(cfg: dict) -> dict:
                          f"({type(e).__name__}: {e}); pre-fill the HF cache or use source.kind=local") from e
     return _dir_manifest(cfg, path)
 
-
-def remove_partial(out_dir: Path) -> None:
-    """Remove a model directory left by a failed materialisation."""
-    shutil.rmtree(out_dir, ignore_errors=True)

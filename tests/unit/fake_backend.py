@@ -44,3 +44,35 @@ def scripted_llm(cache: Path | RequestCache, engine: dict, model: dict | None = 
 def engine_requests(engines: list[ScriptedBackend]) -> list[Request]:
     """Every request that reached any of `engines`, in order."""
     return [r for e in engines for r in e.requests_seen]
+
+
+CONFIG = Path(__file__).resolve().parents[2] / "config"
+
+
+def method_cfg(name: str, **changes) -> dict:
+    """config/method/<name>.yaml as a dict, with top-level keys replaced by `changes`."""
+    import yaml
+    cfg = yaml.safe_load((CONFIG / "method" / f"{name}.yaml").read_text())
+    cfg.update(changes)
+    return cfg
+
+
+def smoke_math_problems(n: int) -> list:
+    """The first n problems of the bundled maths smoke set."""
+    from retrace.registry import TASKS
+    loaded, _ = TASKS.get("smoke_math").load({"name": "smoke_math", "source": "bundled",
+                                              "bundled_path": "smoke_math.jsonl"}, mirror=None)
+    return loaded[:n]
+
+
+class ExactTask:
+    """A fake task: the answer is the stripped text; equal strings are the same answer."""
+
+    def extract_answer(self, text, problem):
+        return text.strip()
+
+    def is_correct(self, answer, problem):
+        return answer == problem.gold
+
+    def same_answer(self, a, b):
+        return a == b

@@ -1,32 +1,20 @@
 """Greedy and majority (retrace.methods) on the smoke_math task with the scripted backend."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-import yaml
 
-from fake_backend import engine_requests, scripted_llm
+from fake_backend import engine_requests, method_cfg, scripted_llm, smoke_math_problems
 from retrace.cache import RequestCache
 from retrace.methods.base import MethodContext, derive_seed
 from retrace.registry import METHODS, TASKS
 
-CONFIG = Path(__file__).resolve().parents[2] / "config"
 ANSWERS = {"seeded": True, "script": [f"so the answer is \\boxed{{{i}}}" for i in range(10)]}
-
-
-def method_cfg(name: str, **changes) -> dict:
-    cfg = yaml.safe_load((CONFIG / "method" / f"{name}.yaml").read_text())
-    cfg.update(changes)
-    return cfg
 
 
 @pytest.fixture(scope="module")
 def problems():
-    task = TASKS.get("smoke_math")
-    loaded, _ = task.load({"name": "smoke_math", "source": "bundled",
-                           "bundled_path": "smoke_math.jsonl"}, mirror=None)
-    return loaded[:3]
+    return smoke_math_problems(3)
 
 
 def ctx(seed: int = 0) -> MethodContext:

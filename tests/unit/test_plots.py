@@ -2,6 +2,8 @@
 structures the report feeds them (result rows; `diagnose` output)."""
 from __future__ import annotations
 
+from fake_backend import ExactTask
+
 import pytest
 
 from retrace.records import Problem
@@ -17,17 +19,6 @@ def result_row(dataset, model, method, seed, acc, flops):
     return {"dataset": dataset, "model": model, "method": method, "seed": seed, "n": 40,
             "accuracy": acc, "ci_low": acc - 0.1, "ci_high": acc + 0.1,
             "selection": "plurality vote", "scorer": "", "flops_effective": flops}
-
-
-class ExactTask:
-    def extract_answer(self, text, problem):
-        return text.strip()
-
-    def is_correct(self, answer, problem):
-        return answer == problem.gold
-
-    def same_answer(self, a, b):
-        return a == b
 
 
 def refine_row(pid, *depths):

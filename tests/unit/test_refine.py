@@ -2,12 +2,10 @@
 plus one slow check on the real SmolLM2 engine."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-import yaml
 
-from fake_backend import engine_requests, scripted_llm
+from fake_backend import engine_requests, method_cfg, scripted_llm, smoke_math_problems
 from retrace.cache import RequestCache
 from retrace.llm import CachedLLM
 from retrace.methods.base import MethodContext
@@ -15,7 +13,6 @@ from retrace.records import Message
 from retrace.registry import METHODS, TASKS
 from retrace.templates import render
 
-CONFIG = Path(__file__).resolve().parents[2] / "config"
 CONTINUE, CRITIQUE = render("refine_continue.j2"), render("refine_critique.j2")
 CORRECT = render("refine_correct.j2", has_critique=True)
 CORRECT_ALONE = render("refine_correct.j2", has_critique=False)
@@ -28,17 +25,9 @@ SCRIPT = {"seeded": True, "script": {
     "": [f"so the answer is \\boxed{{{i}}}" for i in range(10)]}}
 
 
-def method_cfg(name: str, **changes) -> dict:
-    cfg = yaml.safe_load((CONFIG / "method" / f"{name}.yaml").read_text())
-    cfg.update(changes)
-    return cfg
-
-
 @pytest.fixture(scope="module")
 def problems():
-    loaded, _ = TASKS.get("smoke_math").load({"name": "smoke_math", "source": "bundled",
-                                              "bundled_path": "smoke_math.jsonl"}, mirror=None)
-    return loaded[:2]
+    return smoke_math_problems(2)
 
 
 def ctx(seed: int = 0) -> MethodContext:

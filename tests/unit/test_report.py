@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from fake_backend import ExactTask
 from retrace.atomic import write_json
 from retrace.hashing import sha256_file
 from retrace.provenance import prov_path
@@ -170,17 +171,6 @@ def test_claims_csv_missing_columns_refused(tmp_path):
     with pytest.raises(ValueError, match="lacks columns"):
         build_report([f], tmp_path / "report", claims_csv=bad)
     assert not (tmp_path / "report").exists()
-
-
-class ExactTask:
-    def extract_answer(self, text, problem):
-        return text.strip()
-
-    def is_correct(self, answer, problem):
-        return answer == problem.gold
-
-    def same_answer(self, a, b):
-        return a == b
 
 
 def diagnostics_file(tmp_path, seed=0, prov=True):

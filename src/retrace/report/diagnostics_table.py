@@ -10,14 +10,11 @@ row carries that record's sha256.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterable
 
-from retrace.hashing import sha256_file
-from retrace.provenance import prov_path
 from retrace.report.plots import depth_records
-from retrace.report.tables import IDENTITY, sort_key
+from retrace.report.tables import IDENTITY, load_job_json, sort_key
 
 ROW_KEYS = ("accuracy", "rollout_accuracy", "recovery_rate", "regression_rate", "recovered",
             "regressed", "benefit", "diversity")
@@ -25,16 +22,9 @@ ROW_KEYS = ("accuracy", "rollout_accuracy", "recovery_rate", "regression_rate", 
 
 def load_diagnostic(path: Path) -> dict:
     """One diagnostics file with its per-depth list, file name and provenance hash."""
-    data = json.loads(Path(path).read_text())
-    job = data.get("job")
-    if not isinstance(job, dict) or any(k not in job for k in IDENTITY):
-        raise ValueError(f"{path}: diagnostics JSON lacks job fields {IDENTITY}")
-    record = prov_path(path)
-    if not record.exists():
-        raise FileNotFoundError(f"{path}: no provenance record {record}; "
-                                "every reported number must point at one")
+    data, record_sha = load_job_json(path, "diagnostics")
     return {"job": data["job"], "depths": depth_records(data), "grid": data.get("grid") or [],
-            "file": str(path), "prov_sha256": sha256_file(record)}
+            "file": str(path), "prov_sha256": record_sha}
 
 
 def load_diagnostics(paths: Iterable[Path]) -> list[dict]:

@@ -23,17 +23,21 @@ TAIL = ("prompt_tokens", "cached_prompt_tokens", "generated_tokens",
         "flops_nominal", "flops_effective", "score_file", "prov_sha256")
 
 
-def load_score(path: Path) -> tuple[dict, str]:
-    """(score dict, sha256 of its provenance record); errors name the file."""
-    score = json.loads(Path(path).read_text())
-    job = score.get("job")
+def load_job_json(path: Path, kind: str = "score") -> tuple[dict, str]:
+    """(a job's JSON artifact, sha256 of its provenance record); errors name the file.
+
+    Used for score and diagnostics files alike: both must say which job they belong to and
+    have a record, since every reported number must point at one."""
+    data = json.loads(Path(path).read_text())
+    job = data.get("job")
     if not isinstance(job, dict) or any(k not in job for k in IDENTITY):
-        raise ValueError(f"{path}: score JSON lacks job fields {IDENTITY}")
+        raise ValueError(f"{path}: {kind} JSON lacks job fields {IDENTITY}")
     record = prov_path(path)
     if not record.exists():
         raise FileNotFoundError(f"{path}: no provenance record {record}; "
                                 "every reported number must point at one")
-    return score, sha256_file(record)
+    return data, sha256_file(record)
+
 
 
 def _by_k(metric: dict, prefix: str) -> dict[str, float]:
@@ -57,7 +61,7 @@ def result_row(path: Path) -> dict:
 
     Score files written before `selection` existed were all plurality votes.
     """
-    score, prov_sha = load_score(path)
+    score, prov_sha = load_job_json(path)
     acc, tok, flops = score["accuracy"], score["tokens"], score["flops"]
     return {
         **{k: score["job"][k] for k in IDENTITY},
