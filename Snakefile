@@ -14,6 +14,8 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/generate.smk"
 include: "workflow/rules/score.smk"
 include: "workflow/rules/diagnose.smk"
+include: "workflow/rules/drr.smk"
+include: "workflow/rules/art.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/report.smk"
 
@@ -25,3 +27,4 @@ rule all:
         f"{RESULTS}/report/results.csv",
         f"{RESULTS}/report/audit.txt",
         f"{RESULTS}/report/claims.csv",
+        EXTRA_TARGETS,

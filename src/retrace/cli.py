@@ -1,6 +1,7 @@
 """Command line: `python -m retrace <command> …` (also installed as `retrace`).
 
-Workflow stages (called by the Snakemake rules): model, data, generate, score, report.
+Workflow stages (called by the Snakemake rules): model, data, generate, score, diagnose,
+claims, report; method families with their own stages: `retrace drr …`, `retrace art …`.
 User commands: `retrace audit PATH…` (verify lineage), `retrace plan` (list jobs).
 """
 from __future__ import annotations
@@ -59,11 +60,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("claims", help="paper claims as gates (claims.csv)")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("scores", type=Path, nargs="+")
+    p.add_argument("--extra", type=Path, action="append", default=[],
+                   help="a method family's claims CSV to merge (repeatable)")
+    p.add_argument("scores", type=Path, nargs="*")
     p = sub.add_parser("report", help="build the results table")
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--claims", type=Path, default=None)
     p.add_argument("--diagnostics", type=Path, action="append", default=[], help="repeatable")
+    p.add_argument("--section", type=Path, action="append", default=[],
+                   help="a method family's report section JSON (repeatable; see report/sections.py)")
     p.add_argument("scores", type=Path, nargs="+")
     p = sub.add_parser("audit", help="verify an artifact's lineage back to its sources")
     p.add_argument("paths", type=Path, nargs="+")
@@ -105,8 +110,17 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool) -> int:
     return 0
 
 
+# Method families with stages of their own (`retrace drr train …`, `retrace art run …`):
+# each owns its sub-commands in `<module>.main(argv)`, so adding one touches only this table.
+FAMILIES = {"drr": "retrace.drr.cli", "art": "retrace.art.cli"}
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in FAMILIES:
+        import importlib
+        return importlib.import_module(FAMILIES[argv[0]]).main(argv[1:]) or 0
     a = _parser().parse_args(argv)
     if a.command == "model":
         from retrace.stages import model
@@ -126,10 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         diagnose.run(_job(a), a.generations, a.data, a.out)
     elif a.command == "claims":
         from retrace.stages import claims
-        claims.run(a.scores, a.out)
+        claims.run(a.scores, a.out, a.extra)
     elif a.command == "report":
         from retrace.stages import report
-        report.run(a.scores, a.out_dir, a.claims, a.diagnostics)
+        report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section)
     elif a.command == "audit":
         return _audit(a.paths, a.quiet)
     elif a.command == "plan":

@@ -30,7 +30,8 @@ STAGE_FILES = {
                  "tasks/base.py", "stages/diagnose.py"],
     "claims": ["scoring/claims.py", "scoring/stats.py", "scoring/metrics.py", "stages/claims.py"],
     "report": ["report/tables.py", "report/html.py", "report/plots.py", "report/claims_table.py",
-               "report/diagnostics_table.py", "report/templates/index.html.j2",
+               "report/diagnostics_table.py", "report/sections.py", "report/templates/index.html.j2",
+               "report/templates/_sections.html.j2",
                "report/templates/_claims.html.j2", "report/templates/_diagnostics.html.j2",
                "stages/report.py"],
 }

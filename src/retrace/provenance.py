@@ -198,9 +198,26 @@ def audit_results_table(csv_path: str | Path) -> list[str]:
     return problems
 
 
+def lineage_records(path: str | Path) -> set[str]:
+    """sha256 of every provenance record among the (transitive) inputs of `path`."""
+    known: set[str] = set()
+    todo, seen = [prov_path(path)], set()
+    while todo:
+        pp = todo.pop()
+        if str(pp) in seen or not Path(pp).exists():
+            continue
+        seen.add(str(pp))
+        for i in json.loads(Path(pp).read_text()).get("inputs", []):
+            if i.get("prov"):
+                known.add(i.get("prov_sha256"))
+                todo.append(Path(i["prov"]))
+    return known
+
+
 def _audit_evidence(csv_path: str | Path, rows: list[dict]) -> list[str]:
-    inputs = json.loads(prov_path(csv_path).read_text()).get("inputs", [])
-    known = {i.get("prov_sha256") for i in inputs}
-    return [f"{csv_path}:{lineno}: evidence {h[:12]} is not the record of any input"
+    # A family's claims (DRR, ART) reach claims.csv through that family's own claims file,
+    # so evidence may be the record of any ancestor, not only of a direct input.
+    known = lineage_records(csv_path)
+    return [f"{csv_path}:{lineno}: evidence {h[:12]} is not the record of any input in its lineage"
             for lineno, row in enumerate(rows, 2)
             for h in filter(None, row["evidence"].split(";")) if h not in known]

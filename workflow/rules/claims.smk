@@ -2,6 +2,7 @@
 rule claims:
     input:
         scores=all_outputs("scores", ".json"),
+        extra=EXTRA_CLAIMS,
     output:
         csv=report(f"{RESULTS}/report/claims.csv", caption="../report/claims.rst",
                    category="Claims"),
@@ -10,5 +11,6 @@ rule claims:
         f"{RESULTS}/logs/claims.log",
     params:
         key=lambda w: _plan.rerun_key("claims", {}),
+        extra=lambda w, input: " ".join(f"--extra {p}" for p in input.extra),
     shell:
-        "{PY} -m retrace claims --out {output.csv} {input.scores} > {log} 2>&1"
+        "{PY} -m retrace claims --out {output.csv} {params.extra} {input.scores} > {log} 2>&1"

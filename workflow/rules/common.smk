@@ -49,3 +49,17 @@ def shared_args(group):
 
 def all_outputs(kind, suffix, method=None):
     return [f"{RESULTS}/{kind}/{j.path}{suffix}" for j in JOBS if method in (None, j.method)]
+
+
+# Method families with stages of their own (DRR, ART) add to these lists in their rules file:
+# claims CSVs merged into claims.csv, report section JSONs (retrace/report/sections.py), and
+# any further targets of `rule all`. Each family reads its block of the experiment file
+# (`drr:`, `art:`) with family_config(); an experiment without the block runs none of it.
+EXTRA_CLAIMS = []
+EXTRA_SECTIONS = []
+EXTRA_TARGETS = []
+EXPERIMENT = _plan.load_experiment(config["experiment"])
+
+
+def family_config(name):
+    return EXPERIMENT.get(name) or {}

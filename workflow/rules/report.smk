@@ -7,6 +7,7 @@ rule report:
         scores=all_outputs("scores", ".json"),
         claims=f"{RESULTS}/report/claims.csv",
         diagnostics=REFINE_DIAGNOSTICS,
+        sections=EXTRA_SECTIONS,
     output:
         html=report(f"{RESULTS}/report/index.html", caption="../report/results.rst",
                     category="Results"),
@@ -20,9 +21,10 @@ rule report:
     params:
         key=lambda w: _plan.rerun_key("report", {}),
         diagnostics=lambda w, input: " ".join(f"--diagnostics {d}" for d in input.diagnostics),
+        sections=lambda w, input: " ".join(f"--section {s}" for s in input.sections),
     shell:
         "{PY} -m retrace report --out-dir {RESULTS}/report --claims {input.claims} "
-        "{params.diagnostics} {input.scores} > {log} 2>&1"
+        "{params.diagnostics} {params.sections} {input.scores} > {log} 2>&1"
 
 
 rule audit:

@@ -2,7 +2,8 @@
 
 Always `results.csv`, `index.html` and `accuracy_vs_compute.png`; with `claims_csv` (from
 scoring/claims.py) a Claims section; with `diagnostics` (refinement diagnostics JSONs, see
-report/diagnostics_table.py) a per-depth table and `depth_curves.png`. The HTML is rendered
+report/diagnostics_table.py) a per-depth table and `depth_curves.png`; with `sections`
+(method families' section JSONs, report/sections.py) one section each. The HTML is rendered
 by jinja2 from `templates/index.html.j2` and the partials it includes (files, so the layout
 is edited without touching code) and embeds the PNGs by relative path. Every number's
 tooltip names the sha256 of the provenance record behind it; the table shows its first 12
@@ -20,6 +21,7 @@ from retrace.atomic import atomic_open
 from retrace.report.claims_table import read_claims
 from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
+from retrace.report.sections import copy_images, load_sections
 from retrace.report.tables import k_columns, result_rows, seed_aggregates, write_csv
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -61,18 +63,18 @@ def environment() -> jinja2.Environment:
 
 def render_html(rows: list[dict], aggregates: list[dict], claims: list[dict] = (),
                 diagnostics: list[dict] = (), images: dict[str, str] | None = None,
-                grids: list[dict] = ()) -> str:
+                grids: list[dict] = (), sections: list[dict] = ()) -> str:
     """The report page: `rows` (one per job), `aggregates` (one per multi-seed config),
     `claims` (claims.csv rows), `diagnostics` (one per refine job per depth) and `images`
     ({"accuracy_vs_compute" | "depth_curves": path relative to the page})."""
     template = environment().get_template("index.html.j2")
     return template.render(rows=rows, aggregates=aggregates, k_columns=k_columns(rows),
                            claims=list(claims), diagnostics=list(diagnostics),
-                           images=images or {}, grids=list(grids))
+                           images=images or {}, grids=list(grids), sections=list(sections))
 
 
 def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None = None,
-                 diagnostics: Iterable[Path] = ()) -> list[Path]:
+                 diagnostics: Iterable[Path] = (), sections: Iterable[Path] = ()) -> list[Path]:
     """Read every input (and its provenance); write the report files atomically; return them.
 
     Inputs are all read before anything is written, so a bad one leaves out_dir untouched.
@@ -83,14 +85,16 @@ def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None
     claims = read_claims(Path(claims_csv)) if claims_csv is not None else []
     diags = load_diagnostics(diagnostics)
     out_dir = Path(out_dir)
+    secs, copies = load_sections(sections, out_dir)
     written = [accuracy_vs_compute(rows, out_dir / ACCURACY_PNG)]
     images = {"accuracy_vs_compute": ACCURACY_PNG}
     if diags:
         written.append(depth_curves(diags, out_dir / DEPTH_PNG))
         images["depth_curves"] = DEPTH_PNG
     write_csv(out_dir / "results.csv", rows)
+    written += copy_images(copies)
     html = render_html(rows, seed_aggregates(rows), claims, diagnostic_rows(diags), images,
-                       grid_tables(diags))
+                       grid_tables(diags), secs)
     with atomic_open(out_dir / "index.html") as f:
         f.write(html)
     return [*written, out_dir / "results.csv", out_dir / "index.html"]

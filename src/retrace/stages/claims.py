@@ -76,10 +76,27 @@ def weaker_rows(runs: dict) -> list[dict]:
     return rows
 
 
-def run(score_files: list[Path], out: Path) -> int:
+def read_extra(path: Path) -> list[dict]:
+    """Rows of a method family's own claims CSV (same columns; evidence joined with ';')."""
+    import csv
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for lineno, r in enumerate(rows, 2):
+        missing = [c for c in ("claim", "verdict", "evidence") if c not in r]
+        if missing:
+            raise ValueError(f"{path}:{lineno}: claims row lacks column(s) {missing}")
+        r["evidence"] = [h for h in r["evidence"].split(";") if h]
+    return rows
+
+
+def run(score_files: list[Path], out: Path, extra: list[Path] = ()) -> int:
+    """Claims of the spine's score files, then the rows of each family's claims CSV (`extra`:
+    DRR, ART, ...), whose evidence hashes the audit follows through that CSV's own record."""
     prov = Provenance("claims", {"claims": [list(c) for c in PAPER_CLAIMS]}, stage_sources("claims"),
-                      inputs=[str(p) for p in score_files])
-    rows = claim_rows(*load_runs(score_files))
+                      inputs=[str(p) for p in score_files] + [str(p) for p in extra])
+    rows = claim_rows(*load_runs(score_files)) if score_files else []
+    for path in extra:
+        rows += read_extra(path)
     write_claims_csv(rows, out)
     prov.write(out)
     return len(rows)

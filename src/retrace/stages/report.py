@@ -1,7 +1,7 @@
 """Stage `report`: results table (HTML + CSV), claims and refinement diagnostics, plots.
 
     python -m retrace report --out-dir results/report [--claims results/report/claims.csv] \
-        [--diagnostics D.json ...] results/scores/.../seed0.json ...
+        [--diagnostics D.json ...] [--section S.json ...] results/scores/.../seed0.json ...
 """
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from retrace.report.html import build_report
 
 
 def run(score_files: list[Path], out_dir: Path, claims: Path | None = None,
-        diagnostics: list[Path] = ()) -> None:
+        diagnostics: list[Path] = (), sections: list[Path] = ()) -> None:
     inputs = [str(p) for p in score_files] + ([str(claims)] if claims else []) + \
-        [str(p) for p in diagnostics]
+        [str(p) for p in diagnostics] + [str(p) for p in sections]
     prov = Provenance("report", {}, stage_sources("report"), inputs=inputs)
-    for written in build_report(score_files, out_dir, claims_csv=claims, diagnostics=diagnostics):
+    for written in build_report(score_files, out_dir, claims_csv=claims, diagnostics=diagnostics,
+                                sections=sections):
         prov.write(written)

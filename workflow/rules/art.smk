@@ -1,0 +1,1 @@
+# Stage family ART (task library, tool-pausing programs); rules arrive with issue 5.
