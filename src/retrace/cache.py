@@ -1,83 +1,151 @@
-"""Request-level cache: content-addressed, durable, written batch by batch.
+"""Request-level cache: content-addressed files, safe on a shared filesystem (NFS, Lustre).
 
 Key = sha256 over (model fingerprint, backend identity incl. chat template, messages or
 prompt, sampling params incl. seed, sample index). A run killed mid-generation loses at
 most the batch in flight; the rerun finds the finished requests here.
 
-Storage is SQLite in WAL mode with a busy timeout, which is safe for several processes
-on one machine. It is NOT safe over NFS (WAL needs shared memory); cluster runs need a
-different store (see the cluster issue).
+Layout under the cache directory (`results/cache/requests/`):
+
+    objects/<key[:2]>/<key>.json     one immutable file per finished request
+    hits/<sha256(job)[:16]>/<writer>.jsonl   the hit log, one append-only file per handle
+
+Why files and not SQLite: SQLite's WAL needs shared memory and its locks rely on fcntl,
+neither of which is reliable when jobs on several nodes write over NFS. Here nothing is
+ever locked or rewritten: an entry is written to a private temporary file and published
+with `link()` (atomic on POSIX filesystems and NFS; it fails if the name exists, so the
+first writer of a key wins and readers never see a half-written entry), and every hit log
+has exactly one writer. Jobs on different nodes therefore never write the same file.
+
+What this does not cover: NFS clients cache directory lookups for a few seconds, so an
+entry another node published moments ago may be missed and generated again (a duplicate,
+never a wrong answer). One file per request means many small files (the paper grid writes
+a few million); put `results/cache` on a filesystem without a tight inode quota. Entries
+are not fsynced: a killed process loses nothing, a machine that loses power may leave an
+empty entry, which is set aside (renamed `*.corrupt`) and regenerated.
 """
 from __future__ import annotations
 
+import hashlib
 import json
-import sqlite3
+import logging
+import os
+import re
+import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Iterable
 
 from retrace.hashing import sha256_json
 from retrace.records import Completion, Request
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS completions (
-  key TEXT PRIMARY KEY,
-  completion TEXT NOT NULL,
-  request TEXT NOT NULL,
-  created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS hits (
-  key TEXT NOT NULL,
-  job TEXT NOT NULL,
-  at REAL NOT NULL
-);
-"""
+log = logging.getLogger(__name__)
+_KEY = re.compile(r"^[A-Za-z0-9_-]{1,128}$")  # keys become file names: no '/', no '.'
 
 
 def request_key(model_fingerprint: str, identity: dict, request: Request) -> str:
     return sha256_json({"model": model_fingerprint, "engine": identity, **request.key_material()})
 
 
+def _check_key(key: object) -> str:
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise ValueError(f"invalid request-cache key {key!r}: expected 1-128 letters, digits, '-' or '_'")
+    return key
+
+
 class RequestCache:
-    """A SQLite-backed map key → Completion, with a log of which job hit which key."""
+    """A directory-backed map key → Completion, with a log of which job hit which key."""
 
     def __init__(self, path: str | Path, job: str = ""):
         self.path, self.job = Path(path), job
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        if self.path.is_file():  # a cache file from the SQLite era, or a typo
+            raise ValueError(f"request cache {self.path} is a file; the cache is now a directory "
+                             "(move the file away: its requests will be generated again)")
+        self.objects = self.path / "objects"
+        self.objects.mkdir(parents=True, exist_ok=True)
+        self._writer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._hits_file = self._hit_dir(job) / f"{self._writer}.jsonl"
+
+    def _hit_dir(self, job: str) -> Path:
+        return self.path / "hits" / hashlib.sha256(job.encode()).hexdigest()[:16]
+
+    def _entry(self, key: str) -> Path:
+        return self.objects / key[:2] / f"{key}.json"
+
+    def _read(self, key: str) -> Completion | None:
+        path = self._entry(key)
+        try:
+            return Completion.from_dict(json.loads(path.read_text())["completion"])
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as e:  # only a crashed machine leaves these
+            log.warning("request cache entry %s is unreadable (%s): set aside, will regenerate", path, e)
+            os.replace(path, path.with_name(f"{path.name}.{self._writer}.corrupt"))
+            return None
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Completion]:
-        keys = list(dict.fromkeys(keys))
         found: dict[str, Completion] = {}
-        for i in range(0, len(keys), 500):  # SQLite caps the number of bound parameters
-            chunk = keys[i:i + 500]
-            marks = ",".join("?" * len(chunk))
-            for key, blob in self._db.execute(
-                    f"SELECT key, completion FROM completions WHERE key IN ({marks})", chunk):
-                found[key] = Completion.from_dict(json.loads(blob))
+        for key in dict.fromkeys(keys):
+            c = self._read(_check_key(key))
+            if c is not None:
+                found[key] = c
         return found
 
     def put_many(self, items: Iterable[tuple[str, Request, Completion]]) -> None:
+        """Publish a batch. It is validated and serialised before anything is written, so a
+        batch that fails while being produced writes nothing; each entry lands whole or not at all."""
         now = time.time()
-        rows = [(k, json.dumps(c.to_dict()), json.dumps(r.key_material()), now) for k, r, c in items]
-        with self._db:  # one transaction per batch: all of it lands, or none
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT OR IGNORE INTO completions VALUES (?,?,?,?)", rows)
+        blobs = [(_check_key(k), json.dumps({"key": k, "completion": c.to_dict(),
+                                             "request": r.key_material(), "created": now}))
+                 for k, r, c in items]
+        for key, blob in blobs:
+            self._publish(self._entry(key), blob)
+
+    def _publish(self, final: Path, blob: str) -> None:
+        final.parent.mkdir(exist_ok=True)
+        tmp = final.parent / f".tmp-{self._writer}-{final.name}"
+        tmp.write_text(blob)
+        try:
+            os.link(tmp, final)  # atomic; refuses an existing name: the first write wins
+        except FileExistsError:
+            pass
+        except OSError:  # a filesystem without hard links: rename unless someone was first
+            if not final.exists():
+                os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def record_hits(self, keys: Iterable[str]) -> None:
         now = time.time()
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT INTO hits VALUES (?,?,?)", [(k, self.job, now) for k in keys])
+        lines = "".join(json.dumps({"key": k, "job": self.job, "at": now}) + "\n" for k in keys)
+        if not lines:
+            return
+        self._hits_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._hits_file, "a") as f:  # this handle is the file's only writer
+            f.write(lines)
+
+    def hits(self, job: str | None = None, since: float = 0.0) -> list[dict]:
+        """Hit records ({key, job, at}) of one job (all jobs if None) logged at or after `since`."""
+        dirs = [self._hit_dir(job)] if job is not None else sorted((self.path / "hits").glob("*"))
+        out = []
+        for path in (p for d in dirs for p in sorted(d.glob("*.jsonl"))):
+            for line in path.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                except ValueError:  # the last line of a log whose writer was killed mid-write
+                    continue
+                if (job is None or rec["job"] == job) and rec["at"] >= since:
+                    out.append(rec)
+        return out
+
+    def keys(self) -> set[str]:
+        return {p.name[:-len(".json")] for p in self.objects.glob("*/*.json")}
 
     def count(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
+        return len(self.keys())
 
     def hits_for(self, job: str) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM hits WHERE job=?", (job,)).fetchone()[0]
+        return len(self.hits(job))
 
     def close(self) -> None:
-        self._db.close()
+        """Nothing to release (no connection is held); kept for callers that close handles."""

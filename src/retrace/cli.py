@@ -51,8 +51,15 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--equal-compute-from", type=Path, nargs=2, metavar=("REFINE", "MAJORITY"),
                            help="price N' from these generations (for Maj@N' jobs)")
             p.add_argument("--equal-compute-kind", choices=("effective", "nominal"), default="effective")
+            p.add_argument("--shard", type=int, default=None, help="run only data-parallel shard I …")
+            p.add_argument("--shards", type=int, default=1, help="… of K (retrace.shards)")
         else:
             p.add_argument("--generations", type=Path, required=True)
+    p = sub.add_parser("merge-shards", help="join a job's data-parallel shard outputs")
+    _job_args(p)
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("shards", type=Path, nargs="+", help="shard outputs, in shard order")
     p = sub.add_parser("diagnose", help="per-depth diagnostics of a refinement job")
     _job_args(p)
     p.add_argument("--generations", type=Path, required=True)
@@ -131,7 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     elif a.command == "generate":
         from retrace.stages import generate
         generate.run(_job(a), a.data, a.manifest, a.cache, a.out,
-                     tuple(a.equal_compute_from) if a.equal_compute_from else None)
+                     tuple(a.equal_compute_from) if a.equal_compute_from else None,
+                     (a.shard, a.shards) if a.shard is not None else None)
+    elif a.command == "merge-shards":
+        from retrace.stages import generate
+        generate.merge(_job(a), a.data, a.shards, a.out)
     elif a.command == "score":
         from retrace.stages import score
         score.run(_job(a), a.generations, a.data, a.manifest, a.out)

@@ -44,17 +44,28 @@ class Estimate:
                 f"stated throughput" + (f"; {self.unknown} jobs of unknown size" if self.unknown else ""))
 
 
+def job_tokens(job: Job, cfg: dict, mirror: str | None, dataset_overrides: tuple = ()) -> int | None:
+    """Upper-bound generated tokens of one job (None: its problem count is unknown).
+    A data-parallel shard job gets 1/shards of its dataset's problems."""
+    n = problem_count(job.dataset, dataset_overrides, mirror)
+    if n is None:
+        return None
+    if job.shards > 1:
+        n = -(-n // job.shards)  # shards are balanced by hash; the bound rounds up
+    calls = getattr(METHODS.get(job.method), "calls_per_problem", lambda c: c.get("n", 1))
+    return n * calls(cfg["method"]) * int(cfg["method"]["sampling"]["max_tokens"])
+
+
 def estimate(jobs: list[Job], mirror: str | None, dataset_overrides: tuple = ()) -> Estimate:
     est = Estimate()
     for job in jobs:
         cfg = job.config()
-        n = problem_count(job.dataset, dataset_overrides, mirror)
+        tokens = job_tokens(job, cfg, mirror, dataset_overrides)
         est.jobs += 1
-        if n is None:
+        if tokens is None:
             est.unknown += 1
             continue
-        calls = getattr(METHODS.get(job.method), "calls_per_problem", lambda c: c.get("n", 1))
-        tokens = n * calls(cfg["method"]) * int(cfg["method"]["sampling"]["max_tokens"])
+        tokens *= max(1, job.shards)  # the job's shards together
         est.generated_tokens += tokens
         est.flops += 2 * float(cfg["model"]["params"]) * tokens
         throughput = cfg["backend"].get("engine", {}).get("throughput_tok_s")

@@ -49,6 +49,9 @@ class Job:
     # (refine label, majority label, "effective"|"nominal"): this job is Maj@N' with N' priced
     # from those two jobs' measured tokens (the refinement critics' equal-compute baseline).
     equal_compute: tuple[str, ...] = field(default=())
+    # Data-parallel shards (`shards: K` in the run): K generation jobs of 1/K of the problems
+    # each, merged into this job's generations file (retrace.shards).
+    shards: int = 1
 
     @property
     def path(self) -> str:
@@ -96,12 +99,16 @@ def jobs(global_cfg: dict) -> list[Job]:
                 raise ValueError(f"experiment {global_cfg['experiment']!r}: override {o!r} changes a shared "
                                  "dataset/model; put it in a config/dataset|model file or the global `overrides`")
         run_over += extra
+        shards = run.get("shards", 1)
+        if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
+            raise ValueError(f"experiment {global_cfg['experiment']!r}: shards must be a positive "
+                             f"integer, got {shards!r}")
         for model in run["models"]:
             for dataset in run["datasets"]:
                 for label, method, over, eq in _method_entries(run["methods"]):
                     for seed in run.get("seeds", [0]):
                         out.append(Job(model, run["backend"], dataset, label, method, int(seed),
-                                       run_over + over, eq))
+                                       run_over + over, eq, shards))
     labels = {}
     for j in out:  # one label must mean one method configuration everywhere
         prev = labels.setdefault((j.model, j.backend, j.dataset, j.label, j.seed), j)

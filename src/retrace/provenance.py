@@ -54,13 +54,24 @@ def git_state() -> dict:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
+SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURMD_NODENAME",
+              "SLURM_JOB_NODELIST", "SLURM_JOB_PARTITION", "SLURM_JOB_ACCOUNT", "SLURM_CLUSTER_NAME",
+              "SLURM_CPUS_PER_TASK", "SLURM_GPUS_ON_NODE", "SLURM_RESTART_COUNT")
+
+
+def executor_info(environ: dict | None = None) -> dict:
+    """Who ran the job: `local`, or `slurm` with its job id, node, partition and account
+    (from the variables SLURM sets in every job's environment)."""
+    env = os.environ if environ is None else environ
+    slurm = {k: env[k] for k in SLURM_VARS if k in env}
+    if "SLURM_JOB_ID" not in slurm:
+        return {"kind": "local", "node": socket.gethostname()}
+    return {"kind": "slurm", "node": slurm.get("SLURMD_NODENAME", socket.gethostname()), **slurm}
+
+
 def host_info() -> dict:
-    info = {"hostname": socket.gethostname(), "platform": platform.platform(),
-            "python": platform.python_version(), "cpus": os.cpu_count()}
-    slurm = {k: v for k, v in os.environ.items() if k in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST",
-                                                          "SLURM_CLUSTER_NAME")}
-    info["executor"] = {"kind": "slurm" if slurm else "local", **slurm}
-    return info
+    return {"hostname": socket.gethostname(), "platform": platform.platform(),
+            "python": platform.python_version(), "cpus": os.cpu_count(), "executor": executor_info()}
 
 
 def describe_input(path: str | Path) -> dict:

@@ -1,8 +1,8 @@
-"""The request cache (retrace.cache): keys, round trips, atomic batches, sharing between processes."""
+"""The request cache (retrace.cache): keys, round trips, atomic batches, sharing between processes
+and hosts (no locks, first write wins, set-aside of damaged entries)."""
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -26,7 +26,7 @@ def completion(text: str = "5", **changes) -> Completion:
 
 @pytest.fixture
 def cache(tmp_path):
-    c = RequestCache(tmp_path / "cache.sqlite", job="job-a")
+    c = RequestCache(tmp_path / "requests", job="job-a")
     yield c
     c.close()
 
@@ -71,13 +71,13 @@ def test_key_changes_with_anything_that_decides_the_output(variant):
     assert key(**variant) != key()
 
 
-def test_put_many_is_all_or_nothing_when_the_database_refuses_a_row(cache):
-    # The second row's key cannot be bound: SQLite fails inside executemany, after the
-    # first row was inserted; the transaction must take that row back out.
-    with pytest.raises(sqlite3.Error):
-        cache.put_many([("k1", BASE, completion()), (["not", "a", "key"], BASE, completion())])
+def test_put_many_refuses_a_bad_key_before_writing_anything(cache):
+    # Keys become file names: one that is not a plain token refuses the whole batch.
+    for bad in (["not", "a", "key"], "../escape", "a/b", ""):
+        with pytest.raises(ValueError, match="invalid request-cache key"):
+            cache.put_many([("k1", BASE, completion()), (bad, BASE, completion())])
     assert cache.count() == 0
-    cache.put_many([("k1", BASE, completion())])  # the connection is still usable
+    cache.put_many([("k1", BASE, completion())])  # the handle is still usable
     assert cache.count() == 1
 
 
@@ -97,7 +97,7 @@ def test_first_write_of_a_key_wins(cache):
 
 
 def test_two_handles_on_one_file_see_each_other(tmp_path):
-    path = tmp_path / "shared.sqlite"
+    path = tmp_path / "shared"
     a, b = RequestCache(path, job="a"), RequestCache(path, job="b")
     try:
         a.put_many([("from-a", BASE, completion("A"))])
@@ -122,14 +122,14 @@ def test_a_write_from_another_process_is_visible(cache):
     assert cache.get_many(["other-key"])["other-key"].text == "from child"
 
 
-def test_get_many_handles_more_keys_than_sqlite_binds(cache):
+def test_get_many_handles_many_keys(cache):
     cache.put_many([(f"k{i}", BASE, completion(str(i))) for i in range(1200)])
     found = cache.get_many([f"k{i}" for i in range(1300)])
     assert len(found) == 1200 and found["k1199"].text == "1199"
 
 
 def test_hit_log_counts_per_job(tmp_path):
-    path = tmp_path / "cache.sqlite"
+    path = tmp_path / "requests"
     a, b = RequestCache(path, job="job-a"), RequestCache(path, job="job-b")
     try:
         a.record_hits(["k1", "k2"])
@@ -138,3 +138,62 @@ def test_hit_log_counts_per_job(tmp_path):
         assert (a.hits_for("job-a"), a.hits_for("job-b"), a.hits_for("job-c")) == (3, 1, 0)
     finally:
         a.close(), b.close()
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from retrace.cache import RequestCache
+    from retrace.records import Completion, Request
+    path, name = sys.argv[1], sys.argv[2]
+    c = RequestCache(path, job=name)
+    for i in range(40):  # keys shared by every writer, and keys of its own
+        c.put_many([(f"shared{i}", Request(), Completion(name, "stop", 1, 1)),
+                    (f"{name}-{i}", Request(), Completion(name, "stop", 1, 1))])
+        c.record_hits([f"shared{i}"])
+""")
+
+
+def test_concurrent_writers_never_corrupt_and_the_first_write_wins(tmp_path):
+    # Stands in for jobs on several nodes: separate processes, no shared locks.
+    path = tmp_path / "requests"
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"w{n}"]) for n in range(4)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 4
+    cache = RequestCache(path)
+    found = cache.get_many([f"shared{i}" for i in range(40)] + [f"w{n}-{i}" for n in range(4) for i in range(40)])
+    assert len(found) == 200 and cache.count() == 200
+    assert {c.text for k, c in found.items() if k.startswith("shared")} <= {"w0", "w1", "w2", "w3"}
+    assert not list(path.rglob(".tmp-*")), "temporary files were left behind"
+    assert [cache.hits_for(f"w{n}") for n in range(4)] == [40] * 4
+
+
+def test_an_unreadable_entry_is_set_aside_and_regenerated(cache):
+    cache.put_many([("k1", BASE, completion("first"))])
+    entry = next(cache.objects.glob("*/k1.json"))
+    entry.write_text("")  # what a machine that lost power may leave behind
+    assert cache.get_many(["k1"]) == {}
+    assert list(entry.parent.glob("k1.json.*.corrupt"))
+    cache.put_many([("k1", BASE, completion("again"))])
+    assert cache.get_many(["k1"])["k1"].text == "again"
+
+
+def test_a_torn_hit_log_line_is_skipped(cache):
+    cache.record_hits(["k1", "k2"])
+    with open(cache._hits_file, "a") as f:
+        f.write('{"key": "k3", "jo')  # the writer was killed mid-line
+    assert cache.hits_for("job-a") == 2
+    assert [h["key"] for h in cache.hits(since=0)] == ["k1", "k2"]
+
+
+def test_hits_since_a_time(cache):
+    cache.record_hits(["old"])
+    mark = cache.hits()[0]["at"] + 1e-6
+    import time
+    time.sleep(0.01)
+    cache.record_hits(["new"])
+    assert [h["key"] for h in cache.hits(since=mark)] == ["new"]
+
+
+def test_a_file_where_the_cache_directory_should_be_is_refused(tmp_path):
+    (tmp_path / "requests.sqlite").write_bytes(b"SQLite format 3\0")
+    with pytest.raises(ValueError, match="is a file"):
+        RequestCache(tmp_path / "requests.sqlite")

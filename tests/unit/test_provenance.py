@@ -166,3 +166,27 @@ def test_results_table_goes_stale_when_the_score_is_rewritten(chain, tmp_path):
     b.write_text('{"accuracy": 0.5}\n')
     Provenance("score", {"n_boot": 10}, [], inputs=[str(a)]).write(b)
     assert len(audit_results_table(table)) == 1
+
+
+def test_executor_names_the_slurm_job_and_node():
+    from retrace.provenance import executor_info
+    env = {"SLURM_JOB_ID": "4242", "SLURMD_NODENAME": "gpu017", "SLURM_JOB_PARTITION": "gpu",
+           "SLURM_JOB_ACCOUNT": "lab", "HOME": "/root"}
+    info = executor_info(env)
+    assert info == {"kind": "slurm", "node": "gpu017", "SLURM_JOB_ID": "4242",
+                    "SLURMD_NODENAME": "gpu017", "SLURM_JOB_PARTITION": "gpu", "SLURM_JOB_ACCOUNT": "lab"}
+    local = executor_info({"HOME": "/root"})
+    assert local["kind"] == "local" and local["node"]
+
+
+def test_every_record_carries_the_executor(tmp_path, monkeypatch):
+    from retrace.provenance import SLURM_VARS
+    for var in SLURM_VARS:  # the test itself may run inside a SLURM job
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURMD_NODENAME", "n1")
+    art = tmp_path / "a.txt"
+    art.write_text("x")
+    Provenance("stage", {}, []).write(art)
+    assert load(art)["host"]["executor"] == {"kind": "slurm", "node": "n1", "SLURM_JOB_ID": "7",
+                                             "SLURMD_NODENAME": "n1"}

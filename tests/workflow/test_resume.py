@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import time
 
 import pytest
 
+from retrace.cache import RequestCache
 from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, snakemake, write_config
 
 pytestmark = pytest.mark.slow
@@ -22,24 +22,13 @@ OVERRIDES = ["dataset.limit=2", "backend.engine.n_parallel=1", "backend.engine.b
 
 
 def _cached(db) -> int:
-    if not db.exists():
-        return 0
-    try:
-        with sqlite3.connect(db, timeout=1) as con:
-            return con.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
-    except sqlite3.OperationalError:  # table not created yet
-        return 0
-
-
-def _keys(db, sql="SELECT key FROM completions", args=()) -> set[str]:
-    with sqlite3.connect(db, timeout=5) as con:
-        return {k for (k,) in con.execute(sql, args)}
+    return RequestCache(db).count() if db.exists() else 0
 
 
 def _kill_when_cached(root, at_least: int) -> int:
     proc = subprocess.Popen([SNAKEMAKE, "--cores", "2"], cwd=root, env=env_for(root),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    db = root / "results/cache/requests.sqlite"
+    db = root / "results/cache/requests"
     deadline = time.time() + 600
     while _cached(db) < at_least and proc.poll() is None and time.time() < deadline:
         time.sleep(0.1)
@@ -65,8 +54,8 @@ def test_kill_then_rerun_reuses_finished_requests(tmp_path):
     root = copy_repo(tmp_path / "killed")
     write_config(root, overrides=OVERRIDES)
     assert _kill_when_cached(root, at_least=3) >= 3
-    killed_at, db = time.time(), root / "results/cache/requests.sqlite"
-    finished = _keys(db)
+    killed_at, db = time.time(), root / "results/cache/requests"
+    finished = RequestCache(db).keys()
     done_jobs = {str(p) for p in (root / "results/generations").rglob("*.jsonl")}
     in_done_jobs = {s["key"] for p in done_jobs for line in open(p) for s in json.loads(line)["samples"]}
     interrupted = finished - in_done_jobs  # committed by jobs the kill cut short
@@ -76,7 +65,7 @@ def test_kill_then_rerun_reuses_finished_requests(tmp_path):
     snakemake(root)
 
     # Every request the interrupted jobs had finished was served from the cache on rerun.
-    assert interrupted <= _keys(db, "SELECT key FROM hits WHERE at > ?", (killed_at,))
+    assert interrupted <= {h["key"] for h in RequestCache(db).hits(since=killed_at)}
     provs = [json.loads(p.read_text()) for p in (root / "results/generations").rglob("*.jsonl.prov.json")]
     assert sum(p["usage"]["cache_hits"] for p in provs) >= len(interrupted)
     assert _texts(root) == _texts(reference)

@@ -1,4 +1,5 @@
 # Shared helpers for the rules: the job plan and rerun keys come from retrace.plan.
+import functools
 import shlex
 import sys
 
@@ -12,7 +13,7 @@ validate(config, "../schemas/config.schema.yaml")
 
 PY = sys.executable  # the interpreter running Snakemake also runs the stages
 RESULTS = "results"
-CACHE = f"{RESULTS}/cache/requests.sqlite"
+CACHE = f"{RESULTS}/cache/requests"
 JOBS = _plan.jobs(config)
 if config.get("estimate", True):  # printed before anything runs (also on dry-runs)
     from snakemake.logging import logger
@@ -27,6 +28,8 @@ wildcard_constraints:
     dataset=r"[^/]+",
     label=r"[^/]+",
     seed=r"\d+",
+    shard=r"\d+",
+    shards=r"\d+",
 
 
 JOB_INDEX = {(j.model, j.backend, j.dataset, j.label, str(j.seed)): j for j in JOBS}
@@ -37,6 +40,17 @@ def job_of(w):
     if key not in JOB_INDEX:
         raise ValueError(f"no job of experiment {config['experiment']!r} matches {key}")
     return JOB_INDEX[key]
+
+
+@functools.lru_cache(maxsize=None)
+def _engine_resources(job):
+    from retrace.cluster import job_resources as sized
+    return {"engine": 1, **sized(job, config["mirror"], _plan.shared_overrides(config, "dataset"))}
+
+
+def job_resources(w):
+    """engine, gpu, mem_mb, runtime of a job that loads an LLM (retrace.cluster)."""
+    return _engine_resources(job_of(w))
 
 
 def job_key(stage):

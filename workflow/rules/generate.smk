@@ -1,7 +1,9 @@
 # Stage generate: one job per model × backend × dataset × method × seed; one engine load.
 # A Maj@N' job (equal_compute in the experiment) also reads the refinement and Maj@N
-# generations whose measured tokens price N'.
-def generate_inputs(w):
+# generations whose measured tokens price N'. A run with `shards: K` runs K data-parallel
+# shard jobs (rule generate_shard) and this rule only merges them (retrace.shards).
+# Resources (GPUs, memory, runtime) are sized per job by retrace.cluster for profiles/slurm.
+def engine_inputs(w):
     job = job_of(w)
     inputs = {"problems": f"{RESULTS}/data/{w.dataset}.jsonl",
               "manifest": f"{RESULTS}/models/{w.model}/manifest.json"}
@@ -11,12 +13,34 @@ def generate_inputs(w):
     return inputs
 
 
+def generate_inputs(w):
+    job = job_of(w)
+    if job.shards == 1:
+        return engine_inputs(w)
+    return {"problems": f"{RESULTS}/data/{w.dataset}.jsonl",
+            "shards": [f"{RESULTS}/shards/{job.path}/{i}of{job.shards}.jsonl" for i in range(job.shards)]}
+
+
 def equal_compute_args(w, input):
     job = job_of(w)
     if not job.equal_compute:
         return ""
     return (f"--equal-compute-from {input.refine} {input.majority} "
             f"--equal-compute-kind {job.equal_compute[2]}")
+
+
+def generate_command(w, input, output):
+    job = job_of(w)
+    if job.shards > 1:
+        return (f"merge-shards {job.cli_args()} --data {input.problems} --out {output.rows} "
+                + " ".join(input.shards))
+    return (f"generate {job.cli_args()} {equal_compute_args(w, input)} --data {input.problems} "
+            f"--manifest {input.manifest} --cache {CACHE} --out {output.rows}")
+
+
+def engine_resource(name, merge_value=0):
+    """A resource of the job's engine (retrace.cluster); a merge of shards needs none."""
+    return lambda w: merge_value if job_of(w).shards > 1 and not hasattr(w, "shard") else job_resources(w)[name]
 
 
 rule generate:
@@ -31,12 +55,38 @@ rule generate:
         f"{RESULTS}/benchmarks/generate/{JOB_PATH}.tsv"
     params:
         key=job_key("generate"),
+        command=generate_command,
+    threads: lambda w: 1 if job_of(w).shards > 1 else 2  # merging shards needs no engine
+    resources:
+        mem_mb=engine_resource("mem_mb", 2000),
+        engine=engine_resource("engine"),
+        gpu=engine_resource("gpu"),
+        runtime=engine_resource("runtime", 30),
+    shell:
+        "{PY} -m retrace {params.command} > {log} 2>&1"
+
+
+rule generate_shard:
+    input:
+        unpack(engine_inputs),
+    output:
+        rows=f"{RESULTS}/shards/{JOB_PATH}/{{shard}}of{{shards}}.jsonl",
+        prov=f"{RESULTS}/shards/{JOB_PATH}/{{shard}}of{{shards}}.jsonl.prov.json",
+    log:
+        f"{RESULTS}/logs/generate/{JOB_PATH}.shard{{shard}}of{{shards}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/generate/{JOB_PATH}.shard{{shard}}of{{shards}}.tsv"
+    params:
+        key=job_key("generate"),
         job=lambda w: job_of(w).cli_args(),
         equal_compute=equal_compute_args,
     threads: 2
     resources:
-        mem_mb=4000,
+        mem_mb=engine_resource("mem_mb"),
         engine=1,
+        gpu=engine_resource("gpu"),
+        runtime=engine_resource("runtime"),
     shell:
-        "{PY} -m retrace generate {params.job} {params.equal_compute} --data {input.problems} "
-        "--manifest {input.manifest} --cache {CACHE} --out {output.rows} > {log} 2>&1"
+        "{PY} -m retrace generate {params.job} {params.equal_compute} --shard {wildcards.shard} "
+        "--shards {wildcards.shards} --data {input.problems} --manifest {input.manifest} "
+        "--cache {CACHE} --out {output.rows} > {log} 2>&1"

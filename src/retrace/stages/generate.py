@@ -2,9 +2,11 @@
 
     python -m retrace generate --model M --backend B --dataset D --method X --label L --seed S \
         --data results/data/D.jsonl --manifest results/models/M/manifest.json \
-        --cache results/cache/requests.sqlite --out results/generations/.../seedS.jsonl
+        --cache results/cache/requests --out results/generations/.../seedS.jsonl
 
 The engine is loaded at most once, and only if some request is not in the request cache.
+With `--shard I --shards K` the job runs only the problems of data-parallel shard I (see
+retrace.shards); `merge()` (`python -m retrace merge-shards`) joins the K shard outputs.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import json
 import logging
 from pathlib import Path
 
-from retrace import data
+from retrace import data, shards
 from retrace.atomic import write_jsonl
 from retrace.cache import RequestCache
 from retrace.llm import CachedLLM
@@ -48,7 +50,8 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
 
 
 def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: Path,
-        equal_compute_from: tuple[Path, Path] | None = None) -> dict:
+        equal_compute_from: tuple[Path, Path] | None = None,
+        shard: tuple[int, int] | None = None) -> dict:
     manifest = json.loads(Path(manifest_path).read_text())
     priced = {}
     if equal_compute_from:
@@ -58,6 +61,9 @@ def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: P
     prov.inputs = [str(data_path), str(manifest_path)] + [str(t) for t in templates(cfg)] + \
         [str(p) for p in equal_compute_from or ()]
     problems = data.read_problems(data_path)
+    if shard:
+        problems = shards.select(problems, *shard)
+        prov.extra["shard"] = {"index": shard[0], "of": shard[1]}
     task = TASKS.get(cfg["dataset"]["task"])
     ctx = MethodContext(seed=job.seed, task=task,
                         template=cfg["dataset"].get("template") or task.default_template)
@@ -84,3 +90,28 @@ def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: P
     write_jsonl(out, rows)
     prov.write(out)
     return vars(u)
+
+
+def merge(job: Job, data_path: Path, shard_paths: list[Path], out: Path) -> None:
+    """Join the outputs of a job's data-parallel shards (in shard order) into its generations
+    file, in the order of the problems file; usage and FLOPs are the shards' sums."""
+    cfg = job.config()
+    prov = Provenance("generate", config_slice("generate", cfg),
+                      stage_sources("generate", cfg) + [Path(shards.__file__)])
+    prov.inputs = [str(data_path)] + [str(p) for p in shard_paths]
+    problems = data.read_problems(data_path)
+    loaded = {str(p): shards.load_shard(p) for p in shard_paths}
+    rows = shards.merge_rows(problems, {p: r for p, (r, _) in loaded.items()})
+    records = [rec for _, rec in loaded.values()]
+    first = records[0]
+    prov.extra.update({
+        "job": first["job"], "engine": first["engine"], "seeds": first["seeds"], "model": first["model"],
+        "data": {"name": job.dataset, "fingerprint": data.fingerprint(problems)},
+        "device": sorted({r["device"] for r in records}),
+        "usage": shards.sum_usage([r["usage"] for r in records]),
+        "flops": {**shards.sum_usage([r["flops"] for r in records]), "params": first["flops"]["params"]},
+        "shards": [{"path": p, "executor": rec["host"]["executor"]} for p, (_, rec) in loaded.items()]})
+    if "equal_compute" in first:
+        prov.extra["equal_compute"] = first["equal_compute"]
+    write_jsonl(out, rows)
+    prov.write(out)

@@ -1,0 +1,184 @@
+"""Live SLURM: the cluster smoke (config/experiment/cluster_smoke.yaml) through Snakemake's
+SLURM executor (profiles/slurm), against a local run of the same config.
+
+Needs a running single-node SLURM with accounting: `tests/cluster/slurm_up.sh` (as root;
+.ci/run starts it and stops it afterwards). Where `sinfo`/`sacct` do not answer the test is
+skipped with the reason, unless RETRACE_REQUIRE_SLURM=1 (CI), where that is a failure.
+
+    RETRACE_REQUIRE_SLURM=1 pytest -ra tests/cluster
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from retrace.cache import RequestCache
+from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, snakemake, write_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+EXPERIMENT = "cluster_smoke"
+# Test-only polling: the plugin's defaults (40 s before the first status check, growing by
+# 10 s while nothing finishes) suit real clusters, not a 14-job smoke.
+FAST_POLL = ["--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "3"]
+# Fields that differ between any two runs by design, local or not: provenance records carry
+# timings, hosts and the executor (SLURM job ids), so hashes OF RECORDS differ; the
+# artifacts they describe do not.
+RECORD_HASH_COLUMNS = {"results.csv": "prov_sha256", "claims.csv": "evidence"}
+
+
+def _slurm_problem() -> str | None:
+    if not shutil.which("sbatch"):
+        return "SLURM client tools are not installed (run tests/cluster/slurm_up.sh as root)"
+    for cmd in (["sinfo", "-h", "-N", "-o", "%T"], ["sacct", "-n", "-X", "-S", "now-1minutes"]):
+        try:
+            subprocess.run(cmd, check=True, capture_output=True, timeout=20)
+        except (subprocess.SubprocessError, OSError) as e:
+            return f"`{' '.join(cmd)}` failed ({e}): no SLURM with accounting is running here " \
+                   "(start one with tests/cluster/slurm_up.sh)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    problem = _slurm_problem()
+    if problem and os.environ.get("RETRACE_REQUIRE_SLURM") == "1":
+        pytest.fail(problem)
+    if problem:
+        pytest.skip(problem)
+
+
+def run_slurm(root: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([SNAKEMAKE, "--profile", "profiles/slurm", *FAST_POLL, *args], cwd=root,
+                            env=env_for(root), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def _squeue() -> list[tuple[str, str, str]]:
+    """(job id, comment, state) of this user's queued and running jobs."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%T"], capture_output=True, text=True).stdout
+    return [tuple(line.split("|", 2)) for line in out.splitlines() if line.strip()]
+
+
+def _wait_for_empty_queue(timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while _squeue() and time.time() < deadline:
+        time.sleep(1)
+    assert not _squeue(), f"jobs still queued: {_squeue()}"
+
+
+def _scancel_a_generation_mid_run(proc, cache_dir: Path, timeout: float = 1200) -> str:
+    """Wait for a majority shard job that has committed requests but not finished; scancel it."""
+    deadline, start_count = time.time() + timeout, {}
+    while time.time() < deadline and proc.poll() is None:
+        running = [(i, c) for i, c, s in _squeue() if s == "RUNNING" and "generate_shard" in c
+                   and "_majority_" in c]
+        cached = RequestCache(cache_dir).count() if (cache_dir / "objects").exists() else 0
+        for job_id, _ in running:
+            start_count.setdefault(job_id, cached)
+            if cached > start_count[job_id]:  # it has committed at least one batch
+                subprocess.run(["scancel", job_id], check=True)
+                return job_id
+        time.sleep(0.1)
+    raise AssertionError("no majority shard job could be caught mid-run")
+
+
+def _records(root: Path) -> dict[str, dict]:
+    return {str(p.relative_to(root)): json.loads(p.read_text())
+            for p in sorted((root / "results").rglob("*.prov.json"))}
+
+
+def _artifacts(root: Path) -> dict[str, bytes]:
+    keep = ("results/generations/", "results/shards/", "results/scores/", "results/data/")
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / "results").rglob("*"))
+            if p.is_file() and str(p.relative_to(root)).startswith(keep) and not p.name.endswith(".prov.json")}
+
+
+def _table(path: Path, drop: str) -> list[dict]:
+    rows = list(csv.DictReader(io.StringIO(path.read_text())))
+    assert rows and drop in rows[0], f"{path} has no {drop} column"
+    return [{k: v for k, v in r.items() if k != drop} for r in rows]
+
+
+def _html_without_record_hashes(path: Path) -> str:
+    return re.sub(r"\b[0-9a-f]{12,64}\b", "<hash>", path.read_text())
+
+
+def _sacct_states() -> dict[str, str]:
+    out = subprocess.run(["sacct", "-n", "-X", "-P", "-S", "now-2hours", "-o", "JobID,State"],
+                         capture_output=True, text=True, check=True).stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if line)
+
+
+def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm):
+    local = copy_repo(tmp_path / "local")
+    write_config(local, experiment=EXPERIMENT)
+    started = time.time()
+    snakemake(local)
+    local_s = time.time() - started
+
+    root = copy_repo(tmp_path / "slurm")
+    write_config(root, experiment=EXPERIMENT)
+    cache_dir = root / "results/cache/requests"
+    started = time.time()
+    first = run_slurm(root)
+    cancelled = _scancel_a_generation_mid_run(first, cache_dir)
+    killed_at = time.time()
+    out, _ = first.communicate(timeout=900)
+    assert first.returncode != 0, "the workflow did not notice the cancelled job:\n" + out[-3000:]
+    _wait_for_empty_queue()
+    finished = RequestCache(cache_dir).keys()
+    done = [p for p in (root / "results").rglob("*.jsonl") if "/shards/" in str(p) or "/generations/" in str(p)]
+    in_done = {s["key"] for p in done for line in p.open() for s in json.loads(line)["samples"]}
+    interrupted = finished - in_done  # requests the cancelled job had committed
+    assert interrupted, "the scancel did not land after a committed batch"
+
+    rerun = run_slurm(root)
+    out, _ = rerun.communicate(timeout=1500)
+    assert rerun.returncode == 0, out[-4000:]
+    slurm_s = time.time() - started
+    print(f"local run {local_s:.0f} s; SLURM run + scancel + rerun {slurm_s:.0f} s")
+
+    # The cancelled job's committed requests were served from the cache, not generated again.
+    hits = {h["key"] for h in RequestCache(cache_dir).hits(since=killed_at)}
+    assert interrupted <= hits
+    shard_usage = [r["usage"] for p, r in _records(root).items() if "/shards/" in p]
+    assert sum(u["cache_hits"] for u in shard_usage) >= len(interrupted)
+
+    # Every job ran as a SLURM job: each record names a job id that sacct knows as COMPLETED
+    # (the cancelled one shows CANCELLED and produced no record).
+    states = _sacct_states()
+    assert states.get(cancelled, "").startswith("CANCELLED")
+    records = _records(root)
+    assert len(records) >= 14
+    for path, rec in records.items():
+        ex = rec["host"]["executor"]
+        assert ex["kind"] == "slurm" and ex["node"] == "localhost", path
+        assert states.get(ex["SLURM_JOB_ID"]) == "COMPLETED", (path, ex)
+    assert cancelled not in {r["host"]["executor"]["SLURM_JOB_ID"] for r in records.values()}
+    merged = [r for p, r in records.items() if p.startswith("results/generations/")]
+    assert all(len(r["shards"]) == 2 for r in merged)
+
+    # Same artifacts as the local run, byte for byte (llama.cpp with one slot and no KV reuse
+    # is repeatable), and the same report and claims up to the hashes of provenance records.
+    assert _artifacts(root) == _artifacts(local)
+    for name, column in RECORD_HASH_COLUMNS.items():
+        assert _table(root / "results/report" / name, column) == _table(local / "results/report" / name, column)
+    assert _html_without_record_hashes(root / "results/report/index.html") == \
+        _html_without_record_hashes(local / "results/report/index.html")
+    audit = subprocess.run([sys.executable, "-m", "retrace", "audit", "--quiet",
+                            "results/report/results.csv", "results/report/claims.csv"],
+                           cwd=root, env=env_for(root), capture_output=True, text=True)
+    assert "audit: OK" in audit.stdout + audit.stderr, audit.stdout + audit.stderr
+    check = subprocess.run([SNAKEMAKE, "--profile", "profiles/slurm", "-n"], cwd=root, env=env_for(root),
+                           capture_output=True, text=True)
+    assert "Nothing to be done" in check.stdout + check.stderr
