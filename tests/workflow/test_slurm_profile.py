@@ -1,0 +1,47 @@
+"""profiles/slurm without a cluster: dry-runs list the jobs, their sized resources and the
+estimate before anything is submitted (sbatch is never called by a dry-run)."""
+from __future__ import annotations
+
+import re
+import subprocess
+
+from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, write_config
+
+
+def dry_run(root, experiment: str) -> str:
+    write_config(root, experiment=experiment)
+    proc = subprocess.run([SNAKEMAKE, "--profile", "profiles/slurm", "-n"], cwd=root, env=env_for(root),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def jobs(out: str) -> list[tuple[str, dict]]:
+    """(rule, resources) of every job block of a dry-run."""
+    found = []
+    for m in re.finditer(r"^rule (\w+):\n(.*?)(?=^rule |\Z)", out, re.M | re.S):
+        res = re.search(r"^\s+resources: (.+)$", m.group(2), re.M)
+        pairs = dict(kv.split("=", 1) for kv in res.group(1).split(", ")) if res else {}
+        found.append((m.group(1), pairs))
+    return found
+
+
+def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
+    out = dry_run(copy_repo(tmp_path), "paper")
+    assert re.search(r"estimate: 600 generation jobs, .* GPU-hours", out)
+    planned = jobs(out)
+    gen = [r for rule, r in planned if rule == "generate"]
+    assert len(gen) == 600 and re.search(r"^total\s+1453$", out, re.M)
+    assert all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in gen)
+    # a 7.6B model needs more host memory than a 1.5B one; nothing is capped by profiles/default
+    assert len({r["mem_mb"] for r in gen}) >= 2 and max(int(r["mem_mb"]) for r in gen) > 20000
+    cpu = [r for rule, r in planned if rule in ("data", "score", "claims", "report")]
+    assert cpu and all(r.get("gpu", "0") == "0" for r in cpu)
+
+
+def test_shards_plan_one_engine_job_per_shard_and_a_merge(tmp_path):
+    planned = jobs(dry_run(copy_repo(tmp_path), "cluster_smoke"))
+    shards = [r for rule, r in planned if rule == "generate_shard"]
+    merges = [r for rule, r in planned if rule == "generate"]
+    assert len(shards) == 4 and len(merges) == 2
+    assert all(r["engine"] == "1" for r in shards) and all(r["engine"] == "0" for r in merges)
