@@ -101,7 +101,7 @@ start_munge() {
   chmod 0755 /run/munge
   runuser -u munge -- /usr/sbin/munged
   wait_for 20 munged bash -c 'munge -n | unmunge'
-  pgrep -u munge -x munged | head -1 >"$STATE/munged.pid"
+  cp /run/munge/munged.pid "$STATE/munged.pid"  # ours to stop (slurm_down.sh)
 }
 
 start_mariadb() {

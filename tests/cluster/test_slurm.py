@@ -28,7 +28,7 @@ from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, snakemake, wr
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 EXPERIMENT = "cluster_smoke"
 # Test-only polling: the plugin's defaults (40 s before the first status check, growing by
-# 10 s while nothing finishes) suit real clusters, not a 14-job smoke.
+# 10 s while nothing finishes) suit real clusters, not a 9-job smoke.
 FAST_POLL = ["--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "3"]
 # Fields that differ between any two runs by design, local or not, and are left out of the
 # comparison: provenance records carry timings, hosts and the executor (SLURM job ids), so
@@ -143,7 +143,7 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     local = copy_repo(tmp_path / "local")
     write_config(local, experiment=EXPERIMENT)
     started = time.time()
-    snakemake(local)
+    snakemake(local, timeout=1800)
     local_s = time.time() - started
 
     root = copy_repo(tmp_path / "slurm")
@@ -179,19 +179,19 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     states = _sacct_states()
     assert states.get(cancelled, "").startswith("CANCELLED")
     records = _records(root)
-    assert len(records) >= 14
+    assert len(records) >= 8
     for path, rec in records.items():
         ex = rec["host"]["executor"]
         assert ex["kind"] == "slurm" and ex["node"] == "localhost", path
         assert states.get(ex["SLURM_JOB_ID"]) == "COMPLETED", (path, ex)
     assert cancelled not in {r["host"]["executor"]["SLURM_JOB_ID"] for r in records.values()}
     merged = [r for p, r in records.items() if p.startswith("results/generations/")]
-    assert all(len(r["shards"]) == 2 for r in merged)
+    assert merged and all(len(r["shards"]) == 2 for r in merged)
 
     # Same artifacts as the local run (llama.cpp with one slot and no KV reuse is repeatable),
     # and the same report and claims, up to the fields named in WALL_CLOCK/RECORD_HASH_COLUMNS.
     mine, theirs = _artifacts(root), _artifacts(local)
-    assert sorted(mine) == sorted(theirs) and len(mine) >= 12
+    assert sorted(mine) == sorted(theirs) and len(mine) >= 5
     for name in mine:
         assert mine[name] == theirs[name], name
     data = [p for p in mine if p.startswith("results/data/")]

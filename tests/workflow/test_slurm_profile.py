@@ -43,5 +43,5 @@ def test_shards_plan_one_engine_job_per_shard_and_a_merge(tmp_path):
     planned = jobs(dry_run(copy_repo(tmp_path), "cluster_smoke"))
     shards = [r for rule, r in planned if rule == "generate_shard"]
     merges = [r for rule, r in planned if rule == "generate"]
-    assert len(shards) == 4 and len(merges) == 2
+    assert len(shards) == 2 and len(merges) == 1
     assert all(r["engine"] == "1" for r in shards) and all(r["engine"] == "0" for r in merges)
