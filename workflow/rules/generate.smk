@@ -38,6 +38,14 @@ def generate_command(w, input, output):
             f"--manifest {input.manifest} --cache {CACHE} --out {output.rows}")
 
 
+def engine_threads(w):
+    """The engine's CPU threads (llama.cpp's n_threads; 2 otherwise); merging shards takes 1."""
+    job = job_of(w)
+    if job.shards > 1 and not hasattr(w, "shard"):
+        return 1
+    return int((job.config()["backend"].get("engine") or {}).get("n_threads") or 2)
+
+
 def engine_resource(name, merge_value=0):
     """A resource of the job's engine (retrace.cluster); a merge of shards needs none."""
     return lambda w: merge_value if job_of(w).shards > 1 and not hasattr(w, "shard") else job_resources(w)[name]
@@ -56,7 +64,7 @@ rule generate:
     params:
         key=job_key("generate"),
         command=generate_command,
-    threads: lambda w: 1 if job_of(w).shards > 1 else 2  # merging shards needs no engine
+    threads: engine_threads
     resources:
         mem_mb=engine_resource("mem_mb", 2000),
         engine=engine_resource("engine"),
@@ -80,7 +88,7 @@ rule generate_shard:
         key=job_key("generate"),
         job=lambda w: job_of(w).cli_args(),
         equal_compute=equal_compute_args,
-    threads: 2
+    threads: engine_threads
     resources:
         mem_mb=engine_resource("mem_mb"),
         engine=1,
