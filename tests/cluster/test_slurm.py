@@ -29,15 +29,19 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 EXPERIMENT = "cluster_smoke"
 # Test-only polling: the plugin's defaults (40 s before the first status check, growing by
 # 10 s while nothing finishes) suit real clusters, not a 9-job smoke.
-FAST_POLL = ["--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "3"]
+# Two threads per shard fill the 2-CPU node, so one shard runs at a time and the cache
+# entries that appear while it runs are its own (the test cancels it after its first ones).
+TEST_ARGS = ["--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "3",
+             "--set-threads", "generate_shard=2"]
 # Fields that differ between any two runs by design, local or not, and are left out of the
 # comparison: provenance records carry timings, hosts and the executor (SLURM job ids), so
 # hashes OF RECORDS differ (results.csv `prov_sha256`, claims.csv `evidence`, the hashes shown
-# in index.html); each sample's `latency_s` is wall-clock time; a score's `generation_usage`
-# says how the run went (engine seconds, cache hits, engine loads: a resumed run has hits).
+# in index.html); each sample's `latency_s` is wall-clock time and its `cache_hit` says whether
+# this run generated it (a resumed run serves some from the cache); a score's
+# `generation_usage` says how the run went (engine seconds, cache hits, engine loads).
 # Texts, answers, token counts, accuracies and claims must be equal.
 RECORD_HASH_COLUMNS = {"results.csv": "prov_sha256", "claims.csv": "evidence"}
-WALL_CLOCK = ("latency_s", "generation_usage")
+RUN_SPECIFIC = ("latency_s", "cache_hit", "generation_usage")
 
 
 def _slurm_problem() -> str | None:
@@ -62,7 +66,7 @@ def slurm():
 
 
 def run_slurm(root: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([SNAKEMAKE, "--profile", "profiles/slurm", *FAST_POLL, *args], cwd=root,
+    return subprocess.Popen([SNAKEMAKE, "--profile", "profiles/slurm", *TEST_ARGS, *args], cwd=root,
                             env=env_for(root), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
 
@@ -101,7 +105,7 @@ def _records(root: Path) -> dict[str, dict]:
             for p in sorted((root / "results").rglob("*.prov.json"))}
 
 
-def _without(obj, keys=WALL_CLOCK):
+def _without(obj, keys=RUN_SPECIFIC):
     if isinstance(obj, dict):
         return {k: _without(v, keys) for k, v in obj.items() if k not in keys}
     if isinstance(obj, list):
@@ -110,7 +114,7 @@ def _without(obj, keys=WALL_CLOCK):
 
 
 def _artifacts(root: Path) -> dict[str, object]:
-    """Data, shard, generation and score artifacts (not records), wall-clock fields left out."""
+    """Data, shard, generation and score artifacts (not records), RUN_SPECIFIC fields left out."""
     out = {}
     for p in sorted((root / "results").rglob("*")):
         rel = str(p.relative_to(root))
@@ -189,7 +193,7 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     assert merged and all(len(r["shards"]) == 2 for r in merged)
 
     # Same artifacts as the local run (llama.cpp with one slot and no KV reuse is repeatable),
-    # and the same report and claims, up to the fields named in WALL_CLOCK/RECORD_HASH_COLUMNS.
+    # and the same report and claims, up to the fields named in RUN_SPECIFIC/RECORD_HASH_COLUMNS.
     mine, theirs = _artifacts(root), _artifacts(local)
     assert sorted(mine) == sorted(theirs) and len(mine) >= 5
     for name in mine:
