@@ -135,11 +135,12 @@ def version_dirs(cfg: dict, version: str) -> list[Path]:
 
 
 def own_cluster(cfg: dict, version: str, task: str) -> list[str]:
-    """A library task's demonstrations: its own cluster's tasks, itself first (§5.1)."""
+    """A library task's demonstrations: its own cluster's tasks, itself first (§5.1), N of them."""
     _, index = load_index(version_dirs(cfg, version))
     lib_task = eval_tasks()[task]["library"]
     cluster = index[lib_task][0]
-    return [lib_task] + [n for n, (c, _) in index.items() if c == cluster and n != lib_task]
+    same = [lib_task] + [n for n, (c, _) in index.items() if c == cluster and n != lib_task]
+    return same[:cfg["n_tasks"]]
 
 
 def selection_inputs(cfg: dict, version: str) -> list[Path]:

@@ -155,7 +155,10 @@ def _short(path: str) -> str:
 
 def run(experiment: str, runs: list[Path], data_dir: Path, out_dir: Path) -> None:
     from retrace.art.stages import art_config
-    cfg = art_config(experiment)
+    summarize(art_config(experiment), runs, data_dir, out_dir, {"experiment": experiment})
+
+
+def summarize(cfg: dict, runs: list[Path], data_dir: Path, out_dir: Path, about: dict) -> dict:
     out_dir = Path(out_dir)
     cache: dict = {}
     scores = []
@@ -169,8 +172,9 @@ def run(experiment: str, runs: list[Path], data_dir: Path, out_dir: Path) -> Non
     inputs = [str(p) for p in runs]
     paths = {"scores": out_dir / "scores.json", "claims": out_dir / "claims.csv", "section": out_dir / "section.json"}
     write_json(paths["scores"], scores)
-    Provenance("art_scores", {"experiment": experiment}, code, inputs=inputs).write(paths["scores"])
+    Provenance("art_scores", about, code, inputs=inputs).write(paths["scores"])
     write_claims_csv(claims(cfg, scores), paths["claims"])
-    Provenance("art_claims", {"experiment": experiment}, code, inputs=inputs).write(paths["claims"])
+    Provenance("art_claims", about, code, inputs=inputs).write(paths["claims"])
     write_json(paths["section"], section(cfg, scores))
-    Provenance("art_section", {"experiment": experiment}, code, inputs=inputs).write(paths["section"])
+    Provenance("art_section", about, code, inputs=inputs).write(paths["section"])
+    return paths
