@@ -6,7 +6,8 @@ ART's convention: the program stores its result in `ans` and prints it. Run it w
     result = run_code("import sympy\\nans = sympy.factorint(360)\\nprint(ans)")
     result.ok, result.ans, result.stdout     # True, '{2: 3, 3: 2, 5: 1}', '{2: 3, 3: 2, 5: 1}\\n'
 
-or, as ART's `[code execute]` tool, through `TOOLS.get("code_execute")` (tools/code.py). A hostile program ends with `ok=False` and says why
+or as ART's `[code execute]` tool, `TOOLS.get("code_execute")` (tools/code.py). A hostile
+program ends with `ok=False` and says why
 (`timed_out`, `killed_reason`, `signal`, its traceback in `stderr`); the caller is never
 harmed. If the sandbox cannot be built, `run_code` raises `SandboxUnavailable` instead of
 running the code unisolated.
