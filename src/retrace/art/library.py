@@ -52,11 +52,17 @@ class Library:
 
 
 def resolve(path: str | Path) -> Path:
-    """A library path from config: absolute, relative to the working directory, or to LIBRARY_DIR."""
+    """A library path from config: absolute, relative to the working directory, or to LIBRARY_DIR.
+
+    Paths inside the working directory come back relative to it, so rerun bookkeeping and
+    provenance do not change when the checkout moves."""
     p = Path(path)
-    if p.is_absolute() or p.exists():
+    if not (p.is_absolute() or p.exists()):
+        p = LIBRARY_DIR / p
+    try:
+        return p.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
         return p
-    return LIBRARY_DIR / p
 
 
 def _last(dirs: list[Path], rel: str) -> Path | None:

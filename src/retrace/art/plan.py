@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrace.art.library import EVAL_TASKS, LIBRARY_DIR, eval_tasks, load_index, resolve
+from retrace.art.library import EVAL_TASKS, eval_tasks, load_index, resolve
 from retrace.hashing import hash_sources, sha256_json
 
 PKG = Path(__file__).resolve().parent
@@ -224,5 +224,3 @@ def summary_key(cfg: dict) -> str:
     return sha256_json({"tasks": cfg["tasks"], "feedback": cfg.get("feedback"), "models": cfg["models"],
                         "code": hash_sources(files)})
 
-
-__all__ = ["LIBRARY_DIR", "ArtJob", "check", "jobs"]

@@ -117,6 +117,8 @@ def section(cfg: dict, scores: list[dict]) -> dict:
                 a, b = fail.get((s["label"], tool), (0, 0))
                 fail[(s["label"], tool)] = (a + n, b + f)
     fail_rows = [[label, tool, n, f, _fmt(f / n if n else 0.0)] for (label, tool), (n, f) in sorted(fail.items())]
+    fail_prov = [";".join(s["prov_sha256"] for s in scores if s["label"] == label and tool in s["tool_calls"])
+                 for (label, tool) in sorted(fail)]
     ver_rows, ver_prov = [], []
     for s in scores:
         if s["label"].startswith("art") and s.get("library"):
@@ -135,7 +137,7 @@ def section(cfg: dict, scores: list[dict]) -> dict:
                  "columns": ["model", "task", "label", "tool use rate", "tool calls"], "rows": tool_rows,
                  "prov": tool_prov},
                 {"caption": "Tool failures", "columns": ["label", "tool", "calls", "failed", "failure rate"],
-                 "rows": fail_rows},
+                 "rows": fail_rows, "prov": fail_prov},
                 {"caption": "Library versions side by side (files each ART run read, sha256 prefix)",
                  "columns": ["model", "task", "label", "version", "library tasks", "files", "accuracy"],
                  "rows": ver_rows, "prov": ver_prov}],
