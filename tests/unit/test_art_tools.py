@@ -101,3 +101,11 @@ def test_code_generate_asks_the_llm_and_keeps_the_code(tmp_path):
     (req, req2) = engine_requests(engines)  # one batch, two requests
     assert "Multiply 6 by 7." in req.messages[0].content and "What is 6 times 7?" in req.messages[0].content
     assert len(engines[0].requests_seen) == 2 and engines[0].calls == 1
+
+
+def test_code_execute_refuses_to_start_without_the_sandbox(monkeypatch):
+    from retrace.tools import code
+    from retrace.tools.code_exec import SandboxUnavailable
+    monkeypatch.setattr(code, "sandbox_problem", lambda: "bwrap not found; install it")
+    with pytest.raises(SandboxUnavailable, match="bwrap not found"):
+        TOOLS.get("code_execute")()

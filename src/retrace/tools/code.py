@@ -25,7 +25,7 @@ from retrace.records import Message, Request, Sampling
 from retrace.templates import render, template_path
 from retrace.tools import TOOLS
 from retrace.tools._interface import Tool, ToolCall, ToolOutput, tool_name
-from retrace.tools.code_exec import Limits, run_code
+from retrace.tools.code_exec import Limits, SandboxUnavailable, run_code, sandbox_problem
 
 TEMPLATE = "art_code_generate.j2"
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|$)", re.S)
@@ -91,6 +91,14 @@ def code_for(call: ToolCall) -> str | None:
 class CodeExecute(Tool):
     name = "code_execute"
     executor = staticmethod(run_code)
+
+    def __init__(self, settings: dict | None = None, llm=None):
+        super().__init__(settings, llm)
+        # Refuse at the start of a job, not per call: an ART run whose code steps all fail
+        # for want of a sandbox would report wrong numbers instead of stopping.
+        problem = sandbox_problem()
+        if problem is not None:
+            raise SandboxUnavailable(f"code execute cannot run generated code here: {problem}")
 
     def limits(self) -> Limits:
         s = self.settings
