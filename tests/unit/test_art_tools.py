@@ -109,3 +109,21 @@ def test_code_execute_refuses_to_start_without_the_sandbox(monkeypatch):
     monkeypatch.setattr(code, "sandbox_problem", lambda: "bwrap not found; install it")
     with pytest.raises(SandboxUnavailable, match="bwrap not found"):
         TOOLS.get("code_execute")()
+
+
+def test_web_search_is_used_when_endpoint_and_key_are_set(monkeypatch):
+    import io
+
+    from retrace.tools import search
+    seen = {}
+
+    def fake_urlopen(req, timeout):
+        seen["url"], seen["auth"] = req.full_url, req.headers.get("Authorization")
+        return io.BytesIO(json.dumps({"results": [{"url": "https://x", "snippet": "Morse, 1837."}]}).encode())
+    monkeypatch.setattr(search.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setenv("RETRACE_SEARCH_ENDPOINT", "https://search.example/api")
+    monkeypatch.setenv("RETRACE_SEARCH_KEY", "k")
+    out = TOOLS.get("search")()(ToolCall("search", "telegram inventor"))
+    assert out.text == "Morse, 1837." and out.meta["backend"] == "web"
+    assert out.meta["collection"] == "https://search.example/api" and out.meta["hits"][0]["id"] == "https://x"
+    assert seen["url"].endswith("?q=telegram+inventor") and seen["auth"] == "Bearer k"
