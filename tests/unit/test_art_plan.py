@@ -55,3 +55,8 @@ def test_run_key_changes_with_exactly_the_files_it_reads(tmp_path):
     assert plan.run_key(cfg, job, files) != key
     fewshot = plan.ArtJob("m", "arithmetic", "fewshot", 0)
     assert plan.run_key(cfg, fewshot, []) == plan.run_key(cfg, fewshot, [])
+
+
+def test_versions_that_differ_only_in_demonstrations_share_a_selection():
+    assert plan.selection_version(CFG, "feedback") == "base"
+    assert plan.selection_inputs(CFG, "feedback") == plan.selection_inputs(CFG, "base")

@@ -25,7 +25,8 @@ if ART_CFG:
         job = art_job(w)
         if not (_art.uses_library(job) and _art.needs_selection(job.task)):
             return None
-        return checkpoints.art_select.get(model=w.model, task=w.task, version=art_version(w)).output.sel
+        version = _art.selection_version(ART, art_version(w))
+        return checkpoints.art_select.get(model=w.model, task=w.task, version=version).output.sel
 
     def art_library(w):
         job = art_job(w)

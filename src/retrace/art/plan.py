@@ -154,6 +154,13 @@ def selection_inputs(cfg: dict, version: str) -> list[Path]:
     return files
 
 
+def selection_version(cfg: dict, version: str) -> str:
+    """The first version whose selection reads the same files: versions that differ only in
+    demonstrations share one selection job (similarity selection reads only index.yaml)."""
+    mine = selection_inputs(cfg, version)
+    return next(v for v in cfg["library_versions"] if selection_inputs(cfg, v) == mine)
+
+
 def library_files(cfg: dict, version: str, names: list[str]) -> list[Path]:
     dirs = version_dirs(cfg, version)
     _, index = load_index(dirs)
