@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--equal-compute-from", type=Path, nargs=2, metavar=("REFINE", "MAJORITY"),
                            help="price N' from these generations (for Maj@N' jobs)")
             p.add_argument("--equal-compute-kind", choices=("effective", "nominal"), default="effective")
+            p.add_argument("--scorer-manifest", type=Path, default=None,
+                           help="manifest of the judge model when the scorer names another model")
             p.add_argument("--shard", type=int, default=None, help="run only data-parallel shard I …")
             p.add_argument("--shards", type=int, default=1, help="… of K (retrace.shards)")
         else:
@@ -138,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     elif a.command == "generate":
         from retrace.stages import generate
         generate.run(_job(a), a.data, a.manifest, a.cache, a.out,
-                     tuple(a.equal_compute_from) if a.equal_compute_from else None,
-                     (a.shard, a.shards) if a.shard is not None else None)
+                     tuple(a.equal_compute_from) if a.equal_compute_from else None, a.scorer_manifest,
+                     shard=(a.shard, a.shards) if a.shard is not None else None)
     elif a.command == "merge-shards":
         from retrace.stages import generate
         generate.merge(_job(a), a.data, a.shards, a.out)

@@ -2,7 +2,12 @@
 # A Maj@N' job (equal_compute in the experiment) also reads the refinement and Maj@N
 # generations whose measured tokens price N'. A run with `shards: K` runs K data-parallel
 # shard jobs (rule generate_shard) and this rule only merges them (retrace.shards).
-# Resources (GPUs, memory, runtime) are sized per job by retrace.cluster for profiles/slurm.
+# A method whose LLM judge names another model also reads that model's manifest (its engine
+# is loaded in the same job). Resources (GPUs, memory, runtime) are sized per job by
+# retrace.cluster for profiles/slurm.
+from retrace.stages.generate import scorer_model
+
+
 def engine_inputs(w):
     job = job_of(w)
     inputs = {"problems": f"{RESULTS}/data/{w.dataset}.jsonl",
@@ -10,6 +15,9 @@ def engine_inputs(w):
     if job.equal_compute:
         for role, label in zip(("refine", "majority"), job.equal_compute[:2]):
             inputs[role] = f"{RESULTS}/generations/{_plan.sibling(job, label).path}.jsonl"
+    judge = scorer_model(job.config())
+    if judge:  # an LLM judge on another model than the policy
+        inputs["scorer_manifest"] = f"{RESULTS}/models/{judge}/manifest.json"
     return inputs
 
 
@@ -19,6 +27,10 @@ def generate_inputs(w):
         return engine_inputs(w)
     return {"problems": f"{RESULTS}/data/{w.dataset}.jsonl",
             "shards": [f"{RESULTS}/shards/{job.path}/{i}of{job.shards}.jsonl" for i in range(job.shards)]}
+
+
+def scorer_args(w, input):
+    return f"--scorer-manifest {input.scorer_manifest}" if "scorer_manifest" in input.keys() else ""
 
 
 def equal_compute_args(w, input):
@@ -34,7 +46,8 @@ def generate_command(w, input, output):
     if job.shards > 1:
         return (f"merge-shards {job.cli_args()} --data {input.problems} --out {output.rows} "
                 + " ".join(input.shards))
-    return (f"generate {job.cli_args()} {equal_compute_args(w, input)} --data {input.problems} "
+    return (f"generate {job.cli_args()} {equal_compute_args(w, input)} {scorer_args(w, input)} "
+            f"--data {input.problems} "
             f"--manifest {input.manifest} --cache {CACHE} --out {output.rows}")
 
 
@@ -88,6 +101,7 @@ rule generate_shard:
         key=job_key("generate"),
         job=lambda w: job_of(w).cli_args(),
         equal_compute=equal_compute_args,
+        scorer=scorer_args,
     threads: engine_threads
     resources:
         mem_mb=engine_resource("mem_mb"),
@@ -95,6 +109,6 @@ rule generate_shard:
         gpu=engine_resource("gpu"),
         runtime=engine_resource("runtime"),
     shell:
-        "{PY} -m retrace generate {params.job} {params.equal_compute} --shard {wildcards.shard} "
+        "{PY} -m retrace generate {params.job} {params.equal_compute} {params.scorer} --shard {wildcards.shard} "
         "--shards {wildcards.shards} --data {input.problems} --manifest {input.manifest} "
         "--cache {CACHE} --out {output.rows} > {log} 2>&1"
