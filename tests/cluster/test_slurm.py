@@ -38,10 +38,11 @@ TEST_ARGS = ["--slurm-init-seconds-before-status-checks", "5", "--seconds-betwee
 # hashes OF RECORDS differ (results.csv `prov_sha256`, claims.csv `evidence`, the hashes shown
 # in index.html); each sample's `latency_s` is wall-clock time and its `cache_hit` says whether
 # this run generated it (a resumed run serves some from the cache); a score's
-# `generation_usage` says how the run went (engine seconds, cache hits, engine loads).
+# `generation_usage` and `request_cache_hits` say how the run went (engine seconds, cache
+# hits, engine loads).
 # Texts, answers, token counts, accuracies and claims must be equal.
 RECORD_HASH_COLUMNS = {"results.csv": "prov_sha256", "claims.csv": "evidence"}
-RUN_SPECIFIC = ("latency_s", "cache_hit", "generation_usage")
+RUN_SPECIFIC = ("latency_s", "cache_hit", "generation_usage", "request_cache_hits")
 
 
 def _slurm_problem() -> str | None:
