@@ -99,7 +99,7 @@ def train(model, tok, train_rows: Sequence[Mapping], dev_rows: Sequence[Mapping]
             loss.backward()
             opt.step()
             sched.step()
-            hist["loss"].append(float(loss))
+            hist["loss"].append(float(loss.detach()))
         dev = evaluate(model, tok, dev_rows, int(opts["max_length"]), strategy) if dev_rows else {}
         hist["epochs"].append({"epoch": epoch + 1, "step": len(hist["loss"]), **dev})
         log.info("DM epoch %d: last loss %.4f, dev %s", epoch + 1, hist["loss"][-1], dev)
