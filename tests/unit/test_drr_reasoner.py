@@ -44,3 +44,20 @@ def test_baselines_abstain_and_selfcritic():
     assert llm.requests[0].sampling.temperature == 0.1
     sc = reasoner.selfcritic_answers(PROBLEMS[:1], TurnLLM(), cfg(), 0)
     assert len(sc["t/q0"]["steps"]) == 3 and sc["t/q0"]["steps"][2]["messages"][-1]["role"] == "user"
+
+
+def test_merged_eval_rounds_send_the_same_requests_in_fewer_calls():
+    c = cfg()
+    sep = TurnLLM({"number 1": ["none of the above", "1"]})
+    a = (reasoner.rejection_paths(PROBLEMS, sep, c, 0, 2), reasoner.abstain_answers(PROBLEMS, sep, c, 0),
+         reasoner.selfcritic_answers(PROBLEMS, sep, c, 0))
+    merged = TurnLLM({"number 1": ["none of the above", "1"]})
+    calls = []
+    orig = merged.generate
+    merged.generate = lambda reqs: calls.append(len(reqs)) or orig(reqs)
+    b = reasoner.eval_generations(PROBLEMS, merged, c, 0, 2)
+    assert sorted(map(repr, sep.requests)) == sorted(map(repr, merged.requests))
+    assert calls == [12, 8, 4]  # rounds: path+abstain+critic, path+critic, critic
+    strip = lambda d: {k: {kk: vv for kk, vv in v.items() if kk != "key"} if "key" in v else v for k, v in d.items()}
+    assert strip(a[1]) == strip(b[1]) and a[2]["t/q1"]["letter"] == b[2]["t/q1"]["letter"]
+    assert [t["answer"] for t in a[0]["t/q1"]["turns"]] == [t["answer"] for t in b[0]["t/q1"]["turns"]]

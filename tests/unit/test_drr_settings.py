@@ -40,6 +40,7 @@ def test_rerun_keys_see_config_templates_and_not_other_stages(tmp_path, monkeypa
     assert settings.stage_key("distil", {**c, "max_tokens": 7}) != k
     assert settings.stage_key("distil", {**c, "dm": {**c["dm"], "epochs": 9}}) == k  # DM only
     assert settings.stage_key("train", {**c, "dm": {**c["dm"], "epochs": 9}}) != settings.stage_key("train", c)
+    assert settings.stage_key("train", {**c, "dm": {**c["dm"], "threads": 1}}) == settings.stage_key("train", c)
     names = {p.name for p in settings.stage_files("generate")}
     assert {"abstain_qa.j2", "selfcritic_review.j2", "exploration.j2"} <= names
     assert "abstain_qa.j2" not in {p.name for p in settings.stage_files("distil")}

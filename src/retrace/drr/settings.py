@@ -45,7 +45,7 @@ SLICES = {
     "split": ("dm",),
     "train": ("dm", "backbone", "backbones"),
     "generate": ("strategy", "max_turns_infer", "max_tokens", "sampling"),
-    "infer": ("max_turns_infer", "strategy"),
+    "infer": ("max_turns_infer", "strategy", "dm"),
     "leakcheck": (),
     "summarise": (),
 }
@@ -98,6 +98,8 @@ def entries(cfg: dict, where: str = "drr") -> list[dict]:
 
 def config_slice(stage: str, cfg: dict) -> dict:
     out = {k: cfg[k] for k in SLICES[stage]}
+    if "dm" in out:  # threads change speed, not the DM
+        out["dm"] = {k: v for k, v in out["dm"].items() if k != "threads"}
     if stage == "train":
         out["backbones"] = {cfg["backbone"]: cfg["backbones"][cfg["backbone"]]}
     return out

@@ -196,9 +196,7 @@ def generate(cfg: Mapping, problems_path: Path, manifest_path: Path, backend: st
     problems = data.read_problems(problems_path)
     llm, cache, manifest = make_llm(manifest_path, backend, cache_path, str(out_rows))
     try:
-        paths = reasoner.rejection_paths(problems, llm, cfg, seed, int(cfg["max_turns_infer"]))
-        abstain = reasoner.abstain_answers(problems, llm, cfg, seed)
-        critic = reasoner.selfcritic_answers(problems, llm, cfg, seed)
+        paths, abstain, critic = reasoner.eval_generations(problems, llm, cfg, seed, int(cfg["max_turns_infer"]))
     finally:
         run = _close(llm, cache)
     rows, records = [], []
