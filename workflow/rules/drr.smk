@@ -41,6 +41,8 @@ if _DRR_BLOCK:
             eval=f"{DRR_DIR}/questions/{{dataset}}/eval.jsonl",
         log:
             f"{RESULTS}/logs/drr/questions/{{dataset}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/questions/{{dataset}}.tsv"
         params:
             key=drr_key("questions"),
             train=lambda w, input: f"--train-data {input.train[0]}" if input.train else "",
@@ -82,6 +84,8 @@ if _DRR_BLOCK:
             summary=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/split.json",
         log:
             f"{RESULTS}/logs/drr/{DRR_RUN}/split/seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/{DRR_RUN}/split/seed{{seed}}.tsv"
         params:
             key=drr_key("split"),
         shell:
@@ -148,6 +152,8 @@ if _DRR_BLOCK:
             f"{DRR_DIR}/{DRR_RUN}/eval/{{dataset}}/seed{{seed}}/episodes/{{drr_method}}.jsonl",
         log:
             f"{RESULTS}/logs/drr/{DRR_RUN}/infer/{{dataset}}/seed{{seed}}/{{drr_method}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/{DRR_RUN}/infer/{{dataset}}/seed{{seed}}/{{drr_method}}.tsv"
         params:
             key=drr_key("infer"),
             checkpoint=lambda w, input: f"--checkpoint {input.checkpoint}" if "checkpoint" in input.keys() else "",
@@ -173,6 +179,8 @@ if _DRR_BLOCK:
             f"{DRR_DIR}/leakcheck.json",
         log:
             f"{RESULTS}/logs/drr/leakcheck.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/leakcheck.tsv"
         params:
             key=drr_key("leakcheck"),
         shell:
@@ -196,6 +204,8 @@ if _DRR_BLOCK:
             plot=f"{DRR_DIR}/loss_curve.png",
         log:
             f"{RESULTS}/logs/drr/summarise.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/summarise.tsv"
         params:
             key=drr_key("summarise"),
         shell:
