@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--equal-compute-from", type=Path, nargs=2, metavar=("REFINE", "MAJORITY"),
                            help="price N' from these generations (for Maj@N' jobs)")
             p.add_argument("--equal-compute-kind", choices=("effective", "nominal"), default="effective")
+            p.add_argument("--scorer-manifest", type=Path, default=None,
+                           help="manifest of the judge model when the scorer names another model")
         else:
             p.add_argument("--generations", type=Path, required=True)
     p = sub.add_parser("diagnose", help="per-depth diagnostics of a refinement job")
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.command == "generate":
         from retrace.stages import generate
         generate.run(_job(a), a.data, a.manifest, a.cache, a.out,
-                     tuple(a.equal_compute_from) if a.equal_compute_from else None)
+                     tuple(a.equal_compute_from) if a.equal_compute_from else None, a.scorer_manifest)
     elif a.command == "score":
         from retrace.stages import score
         score.run(_job(a), a.generations, a.data, a.manifest, a.out)

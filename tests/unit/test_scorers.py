@@ -163,3 +163,29 @@ def test_classifier_scores_in_unit_interval_regardless_of_batching(tiny_models):
     single = hf_scorer(tiny_models["classifier"], "classifier", batch_size=1).score(items)
     assert [s.value for s in batched] == pytest.approx([s.value for s in single], abs=1e-5)
     assert all(0.0 < s.value < 1.0 for s in batched)
+
+
+def test_generate_stage_wires_a_judge_only_for_another_model(tmp_path):
+    import json as _json
+
+    from retrace.cache import RequestCache
+    from retrace.stages.generate import judge_engine, scorer_model
+    cfg = {"model": {"name": "policy"}, "backend": {"name": "scripted", "engine": {}},
+           "method": {"name": "best_of_n", "scorer": {"name": "llm_judge", "model": None}}}
+    assert scorer_model(cfg) is None
+    cfg["method"]["scorer"]["model"] = "policy"          # the job's own model: no second engine
+    assert scorer_model(cfg) is None
+    cfg["method"]["scorer"]["model"] = "judge"
+    assert scorer_model(cfg) == "judge"
+    cache = RequestCache(tmp_path / "c.sqlite", job="t")
+    with pytest.raises(ValueError, match="needs that model's manifest"):
+        judge_engine(cfg, None, cache)
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(_json.dumps({"name": "other", "fingerprint": "f", "params": 1}))
+    with pytest.raises(ValueError, match="manifest of 'other', but scorer.model='judge'"):
+        judge_engine(cfg, manifest, cache)
+    manifest.write_text(_json.dumps({"name": "judge", "fingerprint": "f", "params": 1}))
+    assert judge_engine(cfg, manifest, cache).model["name"] == "judge"
+    cfg["method"]["scorer"] = {"name": "hf_reward", "model": "judge"}  # loads its own model
+    assert scorer_model(cfg) is None
+    cache.close()

@@ -13,6 +13,7 @@ from tests.workflow.conftest import copy_repo, retrace, snakemake, write_config
 pytestmark = pytest.mark.slow
 
 SHORT = "method.sampling.max_tokens=24"
+JUDGE = "qwen2.5-coder-0.5b-q4km"
 SMALL = [SHORT, "method.n=2"]
 EXPERIMENT = {"runs": [{
     "models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smoke_math_mini"], "seeds": [0],
@@ -25,8 +26,15 @@ EXPERIMENT = {"runs": [{
         {"label": "majority_eq", "method": "majority", "overrides": SMALL,
          "equal_compute": {"refine": "refine", "majority": "majority", "kind": "effective"}},
         {"label": "best_of_n", "overrides": SMALL},
+        # the judge on another model than the policy: its engine is loaded beside SmolLM2
+        {"label": "best_of_n_qwen", "method": "best_of_n",
+         "overrides": SMALL + [f"method.scorer.model={JUDGE}"]},
         {"label": "beam", "overrides": [SHORT, "method.max_steps=2", "method.expand=1"]},
-    ]}]}
+    ]},
+    # two more seeds of refinement and Maj@N: the claims compare seed means (mean ± sd)
+    {"models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smoke_math_mini"],
+     "seeds": [1, 2], "methods": [{"label": "majority", "overrides": SMALL},
+                                  {"label": "refine", "overrides": SMALL + ["method.depth=1"]}]}]}
 GEN = "results/generations/smollm2-135m-q41/llamacpp/smoke_math_mini"
 
 
@@ -69,3 +77,34 @@ def test_claims_and_diagnostics_are_written_and_audited(refined):
                                  "refine/seed0.json").read_text())
     assert len(diag["depths"]) == 2
     assert retrace(refined, "audit", "results/report/claims.csv", "results/report/results.csv").returncode == 0
+
+
+def test_a_judge_on_another_model_scores_the_same_rollouts(refined):
+    own = [json.loads(l) for l in open(refined / f"{GEN}/best_of_n/seed0.jsonl")]
+    other = [json.loads(l) for l in open(refined / f"{GEN}/best_of_n_qwen/seed0.jsonl")]
+    assert [s["key"] for r in own for s in r["samples"]] == [s["key"] for r in other for s in r["samples"]]
+    assert {r["extra"]["scorer"]["model_name"] for r in other} == {JUDGE}
+    assert {r["extra"]["scorer"]["model_name"] for r in own} == {"smollm2-135m-q41"}
+    prov = json.loads((refined / f"{GEN}/best_of_n_qwen/seed0.jsonl.prov.json").read_text())
+    assert any(i["path"].endswith(f"models/{JUDGE}/manifest.json") for i in prov["inputs"])
+    assert prov["scorer_usage"]["model"] == JUDGE and prov["scorer_usage"]["requests"] > 0
+    # the judge's tokens are priced with the judge's parameter count, not the policy's
+    scores = {lab: json.loads((refined / f"results/scores/smollm2-135m-q41/llamacpp/smoke_math_mini/"
+                                         f"{lab}/seed0.json").read_text()) for lab in ("best_of_n", "best_of_n_qwen")}
+    assert scores["best_of_n_qwen"]["flops"]["nominal"] > scores["best_of_n"]["flops"]["nominal"]
+
+
+def test_claims_average_three_seeds(refined):
+    rows = {(r["method"], r["baseline"]): r for r in csv.DictReader(open(refined / "results/report/claims.csv"))}
+    row = rows[("refine", "majority")]
+    assert (row["n_seeds_method"], row["n_seeds_baseline"]) == ("3", "3")
+    accs = []
+    for seed in (0, 1, 2):
+        s = json.loads((refined / f"results/scores/smollm2-135m-q41/llamacpp/smoke_math_mini/refine/"
+                                  f"seed{seed}.json").read_text())
+        accs.append(s["accuracy"]["value"])
+    assert float(row["acc_method"]) == pytest.approx(sum(accs) / 3)
+    # different seeds draw different rollouts (distinct request-cache keys)
+    keys = [[s["key"] for r in map(json.loads, open(refined / f"{GEN}/majority/seed{k}.jsonl"))
+             for s in r["samples"]] for k in (0, 1, 2)]
+    assert len({tuple(k) for k in keys}) == 3

@@ -16,8 +16,8 @@ Implementations, chosen by name (no registry: there are two, and one is GPU-only
 
 A scorer never raises on what a model wrote: output that carries no yes/no signal gets
 the configured `fallback` score and `valid=False`. Engine failures do raise.
-Does not cover: a judge whose model differs from the job's unless the generate stage
-passes its engine as `ctx.scorer_llm` (the stage does not wire one yet).
+A judge on another model than the policy: set `scorer.model`; the generate stage then loads
+that model (its manifest is an input of the job) and passes it as `ctx.scorer_llm`.
 """
 from __future__ import annotations
 

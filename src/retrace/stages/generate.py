@@ -47,8 +47,40 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
     return replace(job, overrides=job.overrides + (f"method.n={info['n_prime']}",)), info
 
 
+def scorer_model(cfg: dict) -> str | None:
+    """The judge model of a method whose scorer runs on another model than the job's, else None."""
+    scorer = cfg["method"].get("scorer") or {}
+    wanted = scorer.get("model")
+    if scorer.get("name", "llm_judge") != "llm_judge" or wanted in (None, cfg["model"]["name"]):
+        return None
+    return wanted
+
+
+def engine(manifest: dict, cfg: dict, cache: RequestCache) -> CachedLLM:
+    """A lazily loaded, cached engine for `manifest` on the job's backend and engine settings."""
+    backend_cls, settings = BACKENDS.get(cfg["backend"]["name"]), cfg["backend"].get("engine", {})
+    return CachedLLM(lambda: backend_cls(manifest, settings), cfg["backend"]["name"], manifest, cache,
+                     identity=backend_cls.identity(manifest, settings))
+
+
+def judge_engine(cfg: dict, scorer_manifest: Path | None, cache: RequestCache) -> CachedLLM | None:
+    wanted = scorer_model(cfg)
+    if wanted is None:
+        return None
+    if scorer_manifest is None:
+        raise ValueError(f"method {cfg['method']['name']!r}: scorer.model={wanted!r} needs that model's "
+                         "manifest (--scorer-manifest)")
+    judge = json.loads(Path(scorer_manifest).read_text())
+    if judge["name"] != wanted:
+        raise ValueError(f"{scorer_manifest}: manifest of {judge['name']!r}, but scorer.model={wanted!r}")
+    return engine(judge, cfg, cache)
+
+
 def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: Path,
-        equal_compute_from: tuple[Path, Path] | None = None) -> dict:
+        equal_compute_from: tuple[Path, Path] | None = None,
+        scorer_manifest: Path | None = None) -> dict:
+    """Run the job's method; `scorer_manifest` = the judge model's manifest when the method's
+    scorer names a model other than the job's (its engine is passed as ctx.scorer_llm)."""
     manifest = json.loads(Path(manifest_path).read_text())
     priced = {}
     if equal_compute_from:
@@ -56,19 +88,20 @@ def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: P
     cfg = job.config()
     prov = Provenance("generate", config_slice("generate", cfg), stage_sources("generate", cfg))
     prov.inputs = [str(data_path), str(manifest_path)] + [str(t) for t in templates(cfg)] + \
-        [str(p) for p in equal_compute_from or ()]
+        [str(p) for p in equal_compute_from or ()] + ([str(scorer_manifest)] if scorer_manifest else [])
     problems = data.read_problems(data_path)
     task = TASKS.get(cfg["dataset"]["task"])
-    ctx = MethodContext(seed=job.seed, task=task,
-                        template=cfg["dataset"].get("template") or task.default_template)
-    backend_cls, engine = BACKENDS.get(cfg["backend"]["name"]), cfg["backend"].get("engine", {})
     cache = RequestCache(cache_path, job=str(out))
-    llm = CachedLLM(lambda: backend_cls(manifest, engine), cfg["backend"]["name"], manifest, cache,
-                    identity=backend_cls.identity(manifest, engine))
+    llm = engine(manifest, cfg, cache)
+    judge = judge_engine(cfg, scorer_manifest, cache)
+    ctx = MethodContext(seed=job.seed, task=task, scorer_llm=judge,
+                        template=cfg["dataset"].get("template") or task.default_template)
     try:
         rows = METHODS.get(cfg["method"]["name"])(problems, cfg["method"], llm, ctx)
     finally:
-        llm.close()
+        for e in (llm, judge):
+            if e is not None:
+                e.close()
         cache.close()
     u = llm.usage
     log.info("%s: %d requests, %d from the request cache, %d engine loads",
@@ -81,6 +114,8 @@ def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: P
         "usage": vars(u), "flops": flops(manifest["params"], u)})
     if priced:
         prov.extra["equal_compute"] = priced
+    if judge is not None:  # its FLOPs are priced per row by scoring (scorer identity has params)
+        prov.extra["scorer_usage"] = {"model": judge.model["name"], **vars(judge.usage)}
     write_jsonl(out, rows)
     prov.write(out)
     return vars(u)
