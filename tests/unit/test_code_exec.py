@@ -82,7 +82,7 @@ def test_plain_program_and_its_failures_are_reported():
 
 
 def test_registered_as_tool():
-    assert TOOLS.get("code_execute") is run_code
+    assert TOOLS.get("code_execute").executor is run_code
 
 
 def test_refuses_rather_than_run_unisolated(monkeypatch):

@@ -86,10 +86,12 @@ def test_check_global_fills_defaults():
 def test_smoke_experiment_expands_to_the_cross_product():
     exp = yaml.safe_load((CONFIG_DIR / "experiment" / "smoke.yaml").read_text())
     jobs = plan.jobs({"experiment": "smoke"})
-    expected = {(m, r["backend"], d, meth, s) for r in exp["runs"] for m in r["models"]
+    label = lambda m: m if isinstance(m, str) else m["label"]
+    expected = {(m, r["backend"], d, label(meth), s) for r in exp["runs"] for m in r["models"]
                 for d in r["datasets"] for meth in r["methods"] for s in r.get("seeds", [0])}
-    assert {(j.model, j.backend, j.dataset, j.method, j.seed) for j in jobs} == expected
-    assert len(jobs) == len(expected) == 4
+    assert {(j.model, j.backend, j.dataset, j.label, j.seed) for j in jobs} == expected
+    # the spine (2 sets x greedy, Maj@N) and the refinement suite (10 labels on one set)
+    assert len(jobs) == len(expected) == 4 + 10
     assert len({j.path for j in jobs}) == len(jobs)
 
 

@@ -1,1 +1,109 @@
-# Stage family ART (task library, tool-pausing programs); rules arrive with issue 5.
+# Stage family ART (task library, tool-pausing programs): select -> run -> summarize.
+# Reads the experiment's `art:` block (retrace.art.plan); absent = nothing runs. An unseen
+# task's selection is a checkpoint: its runs read exactly the library files it chose, and
+# their rerun keys hash exactly those files (editing one demonstration reruns only the runs
+# whose prompts contain it).
+from retrace.art import plan as _art
+
+ART_CFG = family_config("art")
+if ART_CFG:
+    ART = _art.check(ART_CFG, where=f"config/experiment/{config['experiment']}.yaml: art")
+    ART_JOBS = {(j.model, j.task, j.label, str(j.seed)): j for j in _art.jobs(ART)}
+    ART_RUNS = [f"{RESULTS}/art/{j.path}.jsonl" for j in ART_JOBS.values()]
+    ART_SUMMARY = f"{RESULTS}/art/summary"
+    EXTRA_CLAIMS.append(f"{ART_SUMMARY}/claims.csv")
+    EXTRA_SECTIONS.append(f"{ART_SUMMARY}/section.json")
+
+    def art_job(w):
+        return ART_JOBS[(w.model, w.task, w.label, w.seed)]
+
+    def art_version(w):
+        return _art.job_version(ART, art_job(w))
+
+    def art_selection(w):
+        """The selection file of an unseen task's library-using run (a checkpoint output), else None."""
+        job = art_job(w)
+        if not (_art.uses_library(job) and _art.needs_selection(job.task)):
+            return None
+        version = _art.selection_version(ART, art_version(w))
+        return checkpoints.art_select.get(model=w.model, task=w.task, version=version).output.sel
+
+    def art_library(w):
+        job = art_job(w)
+        if not _art.uses_library(job):
+            return []
+        return [str(p) for p in _art.library_files(ART, art_version(w),
+                                                   _art.selected_tasks(ART, job, art_selection(w)))]
+
+
+    def art_key(w, input):
+        lib = input.library
+        files = [lib] if isinstance(lib, str) else list(lib)
+        if any(not f.endswith(".txt") for f in files):  # the selection checkpoint has not run yet
+            return "pending selection"
+        return _art.run_key(ART, art_job(w), files)
+
+    wildcard_constraints:
+        task=r"[^/]+",
+        version=r"[^/]+",
+
+    checkpoint art_select:
+        input:
+            problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task)}.jsonl",
+            manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+            library=lambda w: [str(p) for p in _art.selection_inputs(ART, w.version)],
+        output:
+            sel=f"{RESULTS}/art/{{model}}/{{task}}/selection/{{version}}.json",
+        log:
+            f"{RESULTS}/logs/art/select/{{model}}/{{task}}/{{version}}.log",
+        params:
+            key=lambda w: _art.select_key(ART, w.task, w.version),
+        threads: 2
+        resources:
+            mem_mb=3000,
+            engine=1,
+        shell:
+            "{PY} -m retrace art select --experiment {config[experiment]} --model {wildcards.model} "
+            "--task {wildcards.task} --version {wildcards.version} --data {input.problems} "
+            "--manifest {input.manifest} --cache {CACHE} --out {output.sel} > {log} 2>&1"
+
+    rule art_run:
+        input:
+            problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task)}.jsonl",
+            manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+            selection=lambda w: art_selection(w) or [],
+            library=art_library,
+        output:
+            rows=f"{RESULTS}/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.jsonl",
+            prov=f"{RESULTS}/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.jsonl.prov.json",
+        log:
+            f"{RESULTS}/logs/art/run/{{model}}/{{task}}/{{label}}/seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.tsv"
+        params:
+            key=art_key,
+            selection=lambda w, input: f"--selection {input.selection}" if input.selection else "",
+        threads: 2
+        resources:
+            mem_mb=4000,
+            engine=1,
+        shell:
+            "{PY} -m retrace art run --experiment {config[experiment]} --model {wildcards.model} "
+            "--task {wildcards.task} --label {wildcards.label} --seed {wildcards.seed} "
+            "--data {input.problems} --manifest {input.manifest} --cache {CACHE} {params.selection} "
+            "--out {output.rows} > {log} 2>&1"
+
+    rule art_summarize:
+        input:
+            runs=ART_RUNS,
+        output:
+            scores=f"{ART_SUMMARY}/scores.json",
+            claims=f"{ART_SUMMARY}/claims.csv",
+            section=f"{ART_SUMMARY}/section.json",
+        log:
+            f"{RESULTS}/logs/art/summarize.log",
+        params:
+            key=lambda w: _art.summary_key(ART),
+        shell:
+            "{PY} -m retrace art summarize --experiment {config[experiment]} --data-dir {RESULTS}/data "
+            "--out-dir {ART_SUMMARY} {input.runs} > {log} 2>&1"

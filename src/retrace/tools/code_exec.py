@@ -6,7 +6,8 @@ ART's convention: the program stores its result in `ans` and prints it. Run it w
     result = run_code("import sympy\\nans = sympy.factorint(360)\\nprint(ans)")
     result.ok, result.ans, result.stdout     # True, '{2: 3, 3: 2, 5: 1}', '{2: 3, 3: 2, 5: 1}\\n'
 
-or `TOOLS.get("code_execute")(code)`. A hostile program ends with `ok=False` and says why
+or as ART's `[code execute]` tool, `TOOLS.get("code_execute")` (tools/code.py). A hostile
+program ends with `ok=False` and says why
 (`timed_out`, `killed_reason`, `signal`, its traceback in `stderr`); the caller is never
 harmed. If the sandbox cannot be built, `run_code` raises `SandboxUnavailable` instead of
 running the code unisolated.
@@ -74,7 +75,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from retrace.tools import TOOLS
 
 SANDBOX_UID = 65534  # nobody / nogroup on Debian
 SCRATCH = "/scratch"
@@ -297,7 +297,6 @@ def sandbox_problem() -> str | None:
     return None
 
 
-@TOOLS.register("code_execute")
 def run_code(code: str, limits: Limits = Limits()) -> ExecResult:
     """Run `code` in the sandbox; raise SandboxUnavailable rather than run it unisolated."""
     problem = sandbox_problem()

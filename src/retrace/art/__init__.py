@@ -1,0 +1,1 @@
+"""ART (Paranjape et al. 2023): task library, program grammar, pause/resume runner, stages."""

@@ -1,0 +1,124 @@
+"""The ART methods and baselines, each over one task's test problems (ART §4, App. A.4).
+
+    rows = METHOD_FNS[name](ctx)    # ctx: Context(llm, task, problems, pool, description, …)
+
+- fewshot: k random held-out examples as input/answer pairs, no reasoning.
+- autocot: the model writes zero-shot chain-of-thought for k random held-out examples (its
+  own answers, right or wrong); those become the demonstrations for every test problem.
+- art / art_regenerate / art_notools: programs from the selected library demonstrations
+  (runner modes pause / regenerate / notools).
+- art_sc: self-consistency, k sampled programs per problem (pause mode), vote on `Ans`.
+Every row keeps the prompts' tails and the traces; scoring happens in the summary stage.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from retrace.art.metrics import choice_of, format_input, gold_answer, vote
+from retrace.art.runner import END_STOPS, ProgramRunner, cut_after_answer
+from retrace.records import Problem, Request, Sampling
+from retrace.templates import render
+
+
+@dataclass
+class Context:
+    llm: object
+    task: object                    # the dataset's task plugin (kind, extract_answer, is_correct)
+    problems: list[Problem]         # test problems
+    pool: list[Problem]             # held-out problems (demonstrations, AutoCoT seeds)
+    description: str
+    settings: dict
+    seed: int = 0
+    demos: list[str] = field(default_factory=list)   # library demonstrations (ART methods)
+    tools: dict = field(default_factory=dict)
+
+
+def _complete(ctx: Context, prompts: list[str], max_tokens: int, stop=END_STOPS,
+              temperature: float = 0.0) -> list:
+    reqs = [Request(prompt=p, tag="art-baseline", sampling=Sampling(
+        temperature=temperature, max_tokens=max_tokens, stop=tuple(stop), seed=ctx.seed)) for p in prompts]
+    return ctx.llm.generate(reqs)
+
+
+def _row(p: Problem, answer: str | None, **extra) -> dict:
+    return {"id": p.id, "answer": answer, **extra}
+
+
+def fewshot(ctx: Context) -> list[dict]:
+    rng = random.Random(ctx.seed)
+    shots = rng.sample(ctx.pool, min(ctx.settings["fewshot_k"], len(ctx.pool)))
+    examples = [(format_input(s), gold_answer(s)) for s in shots]
+    prompts = [render("art_fewshot.j2", description=ctx.description, examples=examples,
+                      input=format_input(p)) for p in ctx.problems]
+    done = _complete(ctx, prompts, ctx.settings["answer_tokens"], stop=("\n",))
+    return [_row(p, c.text.strip() or None, text=c.text, key=c.key, shots=[s.id for s in shots])
+            for p, c in zip(ctx.problems, done)]
+
+
+def _answer_of(text: str) -> tuple[str, str | None]:
+    """(reasoning, answer) of a free-form chain of thought that ends in an "Ans:" line."""
+    body, found = cut_after_answer(text)
+    if not found:
+        return text.strip(), None
+    reasoning, _, ans = body.rpartition("Ans:")
+    return reasoning.strip(), ans.strip() or None
+
+
+def autocot(ctx: Context) -> list[dict]:
+    rng = random.Random(ctx.seed)
+    seeds = rng.sample(ctx.pool, min(ctx.settings["autocot_k"], len(ctx.pool)))
+    zero = [render("art_autocot.j2", description=ctx.description, demos=[], input=format_input(s))
+            for s in seeds]
+    demos = []
+    for s, c in zip(seeds, _complete(ctx, zero, ctx.settings["cot_tokens"])):
+        reasoning, ans = _answer_of(c.text)
+        if ans is not None and "\n----" not in reasoning:  # keep well-formed chains only (AutoCoT's filter)
+            demos.append((format_input(s), " ".join(reasoning.split()), ans))
+    prompts = [render("art_autocot.j2", description=ctx.description, demos=demos, input=format_input(p))
+               for p in ctx.problems]
+    done = _complete(ctx, prompts, ctx.settings["cot_tokens"])
+    return [_row(p, _answer_of(c.text)[1], text=c.text, key=c.key, demos=[d[0] for d in demos])
+            for p, c in zip(ctx.problems, done)]
+
+
+def _programs(ctx: Context, mode: str, k: int = 1, temperature: float = 0.0) -> list[list]:
+    s = ctx.settings
+    runner = ProgramRunner(ctx.llm, ctx.tools if mode != "notools" else {}, mode=mode,
+                           max_steps=s["max_steps"], segment_tokens=s["segment_tokens"],
+                           program_tokens=s["program_tokens"], temperature=temperature, seed=ctx.seed)
+    prefix = render("art_demos.j2", demos=ctx.demos) + "\n"
+    heads = [render("art_head.j2", description=ctx.description, input=format_input(p)) for p in ctx.problems]
+    traces = runner.run(prefix, [h for h in heads for _ in range(k)],
+                        [j for _ in heads for j in range(k)])
+    return [traces[i * k:(i + 1) * k] for i in range(len(heads))]
+
+
+def _program_rows(ctx: Context, mode: str) -> list[dict]:
+    return [_row(p, t[0].answer, trace=t[0].to_dict()) for p, t in zip(ctx.problems, _programs(ctx, mode))]
+
+
+def art(ctx: Context) -> list[dict]:
+    return _program_rows(ctx, "pause")
+
+
+def art_regenerate(ctx: Context) -> list[dict]:
+    return _program_rows(ctx, "regenerate")
+
+
+def art_notools(ctx: Context) -> list[dict]:
+    return _program_rows(ctx, "notools")
+
+
+def art_sc(ctx: Context) -> list[dict]:
+    k, temp = ctx.settings["sc_k"], ctx.settings["sc_temperature"]
+    rows = []
+    for p, traces in zip(ctx.problems, _programs(ctx, "pause", k, temp)):
+        answers = [t.answer for t in traces]
+        key = (lambda a: choice_of(a, p)) if p.choices else (lambda a: " ".join(a.lower().split()))
+        rows.append(_row(p, vote(answers, key), votes=answers, traces=[t.to_dict() for t in traces]))
+    return rows
+
+
+METHOD_FNS = {"fewshot": fewshot, "autocot": autocot, "art": art, "art_regenerate": art_regenerate,
+              "art_notools": art_notools, "art_sc": art_sc}

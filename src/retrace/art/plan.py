@@ -1,0 +1,233 @@
+"""The `art:` block of an experiment: its jobs, what each reads, and rerun keys.
+
+    art:
+      models: [qwen2.5-coder-0.5b-q4km]
+      backend: llamacpp
+      library_versions: {base: [base], feedback: [base, feedback]}   # first = the main version
+      tasks: {library: [arithmetic], unseen: [word_unscrambling]}     # names in eval_tasks.yaml
+      methods: [fewshot, autocot, art, art_notools, art_sc]
+      feedback: {version: feedback, tasks: [word_unscrambling]}       # `art` on the edited library
+      selection: similarity        # unseen tasks: cluster | similarity | llm_similarity
+      seeds: [0]
+      settings: {...}              # see DEFAULTS
+      tools: {search: {top_k: 1}, code_execute: {wall_s: 10}}
+
+One job = model × task × method label × seed; label `art@<version>` runs ART on another
+library version. Library tasks take their own cluster's demonstrations (§5.1); unseen tasks
+take the tasks a selection job chose. A job's rerun key hashes its settings, the source files
+it runs, the templates it renders and exactly the library files its prompt contains.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from retrace.art.library import EVAL_TASKS, eval_tasks, load_index, resolve
+from retrace.hashing import hash_sources, sha256_json
+
+PKG = Path(__file__).resolve().parent
+SRC = PKG.parent
+METHODS = ("fewshot", "autocot", "art", "art_regenerate", "art_notools", "art_sc")
+SELECTIONS = ("cluster", "similarity", "llm_similarity")
+KEYS = {"models", "backend", "library_versions", "tasks", "methods", "feedback", "selection",
+        "seeds", "settings", "tools", "n_tasks", "examples", "pool", "split_seed", "overrides"}
+DEFAULTS = {"n_tasks": 3, "examples": 5, "pool": 6, "split_seed": 0, "selection": "similarity",
+            "seeds": [0], "tools": {}}
+SETTINGS = {"max_steps": 6, "segment_tokens": 96, "program_tokens": 320, "answer_tokens": 24,
+            "cot_tokens": 160, "fewshot_k": 3, "autocot_k": 3, "sc_k": 5, "sc_temperature": 0.7,
+            "cluster_examples": 2, "demos_per_task": 2}
+TEMPLATES = {"fewshot": ["art_fewshot.j2"], "autocot": ["art_autocot.j2"],
+             "art": ["art_demos.j2", "art_head.j2", "art_code_generate.j2"]}
+CODE = ["art/program.py", "art/program.lark", "art/library.py", "art/metrics.py", "art/plan.py",
+        "art/stages.py", "art/baselines.py", "art/runner.py", "llm.py", "cache.py", "templates.py",
+        "records.py", "hashing.py", "atomic.py", "backends/base.py"]
+TOOL_CODE = ["tools/_interface.py", "tools/search.py", "tools/lookup.py", "tools/code.py",
+             "tools/code_exec.py"]
+
+
+@dataclass(frozen=True)
+class ArtJob:
+    model: str
+    task: str
+    label: str
+    seed: int
+
+    @property
+    def method(self) -> str:
+        return self.label.split("@")[0]
+
+    @property
+    def version(self) -> str | None:
+        return self.label.split("@")[1] if "@" in self.label else None
+
+    @property
+    def path(self) -> str:
+        return f"{self.model}/{self.task}/{self.label}/seed{self.seed}"
+
+
+def check(cfg: dict, where: str = "art") -> dict:
+    """The block with defaults filled; unknown keys, methods, tasks or versions are refused."""
+    bad = set(cfg) - KEYS
+    if bad:
+        raise ValueError(f"{where}: unknown key(s) {sorted(bad)}; valid: {sorted(KEYS)}")
+    out = {**DEFAULTS, **cfg}
+    out["settings"] = {**SETTINGS, **(cfg.get("settings") or {})}
+    if set(out["settings"]) - set(SETTINGS):
+        raise ValueError(f"{where}.settings: unknown key(s) {sorted(set(out['settings']) - set(SETTINGS))}; "
+                         f"valid: {sorted(SETTINGS)}")
+    for m in out.get("methods", []):
+        if m not in METHODS:
+            raise ValueError(f"{where}.methods: unknown method {m!r}; valid: {', '.join(METHODS)}")
+    if out["selection"] not in SELECTIONS:
+        raise ValueError(f"{where}.selection: {out['selection']!r}; valid: {', '.join(SELECTIONS)}")
+    known = eval_tasks()
+    for kind in ("library", "unseen"):
+        for t in (out.get("tasks") or {}).get(kind, []):
+            if t not in known:
+                raise ValueError(f"{where}.tasks.{kind}: unknown task {t!r}; known (in {EVAL_TASKS.name}): "
+                                 f"{', '.join(known)}")
+            if kind == "library" and not known[t].get("library"):
+                raise ValueError(f"{where}.tasks.library: {t!r} is not a library task in {EVAL_TASKS.name}")
+    versions = out.get("library_versions") or {"base": ["base"]}
+    out["library_versions"] = {k: list(v) for k, v in versions.items()}
+    fb = out.get("feedback") or {}
+    if fb and fb.get("version") not in versions:
+        raise ValueError(f"{where}.feedback.version: {fb.get('version')!r} is not in library_versions")
+    return out
+
+
+def main_version(cfg: dict) -> str:
+    return next(iter(cfg["library_versions"]))
+
+
+def jobs(cfg: dict) -> list[ArtJob]:
+    out = []
+    tasks = cfg["tasks"].get("library", []) + cfg["tasks"].get("unseen", [])
+    for model in cfg["models"]:
+        for task in tasks:
+            for method in cfg["methods"]:
+                out += [ArtJob(model, task, method, int(s)) for s in cfg["seeds"]]
+        fb = cfg.get("feedback") or {}
+        for task in fb.get("tasks", []):
+            out += [ArtJob(model, task, f"art@{fb['version']}", int(s)) for s in cfg["seeds"]]
+    return list(dict.fromkeys(out))
+
+
+def dataset_of(task: str) -> str:
+    return eval_tasks()[task]["dataset"]
+
+
+def needs_selection(task: str) -> bool:
+    return not eval_tasks()[task].get("library")
+
+
+def uses_library(job: ArtJob) -> bool:
+    return job.method.startswith("art")
+
+
+def job_version(cfg: dict, job: ArtJob) -> str:
+    return job.version or main_version(cfg)
+
+
+def version_dirs(cfg: dict, version: str) -> list[Path]:
+    return [resolve(d) for d in cfg["library_versions"][version]]
+
+
+def own_cluster(cfg: dict, version: str, task: str) -> list[str]:
+    """A library task's demonstrations: its own cluster's tasks, itself first (§5.1), N of them."""
+    _, index = load_index(version_dirs(cfg, version))
+    lib_task = eval_tasks()[task]["library"]
+    cluster = index[lib_task][0]
+    same = [lib_task] + [n for n, (c, _) in index.items() if c == cluster and n != lib_task]
+    return same[:cfg["n_tasks"]]
+
+
+def selection_inputs(cfg: dict, version: str) -> list[Path]:
+    """What a selection job reads from the library: the index (similarity), or every file (cluster)."""
+    dirs = version_dirs(cfg, version)
+    index_path, index = load_index(dirs)
+    files = [index_path]
+    if cfg["selection"] == "cluster":
+        for name, (cluster, _) in index.items():
+            files.append([d / cluster / f"{name}.txt" for d in dirs if (d / cluster / f"{name}.txt").is_file()][-1])
+    return files
+
+
+def selection_version(cfg: dict, version: str) -> str:
+    """The first version whose selection reads the same files: versions that differ only in
+    demonstrations share one selection job (similarity selection reads only index.yaml)."""
+    mine = selection_inputs(cfg, version)
+    return next(v for v in cfg["library_versions"] if selection_inputs(cfg, v) == mine)
+
+
+def library_files(cfg: dict, version: str, names: list[str]) -> list[Path]:
+    dirs = version_dirs(cfg, version)
+    _, index = load_index(dirs)
+    out = []
+    for n in names:
+        rel = f"{index[n][0]}/{n}.txt"
+        found = [d / rel for d in dirs if (d / rel).is_file()]
+        if not found:
+            raise FileNotFoundError(f"library version {version!r}: no {rel}")
+        out.append(found[-1])
+    return out
+
+
+def selected_tasks(cfg: dict, job: ArtJob, selection_file: str | Path | None) -> list[str]:
+    if not needs_selection(job.task):
+        return own_cluster(cfg, job_version(cfg, job), job.task)
+    if selection_file is None:
+        raise ValueError(f"{job.path}: an unseen task needs its selection file")
+    return json.loads(Path(selection_file).read_text())["tasks"]
+
+
+def tool_settings(cfg: dict) -> dict:
+    return cfg.get("tools") or {}
+
+
+def sources(job: ArtJob | None = None) -> list[Path]:
+    files = [SRC / f for f in CODE]
+    if job is None or uses_library(job):
+        files += [SRC / f for f in TOOL_CODE]
+    return files
+
+
+def templates(job: ArtJob) -> list[Path]:
+    from retrace.templates import template_path
+    names = TEMPLATES.get(job.method, TEMPLATES["art"])
+    return [template_path(n) for n in names]
+
+
+def config_slice(cfg: dict, job: ArtJob, dataset_cfg: dict | None = None) -> dict:
+    """What can change a job's output besides code, templates and library files."""
+    s = {"model": job.model, "task": job.task, "method": job.method, "seed": job.seed,
+         "backend": cfg["backend"], "settings": cfg["settings"], "examples": cfg["examples"],
+         "pool": cfg["pool"], "split_seed": cfg["split_seed"], "eval_task": eval_tasks()[job.task]}
+    if uses_library(job):
+        s.update(tools=tool_settings(cfg), n_tasks=cfg["n_tasks"],
+                 selection=cfg["selection"] if needs_selection(job.task) else "own_cluster")
+    return s
+
+
+def run_key(cfg: dict, job: ArtJob, library: list[Path]) -> str:
+    """Rerun key of one job: settings, code, templates, and exactly the library files it reads."""
+    code = sources(job) + templates(job)
+    return sha256_json({"config": config_slice(cfg, job), "code": hash_sources(code),
+                        "library": hash_sources(library) if library else None})
+
+
+def select_key(cfg: dict, task: str, version: str) -> str:
+    files = [SRC / f for f in ("art/select.py", "art/library.py", "art/plan.py", "art/stages.py")]
+    return sha256_json({"task": task, "selection": cfg["selection"], "n_tasks": cfg["n_tasks"],
+                        "eval_task": eval_tasks()[task], "code": hash_sources(files),
+                        "library": hash_sources(selection_inputs(cfg, version)), "pool": cfg["pool"],
+                        "split_seed": cfg["split_seed"]})
+
+
+def summary_key(cfg: dict) -> str:
+    files = [SRC / f for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "scoring/claims.py",
+                               "scoring/stats.py", "tasks/_exact.py", "tasks/_choice.py", "tasks/bigbench.py")]
+    return sha256_json({"tasks": cfg["tasks"], "feedback": cfg.get("feedback"), "models": cfg["models"],
+                        "code": hash_sources(files)})
+

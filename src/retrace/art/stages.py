@@ -1,0 +1,159 @@
+"""ART's stages (called by workflow/rules/art.smk through `retrace art …`, see art/cli.py).
+
+- select: which library tasks an unseen task's prompts use (selection JSON).
+- run: one job (model × task × method label × seed): problems → rows with traces.
+Both read the experiment's `art:` block; every artifact gets a provenance record whose
+inputs include the data, the model manifest and exactly the library files it read.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+from pathlib import Path
+
+from retrace import data
+from retrace.art import plan
+from retrace.art.baselines import METHOD_FNS, Context
+from retrace.art.library import EVAL_TASKS, eval_tasks, load_library
+from retrace.atomic import write_json, write_jsonl
+from retrace.cache import RequestCache
+from retrace.config import compose, load_experiment
+from retrace.llm import CachedLLM
+from retrace.provenance import Provenance
+from retrace.registry import BACKENDS, TASKS
+
+log = logging.getLogger(__name__)
+
+
+def art_config(experiment: str) -> dict:
+    block = load_experiment(experiment).get("art")
+    if not block:
+        raise ValueError(f"experiment {experiment!r} has no `art:` block")
+    return plan.check(block, where=f"config/experiment/{experiment}.yaml: art")
+
+
+def split(problems: list, pool: int, examples: int, seed: int) -> tuple[list, list]:
+    """(held-out pool, test problems): a seeded shuffle, the pool first, then the test items."""
+    if len(problems) < pool + examples:
+        raise ValueError(f"{len(problems)} problems cannot give {pool} held-out and {examples} test items")
+    order = list(range(len(problems)))
+    random.Random(seed).shuffle(order)
+    picked = [problems[i] for i in order[:pool + examples]]
+    return picked[:pool], picked[pool:]
+
+
+def _llm(cfg: dict, model: str, manifest_path: Path, cache_path: Path, job: str):
+    manifest = json.loads(Path(manifest_path).read_text())
+    composed = compose({"model": model, "backend": cfg["backend"]}, cfg.get("overrides") or ())
+    backend_cls, engine = BACKENDS.get(composed["backend"]["name"]), composed["backend"].get("engine", {})
+    cache = RequestCache(cache_path, job=job)
+    llm = CachedLLM(lambda: backend_cls(manifest, engine), composed["backend"]["name"], manifest, cache,
+                    identity=backend_cls.identity(manifest, engine))
+    return llm, cache, manifest, composed["backend"]
+
+
+def _task_data(task: str, data_path: Path):
+    ds_cfg = compose({"dataset": plan.dataset_of(task)})["dataset"]
+    return TASKS.get(ds_cfg["task"]), data.read_problems(data_path)
+
+
+def _tools(cfg: dict, llm) -> dict:
+    from retrace.tools import TOOLS
+    settings = plan.tool_settings(cfg)
+    return {name: TOOLS.get(name)(settings.get(name), llm=llm) for name in TOOLS.names()}
+
+
+def _demos(cfg: dict, version: str, names: list[str]) -> list[str]:
+    lib = load_library(plan.version_dirs(cfg, version))
+    k = cfg["settings"]["demos_per_task"]
+    return [d for n in names for d in lib.tasks[n].demos[:k]]
+
+
+def select(experiment: str, model: str, task: str, version: str, data_path: Path, manifest: Path,
+           cache_path: Path, out: Path) -> dict:
+    from retrace.art import select as sel
+    cfg = art_config(experiment)
+    lib = load_library(plan.version_dirs(cfg, version))
+    index = {k: (t.cluster, t.description) for k, t in lib.tasks.items()}
+    task_plugin, problems = _task_data(task, data_path)
+    pool, _ = split(problems, cfg["pool"], cfg["examples"], cfg["split_seed"])
+    from retrace.art.metrics import format_input
+    examples = [format_input(p) for p in pool]
+    desc = eval_tasks()[task]["description"]
+    strategy, n = cfg["selection"], cfg["n_tasks"]
+    inputs = [str(data_path)] + [str(p) for p in plan.selection_inputs(cfg, version)]
+    extra = {}
+    if strategy == "similarity":
+        result = sel.similarity(index, desc, examples, n)
+    else:
+        llm, cache, man, backend = _llm(cfg, model, manifest, cache_path, str(out))
+        inputs.append(str(manifest))
+        try:
+            if strategy == "llm_similarity":
+                lib_ex = {k: t.demos[0].split("\n")[1][len("Input: "):] if t.demos else "" for k, t in lib.tasks.items()}
+                result = sel.llm_similarity(llm, index, desc, examples, lib_ex, n)
+            else:
+                held = pool[:cfg["settings"]["cluster_examples"]]
+                result = sel.cluster(lib, lambda names: _held_out_accuracy(cfg, llm, task_plugin, held, desc,
+                                                                           _demos(cfg, version, names)), n)
+        finally:
+            llm.close()
+            cache.close()
+        extra = {"usage": vars(llm.usage), "model": {"name": man["name"], "fingerprint": man["fingerprint"]}}
+    result.update(strategy=strategy, task=task, version=version,
+                  files=[str(p) for p in plan.library_files(cfg, version, result["tasks"])])
+    write_json(out, result)
+    Provenance("art_select", {"task": task, "version": version, "selection": strategy, "n_tasks": n},
+               [str(f) for f in plan.sources()], inputs=inputs + [str(EVAL_TASKS)], extra=extra).write(out)
+    return result
+
+
+def _held_out_accuracy(cfg: dict, llm, task_plugin, held: list, desc: str, demos: list[str]) -> float:
+    from retrace.art.metrics import grade
+    ctx = Context(llm, task_plugin, held, [], desc, cfg["settings"], demos=demos, tools=_tools(cfg, llm))
+    rows = METHOD_FNS["art"](ctx)
+    return sum(grade(task_plugin, p, r["answer"])[0] for p, r in zip(held, rows)) / max(1, len(held))
+
+
+def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cache_path: Path,
+        out: Path, selection: Path | None = None) -> dict:
+    cfg = art_config(experiment)
+    task_plugin, problems = _task_data(job.task, data_path)
+    pool, test = split(problems, cfg["pool"], cfg["examples"], cfg["split_seed"])
+    llm, cache, man, backend = _llm(cfg, job.model, manifest, cache_path, str(out))
+    version = plan.job_version(cfg, job)
+    names, files, tools = [], [], {}
+    if plan.uses_library(job):
+        names = plan.selected_tasks(cfg, job, selection)
+        files = plan.library_files(cfg, version, names)
+        tools = _tools(cfg, llm)
+    ctx = Context(llm, task_plugin, test, pool, eval_tasks()[job.task]["description"], cfg["settings"],
+                  seed=job.seed, demos=_demos(cfg, version, names) if names else [], tools=tools)
+    try:
+        rows = METHOD_FNS[job.method](ctx)
+    finally:
+        llm.close()
+        cache.close()
+    for r, p in zip(rows, test):
+        r.update(task=job.task, gold=p.gold, label=job.label)
+    log.info("%s: %d rows, %d requests (%d cached)", job.path, len(rows), llm.usage.requests, llm.usage.cache_hits)
+    write_jsonl(out, rows)
+    inputs = [str(data_path), str(manifest), str(EVAL_TASKS)] + [str(t) for t in plan.templates(job)]
+    if files:
+        inputs += [str(selection)] if selection else []
+        inputs += [str(f) for f in files] + [str(plan.load_index(plan.version_dirs(cfg, version))[0])]
+        # the search collection and the lookup word list (tools with a `path`)
+        inputs += [str(t.path) for t in tools.values() if getattr(t, "path", None)]
+        inputs += [str(p) for t in tools.values() for p in type(t).data_files(t.settings)]
+    Provenance("art_run", plan.config_slice(cfg, job), [str(f) for f in plan.sources(job)],
+               inputs=list(dict.fromkeys(inputs)), extra={
+                   "job": {"model": job.model, "task": job.task, "label": job.label, "seed": job.seed},
+                   "library": {"version": version, "dirs": [str(d) for d in plan.version_dirs(cfg, version)],
+                               "tasks": names, "files": [str(f) for f in files]},
+                   "tools": {k: v.describe() for k, v in tools.items()},
+                   "engine": backend, "device": llm.device, "usage": vars(llm.usage),
+                   "model": {"name": man["name"], "fingerprint": man["fingerprint"]},
+                   "data": {"name": plan.dataset_of(job.task), "fingerprint": data.fingerprint(problems),
+                            "test_ids": [p.id for p in test], "pool_ids": [p.id for p in pool]}}).write(out)
+    return vars(llm.usage)

@@ -1,0 +1,120 @@
+"""`code generate` and `code execute`: ART's code tools (App. A.3).
+
+    gen = TOOLS.get("code_generate")({"max_tokens": 192}, llm=llm)   # the LLM writes Python
+    run = TOOLS.get("code_execute")({"wall_s": 10})                  # the sandbox runs it
+    code = gen(ToolCall("code generate", "Write code that adds 46 and 27.", input="…")).text
+    run(ToolCall("code execute", "Execute the code in #1.", steps=(Step(1, "code generate", "…", code),)))
+
+`code generate` renders prompts/art_code_generate.j2 (the step's instruction, the program
+input and the earlier results) and keeps the code of the reply's first ```python block (or
+the whole reply when it has none); one batch per generation round. The code must store
+its result in `ans` and print it.
+`code execute` runs the code named by "#k" in the instruction, else the latest `[code
+generate]` output, in retrace.tools.code_exec (bubblewrap sandbox, rlimits, no network; it
+refuses to run when isolation is unavailable). Its output is `ans`, else the last printed
+line; a failure yields "Error: <last line of stderr>" with ok=False and the reason
+(timeout, output limit, signal, exception) in `error`.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Sequence
+
+from retrace.records import Message, Request, Sampling
+from retrace.templates import render, template_path
+from retrace.tools import TOOLS
+from retrace.tools._interface import Tool, ToolCall, ToolOutput, tool_name
+from retrace.tools.code_exec import Limits, SandboxUnavailable, run_code, sandbox_problem
+
+TEMPLATE = "art_code_generate.j2"
+_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|$)", re.S)
+_REF = re.compile(r"#(\d+)")
+
+
+def extract_code(reply: str) -> str:
+    m = _FENCE.search(reply)
+    return (m.group(1) if m else reply).strip("\n")
+
+
+def context_of(steps) -> str:
+    return "\n".join(f"#{s.index} ({s.tag}): {s.output}" for s in steps if s.output)
+
+
+@TOOLS.register("code_generate")
+class CodeGenerate(Tool):
+    name = "code_generate"
+
+    @classmethod
+    def data_files(cls, settings: dict | None = None) -> list[Path]:
+        return [template_path(TEMPLATE)]
+
+    def request(self, call: ToolCall) -> Request:
+        prompt = render(TEMPLATE, input=call.input, context=context_of(call.steps),
+                        instruction=call.instruction)
+        s = self.settings
+        return Request(messages=(Message("user", prompt),), tag="code_generate",
+                       sampling=Sampling(temperature=float(s.get("temperature", 0.0)),
+                                         max_tokens=int(s.get("max_tokens", 192)),
+                                         seed=int(s.get("seed", 0))))
+
+    def run_batch(self, calls: Sequence[ToolCall]) -> list[ToolOutput]:
+        if self.llm is None:
+            raise RuntimeError("code generate needs the LLM (construct it with llm=...)")
+        done = self.llm.generate([self.request(c) for c in calls])
+        out = []
+        for c in done:
+            code = extract_code(c.text)
+            meta = {"generated_tokens": c.generated_tokens, "cache_hit": c.cache_hit, "key": c.key}
+            out.append(ToolOutput(code, ok=bool(code.strip()), meta=meta,
+                                  error=None if code.strip() else "the model wrote no code"))
+        return out
+
+    def __call__(self, call: ToolCall) -> ToolOutput:
+        return self.run_batch([call])[0]
+
+
+def code_for(call: ToolCall) -> str | None:
+    """The code a `code execute` step means: "#k" in its instruction, else the latest generated."""
+    by_index = {s.index: s for s in call.steps}
+    for ref in _REF.findall(call.instruction):
+        step = by_index.get(int(ref))
+        if step is not None and step.output:
+            return extract_code(step.output)
+    for step in reversed(call.steps):
+        if tool_name(step.tag) == "code_generate" and step.output:
+            return extract_code(step.output)
+    return None
+
+
+@TOOLS.register("code_execute")
+class CodeExecute(Tool):
+    name = "code_execute"
+    executor = staticmethod(run_code)
+
+    def __init__(self, settings: dict | None = None, llm=None):
+        super().__init__(settings, llm)
+        # Refuse at the start of a job, not per call: an ART run whose code steps all fail
+        # for want of a sandbox would report wrong numbers instead of stopping.
+        problem = sandbox_problem()
+        if problem is not None:
+            raise SandboxUnavailable(f"code execute cannot run generated code here: {problem}")
+
+    def limits(self) -> Limits:
+        s = self.settings
+        return Limits(wall_s=float(s.get("wall_s", 10.0)), cpu_s=int(s.get("cpu_s", 5)))
+
+    def __call__(self, call: ToolCall) -> ToolOutput:
+        code = code_for(call)
+        if not code:
+            return ToolOutput("Error: no code to execute", ok=False, error="no code found")
+        r = self.executor(code, self.limits())
+        meta = {"exit_code": r.exit_code, "killed_reason": r.killed_reason, "timed_out": r.timed_out,
+                "truncated": r.truncated, "wall_s": round(r.wall_s, 3)}
+        if r.ok:
+            lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
+            text = r.ans if r.ans is not None else (lines[-1] if lines else "")
+            return ToolOutput(" ".join(text.split("\n")).strip()[:500], meta=meta)
+        err = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        why = r.killed_reason or (err[-1] if err else f"exit code {r.exit_code}")
+        return ToolOutput(f"Error: {err[-1] if err else why}"[:300], ok=False, error=why, meta=meta)

