@@ -60,3 +60,11 @@ def test_run_key_changes_with_exactly_the_files_it_reads(tmp_path):
 def test_versions_that_differ_only_in_demonstrations_share_a_selection():
     assert plan.selection_version(CFG, "feedback") == "base"
     assert plan.selection_inputs(CFG, "feedback") == plan.selection_inputs(CFG, "base")
+
+
+def test_the_default_run_has_an_art_smoke_with_every_baseline():
+    from retrace.config import load_experiment
+    cfg = plan.check(load_experiment("smoke")["art"])
+    assert set(cfg["methods"]) >= {"fewshot", "autocot", "art", "art_notools", "art_sc"}
+    assert cfg["tasks"]["library"] and cfg["tasks"]["unseen"] and cfg["feedback"]["tasks"]
+    assert cfg["models"] == ["qwen2.5-coder-0.5b-q4km"]

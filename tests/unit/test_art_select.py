@@ -51,3 +51,16 @@ def test_cluster_selection_keeps_the_best_cluster():
         return 1.0 if "anagrams" in names else 0.25
     out = select.cluster(LIB, accuracy, n=3)
     assert out["cluster"] == "string_ops" and "anagrams" in out["tasks"] and len(seen) == 5
+
+
+@pytest.mark.slow
+def test_llm_similarity_on_a_real_model(llamacpp_smollm2, tmp_path):
+    """The logprob path end to end on llama.cpp (SmolLM2): every task gets a finite score."""
+    from retrace.cache import RequestCache
+    from retrace.llm import CachedLLM
+    index = {k: INDEX[k] for k in ("anagrams", "arithmetic", "hyperbaton")}
+    llm = CachedLLM(lambda: llamacpp_smollm2, "llamacpp", llamacpp_smollm2.model,
+                    RequestCache(tmp_path / "c.sqlite"))
+    out = select.llm_similarity(llm, index, "Unscramble the letters into an English word.",
+                                ["The word tca is a scrambled version of the English word"], {}, n=2)
+    assert len(out["tasks"]) == 2 and all(abs(v) < 100 for v in out["scores"].values())

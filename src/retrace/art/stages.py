@@ -91,7 +91,8 @@ def select(experiment: str, model: str, task: str, version: str, data_path: Path
         inputs.append(str(manifest))
         try:
             if strategy == "llm_similarity":
-                lib_ex = {k: t.demos[0].split("\n")[1][len("Input: "):] if t.demos else "" for k, t in lib.tasks.items()}
+                from retrace.art.program import parse
+                lib_ex = {k: parse(t.demos[0]).input for k, t in lib.tasks.items()}
                 result = sel.llm_similarity(llm, index, desc, examples, lib_ex, n)
             else:
                 held = pool[:cfg["settings"]["cluster_examples"]]
