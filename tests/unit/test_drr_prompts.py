@@ -52,6 +52,14 @@ def test_selfcritic_prompts_and_final_answer():
 
 
 def test_loose_answers_without_the_format():
-    assert prompts.split_reply("1. Shark\n\nThe answer is 2. Dolphin")[0] == "2"
-    assert prompts.split_reply("2. Dolphin is a mammal")[0] == "2"
+    """Real SmolLM2-135M replies to the DRR prompts (results/cache of a plumbing run)."""
+    mammals = ("Shark", "Trout", "Dolphin", "Octopus")
+    assert prompts.split_reply("1. Shark\n\nThe answer is 2. Dolphin")[0] == "2. Dolphin"
+    assert prompts.split_reply("2. Dolphin is a mammal")[0] == "2. Dolphin is a mammal"
     assert prompts.split_reply("Dolphins are mammals")[0] == ""
+    assert prompts.answer_letter(prompts.split_reply("1. Shark\n\nThe answer is 1. Shark")[0], mammals) == "A"
+    days = ("364", "365", "367", "366")
+    assert prompts.answer_letter(prompts.split_reply("The answer is 366.")[0], days) == "D"
+    assert prompts.answer_letter("1", days) == "B"  # a bare number that is no choice's text: an index
+    assert prompts.answer_letter("2", ("1", "3", "2", "4")) == "C" and prompts.answer_letter("2", ("2", "3", "5", "4")) == "C"
+    assert prompts.answer_letter("3. Paris", ("Rome", "Madrid", "Berlin", "Paris")) == "D"

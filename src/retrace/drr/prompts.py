@@ -71,10 +71,11 @@ def selfcritic_messages(problem: Problem, replies: Sequence[str]) -> tuple[Messa
     return tuple(msgs)
 
 
-# Without the requested format (small models drift): "the answer is 2" (lm-eval's CoT answer
-# form, see tasks/_choice.py), else a reply that opens with a choice number "2. Dolphin".
-LOOSE = (re.compile(r"(?i)\banswer\s+(?:is|would\s+be)\s*:?\s*\(?(\d{1,2})(?!\d)"),
-         re.compile(r"^\s*\(?(\d{1,2})[.)]\s"))
+# Without the requested format (small models drift): the rest of the line after "the answer
+# is" (lm-eval's CoT answer form, see tasks/_choice.py), else a first line that opens with a
+# choice number ("2. Dolphin").
+LOOSE = (re.compile(r"(?i)\banswer\s+(?:is|would\s+be)\s*:?[ \t]*([^\n]+)"),
+         re.compile(r"^\s*(\(?\d{1,2}[.)][ \t][^\n]*)"))
 
 
 def split_reply(text: str) -> tuple[str, str]:
@@ -82,8 +83,8 @@ def split_reply(text: str) -> tuple[str, str]:
     loose answer statement names (else "") and the whole text as rationale."""
     m = REPLY.search(text.strip())
     if not m:
-        found = [x.group(1) for pat in LOOSE for x in pat.finditer(text.strip())]
-        return (found[0] if found else ""), text.strip()
+        found = [x.group(1).strip().rstrip(".") for pat in LOOSE for x in pat.finditer(text.strip())]
+        return (found[0][:200] if found else ""), text.strip()
     answer = m.group("answer").strip().strip("*[]").strip()
     return answer.split("\n", 1)[0].strip()[:200], (m.group("rationale") or "").strip()
 
@@ -92,21 +93,38 @@ def is_abstention(answer: str) -> bool:
     return NOTA in answer.lower()
 
 
+def _choice_named(text: str, choices: Sequence[str]) -> int | None:
+    """Index of the choice `text` is (or starts with, as whole words); the longest wins."""
+    low = text.lower().strip(" .*")
+    hits = [i for i, c in enumerate(choices) if c and (low == c.lower() or low.startswith(c.lower() + " "))]
+    return max(hits, key=lambda i: len(choices[i])) if hits else None
+
+
 def answer_letter(answer: str, choices: Sequence[str]) -> str | None:
-    """The choice letter an answer field names: 0-based index, bare letter, or choice text."""
-    a = answer.strip().strip("*.()[] ").strip()
+    """The choice letter an answer field names: a 0-based index ("2"), a choice's text
+    ("366", "Paris"), "index. text" (the text wins when they disagree: small models misnumber
+    options, e.g. "1. Shark" for choice 0), a bare letter, or a text ending in a choice."""
+    a = answer.strip().strip("*[]").strip()
     if not a or is_abstention(a):
         return None
-    m = re.match(r"^(?:option|choice)?\s*#?\s*(\d{1,2})(?!\d)", a, re.I)
+    if a.isdigit() and int(a) < len(choices):  # the prompt asks for the index: it wins
+        return LETTERS[int(a)]
+    named = _choice_named(a, choices)
+    if named is not None:
+        return LETTERS[named]
+    m = re.match(r"^\(?(?:option|choice)?\s*#?\s*(\d{1,2})(?!\d)\)?\s*[.):\-]?\s*(.*)$", a, re.I | re.S)
     if m:
+        by_text = _choice_named(m.group(2), choices) if m.group(2) else None
+        if by_text is not None:
+            return LETTERS[by_text]
         i = int(m.group(1))
         return LETTERS[i] if i < len(choices) else None
-    m = re.match(r"^([A-Z])(?![A-Za-z])", a)
+    m = re.match(r"^\(?([A-Z])(?![A-Za-z])", a)
     if m and m.group(1) in LETTERS[:len(choices)]:
         return m.group(1)
     low = a.lower().rstrip(".")
     for i, c in enumerate(choices):
-        if low == c.lower() or low.startswith(c.lower() + " ") or low.endswith(" " + c.lower()):
+        if low.endswith(" " + c.lower()):
             return LETTERS[i]
     return None
 
