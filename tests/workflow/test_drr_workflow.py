@@ -1,0 +1,95 @@
+"""DRR end to end through the real workflow with SmolLM2-135M: distil -> split -> train the
+MiniLM discriminator (+ unweighted, shuffled) -> generate -> infer every method -> leak check
+-> claims and report section; audited; every stored prompt and DM row scanned for the gold;
+a prompt edit reruns exactly its dependants."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.workflow.conftest import copy_repo, planned_outputs, retrace, snakemake, write_config
+
+pytestmark = pytest.mark.slow
+
+EXPERIMENT = {
+    "runs": [{"models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smoke_math_mini"],
+              "methods": [{"label": "greedy", "overrides": ["method.sampling.max_tokens=4"]}], "seeds": [0]}],
+    "drr": {"models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smoke_mc_all"],
+            "train_fraction": 0.6, "backbone": "minilm", "max_turns_distil": 2, "max_turns_infer": 2,
+            "max_tokens": 16,
+            "dm": {"lr": 1.0e-4, "warmup_steps": 0, "epochs": 1, "batch_size": 8, "max_length": 128,
+                   "threads": 2}}}
+RUN = "results/drr/smollm2-135m-q41/llamacpp"
+
+
+@pytest.fixture(scope="module")
+def drr_run(tmp_path_factory):
+    root = copy_repo(tmp_path_factory.mktemp("drr"))
+    (root / "config/experiment/drr_test.yaml").write_text(yaml.safe_dump(EXPERIMENT))
+    # 10 of the 20 bundled questions (6 distil / 4 eval); the spine's maths run is 4 problems
+    write_config(root, experiment="drr_test", overrides=["dataset.limit=10"])
+    snakemake(root, timeout=2400)  # ~3 min on an idle 2-core box; generous for a loaded one
+    return root
+
+
+def test_claims_section_and_audit(drr_run):
+    rows = [r for r in csv.DictReader(open(drr_run / "results/report/claims.csv")) if r["dataset"] == "smoke_mc_all"]
+    pairs = {(r["method"], r["baseline"]) for r in rows}
+    assert {("drr", "cot"), ("drr", "abstain"), ("drr", "selfcritic"), ("cot", "selfcritic"),
+            ("drr", "drr_shuffled")} <= pairs
+    assert len(rows) == 14 and all(r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows)
+    html = (drr_run / "results/report/index.html").read_text()
+    assert "DRR: discriminator-guided reasoning" in html and "Gold-leak check" in html
+    assert (drr_run / "results/report/drr-discriminator-guided-reasoning-loss_curve.png").exists()
+    out = retrace(drr_run, "audit", "results/report/results.csv", "results/report/claims.csv",
+                  "results/report/index.html")
+    assert out.returncode == 0 and "audit: OK" in out.stdout
+
+
+def test_every_drr_number_traces_to_traces_split_and_checkpoint(drr_run):
+    out = retrace(drr_run, "audit", f"{RUN}/eval/smoke_mc_all/seed0/episodes/drr.jsonl").stdout
+    for needle in ("distil/smoke_mc_all/seed0/traces.jsonl", "dm/seed0/split/train.jsonl",
+                   "dm/seed0/weighted/checkpoint.json", "models/smollm2-135m-q41/manifest.json"):
+        assert needle in out, needle
+    assert "audit: OK" in out
+    prov = json.loads((drr_run / f"{RUN}/dm/seed0/weighted/checkpoint.json.prov.json").read_text())
+    assert any(c["path"].endswith("model.safetensors") for c in prov["companions"])
+
+
+def test_no_stored_prompt_or_dm_row_carries_the_gold(drr_run):
+    from retrace import data
+    from retrace.discriminator import leak
+    problems = [p for f in (drr_run / "results/drr/questions").rglob("*.jsonl") for p in data.read_problems(f)]
+    files = sorted((drr_run / "results/drr").rglob("prompts.jsonl")) + sorted((drr_run / RUN).rglob("split/*.jsonl"))
+    assert len(files) == 5
+    result = leak.scan_files(files, problems, index_base=0)
+    assert result["verdict"] == "pass", result["findings"][:3]
+    assert result["n_records"] > 20
+    assert json.loads((drr_run / "results/drr/leakcheck.json").read_text())["verdict"] == "pass"
+
+
+def test_falsifiers_and_baselines_share_the_stored_turns(drr_run):
+    eps = {m: {e["id"]: e for e in map(json.loads, open(drr_run / f"{RUN}/eval/smoke_mc_all/seed0/episodes/{m}.jsonl"))}
+           for m in ("cot", "always_accept", "always_reject", "drr")}
+    assert len(eps["cot"]) == 4
+    for qid, e in eps["cot"].items():
+        assert eps["always_accept"][qid]["turns"][0]["answer"] == e["turns"][0]["answer"]
+        assert eps["always_reject"][qid]["status"] == "abstained" and len(eps["always_reject"][qid]["turns"]) == 2
+        assert eps["drr"][qid]["turns"][0]["answer"] == e["turns"][0]["answer"]
+
+
+def test_second_run_is_a_no_op_and_a_prompt_edit_reruns_only_its_dependants(drr_run):
+    assert planned_outputs(drr_run) == set()
+    path = drr_run / "src/retrace/prompts/drr/abstain_qa.j2"
+    original = path.read_text()
+    path.write_text(original.replace("select the best answer", "select the single best answer"))
+    try:
+        planned = planned_outputs(drr_run)
+    finally:
+        path.write_text(original)
+    assert f"drr/smollm2-135m-q41/llamacpp/eval/smoke_mc_all/seed0/generations.jsonl" in planned
+    assert not any("/distil/" in p or "/dm/" in p or p.startswith("generations/") for p in planned)
