@@ -128,7 +128,8 @@ def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cach
     if plan.uses_library(job):
         names = plan.selected_tasks(cfg, job, selection)
         files = plan.library_files(cfg, version, names)
-        tools = _tools(cfg, llm)
+        # ART without tools needs none: it must not depend on the sandbox or the word list
+        tools = _tools(cfg, llm) if job.method != "art_notools" else {}
     ctx = Context(llm, task_plugin, test, pool, eval_tasks()[job.task]["description"], cfg["settings"],
                   seed=job.seed, demos=_demos(cfg, version, names) if names else [], tools=tools)
     try:
