@@ -73,3 +73,12 @@ def test_family_commands_dispatch_to_their_module(monkeypatch):
     monkeypatch.setitem(sys.modules, "retrace.fam.cli", mod)
     monkeypatch.setitem(cli.FAMILIES, "fam", "retrace.fam.cli")
     assert cli.main(["fam", "train", "--x", "1"]) == 3 and seen == [["train", "--x", "1"]]
+
+
+def test_a_section_table_without_provenance_or_caption_renders(tmp_path):
+    from retrace.report.html import render_html
+    sec = tmp_path / "s.json"
+    sec.write_text(json.dumps({"title": "Plain", "tables": [{"columns": ["a"], "rows": [[0.25]]}]}))
+    sections, _ = load_sections([sec], tmp_path)
+    html = render_html([], [], images={"accuracy_vs_compute": "a.png"}, sections=sections)
+    assert "<h2 id=\"plain\">Plain</h2>" in html and "0.250" in html and "provenance</th>" not in html.split("Plain")[1]

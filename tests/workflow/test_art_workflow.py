@@ -67,3 +67,11 @@ def test_editing_one_demonstration_reruns_only_the_art_jobs_that_use_it(art_run)
     assert {p.split("/")[3] for p in art_runs} == {"art", "art_regenerate", "art_notools", "art_sc",
                                                    "art@feedback"}
     assert all("/word_unscrambling/" in p for p in art_runs)
+
+
+def test_changing_an_art_setting_reruns_the_art_runs(art_run):
+    root = art_run
+    exp = root / "config/experiment/art_plumbing.yaml"
+    exp.write_text(exp.read_text().replace("sc_k: 2", "sc_k: 3"))
+    planned = {p for p in planned_outputs(root) if p.startswith(RUNS) and "/selection/" not in p}
+    assert {f"{RUNS}/{t}/art_sc/seed0.jsonl" for t in ("arithmetic", "word_unscrambling")} <= planned

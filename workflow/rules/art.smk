@@ -3,6 +3,8 @@
 # task's selection is a checkpoint: its runs read exactly the library files it chose, and
 # their rerun keys hash exactly those files (editing one demonstration reruns only the runs
 # whose prompts contain it).
+from snakemake.exceptions import IncompleteCheckpointException
+
 from retrace.art import plan as _art
 
 ART_CFG = family_config("art")
@@ -36,10 +38,13 @@ if ART_CFG:
                                                    _art.selected_tasks(ART, job, art_selection(w)))]
 
 
-    def art_key(w, input):
-        lib = input.library
-        files = [lib] if isinstance(lib, str) else list(lib)
-        if any(not f.endswith(".txt") for f in files):  # the selection checkpoint has not run yet
+    def art_key(w):
+        # A function of the wildcards only: Snakemake leaves params derived from `input` out of
+        # its params rerun trigger (persistence.non_derived_params), so a key computed from
+        # `input` would never rerun a job whose settings changed.
+        try:
+            files = art_library(w)
+        except IncompleteCheckpointException:  # the selection has not run yet
             return "pending selection"
         return _art.run_key(ART, art_job(w), files)
 
