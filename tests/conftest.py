@@ -58,6 +58,20 @@ def llamacpp_smollm2(smollm2_manifest):
 
 
 @pytest.fixture(scope="session")
+def llamacpp_smollm2_det(smollm2_manifest):
+    """The same engine in deterministic mode (one slot, no KV prefix reuse).
+
+    Tests that compare texts across requests or runs use this one: with parallel slots,
+    batch composition depends on timing and llama.cpp's kernels are not batch-invariant,
+    so equal seeds give equal text only when timing happens to match."""
+    pytest.importorskip("xllamacpp")
+    from retrace.backends.llamacpp import LlamaCppBackend
+    backend = LlamaCppBackend(smollm2_manifest, {"n_parallel": 4, "n_ctx": 2048, "deterministic": True})
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="session")
 def hf_smollm2(smollm2_manifest):
     """A transformers engine on the same SmolLM2 GGUF weights (dequantized), on CPU."""
     pytest.importorskip("transformers")

@@ -183,8 +183,12 @@ def config_slice(stage: str, cfg: dict) -> dict:
     if stage == "data":
         return {"dataset": cfg["dataset"]}
     if stage == "generate":
-        return {"model": cfg["model"], "dataset": cfg["dataset"], "method": cfg["method"],
-                "backend": cfg["backend"]["name"], "seed": cfg["seed"]}
+        out = {"model": cfg["model"], "dataset": cfg["dataset"], "method": cfg["method"],
+               "backend": cfg["backend"]["name"], "seed": cfg["seed"]}
+        if (cfg["backend"].get("engine") or {}).get("deterministic"):
+            # The one engine setting that changes what is generated (and the cache identity).
+            out["deterministic"] = True
+        return out
     if stage in ("score", "diagnose"):
         return {"task": cfg["dataset"]["task"], "scoring": cfg["method"].get("scoring", {})}
     return {}

@@ -12,9 +12,9 @@ def _chat(text, **sampling):
     return Request(messages=(Message("user", text),), sampling=Sampling(**sampling))
 
 
-def test_greedy_is_repeatable_and_counts_tokens(llamacpp_smollm2):
+def test_greedy_is_repeatable_and_counts_tokens(llamacpp_smollm2_det):
     req = _chat("Name a colour.", max_tokens=12)
-    a, b = llamacpp_smollm2.generate([req, req])
+    a, b = llamacpp_smollm2_det.generate([req, req])
     assert a.text == b.text and a.text.strip()
     assert a.prompt_tokens > 5 and 0 < a.generated_tokens <= 12
     assert a.finish_reason in ("stop", "length")
@@ -39,9 +39,36 @@ def test_continue_final_returns_only_the_continuation(llamacpp_smollm2):
     assert again.cached_prompt_tokens > 0
 
 
-def test_logprobs_and_seeds(llamacpp_smollm2):
+def test_logprobs_and_seeds(llamacpp_smollm2_det):
     reqs = [_chat("Say a random word.", temperature=1.0, max_tokens=8, seed=s, logprobs=2) for s in (1, 1, 2, 3)]
-    outs = llamacpp_smollm2.generate(reqs)
+    outs = llamacpp_smollm2_det.generate(reqs)
     assert outs[0].text == outs[1].text
     assert len({o.text for o in outs}) >= 2
     assert all(t.logprob <= 0 and len(t.top) == 2 for t in outs[0].logprobs)
+
+
+def test_deterministic_mode_repeats_bytes_across_engines_and_batches(llamacpp_smollm2_det, smollm2_manifest):
+    """The mode's promise: a fixed seed gives the same bytes on a fresh engine, whatever else
+    was submitted in the same call (the order and company of requests differ here)."""
+    from retrace.backends.llamacpp import LlamaCppBackend
+    reqs = [_chat(f"Tell me a story about {w}.", temperature=1.0, max_tokens=12, seed=s)
+            for s, w in enumerate(("a cat", "a ship", "rain", "a key"))]
+    first = llamacpp_smollm2_det.generate(reqs)
+    with LlamaCppBackend(smollm2_manifest, {"n_parallel": 8, "deterministic": True}) as fresh:
+        assert fresh.slots == 1
+        again = fresh.generate(list(reversed(reqs)) + reqs[:1])
+    assert [c.text for c in reversed(again[:4])] == [c.text for c in first]
+    assert again[4].text == first[0].text
+    assert all(c.cached_prompt_tokens == 0 for c in again)  # no KV prefix reuse
+
+
+def test_deterministic_mode_is_part_of_the_cache_identity():
+    from retrace.backends.base import BackendError, is_deterministic
+    from retrace.backends.llamacpp import LlamaCppBackend, effective_slots, prompt_cache_on
+    plain = LlamaCppBackend.identity({}, {"n_parallel": 4})
+    det = LlamaCppBackend.identity({}, {"n_parallel": 4, "deterministic": True})
+    assert "deterministic" not in plain and det["deterministic"] is True
+    assert effective_slots({"n_parallel": 4}) == 4 and effective_slots({"n_parallel": 4, "deterministic": True}) == 1
+    assert prompt_cache_on({}) and not prompt_cache_on({"cache_prompt": True, "deterministic": True})
+    with pytest.raises(BackendError, match="deterministic"):
+        is_deterministic({"deterministic": "yes"})

@@ -27,12 +27,25 @@ def remote(llamacpp_smollm2, smollm2_manifest):
     backend.close()
 
 
-def test_greedy_matches_in_process_llamacpp(remote, llamacpp_smollm2):
+@pytest.fixture(scope="module")
+def remote_det(llamacpp_smollm2_det, smollm2_manifest):
+    """The client in deterministic mode, on the one-slot deterministic engine's server."""
+    from retrace.backends.openai import OpenAIBackend
+    backend = OpenAIBackend(smollm2_manifest, {"base_url": llamacpp_smollm2_det.url + "/v1",
+                                               "concurrency": 4, "timeout_s": 60, "max_retries": 0,
+                                               "deterministic": True})
+    yield backend
+    backend.close()
+
+
+def test_greedy_matches_in_process_llamacpp(remote_det, llamacpp_smollm2_det):
+    # Both sides deterministic: over HTTP and in process, each request runs alone in the one
+    # slot with no reused KV, so the same greedy bytes are what the engine guarantees.
     reqs = [chat(q, max_tokens=16) for q in ("What is 2+2?", "Name three colours.",
                                              "What is the capital of France?", "Say hello.")]
     reqs.append(Request(prompt="The capital of France is", sampling=Sampling(max_tokens=6)))
-    over_http = remote.generate(reqs)
-    in_process = llamacpp_smollm2.generate(reqs)
+    over_http = remote_det.generate(reqs)
+    in_process = llamacpp_smollm2_det.generate(reqs)
     assert [c.text for c in over_http] == [c.text for c in in_process]
     assert [c.prompt_tokens for c in over_http] == [c.prompt_tokens for c in in_process]
     assert all(c.prompt_tokens > 0 and c.generated_tokens > 0 for c in over_http)
@@ -65,9 +78,9 @@ def test_logprobs_chat_and_raw_prompt(remote):
     assert "".join(t.token for t in r.logprobs) == r.text
 
 
-def test_seed_reproducible_and_seeds_differ(remote):
+def test_seed_reproducible_and_seeds_differ(remote_det):
     reqs = [chat("Tell me a story.", max_tokens=16, temperature=1.0, seed=s) for s in (7, 7, 8, 9)]
-    a, b, c, d = remote.generate(reqs)
+    a, b, c, d = remote_det.generate(reqs)
     assert a.text == b.text
     assert len({a.text, c.text, d.text}) >= 2
 

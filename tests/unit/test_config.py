@@ -136,6 +136,9 @@ def test_generate_key_follows_sampling_and_seed_but_not_engine_settings():
     assert plan.rerun_key("generate", job_cfg(seed=1)) != base
     assert plan.rerun_key("generate", job_cfg("backend.engine.n_threads=7")) == base
     assert plan.rerun_key("generate", job_cfg("backend.engine.batch_size=3")) == base
+    # ...except the deterministic mode, which changes the cache identity of every request.
+    assert plan.rerun_key("generate", job_cfg("backend.engine.deterministic=true")) != base
+    assert plan.rerun_key("generate", job_cfg("backend.engine.deterministic=false")) == base
 
 
 def test_score_key_ignores_sampling_but_follows_scoring():

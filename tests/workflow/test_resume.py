@@ -14,11 +14,10 @@ from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, snakemake, wr
 
 pytestmark = pytest.mark.slow
 
-# Small cache batches so the kill lands between commits. One slot and no KV reuse keep
-# llama.cpp's arithmetic independent of what ran before, so resumed samples are bitwise
-# equal to an uninterrupted run (see retrace.backends.llamacpp on cache_prompt).
-OVERRIDES = ["dataset.limit=2", "backend.engine.n_parallel=1", "backend.engine.batch_size=2",
-             "backend.engine.cache_prompt=false"]
+# Small cache batches so the kill lands between commits. The deterministic engine mode (one
+# slot, no KV reuse) keeps llama.cpp's arithmetic independent of what ran before, so resumed
+# samples are bitwise equal to an uninterrupted run (see retrace.backends.llamacpp).
+OVERRIDES = ["dataset.limit=2", "backend.engine.batch_size=2", "backend.engine.deterministic=true"]
 
 
 def _cached(db) -> int:

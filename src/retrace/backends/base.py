@@ -27,6 +27,11 @@ class Backend(ABC):
         self.model = model
         self.engine = dict(engine or {})
 
+    @property
+    def deterministic(self) -> bool:
+        """`engine.deterministic`: run so that a fixed seed gives the same bytes on a rerun."""
+        return is_deterministic(self.engine)
+
     @abstractmethod
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         """Run `requests` (in any internal order) and return completions in input order."""
@@ -40,7 +45,12 @@ class Backend(ABC):
         """What, beyond the weights and the request, decides outputs: part of every cache key.
 
         A classmethod so the cache can be consulted without starting the engine."""
-        return {"backend": cls.name, "chat_template": model.get("chat_template") or "embedded"}
+        ident = {"backend": cls.name, "chat_template": model.get("chat_template") or "embedded"}
+        if is_deterministic(engine):
+            # A cached completion says whether it can be regenerated bit for bit; the key
+            # only gains the field when the mode is on, so existing caches keep their keys.
+            ident["deterministic"] = True
+        return ident
 
     def close(self) -> None:
         """Release the engine (idempotent)."""
@@ -50,6 +60,14 @@ class Backend(ABC):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def is_deterministic(engine: dict | None) -> bool:
+    """Whether an engine config asks for bitwise-repeatable outputs (`deterministic: true`)."""
+    value = (engine or {}).get("deterministic", False)
+    if not isinstance(value, bool):
+        raise BackendError(f"backend.engine.deterministic must be true or false, got {value!r}")
+    return value
 
 
 def messages_payload(request: Request) -> list[dict]:

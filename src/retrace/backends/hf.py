@@ -12,6 +12,8 @@ Engine config keys: device ("auto" | "cpu" | "cuda"), dtype ("auto" | "float32" 
 (before temperature/top-p), as vLLM reports them. Does not cover: prefix caching
 (`cached_prompt_tokens` is always 0), batch invariance (padding a row next to a longer
 one may change its last float bits, so a seed repeats exactly only for the same batch).
+`deterministic: true` decodes one request at a time (no padding neighbours) with torch's
+deterministic algorithms on (and cuBLAS's fixed workspace on CUDA).
 """
 from __future__ import annotations
 
@@ -45,6 +47,9 @@ class HFBackend(Backend):
         super().__init__(model, engine)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        if self.deterministic:
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True)
         source, kwargs = model_source(model)
         self.device = _device(self.engine.get("device", "auto"))
         self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
@@ -59,7 +64,7 @@ class HFBackend(Backend):
                        else min(self.eos_ids))
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
-        size = max(1, self.batch_size())
+        size = 1 if self.deterministic else max(1, self.batch_size())
         out: list[Completion] = []
         for i in range(0, len(requests), size):
             out.extend(self._batch(requests[i:i + size]))

@@ -8,7 +8,14 @@ Engine config keys: n_parallel, n_ctx (per slot), n_threads, n_batch, batch_size
 cache_prompt. With `cache_prompt` on (the default), a request whose prefix is already in a
 slot's KV cache skips recomputing it; that is faster (refinement relies on it) but the reused
 KV was computed in a different batch shape, so sampled outputs are not bitwise repeatable
-across a resumed run. Turn it off (and use n_parallel=1) when bitwise repeatability matters.
+across a resumed run.
+
+`deterministic: true` is the mode for bit-identical outputs at a fixed seed: one slot (a
+request is never batched with another, so timing cannot change its batch) and no KV prefix
+reuse (every prompt is computed in the same chunks on every run). llama.cpp has no
+batch-invariant kernels to keep the slots, so this mode costs the parallel-slot speed-up;
+`make bench` prints the ratio. It does not cover a change of thread count, CPU kind or
+llama.cpp build, which are recorded in provenance rather than held fixed.
 """
 from __future__ import annotations
 
@@ -19,7 +26,8 @@ from typing import Sequence
 from dataclasses import replace
 
 from retrace.backends.base import (Backend, BackendError, completion_from_openai,
-                                   drop_echoed_prefill, messages_payload, openai_sampling)
+                                   drop_echoed_prefill, is_deterministic, messages_payload,
+                                   openai_sampling)
 from retrace.records import Completion, Request
 from retrace.registry import BACKENDS
 
@@ -35,7 +43,7 @@ class LlamaCppBackend(Backend):
             raise BackendError(f"model {model.get('name')!r} has no GGUF file; llamacpp needs one")
         p = xllamacpp.CommonParams()
         p.model.path = model["gguf"]
-        self.slots = int(self.engine.get("n_parallel", 2))
+        self.slots = effective_slots(self.engine)
         p.n_parallel = self.slots
         p.n_ctx = int(self.engine.get("n_ctx", 4096)) * self.slots
         threads = int(self.engine.get("n_threads", 2))
@@ -59,7 +67,7 @@ class LlamaCppBackend(Backend):
 
     def _one(self, request: Request) -> Completion:
         body = openai_sampling(request)
-        body["cache_prompt"] = bool(self.engine.get("cache_prompt", True))
+        body["cache_prompt"] = prompt_cache_on(self.engine)
         start = time.perf_counter()
         if request.prompt is not None:
             body["prompt"] = request.prompt
@@ -81,6 +89,16 @@ class LlamaCppBackend(Backend):
         if getattr(self, "_server", None) is not None:
             self._pool.shutdown(wait=True)
             self._server = None
+
+
+def effective_slots(engine: dict) -> int:
+    """Parallel slots: `n_parallel`, or 1 in deterministic mode (no timing-dependent batches)."""
+    return 1 if is_deterministic(engine) else int(engine.get("n_parallel", 2))
+
+
+def prompt_cache_on(engine: dict) -> bool:
+    """KV prefix reuse: `cache_prompt`, always off in deterministic mode."""
+    return False if is_deterministic(engine) else bool(engine.get("cache_prompt", True))
 
 
 def _free_port() -> int:

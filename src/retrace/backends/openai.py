@@ -45,7 +45,11 @@ class OpenAIBackend(Backend):
         self._client = openai.OpenAI(api_key=_api_key(self.engine), base_url=self.base_url,
                                      timeout=float(self.engine.get("timeout_s", 600)),
                                      max_retries=int(self.engine.get("max_retries", 2)))
-        self._pool = ThreadPoolExecutor(max_workers=int(self.engine.get("concurrency", 8)))
+        # Deterministic mode sends one request at a time: a server batches concurrent requests
+        # by arrival time, which no client controls (the server must also run deterministically:
+        # one slot for llama-server, VLLM_BATCH_INVARIANT=1 for `vllm serve`).
+        workers = 1 if self.deterministic else int(self.engine.get("concurrency", 8))
+        self._pool = ThreadPoolExecutor(max_workers=workers)
 
     @classmethod
     def identity(cls, model: dict, engine: dict) -> dict:
@@ -73,8 +77,15 @@ class OpenAIBackend(Backend):
         text = completion.text if self.server == "vllm" else drop_echoed_prefill(completion.text, request)
         return replace(completion, text=text, logprobs=logprobs)
 
-    def _chat(self, request: Request) -> dict:
+    def _fields(self, request: Request) -> tuple[dict, dict]:
+        """Client arguments and server-specific extras for one request."""
         args, extra = _split(openai_sampling(request))
+        if self.deterministic and self.server == "llamacpp":
+            extra["cache_prompt"] = False  # reused KV was computed in another batch shape
+        return args, extra
+
+    def _chat(self, request: Request) -> dict:
+        args, extra = self._fields(request)
         if request.continue_final and self.server == "vllm":
             extra.update(continue_final_message=True, add_generation_prompt=False)
         reply = self._client.chat.completions.create(
@@ -82,7 +93,7 @@ class OpenAIBackend(Backend):
         return reply.model_dump()
 
     def _complete(self, request: Request) -> dict:
-        args, extra = _split(openai_sampling(request))
+        args, extra = self._fields(request)
         if "logprobs" in args:
             # The completions endpoint takes a count; ask for at least one to get the chosen token.
             args["logprobs"] = max(1, args.pop("top_logprobs"))

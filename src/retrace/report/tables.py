@@ -19,7 +19,7 @@ from retrace.provenance import prov_path
 
 IDENTITY = ("model", "dataset", "method", "seed")
 HEAD = (*IDENTITY, "n", "accuracy", "ci_low", "ci_high", "selection", "scorer")
-TAIL = ("prompt_tokens", "cached_prompt_tokens", "generated_tokens",
+TAIL = ("bitwise_repeatable", "prompt_tokens", "cached_prompt_tokens", "generated_tokens",
         "flops_nominal", "flops_effective", "score_file", "prov_sha256")
 
 
@@ -70,6 +70,8 @@ def result_row(path: Path) -> dict:
         "selection": score.get("selection") or "plurality vote",
         "scorer": scorer_name(score.get("scorer")),
         **_by_k(score.get("maj@k", {}), "maj"), **_by_k(score.get("pass@k", {}), "pass"),
+        # Score files from before the deterministic mode existed were never made in it.
+        "bitwise_repeatable": bool(score.get("bitwise_repeatable", False)),
         "prompt_tokens": tok["prompt"], "cached_prompt_tokens": tok["cached_prompt"],
         "generated_tokens": tok["generated"],
         "flops_nominal": flops["nominal"], "flops_effective": flops["effective"],

@@ -15,6 +15,13 @@ from retrace.registry import TASKS
 from retrace.scoring.score import score_generations
 
 
+def repeatable(generation_record: dict) -> bool:
+    """Whether the generations were made in the engine's deterministic mode, i.e. whether a
+    rerun at the same seeds gives the same bytes (retrace.backends.base.is_deterministic)."""
+    from retrace.backends.base import is_deterministic
+    return is_deterministic((generation_record.get("engine") or {}).get("engine"))
+
+
 def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: Path) -> dict:
     cfg = job.config()
     prov = Provenance("score", config_slice("score", cfg), stage_sources("score", cfg))
@@ -27,7 +34,9 @@ def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: 
                                seed=int(scoring.get("seed", 0)))
     result["job"] = {"model": job.model, "backend": job.backend, "dataset": job.dataset,
                      "method": job.label, "method_name": job.method, "seed": job.seed}
-    result["generation_usage"] = load(generations).get("usage", {})
+    generated = load(generations)
+    result["generation_usage"] = generated.get("usage", {})
+    result["bitwise_repeatable"] = repeatable(generated)
     prov.extra["job"] = result["job"]
     write_json(out, result)
     prov.write(out)
