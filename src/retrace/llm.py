@@ -1,16 +1,16 @@
 """The model handle methods receive: a backend behind the request cache, with accounting.
 
-Methods call `llm.generate(requests)`; cached requests are served without touching the
-engine, the rest go to the engine batch by batch and each finished batch is committed to
-the cache before the next starts. The engine itself is only loaded when a request misses,
+Methods call `llm.generate(requests)` or, for multi-turn methods, `llm.run_tasks(tasks)`
+(per-rollout generators, retrace.scheduler); cached requests are served without touching
+the engine, the rest go to the engine and each finished request is committed to the cache
+before its task moves on. The engine itself is only loaded when a request misses,
 so a job whose requests are all cached never loads the model.
 """
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from retrace.backends.base import Backend
 from retrace.cache import RequestCache, request_key
@@ -76,24 +76,24 @@ class CachedLLM:
         return request_key(self.model["fingerprint"], self.identity, request)
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
-        keys = [self.key(r) for r in requests]
+        """Completions of `requests`, in order (one-request tasks of retrace.scheduler)."""
+        from retrace.scheduler import drive, one
+        return drive(self, (one(r) for r in requests))
+
+    def run_tasks(self, tasks: Iterable) -> list:
+        """Run per-rollout tasks (generators of requests, see retrace.scheduler)."""
+        from retrace.scheduler import drive
+        return drive(self, tasks)
+
+    def lookup(self, keys: Iterable[str]) -> dict[str, Completion]:
+        """Cached completions of `keys` (marked as hits), logged in the job's hit log."""
         found = self.cache.get_many(keys)
-        self.cache.record_hits(k for k in keys if k in found)
-        out: dict[str, Completion] = {k: replace(c, cache_hit=True, key=k) for k, c in found.items()}
-        todo = [(k, r) for k, r in dict(zip(keys, requests)).items() if k not in out]
-        size = self.backend.batch_size() if todo else 1
-        for i in range(0, len(todo), size):
-            batch = todo[i:i + size]
-            start = time.perf_counter()
-            done = self.backend.generate([r for _, r in batch])
-            self.usage.engine_seconds += time.perf_counter() - start
-            # Commit before moving on: a kill now loses at most the next batch.
-            self.cache.put_many((k, r, replace(c, key=k)) for (k, r), c in zip(batch, done))
-            out.update((k, replace(c, key=k)) for (k, _), c in zip(batch, done))
-        result = [out[k] for k in keys]
-        for c in result:
-            self.usage.add(c)
-        return result
+        self.cache.record_hits(found)
+        return {k: replace(c, cache_hit=True, key=k) for k, c in found.items()}
+
+    def store(self, items: Iterable[tuple[str, Request, Completion]]) -> None:
+        """Commit finished requests to the cache (each entry lands whole or not at all)."""
+        self.cache.put_many((k, r, replace(c, key=k)) for k, r, c in items)
 
     def close(self) -> None:
         if self._backend is not None:

@@ -35,9 +35,16 @@ def ctx(seed: int = 0) -> MethodContext:
 
 
 def counted(llm):
-    """Wrap llm.generate to count calls (one per role per depth, plus depth 0)."""
-    calls, inner = [], llm.generate
-    llm.generate = lambda requests: calls.append(len(requests)) or inner(requests)
+    """Record the size of every engine call. The scripted engine batches synchronously, so
+    the scheduler hands it waves: every rollout whose previous call returned."""
+    calls, make = [], llm._factory
+
+    def factory():
+        engine = make()
+        inner = engine.generate
+        engine.generate = lambda requests: calls.append(len(requests)) or inner(requests)
+        return engine
+    llm._factory = factory
     return calls
 
 
@@ -77,7 +84,8 @@ def test_refine_sampling_block_is_the_majority_block():
 @pytest.mark.parametrize("critic, per_round", [("model", 3), ("affirm", 2), ("none", 2), ("random", 2)])
 def test_calls_per_round_follow_the_critic(tmp_path, problems, critic, per_round):
     rows, sent, calls, _ = refine(problems, tmp_path, n=3, depth=2, critic=critic)
-    assert calls == [3 * len(problems)] * (1 + per_round * 2)  # one batched call per role per depth
+    # All rollouts answer together here, so each wave holds one role of one depth for all.
+    assert calls == [3 * len(problems)] * (1 + per_round * 2)
     assert len(sent) == 3 * len(problems) * (1 + per_round * 2)
     roles = {r.tag.rsplit("/", 1)[-1] for r in sent if "/d" in r.tag}
     assert roles == ({"continue", "critique", "correct"} if critic == "model" else {"continue", "correct"})

@@ -8,6 +8,7 @@ which travel inside each Request.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from concurrent.futures import Future
 from typing import Sequence
 
 from retrace.records import Completion, Request, TokenLogprob
@@ -36,8 +37,14 @@ class Backend(ABC):
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         """Run `requests` (in any internal order) and return completions in input order."""
 
+    def submit(self, request: Request) -> "Future | None":
+        """Start one request and return its Future, for engines that take requests one by one
+        and keep their own slots busy (retrace.scheduler); None: this engine batches
+        synchronously, so the scheduler hands it waves of `generate` calls instead."""
+        return None
+
     def batch_size(self) -> int:
-        """How many requests to hand over at once (the cache is written after each batch)."""
+        """How many requests a synchronous engine gets per `generate` call."""
         return int(self.engine.get("batch_size", 8))
 
     @classmethod

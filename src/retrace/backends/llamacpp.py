@@ -20,7 +20,7 @@ llama.cpp build, which are recorded in provenance rather than held fixed.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
 from dataclasses import replace
@@ -84,6 +84,9 @@ class LlamaCppBackend(Backend):
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         return list(self._pool.map(self._one, requests))
+
+    def submit(self, request: Request) -> Future:
+        return self._pool.submit(self._one, request)
 
     def close(self) -> None:
         if getattr(self, "_server", None) is not None:

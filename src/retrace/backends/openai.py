@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Sequence
 
@@ -57,6 +57,9 @@ class OpenAIBackend(Backend):
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         return list(self._pool.map(self._one, requests))
+
+    def submit(self, request: Request) -> Future:
+        return self._pool.submit(self._one, request)
 
     def _one(self, request: Request) -> Completion:
         import openai

@@ -5,8 +5,9 @@ terminal traces happens in scoring, exactly as for Maj@N (config/method/refine.y
 How it runs:
 - Depth 0 is THE Maj@N sample set: `sample_requests` with the config's `sampling` block, so
   after a `majority` run with the same seed and N it costs no engine call at all.
-- Each round makes one `llm.generate` call per role over every rollout of every problem,
-  so the engine batches them.
+- Each rollout is one task of retrace.scheduler: its next call (continue, critique,
+  correct of the next round) goes to the engine as soon as its previous one returns, so
+  the engine's slots stay full across turns and problems (no turn barrier).
 - Each rollout's chat history is append-only: every call sends the previous call's
   messages plus its answer plus the new role prompt, so the engine's prefix cache reuses
   the shared prefix. The history always holds what the model actually said.
@@ -102,12 +103,10 @@ def role_request(r: Rollout, prompt: str, role: str, depth: int, cfg: dict, ctx:
                    sample_index=r.index, tag=f"{r.problem.id}#{r.index}/d{depth}/{role}")
 
 
-def ask(rollouts: list[Rollout], role: str, prompt: str, depth: int, cfg: dict, llm,
-        ctx: MethodContext) -> None:
-    """One batched model call of `role` for every rollout; answers join each history."""
-    done = llm.generate([role_request(r, prompt, role, depth, cfg, ctx) for r in rollouts])
-    for r, c in zip(rollouts, done):
-        r.say(prompt, role, c.text, c)
+def turn(r: Rollout, role: str, prompt: str, depth: int, cfg: dict, ctx: MethodContext):
+    """One model call of `role` for rollout `r` (a step of its task); the answer joins its history."""
+    c = yield role_request(r, prompt, role, depth, cfg, ctx)
+    r.say(prompt, role, c.text, c)
 
 
 def random_critique(r: Rollout, depth: int, cfg: dict, ctx: MethodContext) -> str:
@@ -116,18 +115,15 @@ def random_critique(r: Rollout, depth: int, cfg: dict, ctx: MethodContext) -> st
     return " ".join(rng.choices(words, k=int(cfg["random_critic_words"])))
 
 
-def critique(rollouts: list[Rollout], depth: int, cfg: dict, llm, ctx: MethodContext) -> None:
+def critique(r: Rollout, depth: int, cfg: dict, ctx: MethodContext):
     """The critique turn of one round, as the configured critic makes it."""
     critic, prompt = cfg["critic"], render(cfg["templates"]["critique"])
     if critic == "model":
-        ask(rollouts, "critique", prompt, depth, cfg, llm, ctx)
+        yield from turn(r, "critique", prompt, depth, cfg, ctx)
     elif critic == "affirm":
-        fixed = render(cfg["templates"]["affirm"])
-        for r in rollouts:
-            r.say(prompt, "critique", fixed, None)
+        r.say(prompt, "critique", render(cfg["templates"]["affirm"]), None)
     elif critic == "random":
-        for r in rollouts:
-            r.say(prompt, "critique", random_critique(r, depth, cfg, ctx), None)
+        r.say(prompt, "critique", random_critique(r, depth, cfg, ctx), None)
 
 
 def close_round(r: Rollout, cfg: dict, ctx: MethodContext) -> None:
@@ -145,14 +141,24 @@ def close_round(r: Rollout, cfg: dict, ctx: MethodContext) -> None:
     r.round = {}
 
 
-def refine_round(rollouts: list[Rollout], depth: int, cfg: dict, llm, ctx: MethodContext) -> None:
-    """Round `depth` (1..D): continue, critique, correct, each batched over all rollouts."""
-    ask(rollouts, "continue", render(cfg["templates"]["continue"]), depth, cfg, llm, ctx)
-    critique(rollouts, depth, cfg, llm, ctx)
+def refine_round(r: Rollout, depth: int, cfg: dict, ctx: MethodContext):
+    """Round `depth` (1..D) of one rollout: continue, critique, correct."""
+    yield from turn(r, "continue", render(cfg["templates"]["continue"]), depth, cfg, ctx)
+    yield from critique(r, depth, cfg, ctx)
     correct = render(cfg["templates"]["correct"], has_critique=cfg["critic"] != "none")
-    ask(rollouts, "correct", correct, depth, cfg, llm, ctx)
-    for r in rollouts:
-        close_round(r, cfg, ctx)
+    yield from turn(r, "correct", correct, depth, cfg, ctx)
+    close_round(r, cfg, ctx)
+
+
+def rollout_task(problem: Problem, request: Request, cfg: dict, ctx: MethodContext):
+    """One rollout from its depth-0 sample through D rounds; returns the Rollout.
+
+    Each rollout is its own task (retrace.scheduler): its next call is sent as soon as its
+    previous one returns, whatever the other rollouts are doing."""
+    r = start(problem, request, (yield request))
+    for depth in range(1, int(cfg["depth"]) + 1):
+        yield from refine_round(r, depth, cfg, ctx)
+    return r
 
 
 def terminal(r: Rollout) -> Completion:
@@ -180,11 +186,9 @@ def problem_row(problem: Problem, rollouts: list[Rollout], cfg: dict) -> dict:
 def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dict]:
     check_config(cfg)
     n = int(cfg["n"])
-    requests = [r for p in problems for r in sample_requests(p, cfg["sampling"], ctx, n)]
-    first = llm.generate(requests)
-    rollouts = [start(problems[i // n], q, c) for i, (q, c) in enumerate(zip(requests, first))]
-    for depth in range(1, int(cfg["depth"]) + 1):
-        refine_round(rollouts, depth, cfg, llm, ctx)
+    tasks = [rollout_task(p, q, cfg, ctx)
+             for p in problems for q in sample_requests(p, cfg["sampling"], ctx, n)]
+    rollouts = llm.run_tasks(tasks)
     return [problem_row(p, rollouts[i * n:(i + 1) * n], cfg) for i, p in enumerate(problems)]
 
 

@@ -1,0 +1,148 @@
+"""Per-rollout scheduling: keep the engine's slots full across the turns of multi-turn methods.
+
+A *task* is a generator that yields one `Request` at a time and is sent back its
+`Completion`; what it returns is its result. `drive(llm, tasks)` runs all tasks at once:
+a task's next request goes to the engine as soon as its previous one came back, so a
+rollout never waits for the slowest rollout of its turn (the "turn barrier" of calling
+`llm.generate` once per turn over every rollout). `CachedLLM.generate` is `drive` over
+one-request tasks, so single-turn and multi-turn methods share one path.
+
+What stays as before: the same requests (a task builds its next request from its own
+history only), the same cache keys, cache hits served without the engine, each finished
+request committed to the cache before its task moves on (a kill loses only requests in
+flight), and identical requests in flight at once generated once.
+
+Engines: a backend whose `submit(request)` returns a Future (llama.cpp, OpenAI-compatible
+servers) gets each request as soon as it is ready and works through them with its own
+slots. A backend without it (transformers, in-process vLLM: both batch synchronously)
+gets *waves*: every request that is ready is batched into `generate` calls of
+`batch_size`, and the tasks that were answered move on together. Deterministic engine
+mode (retrace.backends.base) makes the outputs independent of the order either way.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import replace
+from typing import Any, Generator, Iterable
+
+from retrace.records import Completion, Request
+
+Task = Generator[Request, Completion, Any]
+
+
+def one(request: Request) -> Task:
+    """The task of a single request: its completion is its result."""
+    completion = yield request
+    return completion
+
+
+def drive(llm, tasks: Iterable[Task]) -> list[Any]:
+    """Run `tasks` against `llm` (a CachedLLM) and return their results in task order."""
+    return _Driver(llm, list(tasks)).run()
+
+
+class _Driver:
+    def __init__(self, llm, tasks: list[Task]):
+        self.llm, self.tasks = llm, tasks
+        self.results: list[Any] = [None] * len(tasks)
+        self.ready: list[tuple[int, Request]] = []
+        self.waiting: dict[str, list[int]] = {}     # key in flight -> tasks awaiting it
+        self.requests: dict[str, Request] = {}
+        self.futures: dict[Future, str] = {}
+        self.wave: list[str] = []                    # keys for a synchronous engine
+        self.busy_since: float | None = None
+
+    def run(self) -> list[Any]:
+        for i in range(len(self.tasks)):
+            self.advance(i, None)
+        while self.ready or self.waiting:
+            self.dispatch()
+            if self.waiting:
+                self.collect()
+        return self.results
+
+    def advance(self, i: int, completion: Completion | None) -> None:
+        """Send a task its completion; queue its next request or keep its result."""
+        try:
+            request = self.tasks[i].send(completion)
+        except StopIteration as stop:
+            self.results[i] = stop.value
+            return
+        self.ready.append((i, request))
+
+    def dispatch(self) -> None:
+        """Serve ready requests from the cache (repeatedly: a hit may make the next one
+        ready) and hand the misses to the engine."""
+        while self.ready:
+            ready, self.ready = self.ready, []
+            keys = [self.llm.key(r) for _, r in ready]
+            found = self.llm.lookup(k for k in keys if k not in self.waiting)
+            for (i, request), key in zip(ready, keys):
+                if key in found:
+                    self.deliver([i], found[key])
+                elif key in self.waiting:
+                    self.waiting[key].append(i)
+                else:
+                    self.waiting[key], self.requests[key] = [i], request
+                    self.send(key, request)
+
+    def send(self, key: str, request: Request) -> None:
+        future = self.llm.backend.submit(request)
+        if future is None:
+            self.wave.append(key)
+            return
+        if self.busy_since is None:
+            self.busy_since = time.perf_counter()
+        self.futures[future] = key
+
+    def collect(self) -> None:
+        """Wait for what the engine finishes next, commit it, and move its tasks on."""
+        if self.wave:
+            self.collect_wave()
+            return
+        done, _ = wait(list(self.futures), return_when=FIRST_COMPLETED)
+        finished = []
+        for future in done:
+            key = self.futures.pop(future)
+            try:
+                finished.append((key, future.result()))
+            except BaseException:
+                self.drain()  # commit what the engine still finishes, then fail
+                raise
+        if not self.futures and self.busy_since is not None:
+            self.llm.usage.engine_seconds += time.perf_counter() - self.busy_since
+            self.busy_since = None
+        self.commit(finished)
+
+    def collect_wave(self) -> None:
+        keys, self.wave = self.wave, []
+        size = max(1, self.llm.backend.batch_size())
+        for start in range(0, len(keys), size):
+            chunk = keys[start:start + size]
+            began = time.perf_counter()
+            done = self.llm.backend.generate([self.requests[k] for k in chunk])
+            self.llm.usage.engine_seconds += time.perf_counter() - began
+            self.commit(list(zip(chunk, done)))
+
+    def commit(self, finished: list[tuple[str, Completion]]) -> None:
+        self.llm.store((k, self.requests[k], c) for k, c in finished)
+        for key, completion in finished:
+            self.requests.pop(key)
+            self.deliver(self.waiting.pop(key), replace(completion, key=key))
+
+    def deliver(self, tasks: list[int], completion: Completion) -> None:
+        for i in tasks:
+            self.llm.usage.add(completion)
+            self.advance(i, completion)
+
+    def drain(self) -> None:
+        """After an engine error: keep every request that still finishes, drop the rest."""
+        for future in self.futures:
+            future.cancel()
+        finished = []
+        for future, key in list(self.futures.items()):
+            if not future.cancelled() and future.exception() is None:
+                finished.append((key, future.result()))
+        self.futures.clear()
+        self.llm.store((k, self.requests[k], c) for k, c in finished)
