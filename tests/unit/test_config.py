@@ -80,7 +80,8 @@ def test_check_global_refuses_unknown_key_and_names_valid_ones():
 
 def test_check_global_fills_defaults():
     assert check_global({"experiment": "paper"}) == {"experiment": "paper", "mirror": "../shared/data",
-                                                     "overrides": [], "estimate": True}
+                                                     "overrides": [], "estimate": True,
+                                                     "request_cache": "results/cache/requests"}
 
 
 def test_smoke_experiment_expands_to_the_cross_product():
