@@ -123,14 +123,15 @@ class RequestCache:
     def _publish(self, final: Path, blob: str) -> None:
         final.parent.mkdir(exist_ok=True)
         tmp = final.parent / f".tmp-{self._writer}-{final.name}"
-        tmp.write_text(blob)
-        try:
-            os.link(tmp, final)  # atomic; refuses an existing name: the first write wins
-        except FileExistsError:
-            self._log_duplicate(final.name[:-len(".json")])
-        except OSError:  # a filesystem without hard links: rename unless someone was first
-            if not final.exists():
-                os.replace(tmp, final)
+        try:  # a write cut short (ENOSPC, quota) raises here: its part is never published
+            tmp.write_text(blob)
+            try:
+                os.link(tmp, final)  # atomic; refuses an existing name: the first write wins
+            except FileExistsError:
+                self._log_duplicate(final.name[:-len(".json")])
+            except OSError:  # a filesystem without hard links: rename unless someone was first
+                if not final.exists():
+                    os.replace(tmp, final)
         finally:
             tmp.unlink(missing_ok=True)
 

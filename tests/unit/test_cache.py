@@ -253,3 +253,18 @@ def test_a_request_generated_while_its_entry_existed_is_logged_as_a_duplicate(tm
     assert [(d["key"], d["job"]) for d in first.duplicates()] == [("k1", "late")]
     assert late.get_many(["k1"])["k1"].text == "one"  # the first write won
     assert late.duplicates(since=late.duplicates()[0]["at"] + 1) == []
+
+
+def test_a_full_disk_fails_the_batch_clearly_and_leaves_no_file_behind(cache, monkeypatch):
+    from pathlib import Path
+    real = Path.write_text
+
+    def full(self, data, *a, **k):  # what a full filesystem does: a partial write, then ENOSPC
+        real(self, data[:10], *a, **k)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError, match="No space left"):
+        cache.put_many([("k1", BASE, completion())])
+    monkeypatch.undo()
+    assert cache.count() == 0 and not list(cache.path.rglob(".tmp-*"))
