@@ -27,8 +27,9 @@ empty entry, which is set aside (renamed `*.corrupt`) and regenerated.
 An entry is served only if it parses, is an object whose `key` is the key asked for (a file
 copied or renamed under another key is refused) and holds a well-typed completion; anything
 else (truncated, empty, garbage bytes, wrong key) is set aside, never returned, never deleted.
-A request generated while its entry already existed (the first write won) is logged under
-`duplicates/`: that count is how many requests were generated twice (`duplicates()`).
+A request whose entry appeared while it was being generated (the first write won) is logged
+under `duplicates/`: that is how many requests were generated twice (`duplicates()`), and
+`started` < the entry's `created` tells a race from a lookup that missed an existing entry.
 """
 from __future__ import annotations
 
@@ -114,13 +115,15 @@ class RequestCache:
         """Publish a batch. It is validated and serialised before anything is written, so a
         batch that fails while being produced writes nothing; each entry lands whole or not at all."""
         now = time.time()
-        blobs = [(_check_key(k), json.dumps({"key": k, "completion": c.to_dict(),
-                                             "request": r.key_material(), "created": now}))
+        blobs = [(_check_key(k), c, json.dumps({"key": k, "completion": c.to_dict(),
+                                                "request": r.key_material(), "created": now}))
                  for k, r, c in items]
-        for key, blob in blobs:
-            self._publish(self._entry(key), blob)
+        for key, c, blob in blobs:
+            if not self._publish(self._entry(key), blob):
+                self._log_duplicate(key, c.latency_s)
 
-    def _publish(self, final: Path, blob: str) -> None:
+    def _publish(self, final: Path, blob: str) -> bool:
+        """Publish `blob` as `final` unless it exists; whether this call published it."""
         final.parent.mkdir(exist_ok=True)
         tmp = final.parent / f".tmp-{self._writer}-{final.name}"
         try:  # a write cut short (ENOSPC, quota) raises here: its part is never published
@@ -128,21 +131,27 @@ class RequestCache:
             try:
                 os.link(tmp, final)  # atomic; refuses an existing name: the first write wins
             except FileExistsError:
-                self._log_duplicate(final.name[:-len(".json")])
+                return False
             except OSError:  # a filesystem without hard links: rename unless someone was first
-                if not final.exists():
-                    os.replace(tmp, final)
+                if final.exists():
+                    return False
+                os.replace(tmp, final)
+            return True
         finally:
             tmp.unlink(missing_ok=True)
 
-    def _log_duplicate(self, key: str) -> None:
+    def _log_duplicate(self, key: str, latency_s: float) -> None:
+        # `started` (publish time less generation time) against the winner's `created` tells a
+        # race (both generating at once) from a request generated after its entry existed.
         path = self.path / "duplicates" / f"{self._writer}.jsonl"
         path.parent.mkdir(exist_ok=True)
+        now = time.time()
         with open(path, "a") as f:  # this handle is the file's only writer
-            f.write(json.dumps({"key": key, "job": self.job, "at": time.time()}) + "\n")
+            f.write(json.dumps({"key": key, "job": self.job, "at": now, "started": now - latency_s}) + "\n")
 
     def duplicates(self, since: float = 0.0) -> list[dict]:
-        """Requests generated although their entry already existed ({key, job, at}), all writers."""
+        """Requests generated although their entry already existed, by any writer:
+        {key, job, at (refused publish), started (at less the generation time)}."""
         return [r for p in sorted((self.path / "duplicates").glob("*.jsonl")) for r in _records(p)
                 if r.get("at", 0) >= since]
 

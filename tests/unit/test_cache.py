@@ -249,8 +249,10 @@ def test_a_request_generated_while_its_entry_existed_is_logged_as_a_duplicate(tm
     first, late = RequestCache(tmp_path / "r", job="first"), RequestCache(tmp_path / "r", job="late")
     first.put_many([("k1", BASE, completion("one"))])
     assert first.duplicates() == []
-    late.put_many([("k1", BASE, completion("two")), ("k2", BASE, completion("new"))])
-    assert [(d["key"], d["job"]) for d in first.duplicates()] == [("k1", "late")]
+    late.put_many([("k1", BASE, completion("two", latency_s=2.0)), ("k2", BASE, completion("new"))])
+    [dup] = first.duplicates()
+    assert (dup["key"], dup["job"]) == ("k1", "late")
+    assert dup["started"] == pytest.approx(dup["at"] - 2.0)  # generation began 2 s before
     assert late.get_many(["k1"])["k1"].text == "one"  # the first write won
     assert late.duplicates(since=late.duplicates()[0]["at"] + 1) == []
 
