@@ -4,6 +4,7 @@ problems says what went wrong (empty when the figure holds).
 """
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from reliability_kit import Checkout, differences, outcome, run_jobs, wait
+from reliability_kit import Checkout, differences, flip_byte, outcome, run_jobs
 from retrace.cache import RequestCache
 
 
@@ -111,21 +112,19 @@ def corrupt_cache_entries(work: Path, reference: dict, ref_cache: Path, seed: in
                           "wrong-key": donor.read_bytes(), "garbage": bytes(range(256))}[how])
     started = time.time()
     done = co.snakemake()
-    cache, problems = RequestCache(cache_dir), []
+    cache, problems, handled = RequestCache(cache_dir), [], 0
     aside = {p.name.split(".json.")[0] for p in cache.set_aside()}
     served = {h["key"] for h in cache.hits(since=started)}
     for how, path in victims.items():
         key = path.name[: -len(".json")]
-        if key not in aside:
-            problems.append(f"{how}: not set aside")
-        if key in served:
-            problems.append(f"{how}: served from the cache")
-        if key not in cache.get_many([key]):
-            problems.append(f"{how}: not regenerated")
+        wrong = [w for w, bad in (("not set aside", key not in aside), ("served", key in served),
+                                  ("not regenerated", key not in cache.get_many([key]))) if bad]
+        problems += [f"{how}: {w}" for w in wrong]
+        handled += not wrong
     diff = differences(outcome(co.root), reference)
     if done.returncode or diff:
         problems.append(f"run rc={done.returncode}, differs={diff[:4]}")
-    found = len(victims) - len({p.split(':')[0] for p in problems if ':' in p and p.split(':')[0] in DAMAGE})
+    found = handled
     return f"{found}/{len(victims)} detected, set aside, regenerated ({', '.join(DAMAGE)})", problems
 
 
@@ -148,7 +147,6 @@ def disk_full(work: Path, reference: dict, ref_cache: Path) -> tuple[str, list[s
     file; once space is back, a rerun regenerates them and matches the reference."""
     co = Checkout(work / "disk-full", cache=copy_cache(ref_cache, work / "disk-full-cache"))
     gens = co.root / "results/generations"
-    import os
     if os.geteuid() != 0 or not _mount_full(gens):
         return "skipped (needs root to mount a tmpfs)", []
     problems = []
@@ -187,27 +185,18 @@ TAMPER = {  # kind of artifact -> its path under results/ in the plumbing run
 AUDITED = ("results/report/results.csv", "results/report/claims.csv", "results/report/index.html")
 
 
-def flip(path: Path, at: float = 0.5) -> int:
-    data = bytearray(path.read_bytes())
-    i = int(len(data) * at)
-    data[i] ^= 0x01
-    path.write_bytes(bytes(data))
-    return i
-
-
 def audit_tamper(root: Path) -> tuple[str, list[str]]:
     """Flip one byte of each kind of artifact in turn (restored after); `retrace audit` of the
     report must fail and name the changed file."""
-    co = Checkout.__new__(Checkout)
-    co.root = root
+    co = Checkout.existing(root)
     problems, caught = [], 0
     for kind, rel in TAMPER.items():
         path = root / "results" / rel
-        flip(path)
+        flip_byte(path)
         try:
             proc = co.retrace("audit", *AUDITED)
         finally:
-            flip(path)
+            flip_byte(path)
         out = proc.stdout + proc.stderr
         if proc.returncode != 0 and f"results/{rel}" in out:
             caught += 1

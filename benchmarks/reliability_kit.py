@@ -54,6 +54,14 @@ class Checkout:
         self.cache = Path(cache) if cache else self.root / "results/cache/requests"
         self.write_config(experiment, overrides if overrides is not None else OVERRIDES)
 
+    @classmethod
+    def existing(cls, root: Path) -> "Checkout":
+        """A handle on a checkout made before (nothing is copied or reset)."""
+        co = cls.__new__(cls)
+        co.root = Path(root)
+        co.cache = Path(yaml.safe_load((co.root / "config/config.yaml").read_text())["request_cache"])
+        return co
+
     def write_config(self, experiment: str, overrides: list[str], **extra) -> None:
         cfg = {"experiment": experiment, "mirror": MIRROR, "overrides": overrides,
                "estimate": False, "request_cache": str(self.cache), **extra}
@@ -162,3 +170,12 @@ def differences(a: dict[str, bytes], b: dict[str, bytes]) -> list[str]:
 def timed(fn, *args, **kw):
     start = time.monotonic()
     return fn(*args, **kw), time.monotonic() - start
+
+
+def flip_byte(path: Path, at: float = 0.5) -> int:
+    """XOR one byte (at that fraction of the file) with 1; calling it again restores the file."""
+    data = bytearray(path.read_bytes())
+    i = int(len(data) * at)
+    data[i] ^= 0x01
+    path.write_bytes(bytes(data))
+    return i
