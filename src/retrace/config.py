@@ -78,14 +78,14 @@ def _apply_override(cfg: dict, override: str) -> None:
         node = node[part]
     value = parsed.value()
     if not _same_kind(node.get(last), value):
-        raise ConfigError(f"override {override!r}: {parsed.key_or_group} takes a "
-                          f"{_kind(node[last])} (default {node[last]!r}), got {_kind(value)} {value!r}")
+        raise ConfigError(f"override {override!r}: {parsed.key_or_group} takes {_kind(node[last])} "
+                          f"(default {node[last]!r}), got {_kind(value)} {value!r}")
     node[last] = value
 
 
 def _kind(v: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "list",
-            dict: "mapping"}.get(type(v), type(v).__name__)
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a mapping"}.get(type(v), type(v).__name__)
 
 
 def _same_kind(old: Any, new: Any) -> bool:

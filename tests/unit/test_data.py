@@ -57,7 +57,7 @@ GOOD = json.dumps({"id": "a", "question": "1+1?", "answer": "2"}) + "\n"
 @pytest.mark.parametrize("second_line, message", [
     (b'{"id": "b", "question": "2+2?", "ans', r"bad.jsonl:2: malformed JSON line"),  # truncated
     (b'{"id": "b", "question": "2+2?"}\n', r"bad.jsonl:2: missing 'answer'"),
-    (b'{"id": "b", "question": 4, "answer": "4"}\n', r"bad.jsonl:2: question is a int .*expected text"),
+    (b'{"id": "b", "question": 4, "answer": "4"}\n', r"bad.jsonl:2: question is int 4, expected text"),
     (b'{"id": "b", "question": "caf\xe9?", "answer": "4"}\n', r"bad.jsonl:2: not UTF-8 \(byte 0xe9 at column 29\)"),
     (b'["b", "2+2?", "4"]\n', r"bad.jsonl:2: expected a JSON object"),
 ], ids=["truncated", "missing-gold", "wrong-type", "not-utf8", "not-an-object"])

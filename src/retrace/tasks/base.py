@@ -172,7 +172,7 @@ def check_types(problem: Problem, where: str) -> None:
     for name in ("id", "question", "gold"):
         value = getattr(problem, name)
         if not isinstance(value, str):
-            raise ValueError(f"{where}: {name} is a {type(value).__name__} ({value!r:.40}), expected text")
+            raise ValueError(f"{where}: {name} is {type(value).__name__} {value!r:.40}, expected text")
     if problem.choices is not None and not all(isinstance(c, str) for c in problem.choices):
         raise ValueError(f"{where}: choices must all be text, got {list(problem.choices)!r:.80}")
 
