@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/retrace-reliability"))
     ap.add_argument("--seed", type=int, default=0, help="seed of the kill moments and damaged entries")
     ap.add_argument("--kills-per-kind", type=int, default=10, help="kills of Snakemake, and again of jobs")
-    ap.add_argument("--per-round", type=int, default=5, help="kills per fresh checkout before a clean finish")
+    ap.add_argument("--per-round", type=int, default=10, help="kills per fresh checkout before a clean finish")
     ap.add_argument("--keep", action="store_true", help="reuse --work's finished reference run (development)")
     ap.add_argument("--only", default=",".join(FIGURES), help=f"comma-separated subset of {FIGURES}")
     args = ap.parse_args(argv)

@@ -85,9 +85,9 @@ def kill_suite(work: Path, reference: dict, reference_seconds: float, per_kind: 
                per_round: int, seed: int) -> KillStats:
     """`per_kind` kills of each kind, in rounds of at most `per_round` kills."""
     rng, stats = random.Random(seed), KillStats()
-    # Kills fall in the first ~40% of a full run's time; as finished jobs persist, later
+    # Kills fall in the first ~30% of a full run's time; as finished jobs persist, later
     # kills of a round land in later stages.
-    horizon = max(3.0, 0.4 * reference_seconds)
+    horizon = max(3.0, 0.3 * reference_seconds)
     for kind in ("snakemake", "job"):
         target, r = stats.kills + per_kind, 0
         while stats.kills < target:
