@@ -33,7 +33,7 @@ OVERRIDES = ["dataset.limit=1", "method.sampling.max_tokens=8",
 # request came from the cache, hashes of provenance records that hold those timings).
 VOLATILE = {"latency_s", "cache_hit", "cache_hits", "engine_seconds", "engine_loads",
             "engine_prompt_tokens", "engine_generated_tokens", "prov_sha256", "evidence",
-            "created", "device"}
+            "created", "device", "request_cache_hits"}
 
 
 class Checkout:
