@@ -46,9 +46,9 @@ def concurrent_same_dir(work: Path, reference: dict, ref_cache: Path) -> tuple[s
     return ("refused, first unharmed" if not problems else "FAILED"), problems
 
 
-EXPERIMENTS = {  # two overlapping parts of the plumbing experiment (smoke_math/greedy in both)
-    "plumbing_a": {"datasets": ["smoke_math", "smoke_mc"], "methods": ["greedy"]},
-    "plumbing_b": {"datasets": ["smoke_math"], "methods": ["greedy", "majority"]},
+EXPERIMENTS = {  # two overlapping parts of the plumbing experiment (smoke_math/majority in both)
+    "plumbing_a": {"datasets": ["smoke_math", "smoke_mc"], "methods": ["majority"]},
+    "plumbing_b": {"datasets": ["smoke_math"], "methods": ["majority", "greedy"]},
 }
 
 

@@ -111,16 +111,18 @@ class RequestCache:
                 found[key] = c
         return found
 
-    def put_many(self, items: Iterable[tuple[str, Request, Completion]]) -> None:
+    def put_many(self, items: Iterable[tuple[str, Request, Completion]],
+                 looked_up: float | None = None) -> None:
         """Publish a batch. It is validated and serialised before anything is written, so a
-        batch that fails while being produced writes nothing; each entry lands whole or not at all."""
+        batch that fails while being produced writes nothing; each entry lands whole or not at all.
+        `looked_up`: when the batch's keys were last looked up (recorded with any duplicate)."""
         now = time.time()
         blobs = [(_check_key(k), c, json.dumps({"key": k, "completion": c.to_dict(),
                                                 "request": r.key_material(), "created": now}))
                  for k, r, c in items]
         for key, c, blob in blobs:
             if not self._publish(self._entry(key), blob):
-                self._log_duplicate(key, c.latency_s)
+                self._log_duplicate(key, looked_up if looked_up is not None else now - c.latency_s)
 
     def _publish(self, final: Path, blob: str) -> bool:
         """Publish `blob` as `final` unless it exists; whether this call published it."""
@@ -140,18 +142,19 @@ class RequestCache:
         finally:
             tmp.unlink(missing_ok=True)
 
-    def _log_duplicate(self, key: str, latency_s: float) -> None:
-        # `started` (publish time less generation time) against the winner's `created` tells a
-        # race (both generating at once) from a request generated after its entry existed.
+    def _log_duplicate(self, key: str, started: float) -> None:
+        # `started` (the batch's last cache lookup, else publish time less generation time)
+        # against the winner's `created` tells a race (both generating at once) from a
+        # request generated although its entry existed when it was looked up.
         path = self.path / "duplicates" / f"{self._writer}.jsonl"
         path.parent.mkdir(exist_ok=True)
         now = time.time()
         with open(path, "a") as f:  # this handle is the file's only writer
-            f.write(json.dumps({"key": key, "job": self.job, "at": now, "started": now - latency_s}) + "\n")
+            f.write(json.dumps({"key": key, "job": self.job, "at": now, "started": started}) + "\n")
 
     def duplicates(self, since: float = 0.0) -> list[dict]:
         """Requests generated although their entry already existed, by any writer:
-        {key, job, at (refused publish), started (at less the generation time)}."""
+        {key, job, at (refused publish), started (its last lookup; see put_many)}."""
         return [r for p in sorted((self.path / "duplicates").glob("*.jsonl")) for r in _records(p)
                 if r.get("at", 0) >= since]
 

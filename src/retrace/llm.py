@@ -77,23 +77,35 @@ class CachedLLM:
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         keys = [self.key(r) for r in requests]
-        found = self.cache.get_many(keys)
-        self.cache.record_hits(k for k in keys if k in found)
-        out: dict[str, Completion] = {k: replace(c, cache_hit=True, key=k) for k, c in found.items()}
+        out: dict[str, Completion] = {}
+        looked_up = self._serve_cached(keys, out)
         todo = [(k, r) for k, r in dict(zip(keys, requests)).items() if k not in out]
         size = self.backend.batch_size() if todo else 1
         for i in range(0, len(todo), size):
-            batch = todo[i:i + size]
+            if i:  # a job sharing the cache may have published some since: the race window is one batch
+                looked_up = self._serve_cached([k for k, _ in todo[i:i + size]], out)
+            batch = [(k, r) for k, r in todo[i:i + size] if k not in out]
+            if not batch:
+                continue
             start = time.perf_counter()
             done = self.backend.generate([r for _, r in batch])
             self.usage.engine_seconds += time.perf_counter() - start
             # Commit before moving on: a kill now loses at most the next batch.
-            self.cache.put_many((k, r, replace(c, key=k)) for (k, r), c in zip(batch, done))
+            self.cache.put_many(((k, r, replace(c, key=k)) for (k, r), c in zip(batch, done)),
+                                looked_up=looked_up)
             out.update((k, replace(c, key=k)) for (k, _), c in zip(batch, done))
         result = [out[k] for k in keys]
         for c in result:
             self.usage.add(c)
         return result
+
+    def _serve_cached(self, keys: Sequence[str], out: dict[str, Completion]) -> float:
+        """Put the cached ones of `keys` into `out` (logged as hits); the time of the lookup."""
+        now = time.time()
+        found = self.cache.get_many(keys)
+        self.cache.record_hits(k for k in keys if k in found)
+        out.update((k, replace(c, cache_hit=True, key=k)) for k, c in found.items())
+        return now
 
     def close(self) -> None:
         if self._backend is not None:

@@ -270,3 +270,10 @@ def test_a_full_disk_fails_the_batch_clearly_and_leaves_no_file_behind(cache, mo
         cache.put_many([("k1", BASE, completion())])
     monkeypatch.undo()
     assert cache.count() == 0 and not list(cache.path.rglob(".tmp-*"))
+
+
+def test_a_duplicate_records_when_its_batch_was_looked_up(tmp_path):
+    first, late = RequestCache(tmp_path / "r", job="first"), RequestCache(tmp_path / "r", job="late")
+    first.put_many([("k1", BASE, completion("one"))])
+    late.put_many([("k1", BASE, completion("two", latency_s=2.0))], looked_up=123.0)
+    assert [d["started"] for d in first.duplicates()] == [123.0]
