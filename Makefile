@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-vllm bench model-1.5b clean
+.PHONY: setup run test test-vllm bench reliability model-1.5b clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,12 @@ test-vllm: $(VLLM_VENV)/.installed
 
 bench: setup
 	$(PY) benchmarks/pipeline_vs_engine.py
+	$(PY) benchmarks/deterministic_cost.py
+
+# Kills, races, corrupt cache entries, a full disk, bad inputs, tampering (benchmarks/reliability.py).
+# Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.
+reliability: setup
+	PYTHONPATH=src $(PY) benchmarks/reliability.py
 
 model-1.5b: setup
 	$(PY) -m pip install --quiet -r envs/model-1.5b.txt

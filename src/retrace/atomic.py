@@ -13,18 +13,28 @@ from typing import Any, Iterable, Iterator, TextIO
 def atomic_open(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
     """Open a temporary sibling of `path`; rename it over `path` only if the block succeeds."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise _naming(e, path) from None
     try:
         with os.fdopen(fd, mode) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):  # a full disk or quota: say which artifact was not written
+            raise _naming(e, path) from None
         raise
+
+
+def _naming(e: OSError, path: Path) -> OSError:
+    return type(e)(e.errno, f"{e.strerror or e}: {path} was not written (nothing was left "
+                            "under that name)")
 
 
 def write_json(path: str | Path, obj: Any) -> None:

@@ -76,7 +76,53 @@ def _apply_override(cfg: dict, override: str) -> None:
     node = cfg
     for part in path:
         node = node[part]
-    node[last] = parsed.value()
+    value = parsed.value()
+    if not _same_kind(node.get(last), value):
+        raise ConfigError(f"override {override!r}: {parsed.key_or_group} takes {_kind(node[last])} "
+                          f"(default {node[last]!r}), got {_kind(value)} {value!r}")
+    node[last] = value
+
+
+def _kind(v: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+            dict: "a mapping"}.get(type(v), type(v).__name__)
+
+
+def _same_kind(old: Any, new: Any) -> bool:
+    """Whether an override may replace `old` by `new`: the same kind of value (an integer
+    where a number is expected is fine; null on either side is, since null means 'unset')."""
+    if old is None or new is None:
+        return True
+    if isinstance(old, bool) or isinstance(new, bool):
+        return isinstance(old, bool) and isinstance(new, bool)
+    if isinstance(old, float) and isinstance(new, int):
+        return True
+    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)):
+        return True
+    return type(old) is type(new)
+
+
+# Values outside these bounds are refused whether they come from a group file or an override
+# (inclusive bounds; None = unbounded). Keys absent from a config are not checked.
+RANGES = {
+    "method.n": (1, None), "method.depth": (0, None), "method.width": (1, None),
+    "method.sampling.temperature": (0, None), "method.sampling.top_p": (0, 1),
+    "method.sampling.max_tokens": (1, None), "dataset.limit": (0, None),
+}
+
+
+def check_ranges(cfg: dict, overrides: Iterable[str] = ()) -> None:
+    for key, (low, high) in RANGES.items():
+        node: Any = cfg
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None or isinstance(node, bool) or not isinstance(node, (int, float)):
+            continue
+        if (low is not None and node < low) or (high is not None and node > high):
+            bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+            given = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == key]
+            raise ConfigError(f"{key} = {node!r} is out of range: must be {bound}"
+                              + (f" (override {given[-1]!r})" if given else ""))
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,6 +133,7 @@ def _compose_cached(selections: tuple, overrides: tuple, config_dir: str) -> str
     for o in overrides:
         _check_override(cfg, o)
         _apply_override(cfg, o)
+    check_ranges(cfg, overrides)
     return json.dumps(cfg)
 
 

@@ -28,11 +28,20 @@ def prepare(cfg: dict, mirror: str | Path | None) -> tuple[list[Problem], list[P
 
 
 def check_unique_ids(problems: list[Problem], cfg: dict) -> None:
-    seen: set[str] = set()
+    seen: dict[str, Problem] = {}
     for p in problems:
         if p.id in seen:
-            raise ValueError(f"dataset {cfg.get('name', cfg['task'])!r}: duplicate problem id {p.id!r}")
-        seen.add(p.id)
+            raise ValueError(f"{_where(p)}: duplicate problem id {p.id!r} (first at {_where(seen[p.id])}; "
+                             f"dataset {cfg.get('name', cfg['task'])!r})")
+        seen[p.id] = p
+
+
+def _where(p: Problem) -> str:
+    """"source:line" of a problem read from a file (its metadata), else its id."""
+    meta = p.metadata or {}
+    if "line" in meta:
+        return f"{meta.get('source', '?')}:{meta['line']}"
+    return f"{meta.get('source', '?')}#{meta.get('index', p.id)}"
 
 
 def subset(problems: list[Problem], limit: int | None, seed: int = 0) -> list[Problem]:

@@ -86,14 +86,18 @@ class CachedLLM:
         return drive(self, tasks)
 
     def lookup(self, keys: Iterable[str]) -> dict[str, Completion]:
-        """Cached completions of `keys` (marked as hits), logged in the job's hit log."""
+        """Cached completions of `keys` (marked as hits), logged in the job's hit log.
+        The scheduler looks up again before each engine batch: a job sharing the cache may
+        have published some since, so the race window is one batch."""
         found = self.cache.get_many(keys)
         self.cache.record_hits(found)
         return {k: replace(c, cache_hit=True, key=k) for k, c in found.items()}
 
-    def store(self, items: Iterable[tuple[str, Request, Completion]]) -> None:
-        """Commit finished requests to the cache (each entry lands whole or not at all)."""
-        self.cache.put_many((k, r, replace(c, key=k)) for k, r, c in items)
+    def store(self, items: Iterable[tuple[str, Request, Completion]],
+              looked_up: float | None = None) -> None:
+        """Commit finished requests to the cache (each entry lands whole or not at all);
+        `looked_up`: when their keys were last looked up (recorded with any duplicate)."""
+        self.cache.put_many(((k, r, replace(c, key=k)) for k, r, c in items), looked_up=looked_up)
 
     def close(self) -> None:
         if self._backend is not None:

@@ -183,7 +183,7 @@ def _audit_input(inp: dict, seen: dict) -> AuditNode:
         problems.append("input bytes differ from the hash recorded by its consumer")
     if "prov" in inp:
         if not Path(inp["prov"]).exists() or sha256_file(inp["prov"]) != inp["prov_sha256"]:
-            problems.append("input's provenance record changed or is missing")
+            problems.append(f"input's provenance record {inp['prov']} changed or is missing")
         node = audit(p, seen)
         return AuditNode(p, node.ok and not problems, node.problems + problems, node.children)
     return AuditNode(p + "  (source)", not problems, problems, [])

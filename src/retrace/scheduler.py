@@ -51,6 +51,7 @@ class _Driver:
         self.requests: dict[str, Request] = {}
         self.futures: dict[Future, str] = {}
         self.wave: list[str] = []                    # keys for a synchronous engine
+        self.looked_up: dict[str, float] = {}        # key in flight -> its last cache lookup
         self.busy_since: float | None = None
 
     def run(self) -> list[Any]:
@@ -77,6 +78,7 @@ class _Driver:
         while self.ready:
             ready, self.ready = self.ready, []
             keys = [self.llm.key(r) for _, r in ready]
+            now = time.time()
             found = self.llm.lookup(k for k in keys if k not in self.waiting)
             for (i, request), key in zip(ready, keys):
                 if key in found:
@@ -85,6 +87,7 @@ class _Driver:
                     self.waiting[key].append(i)
                 else:
                     self.waiting[key], self.requests[key] = [i], request
+                    self.looked_up[key] = now
                     self.send(key, request)
 
     def send(self, key: str, request: Request) -> None:
@@ -120,15 +123,35 @@ class _Driver:
         size = max(1, self.llm.backend.batch_size())
         for start in range(0, len(keys), size):
             chunk = keys[start:start + size]
+            if start:  # a job sharing the cache may have published some since the lookup
+                chunk = self.serve_published(chunk)
+                if not chunk:
+                    continue
             began = time.perf_counter()
             done = self.llm.backend.generate([self.requests[k] for k in chunk])
             self.llm.usage.engine_seconds += time.perf_counter() - began
             self.commit(list(zip(chunk, done)))
 
+    def serve_published(self, chunk: list[str]) -> list[str]:
+        """Deliver the keys of `chunk` found in the cache now; the rest, to generate."""
+        now = time.time()
+        found = self.llm.lookup(chunk)
+        for key, completion in found.items():
+            self.requests.pop(key)
+            self.looked_up.pop(key)
+            self.deliver(self.waiting.pop(key), completion)
+        rest = [k for k in chunk if k not in found]
+        self.looked_up.update((k, now) for k in rest)
+        return rest
+
     def commit(self, finished: list[tuple[str, Completion]]) -> None:
-        self.llm.store((k, self.requests[k], c) for k, c in finished)
+        if not finished:
+            return
+        looked_up = min(self.looked_up[k] for k, _ in finished)
+        self.llm.store(((k, self.requests[k], c) for k, c in finished), looked_up=looked_up)
         for key, completion in finished:
             self.requests.pop(key)
+            self.looked_up.pop(key)
             self.deliver(self.waiting.pop(key), replace(completion, key=key))
 
     def deliver(self, tasks: list[int], completion: Completion) -> None:
@@ -145,4 +168,6 @@ class _Driver:
             if not future.cancelled() and future.exception() is None:
                 finished.append((key, future.result()))
         self.futures.clear()
-        self.llm.store((k, self.requests[k], c) for k, c in finished)
+        if finished:
+            self.llm.store(((k, self.requests[k], c) for k, c in finished),
+                           looked_up=min(self.looked_up[k] for k, _ in finished))

@@ -197,3 +197,83 @@ def test_a_file_where_the_cache_directory_should_be_is_refused(tmp_path):
     (tmp_path / "requests.sqlite").write_bytes(b"SQLite format 3\0")
     with pytest.raises(ValueError, match="is a file"):
         RequestCache(tmp_path / "requests.sqlite")
+
+
+def _damage(entry, kind: str) -> None:
+    """Each way an entry file can be wrong: what a crash, a copy or a stray tool may leave."""
+    import json
+    good = entry.read_bytes()
+    if kind == "truncated":
+        entry.write_bytes(good[: len(good) // 2])
+    elif kind == "zero-length":
+        entry.write_bytes(b"")
+    elif kind == "garbage":
+        entry.write_bytes(b"\xff\xfe\x00garbage\x9c")
+    elif kind == "wrong-key":  # a well-formed entry of another request, under this name
+        entry.write_text(json.dumps({**json.loads(good), "key": "k2"}))
+    elif kind == "not-an-object":
+        entry.write_text("[1, 2]")
+    elif kind == "wrong-types":
+        d = json.loads(good)
+        d["completion"]["text"] = 5
+        entry.write_text(json.dumps(d))
+
+
+@pytest.mark.parametrize("kind", ["truncated", "zero-length", "garbage", "wrong-key",
+                                  "not-an-object", "wrong-types"])
+def test_a_damaged_entry_is_never_returned_but_kept_aside_and_regenerated(cache, kind):
+    cache.put_many([("k1", BASE, completion("first"))])
+    entry = next(cache.objects.glob("*/k1.json"))
+    _damage(entry, kind)
+    damaged = entry.read_bytes()
+    assert cache.get_many(["k1"]) == {}
+    [aside] = cache.set_aside()
+    assert aside.read_bytes() == damaged, "the damaged file must be kept, not deleted"
+    assert cache.count() == 0
+    cache.put_many([("k1", BASE, completion("again"))])
+    assert cache.get_many(["k1"])["k1"].text == "again"
+    assert cache.duplicates() == []  # the entry was gone: regenerating it is no duplicate
+
+
+def test_two_readers_setting_aside_the_same_entry_both_miss_quietly(tmp_path):
+    a, b = RequestCache(tmp_path / "r", job="a"), RequestCache(tmp_path / "r", job="b")
+    a.put_many([("k1", BASE, completion())])
+    entry = next(a.objects.glob("*/k1.json"))
+    entry.write_bytes(b"{")
+    assert a.get_many(["k1"]) == {}
+    a._set_aside(entry, ValueError("again"))  # b raced a to the rename: no error
+    assert b.get_many(["k1"]) == {} and len(a.set_aside()) == 1
+
+
+def test_a_request_generated_while_its_entry_existed_is_logged_as_a_duplicate(tmp_path):
+    first, late = RequestCache(tmp_path / "r", job="first"), RequestCache(tmp_path / "r", job="late")
+    first.put_many([("k1", BASE, completion("one"))])
+    assert first.duplicates() == []
+    late.put_many([("k1", BASE, completion("two", latency_s=2.0)), ("k2", BASE, completion("new"))])
+    [dup] = first.duplicates()
+    assert (dup["key"], dup["job"]) == ("k1", "late")
+    assert dup["started"] == pytest.approx(dup["at"] - 2.0)  # generation began 2 s before
+    assert late.get_many(["k1"])["k1"].text == "one"  # the first write won
+    assert late.duplicates(since=late.duplicates()[0]["at"] + 1) == []
+
+
+def test_a_full_disk_fails_the_batch_clearly_and_leaves_no_file_behind(cache, monkeypatch):
+    from pathlib import Path
+    real = Path.write_text
+
+    def full(self, data, *a, **k):  # what a full filesystem does: a partial write, then ENOSPC
+        real(self, data[:10], *a, **k)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError, match="No space left"):
+        cache.put_many([("k1", BASE, completion())])
+    monkeypatch.undo()
+    assert cache.count() == 0 and not list(cache.path.rglob(".tmp-*"))
+
+
+def test_a_duplicate_records_when_its_batch_was_looked_up(tmp_path):
+    first, late = RequestCache(tmp_path / "r", job="first"), RequestCache(tmp_path / "r", job="late")
+    first.put_many([("k1", BASE, completion("one"))])
+    late.put_many([("k1", BASE, completion("two", latency_s=2.0))], looked_up=123.0)
+    assert [d["started"] for d in first.duplicates()] == [123.0]

@@ -80,7 +80,8 @@ def test_check_global_refuses_unknown_key_and_names_valid_ones():
 
 def test_check_global_fills_defaults():
     assert check_global({"experiment": "paper"}) == {"experiment": "paper", "mirror": "../shared/data",
-                                                     "overrides": [], "estimate": True}
+                                                     "overrides": [], "estimate": True,
+                                                     "request_cache": "results/cache/requests"}
 
 
 def test_smoke_experiment_expands_to_the_cross_product():
@@ -175,3 +176,33 @@ def test_job_config_carries_overrides_and_seed():
     cfg = job.config()
     assert cfg["seed"] == 3 and cfg["method"]["n"] == 8
     assert "--label maj8" in job.cli_args() and "--override 'method.n=8'" in job.cli_args()
+
+
+@pytest.mark.parametrize("override, message", [
+    ("method.sampling.temperature=hot", r"method.sampling.temperature takes a number .*got a string 'hot'"),
+    ("method.n=four", r"method.n takes an integer .*got a string 'four'"),
+    ("method.n=2.5", r"method.n takes an integer .*got a number 2.5"),
+    ("backend.engine.deterministic=1", r"backend.engine.deterministic takes a boolean"),
+], ids=["string-for-number", "string-for-int", "float-for-int", "int-for-bool"])
+def test_an_override_of_the_wrong_type_names_the_key(override, message):
+    with pytest.raises(ConfigError, match=message):
+        compose({"method": "majority"}, [override])
+
+
+@pytest.mark.parametrize("override, message", [
+    ("method.n=0", r"method.n = 0 is out of range: must be >= 1 \(override 'method.n=0'\)"),
+    ("method.sampling.temperature=-0.5", r"method.sampling.temperature = -0.5 is out of range: must be >= 0"),
+    ("method.sampling.top_p=1.5", r"method.sampling.top_p = 1.5 is out of range: must be in \[0, 1\]"),
+    ("method.sampling.max_tokens=0", r"method.sampling.max_tokens = 0 is out of range"),
+], ids=["n", "temperature", "top_p", "max_tokens"])
+def test_an_out_of_range_value_names_the_key_and_the_bound(override, message):
+    with pytest.raises(ConfigError, match=message):
+        compose({"method": "majority"}, [override])
+
+
+def test_depth_out_of_range_and_accepted_kinds():
+    with pytest.raises(ConfigError, match=r"method.depth = -1 is out of range: must be >= 0"):
+        compose({"method": "refine"}, ["method.depth=-1"])
+    cfg = compose({"method": "majority", "dataset": "gsm8k"},
+                  ["method.sampling.temperature=1", "dataset.limit=4"])
+    assert cfg["method"]["sampling"]["temperature"] == 1 and cfg["dataset"]["limit"] == 4

@@ -103,3 +103,24 @@ def test_close_releases_and_a_later_miss_reloads(tmp_path):
     llm.close()
     llm.generate([chat("b")])
     assert len(engines) == 2 and llm.usage.engine_loads == 2
+
+
+def test_a_request_another_job_published_meanwhile_is_not_generated(tmp_path):
+    # Two jobs sharing one cache: the lookup is repeated before each batch, so the race
+    # window is one batch, not the whole job.
+    from retrace.records import Completion
+    cache = RequestCache(tmp_path / "requests", job="test")
+    llm, engines = scripted_llm(cache, {"script": SCRIPT, "batch_size": 1})
+    reqs = [chat("apples?"), chat("eggs?")]
+    other = RequestCache(tmp_path / "requests", job="other")
+    publish = cache.put_many
+
+    def publish_then_the_other_job_does(items, **kw):
+        publish(items, **kw)
+        other.put_many([(llm.key(reqs[1]), reqs[1], Completion("from the other job", "stop", 1, 1))])
+
+    cache.put_many = publish_then_the_other_job_does
+    out = llm.generate(reqs)
+    assert [r.tag for r in engine_requests(engines)] == ["apples?"]
+    assert out[1].text == "from the other job" and out[1].cache_hit
+    assert cache.duplicates() == [] and llm.usage.cache_hits == 1

@@ -96,7 +96,7 @@ def test_changed_intermediate_record_is_named(chain):
     flip_byte(record, offset=i)  # "data" → "eata": still valid JSON
     node = audit(b)
     assert not node.all_ok()
-    assert culprits(node) == {str(a): ["input's provenance record changed or is missing"]}
+    assert culprits(node) == {str(a): [f"input's provenance record {a}.prov.json changed or is missing"]}
 
 
 def test_corrupt_record_is_reported_not_raised(chain):
@@ -106,7 +106,7 @@ def test_corrupt_record_is_reported_not_raised(chain):
     assert not node.all_ok()
     bad = culprits(node)[str(a)]
     assert any("unreadable" in p for p in bad)
-    assert "input's provenance record changed or is missing" in bad
+    assert f"input's provenance record {prov_path(a)} changed or is missing" in bad
 
 
 def test_deleted_intermediate_is_named(chain):

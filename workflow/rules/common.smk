@@ -13,7 +13,7 @@ validate(config, "../schemas/config.schema.yaml")
 
 PY = sys.executable  # the interpreter running Snakemake also runs the stages
 RESULTS = "results"
-CACHE = f"{RESULTS}/cache/requests"
+CACHE = config["request_cache"]  # shared between checkouts if pointed at one directory
 JOBS = _plan.jobs(config)
 if config.get("estimate", True):  # printed before anything runs (also on dry-runs)
     from snakemake.logging import logger

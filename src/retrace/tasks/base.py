@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from retrace.records import Problem
 from retrace.registry import TASKS
@@ -59,16 +59,27 @@ class Task:
     def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
         """Default file reader: one JSON object per line, each turned by `row_problem`."""
         path, label = source_file(cfg, root, source, default=self.bundled_file)
-        problems = [self.row_problem(row, i, f"{path}:{lineno}", {"source": label, "line": lineno})
+        problems = [self.checked_problem(row, i, f"{path}:{lineno}", {"source": label, "line": lineno})
                     for i, (lineno, row) in enumerate(iter_jsonl(path))]
         return problems, [path]
+
+    def checked_problem(self, row: dict, index: int, where: str, meta: dict,
+                        reader: Callable | None = None) -> Problem:
+        """`row_problem`, with a field of the wrong type reported at `where` (file:line)
+        instead of failing later, far from the row, or being written out as is."""
+        try:
+            problem = (reader or self.row_problem)(row, index, where, meta)
+        except (TypeError, AttributeError, KeyError) as e:
+            raise ValueError(f"{where}: malformed row ({type(e).__name__}: {e})") from None
+        check_types(problem, where)
+        return problem
 
     def load_hub(self, cfg: dict) -> list[Problem]:
         hub = cfg.get("hub") or {}
         rows = load_hub_rows(hub)
         label = f"hub:{hub['path']}@{hub.get('revision')}[{hub.get('split')}]"
-        return [self.from_hub_row(dict(row), i, f"{label}#{i}", {"source": label, "index": i})
-                for i, row in enumerate(rows)]
+        return [self.checked_problem(dict(row), i, f"{label}#{i}", {"source": label, "index": i},
+                                     reader=self.from_hub_row) for i, row in enumerate(rows)]
 
     def from_hub_row(self, row: dict, index: int, where: str, meta: dict) -> Problem:
         """Default: hub rows have the same fields as the mirror files."""
@@ -138,8 +149,13 @@ def source_file(cfg: dict, root: Path, source: str, default: str | None = None,
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     """(line number, row) for each non-blank line; a malformed line names file:line."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not UTF-8 (byte {raw[e.start]:#04x} at column "
+                                 f"{e.start + 1})") from None
             if not line.strip():
                 continue
             try:
@@ -149,6 +165,16 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             if not isinstance(row, dict):
                 raise ValueError(f"{path}:{lineno}: expected a JSON object")
             yield lineno, row
+
+
+def check_types(problem: Problem, where: str) -> None:
+    """Question, gold and id are text; choices (if any) a list of texts."""
+    for name in ("id", "question", "gold"):
+        value = getattr(problem, name)
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: {name} is {type(value).__name__} {value!r:.40}, expected text")
+    if problem.choices is not None and not all(isinstance(c, str) for c in problem.choices):
+        raise ValueError(f"{where}: choices must all be text, got {list(problem.choices)!r:.80}")
 
 
 def require(row: dict, key: str, where: str) -> Any:

@@ -1,0 +1,48 @@
+"""retrace.atomic: an artifact is written whole under its name or not at all."""
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from retrace.atomic import atomic_open, write_json, write_jsonl
+
+
+def test_a_failed_block_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "a.json"
+    write_json(path, {"v": 1})
+    with pytest.raises(RuntimeError):
+        with atomic_open(path) as f:
+            f.write('{"v": 2')
+            raise RuntimeError("killed mid-write")
+    assert path.read_text() == '{\n  "v": 1\n}\n'
+    assert os.listdir(tmp_path) == ["a.json"]
+
+
+def test_a_full_disk_names_the_artifact_and_leaves_nothing(tmp_path, monkeypatch):
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)  # the data reaches the disk at fsync: it fails there
+    out = tmp_path / "gen" / "rows.jsonl"
+    with pytest.raises(OSError, match=r"No space left on device: .*rows.jsonl was not written") as e:
+        write_jsonl(out, [{"a": 1}])
+    assert e.value.errno == errno.ENOSPC
+    assert os.listdir(tmp_path / "gen") == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/bin/mount"), reason="needs root to mount a tmpfs")
+def test_a_real_full_tmpfs(tmp_path):
+    import subprocess
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)]).returncode:
+        pytest.skip("mount refused")
+    try:
+        (mnt / "filler").write_bytes(b"\0" * 8192)
+        with pytest.raises(OSError, match="rows.jsonl was not written"):
+            write_jsonl(mnt / "rows.jsonl", ({"text": "x" * 100} for _ in range(200)))
+        assert sorted(os.listdir(mnt)) == ["filler"]
+    finally:
+        subprocess.run(["umount", str(mnt)])
