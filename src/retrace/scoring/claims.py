@@ -14,12 +14,18 @@ How the numbers are made:
   questions (scoring/stats.py paired_bootstrap_diff).
 - p_value: exact McNemar (stats.mcnemar_exact) when both sides are 0/1 per question (one
   seed each); otherwise the two-sided sign test on per-question differences, which is the
-  same binomial test on the questions where A and B differ.
-- verdict: "supported" if ci_low > 0, "contradicted" if ci_high < 0, else "inconclusive";
+  same binomial test on the questions where A and B differ (scipy.stats.binomtest).
+- p_adjusted: `adjust` corrects the p-values of all rows of one experiment together
+  (Holm 1979, family-wise error rate; `correction` names it and the family size). A row
+  made alone (claim_row) is a family of one: p_adjusted = p_value, correction "none".
+- verdict: a claim reads "method > baseline" (direction "greater") or "method < baseline"
+  ("less", e.g. the falsifier "always-affirm falls below Maj@N"). It is "supported" when
+  the CI lies entirely on the claimed side of 0 AND p_adjusted <= ALPHA, "contradicted"
+  when the CI lies entirely on the other side AND p_adjusted <= ALPHA, else "inconclusive";
   also "inconclusive" with fewer than `min_questions` questions, where a bootstrap over a
   handful of questions gives a CI far narrower than the evidence warrants.
-Not covered: multiple-comparison correction across the rows of claims.csv (the p-values
-are per claim), and seeds of A and B are not paired with each other.
+Not covered: seeds of A and B are not paired with each other. Calibrated on simulated
+outcomes by benchmarks/claims_calibration.py (`make calibrate`).
 """
 from __future__ import annotations
 
@@ -29,11 +35,14 @@ from typing import Mapping, Sequence
 
 from retrace.atomic import atomic_open
 from retrace.scoring.metrics import DEFAULT_BOOT, DEFAULT_LEVEL, DEFAULT_SEED
-from retrace.scoring.stats import binomial_two_sided, mcnemar_exact, paired_bootstrap_diff
+from retrace.scoring.stats import binomial_two_sided, holm, mcnemar_exact, paired_bootstrap_diff
 
 MIN_QUESTIONS = 10
-COLUMNS = ("claim", "model", "dataset", "method", "baseline", "delta", "ci_low", "ci_high",
-           "p_value", "test", "verdict", "n_questions", "wins", "ties", "losses",
+ALPHA = 0.05  # family-wise level of the exact test, after the correction
+DIRECTIONS = {"greater": "method > baseline", "less": "method < baseline"}
+COLUMNS = ("claim", "model", "dataset", "method", "baseline", "baseline_budget", "direction",
+           "delta", "ci_low", "ci_high", "p_value", "p_adjusted", "correction", "test", "verdict",
+           "n_questions", "wins", "ties", "losses",
            "acc_method", "acc_method_sd", "acc_baseline", "acc_baseline_sd",
            "n_seeds_method", "n_seeds_baseline", "flops_method", "flops_baseline",
            "gain_per_1e3_tflops", "note", "evidence")
@@ -80,20 +89,22 @@ def paired_test(a: list[float], b: list[float]) -> tuple[float, str]:
     return binomial_two_sided(wins, wins + losses), "sign"
 
 
-def verdict(ci_low: float, ci_high: float, n_questions: int,
-            min_questions: int = MIN_QUESTIONS) -> str:
-    """supported / contradicted / inconclusive (see module docstring)."""
-    if n_questions < min_questions:
+def verdict(ci_low: float, ci_high: float, n_questions: int, p_adjusted: float,
+            alpha: float = ALPHA, min_questions: int = MIN_QUESTIONS, direction: str = "greater") -> str:
+    """supported / contradicted / inconclusive: the CI excludes 0 and the test rejects."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"unknown claim direction {direction!r}; valid: {', '.join(DIRECTIONS)}")
+    if n_questions < min_questions or not p_adjusted <= alpha:
         return "inconclusive"
-    if ci_low > 0:
-        return "supported"
-    if ci_high < 0:
-        return "contradicted"
+    above, below = ci_low > 0, ci_high < 0
+    if above or below:
+        return "supported" if above == (direction == "greater") else "contradicted"
     return "inconclusive"
 
 
 def compare(a_runs: Runs, b_runs: Runs, n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED,
-            level: float = DEFAULT_LEVEL, min_questions: int = MIN_QUESTIONS) -> dict:
+            level: float = DEFAULT_LEVEL, min_questions: int = MIN_QUESTIONS,
+            direction: str = "greater", alpha: float = ALPHA) -> dict:
     """Paired comparison of method A against baseline B; the numeric columns of a claims row."""
     qa, qb = per_question(a_runs), per_question(b_runs)
     if set(qa) != set(qb):
@@ -104,8 +115,10 @@ def compare(a_runs: Runs, b_runs: Runs, n_boot: int = DEFAULT_BOOT, seed: int = 
     (acc_a, sd_a), (acc_b, sd_b) = seed_accuracy(a_runs), seed_accuracy(b_runs)
     n = len(a)
     return {"delta": boot["diff"], "ci_low": boot["ci_low"], "ci_high": boot["ci_high"],
-            "p_value": p_value, "test": test,
-            "verdict": verdict(boot["ci_low"], boot["ci_high"], n, min_questions),
+            "p_value": p_value, "p_adjusted": p_value, "correction": "none", "test": test,
+            "direction": direction,
+            "verdict": verdict(boot["ci_low"], boot["ci_high"], n, p_value, alpha, min_questions,
+                               direction),
             "n_questions": n, "wins": sum(x > y for x, y in zip(a, b)),
             "ties": sum(x == y for x, y in zip(a, b)), "losses": sum(x < y for x, y in zip(a, b)),
             "acc_method": acc_a, "acc_method_sd": sd_a, "acc_baseline": acc_b,
@@ -134,6 +147,30 @@ def weaker_gains_more(weak: tuple[Runs, Runs], strong: tuple[Runs, Runs], **opti
     Which model is weaker is the caller's choice (e.g. lower baseline accuracy).
     """
     return compare(gains(*weak), gains(*strong), **options)
+
+
+def _number(x) -> float:
+    return float(x) if x not in (None, "") else float("nan")
+
+
+def adjust(rows: Sequence[dict], alpha: float = ALPHA, min_questions: int = MIN_QUESTIONS) -> list[dict]:
+    """Holm-correct the p-values of one experiment's rows and re-decide their verdicts.
+
+    Rows read back from a CSV (strings) are accepted; a row without a p-value keeps its
+    verdict and is left out of the family (its `correction` says so).
+    """
+    rows = [dict(r) for r in rows]
+    family = [r for r in rows if r.get("p_value") not in (None, "")]
+    adjusted = holm([_number(r["p_value"]) for r in family])
+    for r, p_adj in zip(family, adjusted):
+        r["p_adjusted"] = p_adj
+        r["correction"] = f"holm over {len(family)} claims, alpha {alpha:g}"
+        r["verdict"] = verdict(_number(r["ci_low"]), _number(r["ci_high"]), int(_number(r["n_questions"])),
+                               p_adj, alpha, min_questions, r.get("direction") or "greater")
+    for r in rows:
+        if r.get("p_value") in (None, ""):
+            r["correction"] = "not in the family (no p-value)"
+    return rows
 
 
 def write_claims_csv(rows: Sequence[dict], path) -> None:

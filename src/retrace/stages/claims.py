@@ -4,8 +4,9 @@
 
 For every (model, backend, dataset) and every (claim, method label, baseline label) in
 retrace.scoring.claims.PAPER_CLAIMS whose two labels were both run, compares the per-question
-correctness (seeds averaged) with a paired bootstrap CI and a McNemar/sign test, and gives a
-verdict. "Weaker models gain most" compares refinement's gain over Maj@N between models.
+correctness (seeds averaged) with a paired bootstrap CI and a McNemar/sign test; the
+p-values of all rows (the family's own CSVs included) are Holm-corrected together and each
+verdict needs both the CI and the corrected test (retrace.scoring.claims). "Weaker models gain most" compares refinement's gain over Maj@N between models.
 Each row lists the provenance hashes of the score records it used.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from retrace.hashing import sha256_file
 from retrace.plan import stage_sources
 from retrace.provenance import Provenance, prov_path
-from retrace.scoring.claims import PAPER_CLAIMS, claim_row, weaker_gains_more, write_claims_csv
+from retrace.scoring.claims import PAPER_CLAIMS, adjust, claim_row, weaker_gains_more, write_claims_csv
 from retrace.scoring.compute import compute_normalised_gain
 
 
@@ -97,6 +98,6 @@ def run(score_files: list[Path], out: Path, extra: list[Path] = ()) -> int:
     rows = claim_rows(*load_runs(score_files)) if score_files else []
     for path in extra:
         rows += read_extra(path)
-    write_claims_csv(rows, out)
+    write_claims_csv(adjust(rows), out)  # one family: every claim of this experiment
     prov.write(out)
     return len(rows)
