@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-vllm bench model-1.5b clean
+.PHONY: setup run test test-vllm bench calibrate model-1.5b clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,10 @@ test-vllm: $(VLLM_VENV)/.installed
 
 bench: setup
 	$(PY) benchmarks/pipeline_vs_engine.py
+
+# The claims engine on >= 2,000 simulated null experiments of the paper grid, and its power.
+calibrate: setup
+	$(PY) benchmarks/claims_calibration.py
 
 model-1.5b: setup
 	$(PY) -m pip install --quiet -r envs/model-1.5b.txt

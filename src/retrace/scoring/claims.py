@@ -30,8 +30,9 @@ outcomes by benchmarks/claims_calibration.py (`make calibrate`).
 from __future__ import annotations
 
 import csv
-import statistics
 from typing import Mapping, Sequence
+
+import numpy as np
 
 from retrace.atomic import atomic_open
 from retrace.scoring.metrics import DEFAULT_BOOT, DEFAULT_LEVEL, DEFAULT_SEED
@@ -63,29 +64,35 @@ PAPER_CLAIMS = (
 )
 
 
-def per_question(runs: Runs) -> dict[str, float]:
-    """Mean score of each question over the seeds; every seed must cover the same questions."""
+def _matrix(runs: Runs) -> tuple[list[str], np.ndarray]:
+    """(sorted question ids, seeds x questions scores); every seed must cover the same questions."""
     if not runs:
         raise ValueError("no runs to compare")
-    ids = set(runs[0])
+    ids = sorted(runs[0])
     for r in runs[1:]:
-        if set(r) != ids:
-            raise ValueError(f"seeds cover different questions: {sorted(ids ^ set(r))[:5]} ...")
-    return {q: sum(float(r[q]) for r in runs) / len(runs) for q in sorted(ids)}
+        if len(r) != len(ids) or any(q not in r for q in ids):
+            raise ValueError(f"seeds cover different questions: {sorted(set(ids) ^ set(r))[:5]} ...")
+    return ids, np.array([np.fromiter(map(r.__getitem__, ids), float, len(ids)) for r in runs])
+
+
+def per_question(runs: Runs) -> dict[str, float]:
+    """Mean score of each question over the seeds; every seed must cover the same questions."""
+    ids, m = _matrix(runs)
+    return dict(zip(ids, m.mean(axis=0).tolist()))
 
 
 def seed_accuracy(runs: Runs) -> tuple[float, float]:
     """(mean, sd) over seeds of the accuracy; sd is 0.0 with one seed."""
-    accs = [sum(float(v) for v in r.values()) / len(r) for r in runs]
-    return statistics.fmean(accs), (statistics.stdev(accs) if len(accs) > 1 else 0.0)
+    accs = _matrix(runs)[1].mean(axis=1)
+    return float(accs.mean()), (float(accs.std(ddof=1)) if len(accs) > 1 else 0.0)
 
 
-def paired_test(a: list[float], b: list[float]) -> tuple[float, str]:
+def paired_test(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
     """(p_value, test name): McNemar on 0/1 pairs, else the sign test on differences."""
-    if all(v in (0.0, 1.0) for v in a + b):
-        return mcnemar_exact([v == 1.0 for v in a], [v == 1.0 for v in b])["p_value"], "mcnemar_exact"
-    wins = sum(x > y for x, y in zip(a, b))
-    losses = sum(x < y for x, y in zip(a, b))
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all():
+        return mcnemar_exact(a == 1.0, b == 1.0)["p_value"], "mcnemar_exact"
+    wins, losses = int(np.sum(a > b)), int(np.sum(a < b))
     return binomial_two_sided(wins, wins + losses), "sign"
 
 
@@ -106,21 +113,23 @@ def compare(a_runs: Runs, b_runs: Runs, n_boot: int = DEFAULT_BOOT, seed: int = 
             level: float = DEFAULT_LEVEL, min_questions: int = MIN_QUESTIONS,
             direction: str = "greater", alpha: float = ALPHA) -> dict:
     """Paired comparison of method A against baseline B; the numeric columns of a claims row."""
-    qa, qb = per_question(a_runs), per_question(b_runs)
-    if set(qa) != set(qb):
-        raise ValueError(f"method and baseline cover different questions: {sorted(set(qa) ^ set(qb))[:5]} ...")
-    a, b = [qa[q] for q in qa], [qb[q] for q in qa]
+    (ids_a, ma), (ids_b, mb) = _matrix(a_runs), _matrix(b_runs)
+    if ids_a != ids_b:
+        raise ValueError(f"method and baseline cover different questions: {sorted(set(ids_a) ^ set(ids_b))[:5]} ...")
+    a, b = ma.mean(axis=0), mb.mean(axis=0)
     boot = paired_bootstrap_diff(a, b, n_boot, seed, level)
     p_value, test = paired_test(a, b)
-    (acc_a, sd_a), (acc_b, sd_b) = seed_accuracy(a_runs), seed_accuracy(b_runs)
+    accs_a, accs_b = ma.mean(axis=1), mb.mean(axis=1)
+    sd = lambda accs: float(accs.std(ddof=1)) if len(accs) > 1 else 0.0
+    (acc_a, sd_a), (acc_b, sd_b) = (float(accs_a.mean()), sd(accs_a)), (float(accs_b.mean()), sd(accs_b))
     n = len(a)
     return {"delta": boot["diff"], "ci_low": boot["ci_low"], "ci_high": boot["ci_high"],
             "p_value": p_value, "p_adjusted": p_value, "correction": "none", "test": test,
             "direction": direction,
             "verdict": verdict(boot["ci_low"], boot["ci_high"], n, p_value, alpha, min_questions,
                                direction),
-            "n_questions": n, "wins": sum(x > y for x, y in zip(a, b)),
-            "ties": sum(x == y for x, y in zip(a, b)), "losses": sum(x < y for x, y in zip(a, b)),
+            "n_questions": n, "wins": int(np.sum(a > b)), "ties": int(np.sum(a == b)),
+            "losses": int(np.sum(a < b)),
             "acc_method": acc_a, "acc_method_sd": sd_a, "acc_baseline": acc_b,
             "acc_baseline_sd": sd_b, "n_seeds_method": len(a_runs), "n_seeds_baseline": len(b_runs),
             "note": f"fewer than {min_questions} questions" if n < min_questions else ""}

@@ -44,20 +44,22 @@ def with_compute(row: dict, fa: list[float], fb: list[float]) -> dict:
     return {**row, "flops_method": ma, "flops_baseline": mb, "gain_per_1e3_tflops": gain}
 
 
-def claim_rows(runs: dict, flops: dict) -> list[dict]:
+def claim_rows(runs: dict, flops: dict, **options) -> list[dict]:
+    """Every PAPER_CLAIMS row whose two labels ran, then the weaker-model rows (uncorrected;
+    `options` go to compare, e.g. n_boot)."""
     rows = []
     for (model, backend, dataset), labels in sorted(runs.items()):
         for claim, a, b in PAPER_CLAIMS:
             if a in labels and b in labels:
                 row = claim_row(claim, model, dataset, a, b, [r for r, _ in labels[a]],
                                 [r for r, _ in labels[b]],
-                                evidence=[h for _, h in labels[a] + labels[b]])
+                                evidence=[h for _, h in labels[a] + labels[b]], **options)
                 rows.append(with_compute(row, flops[(model, backend, dataset, a)],
                                          flops[(model, backend, dataset, b)]))
-    return rows + weaker_rows(runs)
+    return rows + weaker_rows(runs, **options)
 
 
-def weaker_rows(runs: dict) -> list[dict]:
+def weaker_rows(runs: dict, **options) -> list[dict]:
     """'Weaker models gain most': per dataset, each pair of models with refine and majority."""
     by_dataset = defaultdict(list)
     for (model, _backend, dataset), labels in runs.items():
@@ -69,7 +71,7 @@ def weaker_rows(runs: dict) -> list[dict]:
         models.sort()  # weakest Maj@N first
         for (_, weak, wl), (_, strong, sl) in zip(models, models[1:]):
             pair = lambda l: ([r for r, _ in l["refine"]], [r for r, _ in l["majority"]])
-            cmp = weaker_gains_more(pair(wl), pair(sl))
+            cmp = weaker_gains_more(pair(wl), pair(sl), **options)
             rows.append({"claim": "weaker models gain most", "model": f"{weak} vs {strong}",
                          "dataset": dataset, "method": "refine", "baseline": "majority", **cmp,
                          "evidence": [h for l in (wl, sl) for lab in ("refine", "majority")
