@@ -67,7 +67,8 @@ def simulate(rng, models, datasets: dict, effect: dict | None = None) -> tuple[d
 
 
 def experiment(rng, models, datasets, n_boot: int, effect=None) -> list[dict]:
-    rows = claim_rows(*simulate(rng, models, datasets, effect), n_boot=n_boot)
+    weaker = list(zip(models, models[1:]))  # pre-registered pairs, as an experiment file lists them
+    rows = claim_rows(*simulate(rng, models, datasets, effect), weaker=weaker, n_boot=n_boot)
     return adjust(rows)
 
 

@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--extra", type=Path, action="append", default=[],
                    help="a method family's claims CSV to merge (repeatable)")
+    p.add_argument("--weaker", action="append", default=[], metavar="WEAK,STRONG",
+                   help="a pre-registered model pair for 'weaker models gain most' (repeatable)")
     p.add_argument("scores", type=Path, nargs="*")
     p = sub.add_parser("report", help="build the results table")
     p.add_argument("--out-dir", type=Path, required=True)
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         diagnose.run(_job(a), a.generations, a.data, a.out)
     elif a.command == "claims":
         from retrace.stages import claims
-        claims.run(a.scores, a.out, a.extra)
+        claims.run(a.scores, a.out, a.extra, [claims.parse_pair(w) for w in a.weaker])
     elif a.command == "report":
         from retrace.stages import report
         report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section)

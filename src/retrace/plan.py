@@ -25,7 +25,7 @@ STAGE_FILES = {
     "generate": ["llm.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
                  "tasks/base.py", "stages/generate.py"],
     "score": ["scoring/vote.py", "scoring/metrics.py", "scoring/score.py", "tasks/base.py",
-              "stages/score.py"],
+              "methods/budget.py", "stages/score.py"],
     "diagnose": ["scoring/refine_diagnostics.py", "scoring/score.py", "scoring/vote.py",
                  "tasks/base.py", "stages/diagnose.py"],
     "claims": ["scoring/claims.py", "scoring/stats.py", "scoring/metrics.py", "stages/claims.py"],
@@ -187,6 +187,8 @@ def config_slice(stage: str, cfg: dict) -> dict:
                 "backend": cfg["backend"]["name"], "seed": cfg["seed"]}
     if stage in ("score", "diagnose"):
         return {"task": cfg["dataset"]["task"], "scoring": cfg["method"].get("scoring", {})}
+    if stage == "claims":  # the experiment's pre-registered comparisons
+        return {"claims": cfg.get("claims") or {}}
     return {}
 
 
