@@ -29,7 +29,7 @@ STAGE_FILES = {
     "diagnose": ["scoring/refine_diagnostics.py", "scoring/score.py", "scoring/vote.py",
                  "tasks/base.py", "stages/diagnose.py"],
     "claims": ["scoring/claims.py", "scoring/stats.py", "scoring/metrics.py", "stages/claims.py"],
-    "report": ["report/tables.py", "report/html.py", "report/plots.py", "report/claims_table.py",
+    "report": ["report/tables.py", "scoring/score.py", "report/html.py", "report/plots.py", "report/claims_table.py",
                "report/diagnostics_table.py", "report/sections.py", "report/templates/index.html.j2",
                "report/templates/_sections.html.j2",
                "report/templates/_claims.html.j2", "report/templates/_diagnostics.html.j2",

@@ -25,7 +25,7 @@ def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: 
     scoring = cfg["method"].get("scoring") or {}
     result = score_generations(read_jsonl(generations), problems, TASKS.get(cfg["dataset"]["task"]),
                                manifest["params"], n_boot=int(scoring.get("n_boot", 2000)),
-                               seed=int(scoring.get("seed", 0)))
+                               seed=int(scoring.get("seed", 0)), vote=scoring.get("vote", "explicit"))
     result["job"] = {"model": job.model, "backend": job.backend, "dataset": job.dataset,
                      "method": job.label, "method_name": job.method, "seed": job.seed}
     result["generation_usage"] = load(generations).get("usage", {})
