@@ -45,7 +45,10 @@ def test_greedy_accuracy_and_totals():
     assert list(s["maj@k"]) == [1] and s["pass@k"] == {1: pytest.approx(1 / 3)}
     assert s["tokens"] == {"prompt": 30, "cached_prompt": 12, "generated": 15,
                            "per_problem_mean_generated": 5.0}
-    assert s["flops"] == {"nominal": 2 * 1000 * 45, "effective": 2 * 1000 * 33}
+    # one sample per problem shares no prefix: the structural price is the nominal one,
+    # whatever the engine's cache happened to hold (its 12 cached tokens are kept apart)
+    assert s["flops"] == {"nominal": 2 * 1000 * 45, "effective": 2 * 1000 * 45,
+                          "effective_engine": 2 * 1000 * 33, "effective_basis": "request structure"}
     assert s["finish_reasons"] == {"stop": 3}
     assert s["per_problem"][2] == {"id": "p3", "answers": [None], "sources": ["none"],
                                    "truncated": [False], "correct": [False],
@@ -116,6 +119,7 @@ def test_selecting_methods_are_scored_on_their_choice_and_full_cost():
     assert s["tokens"]["prompt"] == 130 and s["tokens"]["generated"] == 53
     assert s["flops"]["nominal"] == 2 * 1000 * 150 + 2 * 10 * 33
     assert s["flops"]["effective"] == 2 * 1000 * 110 + 2 * 10 * 33
+    assert s["flops"]["effective_basis"] == "engine cache"  # search structure is not recorded
 
 
 def test_voting_methods_say_so_and_have_no_scorer():

@@ -29,7 +29,8 @@ vote for "no answer". `source` in each depth record says which text was used.
 Row: "samples" = one record per rollout with the terminal trace as `text` and the
 rollout's tokens summed over all its calls (so scoring's FLOPs are the whole refinement);
 "extra" = {"critic", "n", "depth", "depths": [depth][rollout] records with cumulative
-token counts, "roles": per-role token totals of the problem}.
+token counts and `context_tokens` (the history's length after the depth's last call), "roles":
+per-role token totals of the problem}.
 """
 from __future__ import annotations
 
@@ -90,8 +91,17 @@ def start(problem: Problem, request: Request, c: Completion) -> Rollout:
     """A rollout at depth 0: the Maj@N sample and its history."""
     r = Rollout(problem, request.sample_index, request.messages + (Message("assistant", c.text),),
                 c.text, calls=[c], roles={"sample": {k: getattr(c, k) for k in COUNTS}})
-    r.depths.append({"text": c.text, "source": "sample", "keys": {"sample": c.key}, **r.totals()})
+    r.depths.append({"text": c.text, "source": "sample", "keys": {"sample": c.key}, **r.totals(),
+                     "context_tokens": context_tokens(r)})
     return r
+
+
+def context_tokens(r: Rollout) -> int:
+    """Length of the rollout's history after its last model call: with append-only histories
+    every call's prompt is a prefix of it, so it is what ideal prefix reuse computes
+    (retrace.scoring.compute.structural_usage)."""
+    last = r.calls[-1]
+    return int(last.prompt_tokens) + int(last.generated_tokens)
 
 
 def role_request(r: Rollout, prompt: str, role: str, depth: int, cfg: dict, ctx: MethodContext) -> Request:
@@ -141,7 +151,8 @@ def close_round(r: Rollout, cfg: dict, ctx: MethodContext) -> None:
     r.trace = trace
     keys = {k[:-4]: v for k, v in r.round.items() if k.endswith("_key")}
     texts = {k: v for k, v in r.round.items() if not k.endswith("_key")}
-    r.depths.append({"text": trace, "source": source, **texts, "keys": keys, **r.totals()})
+    r.depths.append({"text": trace, "source": source, **texts, "keys": keys, **r.totals(),
+                     "context_tokens": context_tokens(r)})
     r.round = {}
 
 

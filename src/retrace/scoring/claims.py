@@ -46,7 +46,7 @@ COLUMNS = ("claim", "model", "dataset", "method", "baseline", "baseline_budget",
            "n_questions", "wins", "ties", "losses",
            "acc_method", "acc_method_sd", "acc_baseline", "acc_baseline_sd",
            "n_seeds_method", "n_seeds_baseline", "flops_method", "flops_baseline",
-           "gain_per_1e3_tflops", "note", "evidence")
+           "delta_tflops_per_problem", "paper_delta_tflops", "gain_per_1e3_tflops", "note", "evidence")
 Runs = Sequence[Mapping[str, float]]  # one {question id: score} per seed
 
 # The paper's claims (arXiv:2608.05643) as (claim, method label, baseline label, direction),

@@ -24,7 +24,10 @@ forward pass (Kaplan et al. 2020, "Scaling Laws for Neural Language Models",
 https://arxiv.org/abs/2001.08361, sec. 2.1), which ignores the attention term:
     nominal   = 2 * params * (prompt + generated)
     effective = 2 * params * (prompt - cached_prompt + generated)
-where cached_prompt counts prompt tokens whose KV the engine reused. Samples served from
+where cached_prompt counts prompt tokens whose KV is reused: from the request structure
+(shared prompts, append-only histories; scoring/compute.py structural_usage) where the rows
+record it, so the price is the same on any engine, else as the engine reported
+(`effective_basis` says which; `effective_engine` keeps the engine's). Samples served from
 retrace's own request cache still count in full: the numbers describe the cost of producing
 the artifact, not of this particular run; `request_cache_hits` says how many there were.
 """
@@ -158,6 +161,18 @@ def token_totals(rows: list[dict], params: int) -> tuple[dict, dict, dict, int]:
     return tokens, flops, dict(sorted(reasons.items())), hits
 
 
+def structural_flops(rows: list[dict], params: int, engine: dict) -> dict:
+    """FLOPs with `effective` priced from the request structure (scoring/compute.py
+    structural_usage) where recorded, else the engine's; both kept, the basis named."""
+    from retrace.scoring.compute import structural_usage
+    shape = structural_usage(rows)
+    out = {**engine, "effective_engine": engine["effective"], "effective_basis": "engine cache"}
+    if shape is not None:
+        out["effective"] = 2 * int(params) * (shape["prompt"] - shape["cached_prompt"] + shape["generated"])
+        out["effective_basis"] = "request structure"
+    return out
+
+
 def k_metrics(per_problem: list[dict], same_answer: Any, n_boot: int, seed: int
               ) -> tuple[dict, dict]:
     """maj@k (with CI) on the first k samples, and pass@k over all samples, for each k."""
@@ -181,6 +196,7 @@ def score_generations(rows: Iterable[dict], problems: dict[str, Problem], task: 
     per_problem = [score_problem(r, problems[str(r["problem_id"])], task, vote) for r in rows]
     rates = provenance_rates(per_problem)
     tokens, flops, reasons, hits = token_totals(rows, params)
+    flops = structural_flops(rows, params, flops)
     maj, pas = k_metrics(per_problem, task.same_answer, n_boot, seed)
     chosen = all("chosen" in p for p in per_problem)
     flags = [p["chosen_correct"] if chosen else p["vote_correct"] for p in per_problem]
