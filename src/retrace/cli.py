@@ -88,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
     p.add_argument("--experiment", default=None, help="instead of the config file's")
     p.add_argument("--estimate", action="store_true", help="print the cost estimate only")
+    p.add_argument("--check", action="store_true",
+                   help="validate every job (context, pinned weights, GPU memory, budgets); exit 1 naming failures")
     return ap
 
 
@@ -106,7 +108,7 @@ def _audit(paths: list[Path], quiet: bool) -> int:
     return 0 if ok else 1
 
 
-def _plan(configfile: Path, experiment: str | None, estimate_only: bool) -> int:
+def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: bool = False) -> int:
     import yaml
     from retrace.config import check_global
     from retrace.estimate import estimate
@@ -114,6 +116,13 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool) -> int:
     cfg = check_global(yaml.safe_load(configfile.read_text()))
     if experiment:
         cfg["experiment"] = experiment
+    if check:
+        from retrace.preflight import check as preflight
+        failures = preflight(cfg)
+        for where, why in failures:
+            print(f"check: FAIL {where}: {why}")
+        print(f"check: {cfg['experiment']}: {len(jobs(cfg))} jobs, {len(failures)} problems")
+        return 1 if failures else 0
     planned = jobs(cfg)
     if not estimate_only:
         print("\n".join(j.path for j in planned))
@@ -162,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.command == "audit":
         return _audit(a.paths, a.quiet)
     elif a.command == "plan":
-        return _plan(a.configfile, a.experiment, a.estimate)
+        return _plan(a.configfile, a.experiment, a.estimate, a.check)
     return 0
 
 

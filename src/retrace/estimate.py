@@ -52,7 +52,7 @@ def job_tokens(job: Job, cfg: dict, mirror: str | None, dataset_overrides: tuple
         return None
     if job.shards > 1:
         n = -(-n // job.shards)  # shards are balanced by hash; the bound rounds up
-    calls = getattr(METHODS.get(job.method), "calls_per_problem", lambda c: c.get("n", 1))
+    calls = getattr(METHODS.get(cfg["method"]["name"]), "calls_per_problem", lambda c: c.get("n", 1))
     return n * calls(cfg["method"]) * int(cfg["method"]["sampling"]["max_tokens"])
 
 
