@@ -98,7 +98,8 @@ def refine_tokens(m: dict) -> int:
     elif m["critic"] == "affirm":
         per_round += _template_tokens(t["critique"]) + _template_tokens(t["affirm"])
     elif m["critic"] == "random":
-        per_round += _template_tokens(t["critique"]) + 3 * int(m["random_critic_words"])
+        from retrace.methods.refine import random_critic_words
+        per_round += _template_tokens(t["critique"]) + 3 * random_critic_words(m)
     return int(m["sampling"]["max_tokens"]) + int(m["depth"]) * per_round
 
 

@@ -178,3 +178,12 @@ def test_results_columns_carry_source_rates_and_budget():
     assert (cols["answer_boxed_rate"], cols["answer_fallback_rate"], cols["truncated_rate"]) == (0.5, 0.5, 0.5)
     assert cols["extract_errors"] == 1 and cols["budget_tokens_per_solution"] == 64
     assert cols["mean_generated_tokens_per_solution"] == 5.0
+
+
+def test_a_scorer_of_unknown_size_is_reported_unpriced_not_free():
+    rows = [row("p1", ["ANSWER: 1", "ANSWER: 1"])]
+    rows[0]["extra"] = {"chosen": 0, "scorer": {"name": "hf_reward", "params": None},
+                        "compute": {"policy": {"prompt_tokens": 10, "cached_prompt_tokens": 0, "generated_tokens": 5},
+                                    "scorer": {"prompt_tokens": 40, "cached_prompt_tokens": 0, "generated_tokens": 0}}}
+    s = score_generations(rows, PROBLEMS, FakeTask(), params=100, n_boot=10)
+    assert s["flops"]["nominal"] == 2 * 100 * 15 and s["flops"]["unpriced_tokens"] == 40

@@ -17,6 +17,10 @@ How it runs:
     random  the critique turn holds `random_critic_words` words drawn with replacement from
             templates.random_critic by random.Random(seed of that critique call): content-free
             text of critique length, reproducible per (run seed, problem, rollout, depth).
+            By default (null) as many words as a critique may have: 0.75 words per token of the
+            critique role's max_tokens (OpenAI's rule of thumb, "100 tokens ~= 75 words",
+            https://help.openai.com/en/articles/4936856), so the falsifier's turn is as long
+            as the model critic's budget, not a fixed 60 words.
   Request seeds depend on (run seed, problem, rollout, depth, role) but not on the critic,
   so the first continue call of every variant is one shared cached request.
 
@@ -123,7 +127,15 @@ def ask(rollouts: list[Rollout], role: str, prompt: str, depth: int, cfg: dict, 
 def random_critique(r: Rollout, depth: int, cfg: dict, ctx: MethodContext) -> str:
     words = render(cfg["templates"]["random_critic"]).split()
     rng = random.Random(derive_seed(ctx.seed, f"{r.problem.id}|refine|d{depth}|critique", r.index))
-    return " ".join(rng.choices(words, k=int(cfg["random_critic_words"])))
+    return " ".join(rng.choices(words, k=random_critic_words(cfg)))
+
+
+def random_critic_words(cfg: dict) -> int:
+    """Words of a random critique: the configured count, else critique length (see module docstring)."""
+    if cfg.get("random_critic_words") is not None:
+        return int(cfg["random_critic_words"])
+    budget = ((cfg.get("roles") or {}).get("critique") or {}).get("max_tokens") or cfg["sampling"]["max_tokens"]
+    return max(1, round(0.75 * int(budget)))
 
 
 def critique(rollouts: list[Rollout], depth: int, cfg: dict, llm, ctx: MethodContext) -> None:

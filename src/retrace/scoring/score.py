@@ -127,29 +127,34 @@ def check_rows(rows: list[dict], problems: dict[str, Problem]) -> None:
 _TOKEN_KEYS = ("prompt_tokens", "cached_prompt_tokens", "generated_tokens")
 
 
-def row_cost(row: dict, params: int) -> tuple[dict, float, float]:
-    """(tokens, nominal FLOPs, effective FLOPs) of one row: its samples, or `extra.compute`."""
+def row_cost(row: dict, params: int) -> tuple[dict, float, float, int]:
+    """(tokens, nominal FLOPs, effective FLOPs, unpriced scorer tokens) of one row: its samples,
+    or `extra.compute`. A scorer whose parameter count is unknown cannot be priced: its tokens
+    are counted as unpriced instead of silently adding 0 FLOPs."""
     extra = row.get("extra") or {}
     parts = extra.get("compute") or {"policy": {k: sum(int(s.get(k, 0)) for s in row["samples"])
                                                 for k in _TOKEN_KEYS}}
-    scorer_params = (extra.get("scorer") or {}).get("params") or 0  # unknown size: no FLOPs
-    tokens, nominal, effective = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0
+    scorer_params = (extra.get("scorer") or {}).get("params") or 0
+    tokens, nominal, effective, unpriced = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0, 0
     for part, t in parts.items():
         p = params if part == "policy" else scorer_params
         for k in _TOKEN_KEYS:
             tokens[k] += int(t.get(k, 0))
+        if not p:
+            unpriced += int(t.get("prompt_tokens", 0)) + int(t.get("generated_tokens", 0))
         nominal += 2 * p * (t.get("prompt_tokens", 0) + t.get("generated_tokens", 0))
         effective += 2 * p * (t.get("prompt_tokens", 0) - t.get("cached_prompt_tokens", 0)
                               + t.get("generated_tokens", 0))
-    return tokens, nominal, effective
+    return tokens, nominal, effective, unpriced
 
 
 def token_totals(rows: list[dict], params: int) -> tuple[dict, dict, dict, int]:
     """(tokens, flops, finish_reason counts, request-cache hits) summed over every row."""
-    totals, nominal, effective, hits = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0, 0
+    totals, nominal, effective, hits, unpriced = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0, 0, 0
     reasons: Counter = Counter()
     for row in rows:
-        t, n, e = row_cost(row, params)
+        t, n, e, u = row_cost(row, params)
+        unpriced += u
         totals = {k: totals[k] + t[k] for k in _TOKEN_KEYS}
         nominal, effective = nominal + n, effective + e
         hits += sum(bool(s.get("cache_hit", False)) for s in row["samples"])
@@ -158,6 +163,8 @@ def token_totals(rows: list[dict], params: int) -> tuple[dict, dict, dict, int]:
               "generated": totals["generated_tokens"],
               "per_problem_mean_generated": totals["generated_tokens"] / len(rows)}
     flops = {"nominal": int(nominal), "effective": int(effective)}
+    if unpriced:  # say so rather than price them at 0
+        flops["unpriced_tokens"] = unpriced
     return tokens, flops, dict(sorted(reasons.items())), hits
 
 
