@@ -180,7 +180,8 @@ def adjust(rows: Sequence[dict], alpha: float = ALPHA, min_questions: int = MIN_
     for r, p_adj in zip(family, adjusted):
         r["p_adjusted"] = p_adj
         r["correction"] = f"holm over {len(family)} claims, alpha {alpha:g}"
-        r["verdict"] = verdict(_number(r["ci_low"]), _number(r["ci_high"]), int(_number(r["n_questions"])),
+        n = _number(r.get("n_questions"))
+        r["verdict"] = verdict(_number(r.get("ci_low")), _number(r.get("ci_high")), 0 if n != n else int(n),
                                p_adj, alpha, min_questions, r.get("direction") or "greater")
     for r in rows:
         if r.get("p_value") in (None, ""):
