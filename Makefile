@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-vllm bench reliability model-1.5b clean
+.PHONY: setup run test test-vllm bench reliability calibrate model-1.5b clean
 
 setup: $(STAMP)
 
@@ -43,6 +43,10 @@ bench: setup
 # Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.
 reliability: setup
 	PYTHONPATH=src $(PY) benchmarks/reliability.py
+
+# The claims engine on >= 2,000 simulated null experiments of the paper grid, and its power.
+calibrate: setup
+	$(PY) benchmarks/claims_calibration.py
 
 model-1.5b: setup
 	$(PY) -m pip install --quiet -r envs/model-1.5b.txt

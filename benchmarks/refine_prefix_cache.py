@@ -69,9 +69,16 @@ def no_rollout_twice(a, problems, manifest, ctx, tmp: Path) -> None:
         print(f"{name:12s} requests {u.requests:4d}, from cache {u.cache_hits:4d}, "
               f"engine {u.requests - u.cache_hits:4d}")
     print(f"rollouts generated twice: best_of_n {rollouts - min(rollouts, usage['best_of_n'].cache_hits)}, "
-          f"Maj@N' {len(problems) * eq['n_prime'] - usage['majority_eq'].requests}"
-          f" (engine ran {usage['majority_eq'].requests - usage['majority_eq'].cache_hits}"
-          f" = (N'-N) x problems = {(eq['n_prime'] - a.n) * len(problems)})")
+          f"Maj@N' {generated_twice(usage['majority_eq'], a.n, eq['n_prime'], len(problems))}"
+          f" (engine ran {usage['majority_eq'].requests - usage['majority_eq'].cache_hits};"
+          f" only the extension (N'-N) x problems = {(eq['n_prime'] - a.n) * len(problems)} is new)")
+
+
+def generated_twice(u, n: int, n_prime: int, n_problems: int) -> int:
+    """Maj@N' requests the engine ran beyond its new (N'-N) x problems samples: rollouts of the
+    stored sample set generated again (0 when the request cache serves all of them). The old
+    line printed problems x N' - requests, which is 0 by construction."""
+    return (u.requests - u.cache_hits) - (n_prime - n) * n_problems
 
 
 def main() -> None:

@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--extra", type=Path, action="append", default=[],
                    help="a method family's claims CSV to merge (repeatable)")
+    p.add_argument("--weaker", action="append", default=[], metavar="WEAK,STRONG",
+                   help="a pre-registered model pair for 'weaker models gain most' (repeatable)")
     p.add_argument("scores", type=Path, nargs="*")
     p = sub.add_parser("report", help="build the results table")
     p.add_argument("--out-dir", type=Path, required=True)
@@ -86,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
     p.add_argument("--experiment", default=None, help="instead of the config file's")
     p.add_argument("--estimate", action="store_true", help="print the cost estimate only")
+    p.add_argument("--check", action="store_true",
+                   help="validate every job (context, pinned weights, GPU memory, budgets); exit 1 naming failures")
     return ap
 
 
@@ -104,7 +108,7 @@ def _audit(paths: list[Path], quiet: bool) -> int:
     return 0 if ok else 1
 
 
-def _plan(configfile: Path, experiment: str | None, estimate_only: bool) -> int:
+def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: bool = False) -> int:
     import yaml
     from retrace.config import check_global
     from retrace.estimate import estimate
@@ -112,6 +116,13 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool) -> int:
     cfg = check_global(yaml.safe_load(configfile.read_text()))
     if experiment:
         cfg["experiment"] = experiment
+    if check:
+        from retrace.preflight import check as preflight
+        failures = preflight(cfg)
+        for where, why in failures:
+            print(f"check: FAIL {where}: {why}")
+        print(f"check: {cfg['experiment']}: {len(jobs(cfg))} jobs, {len(failures)} problems")
+        return 1 if failures else 0
     planned = jobs(cfg)
     if not estimate_only:
         print("\n".join(j.path for j in planned))
@@ -153,14 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         diagnose.run(_job(a), a.generations, a.data, a.out)
     elif a.command == "claims":
         from retrace.stages import claims
-        claims.run(a.scores, a.out, a.extra)
+        claims.run(a.scores, a.out, a.extra, [claims.parse_pair(w) for w in a.weaker])
     elif a.command == "report":
         from retrace.stages import report
         report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section)
     elif a.command == "audit":
         return _audit(a.paths, a.quiet)
     elif a.command == "plan":
-        return _plan(a.configfile, a.experiment, a.estimate)
+        return _plan(a.configfile, a.experiment, a.estimate, a.check)
     return 0
 
 

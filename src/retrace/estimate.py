@@ -1,8 +1,10 @@
 """Cost estimate of an experiment before anything runs: `retrace plan --estimate`.
 
 Upper bounds from configuration alone: generated tokens ≤ problems × model calls per
-problem (each method's `run.calls_per_problem(cfg)`) × max_tokens; FLOPs = 2 × params ×
-generated tokens (prompts excluded: their length is only known after rendering);
+problem (each method's `run.calls_per_problem(cfg)`) × max_tokens; prompt tokens ≤ problems ×
+calls × the job's worst-case context (retrace.preflight: longest question + everything the
+method may generate into one context; for refinement prompts are most of the compute);
+FLOPs ≤ 2 × params × (prompt + generated) tokens, nominal (no prefix reuse);
 GPU-hours = generated tokens / the backend's stated `throughput_tok_s` (generated tokens per
 second per GPU for one engine; a stated assumption, not a measurement). Maj@N' jobs are
 priced as Maj@N: their N' is only known after the refinement has run.
@@ -35,12 +37,13 @@ class Estimate:
     jobs: int = 0
     unknown: int = 0          # jobs whose problem count could not be known
     generated_tokens: int = 0
+    prompt_tokens: int = 0
     flops: float = 0.0
     gpu_hours: float = 0.0
 
     def line(self) -> str:
         return (f"estimate: {self.jobs} generation jobs, ≤ {self.generated_tokens:,} generated tokens, "
-                f"≤ {self.flops / 1e12:,.1f} TFLOPs, ≈ {self.gpu_hours:,.1f} GPU-hours at the backends' "
+                f"≤ {self.prompt_tokens:,} prompt tokens, ≤ {self.flops / 1e12:,.1f} TFLOPs (prompts included), ≈ {self.gpu_hours:,.1f} GPU-hours at the backends' "
                 f"stated throughput" + (f"; {self.unknown} jobs of unknown size" if self.unknown else ""))
 
 
@@ -52,8 +55,16 @@ def job_tokens(job: Job, cfg: dict, mirror: str | None, dataset_overrides: tuple
         return None
     if job.shards > 1:
         n = -(-n // job.shards)  # shards are balanced by hash; the bound rounds up
-    calls = getattr(METHODS.get(job.method), "calls_per_problem", lambda c: c.get("n", 1))
+    calls = getattr(METHODS.get(cfg["method"]["name"]), "calls_per_problem", lambda c: c.get("n", 1))
     return n * calls(cfg["method"]) * int(cfg["method"]["sampling"]["max_tokens"])
+
+
+def prompt_tokens(job: Job, cfg: dict, generated: int, mirror: str | None, dataset_overrides: tuple = ()) -> int:
+    """Upper bound of a job's prompt tokens: every call's prompt is at most the worst-case context."""
+    from retrace.preflight import generated_tokens, question_tokens
+    calls_x_problems = generated // max(1, int(cfg["method"]["sampling"]["max_tokens"]))
+    worst = question_tokens(job.dataset, mirror, tuple(dataset_overrides)) + generated_tokens(cfg["method"])
+    return calls_x_problems * worst
 
 
 def estimate(jobs: list[Job], mirror: str | None, dataset_overrides: tuple = ()) -> Estimate:
@@ -66,8 +77,10 @@ def estimate(jobs: list[Job], mirror: str | None, dataset_overrides: tuple = ())
             est.unknown += 1
             continue
         tokens *= max(1, job.shards)  # the job's shards together
+        prompts = prompt_tokens(job, cfg, tokens, mirror, dataset_overrides)
         est.generated_tokens += tokens
-        est.flops += 2 * float(cfg["model"]["params"]) * tokens
+        est.prompt_tokens += prompts
+        est.flops += 2 * float(cfg["model"]["params"]) * (tokens + prompts)
         throughput = cfg["backend"].get("engine", {}).get("throughput_tok_s")
         if throughput:
             est.gpu_hours += tokens / float(throughput) / 3600

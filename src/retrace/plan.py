@@ -23,13 +23,13 @@ STAGE_FILES = {
     "model": ["models.py", "stages/model.py"],
     "data": ["data.py", "tasks/base.py", "stages/data.py"],
     "generate": ["llm.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
-                 "tasks/base.py", "stages/generate.py"],
-    "score": ["scoring/vote.py", "scoring/metrics.py", "scoring/score.py", "tasks/base.py",
-              "stages/score.py"],
+                 "tasks/base.py", "scoring/compute.py", "stages/generate.py"],
+    "score": ["scoring/vote.py", "scoring/metrics.py", "scoring/score.py", "scoring/compute.py",
+              "tasks/base.py", "methods/budget.py", "stages/score.py"],
     "diagnose": ["scoring/refine_diagnostics.py", "scoring/score.py", "scoring/vote.py",
                  "tasks/base.py", "stages/diagnose.py"],
     "claims": ["scoring/claims.py", "scoring/stats.py", "scoring/metrics.py", "stages/claims.py"],
-    "report": ["report/tables.py", "report/html.py", "report/plots.py", "report/claims_table.py",
+    "report": ["report/tables.py", "scoring/score.py", "report/html.py", "report/plots.py", "report/claims_table.py",
                "report/diagnostics_table.py", "report/sections.py", "report/templates/index.html.j2",
                "report/templates/_sections.html.j2",
                "report/templates/_claims.html.j2", "report/templates/_diagnostics.html.j2",
@@ -191,6 +191,8 @@ def config_slice(stage: str, cfg: dict) -> dict:
         return out
     if stage in ("score", "diagnose"):
         return {"task": cfg["dataset"]["task"], "scoring": cfg["method"].get("scoring", {})}
+    if stage == "claims":  # the experiment's pre-registered comparisons
+        return {"claims": cfg.get("claims") or {}}
     return {}
 
 

@@ -5,7 +5,7 @@ import csv
 
 import pytest
 
-from retrace.scoring.claims import (COLUMNS, claim_row, compare, per_question, verdict,
+from retrace.scoring.claims import (COLUMNS, adjust, claim_row, compare, per_question, verdict,
                                     weaker_gains_more, write_claims_csv)
 
 
@@ -47,14 +47,57 @@ def test_tiny_n_is_inconclusive_even_when_every_question_wins():
     out = compare([run([1, 1, 1])], [run([0, 0, 0])], n_boot=200)
     assert out["ci_low"] == 1.0 and out["verdict"] == "inconclusive"
     assert "fewer than" in out["note"]
-    assert verdict(1.0, 1.0, 3, min_questions=3) == "supported"
+    assert verdict(1.0, 1.0, 3, 0.01, min_questions=3) == "supported"
 
 
 def test_verdict_boundaries():
-    assert verdict(0.0, 0.2, 100) == "inconclusive"  # ci_low must be strictly above 0
-    assert verdict(-0.2, 0.0, 100) == "inconclusive"
-    assert verdict(0.01, 0.2, 100) == "supported"
-    assert verdict(-0.2, -0.01, 100) == "contradicted"
+    assert verdict(0.0, 0.2, 100, 0.001) == "inconclusive"  # ci_low must be strictly above 0
+    assert verdict(-0.2, 0.0, 100, 0.001) == "inconclusive"
+    assert verdict(0.01, 0.2, 100, 0.001) == "supported"
+    assert verdict(-0.2, -0.01, 100, 0.001) == "contradicted"
+    assert verdict(0.01, 0.2, 100, 0.06) == "inconclusive"  # the test must reject too
+    assert verdict(0.01, 0.2, 100, 0.05) == "supported"
+    # a "falls below" claim is supported by a negative difference
+    assert verdict(-0.2, -0.01, 100, 0.001, direction="less") == "supported"
+    assert verdict(0.01, 0.2, 100, 0.001, direction="less") == "contradicted"
+    with pytest.raises(ValueError, match="direction"):
+        verdict(0.01, 0.2, 100, 0.001, direction="up")
+
+
+def test_ci_alone_does_not_decide_when_the_exact_test_does_not_reject():
+    # the review's cases: 4 wins / 0 losses on 10 questions (p = 0.125) and
+    # 9 wins / 2 losses on 100 (p = 0.065); the bootstrap CI excludes 0 in both
+    few = compare([run([1] * 4 + [0] * 6)], [run([0] * 10)], n_boot=2000)
+    assert few["ci_low"] > 0 and few["p_value"] == pytest.approx(0.125)
+    assert few["verdict"] == "inconclusive"
+    many = compare([run([1] * 9 + [0] * 2 + [1] * 40 + [0] * 49)],
+                   [run([0] * 9 + [1] * 2 + [1] * 40 + [0] * 49)], n_boot=2000)
+    assert many["ci_low"] > 0 and many["p_value"] == pytest.approx(0.0654, abs=1e-3)
+    assert many["verdict"] == "inconclusive"
+
+
+def test_holm_over_the_experiment_can_turn_a_supported_row_inconclusive():
+    a, b = run([1] * 8 + [0] * 22), run([0] * 30)     # 8 wins, 0 losses: p = 0.0078
+    alone = claim_row("beats greedy", "m", "d", "refine", "greedy", [a], [b], n_boot=500)
+    assert alone["verdict"] == "supported" and alone["correction"] == "none"
+    null = claim_row("beats Maj@N", "m", "d", "refine", "majority", [run([1, 0] * 15)],
+                     [run([0, 1] * 15)], n_boot=500)
+    family = adjust([alone] + [dict(null) for _ in range(9)])
+    assert family[0]["p_value"] == alone["p_value"]
+    assert family[0]["p_adjusted"] == pytest.approx(10 * alone["p_value"])
+    assert family[0]["verdict"] == "inconclusive"
+    assert family[0]["correction"] == "holm over 10 claims, alpha 0.05"
+    assert adjust([alone])[0]["verdict"] == "supported"
+
+
+def test_adjust_reads_rows_back_from_csv(tmp_path):
+    row = claim_row("beats Maj@N", "m", "d", "refine", "majority", [run([1] * 30)],
+                    [run([0] * 30)], n_boot=100)
+    path = tmp_path / "claims.csv"
+    write_claims_csv([row], path)
+    [read] = list(csv.DictReader(open(path)))
+    [out] = adjust([read])
+    assert out["verdict"] == "supported" and out["p_adjusted"] == pytest.approx(float(read["p_value"]))
 
 
 def test_seeds_are_averaged_per_question_and_use_the_sign_test():

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrace.scoring.compute import (compute_normalised_gain, depth_tokens, equal_compute_n,
+from retrace.scoring.compute import (structural_usage, compute_normalised_gain, depth_tokens, equal_compute_n,
                                      flops, flops_summary, token_counts)
 
 PARAMS = 1000
@@ -69,6 +69,32 @@ def test_compute_normalised_gain_in_points_per_1e3_tflops():
     # +10 points for 2e15 extra FLOPs = 5 points per 10^3 TFLOPs.
     assert compute_normalised_gain(0.6, 0.5, 3e15, 1e15) == pytest.approx(5.0)
     assert compute_normalised_gain(0.6, 0.5, 1e15, 1e15) is None
+    # the paper's units are per problem: the same totals over 20 problems are 20x the gain
+    assert compute_normalised_gain(0.6, 0.5, 3e15, 1e15, n_problems=20) == pytest.approx(100.0)
+
+
+def sample(p, g):
+    return {"prompt_tokens": p, "cached_prompt_tokens": 0, "generated_tokens": g}
+
+
+def test_structural_usage_of_samples_sharing_one_prompt():
+    rows = [{"samples": [sample(10, 5)] * 4, "extra": {}}]
+    # the prompt is computed once, each sample's tokens once: 10 + 4 x 5 = 30 of 60
+    assert structural_usage(rows) == {"prompt": 40, "cached_prompt": 30, "generated": 20}
+
+
+def test_structural_usage_of_append_only_refinement_ignores_engine_cache_state():
+    rec = lambda p, g, ctx: {"prompt_tokens": p, "cached_prompt_tokens": 0, "generated_tokens": g,
+                             "context_tokens": ctx}  # noqa: E731
+    # two rollouts, question prompt 10; each final history is 60 tokens long
+    row = {"samples": [sample(100, 40), sample(100, 40)],
+           "extra": {"depths": [[rec(10, 5, 15), rec(10, 5, 15)], [rec(100, 40, 60), rec(100, 40, 60)]]}}
+    out = structural_usage([row])
+    assert out["prompt"] - out["cached_prompt"] + out["generated"] == 10 + 2 * 50
+    engine_cold = {**row, "samples": [{**s, "cached_prompt_tokens": 0} for s in row["samples"]]}
+    engine_warm = {**row, "samples": [{**s, "cached_prompt_tokens": 90} for s in row["samples"]]}
+    assert structural_usage([engine_cold]) == structural_usage([engine_warm])
+    assert structural_usage([{"samples": [sample(1, 1)], "extra": {"compute": {}}}]) is None
 
 
 def test_depth_tokens_sum_rollouts_per_depth():

@@ -13,7 +13,10 @@ def test_smoke_estimate_counts_every_call():
     est = estimate(planned, None)
     assert est.jobs == 4 and est.unknown == 0
     assert est.generated_tokens == 2 * 10 * (1 + 4) * 256
-    assert est.flops == 2 * 494032768 * est.generated_tokens
+    # prompts are counted (each call's at most the worst-case context), not left out of a "≤"
+    assert est.prompt_tokens > 2 * 10 * (1 + 4) * 256
+    assert est.flops == 2 * 494032768 * (est.generated_tokens + est.prompt_tokens)
+    assert "prompt tokens" in est.line() and "prompts included" in est.line()
     assert est.gpu_hours == 0  # llama.cpp states no GPU throughput
 
 
@@ -25,5 +28,5 @@ def test_refinement_calls_follow_the_critic_variant():
 
 def test_paper_grid_has_gpu_hours_at_the_stated_throughput():
     est = estimate(jobs(check_global({"experiment": "paper"})), "/nonexistent-mirror")
-    assert est.jobs == 600 and est.unknown == 600  # without a mirror the sizes are unknown
-    assert "600 generation jobs" in est.line()
+    assert est.jobs == 660 and est.unknown == 660  # without a mirror the sizes are unknown
+    assert "660 generation jobs" in est.line()

@@ -127,7 +127,9 @@ def test_random_critic_is_seeded_word_salad(tmp_path, problems):
     rows_b, _, _, _ = refine(problems, tmp_path / "b", n=2, depth=1, critic="random")
     vocabulary = set(render("refine_random_critic.j2").split())
     salads = [r.messages[-2].content for r in sent if r.tag.endswith("/correct")]
-    assert all(len(s.split()) == 60 and set(s.split()) <= vocabulary for s in salads)
+    # critique length: 0.75 words per token of the critique budget (here sampling.max_tokens)
+    words = round(0.75 * method_cfg("refine")["sampling"]["max_tokens"])
+    assert all(len(s.split()) == words and set(s.split()) <= vocabulary for s in salads)
     assert len(set(salads)) == len(salads)  # rollouts get different text
     texts = lambda rows: [d["critique"] for r in rows for d in r["extra"]["depths"][1]]  # noqa: E731
     assert texts(rows_a) == texts(rows_b)
@@ -207,3 +209,11 @@ def test_role_max_tokens_default_to_the_sampling_block(tmp_path, problems):
     assert limits == {"continue": base, "critique": 7, "correct": base}
     seeds = [r.sampling.seed for r in sent]
     assert len(set(seeds)) == len(seeds)  # every call of every rollout has its own seed
+
+
+def test_random_critic_length_follows_the_critique_budget():
+    from retrace.methods.refine import random_critic_words
+    cfg = method_cfg("refine")
+    assert random_critic_words({**cfg, "roles": {"critique": {"max_tokens": 48}}}) == 36
+    assert random_critic_words({**cfg, "roles": {"critique": {"max_tokens": 1024}}}) == 768
+    assert random_critic_words({**cfg, "random_critic_words": 60}) == 60

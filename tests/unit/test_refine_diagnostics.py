@@ -67,7 +67,9 @@ def test_per_rollout_benefit(result):
 
 
 def test_diversity_counts_answer_classes_without_none(result):
-    assert [d["diversity"] for d in result["depths"]] == [(2 + 2 + 1 + 3) / 4, (2 + 2 + 1 + 3) / 4, 1.0]
+    assert [d["answer_classes"] for d in result["depths"]] == [(2 + 2 + 1 + 3) / 4, (2 + 2 + 1 + 3) / 4, 1.0]
+    # normalised by the 3 rollouts, as the paper's 0.80-0.97 values are (1 = all differ)
+    assert [d["diversity"] for d in result["depths"]] == pytest.approx([(2 + 2 + 1 + 3) / 12, (2 + 2 + 1 + 3) / 12, 1 / 3])
 
 
 def test_terminal_vs_depth0_is_a_paired_test(result):

@@ -209,10 +209,10 @@ def test_diagnostics_table_and_plots(tmp_path):
     # votes: a, d recover and b regresses; rollouts: 5 fixed, 3 broken of 12
     assert (d1["recovery_rate"], d1["regression_rate"]) == (0.5, 0.25)
     assert d1["benefit"] == pytest.approx(2 / 12)
-    assert (d0["diversity"], d1["diversity"]) == (2.0, 1.75)
+    assert (d0["diversity"], d1["diversity"]) == pytest.approx((2.0 / 3, 1.75 / 3))  # normalised by N=3
     cells = lambda tr: [c.split(">", 1)[1].split("<", 1)[0] for c in tr.split("<td")[1:]]
-    assert cells(trs[0])[4:10] == ["0", fmt_number(d0["accuracy"]), "", "", "", "2.00"]
-    assert cells(trs[1])[4:10] == ["1", fmt_number(d1["accuracy"]), "0.500", "0.250", "0.167", "1.75"]
+    assert cells(trs[0])[4:10] == ["0", fmt_number(d0["accuracy"]), "", "", "", "0.67"]
+    assert cells(trs[1])[4:10] == ["1", fmt_number(d1["accuracy"]), "0.500", "0.250", "0.167", "0.58"]
     assert sha256_file(prov_path(path))[:12] in body
 
 

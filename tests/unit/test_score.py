@@ -45,9 +45,13 @@ def test_greedy_accuracy_and_totals():
     assert list(s["maj@k"]) == [1] and s["pass@k"] == {1: pytest.approx(1 / 3)}
     assert s["tokens"] == {"prompt": 30, "cached_prompt": 12, "generated": 15,
                            "per_problem_mean_generated": 5.0}
-    assert s["flops"] == {"nominal": 2 * 1000 * 45, "effective": 2 * 1000 * 33}
+    # one sample per problem shares no prefix: the structural price is the nominal one,
+    # whatever the engine's cache happened to hold (its 12 cached tokens are kept apart)
+    assert s["flops"] == {"nominal": 2 * 1000 * 45, "effective": 2 * 1000 * 45,
+                          "effective_engine": 2 * 1000 * 33, "effective_basis": "request structure"}
     assert s["finish_reasons"] == {"stop": 3}
-    assert s["per_problem"][2] == {"id": "p3", "answers": [None], "correct": [False],
+    assert s["per_problem"][2] == {"id": "p3", "answers": [None], "sources": ["none"],
+                                   "truncated": [False], "correct": [False],
                                    "vote": None, "vote_correct": False}
 
 
@@ -74,7 +78,8 @@ def test_garbage_text_is_wrong_not_an_exception():
     assert pp["answers"] == [None, None, "1", None]
     assert pp["correct"] == [False, False, True, False]
     assert pp["vote"] == "1" and pp["vote_correct"]
-    assert s["extract_errors"] == 2
+    # every sample without an answer counts, not only the two that raised
+    assert (s["extract_errors"], s["extract_exceptions"]) == (3, 2)
 
 
 def test_unknown_problem_is_named():
@@ -114,8 +119,71 @@ def test_selecting_methods_are_scored_on_their_choice_and_full_cost():
     assert s["tokens"]["prompt"] == 130 and s["tokens"]["generated"] == 53
     assert s["flops"]["nominal"] == 2 * 1000 * 150 + 2 * 10 * 33
     assert s["flops"]["effective"] == 2 * 1000 * 110 + 2 * 10 * 33
+    assert s["flops"]["effective_basis"] == "engine cache"  # search structure is not recorded
 
 
 def test_voting_methods_say_so_and_have_no_scorer():
     s = score_generations([row("p1", ["ANSWER: 1"])], PROBLEMS, FakeTask(), params=1, n_boot=20)
     assert s["selection"] == "plurality vote" and s["scorer"] is None
+
+
+MATH = Problem(id="m", question="A box holds 6 eggs. How many eggs are in 5 boxes?", gold="30")
+
+
+def math_row(texts, reasons=None):
+    r = {"problem_id": "m", "method": "majority", "extra": {},
+         "samples": [sample(t, i) for i, t in enumerate(texts)]}
+    for s_, reason in zip(r["samples"], reasons or []):
+        s_["finish_reason"] = reason
+    return r
+
+
+def test_paper_faithful_vote_counts_only_explicit_answers():
+    from retrace.registry import TASKS
+    task = TASKS.get("smoke_math")
+    texts = ["The eggs in 5 boxes: The solution is correct.",
+             "The eggs in 5 boxes: The solution is correct.", "6 x 5 = 30, so \\boxed{30}."]
+    s = score_generations([math_row(texts)], {"m": MATH}, task, params=1, n_boot=10)
+    pp = s["per_problem"][0]
+    assert pp["sources"] == ["fallback", "fallback", "boxed"]
+    assert pp["answers"] == [None, None, "30"] and pp["vote"] == "30" and s["accuracy"]["value"] == 1.0
+    assert s["answer_sources"] == pytest.approx({"boxed": 1 / 3, "statement": 0.0,
+                                                 "fallback": 2 / 3, "none": 0.0})
+    assert s["extract_errors"] == 2 and s["vote"].startswith("explicit")
+    loose = score_generations([math_row(texts)], {"m": MATH}, task, params=1, n_boot=10, vote="any")
+    assert loose["per_problem"][0]["vote"] == "5" and loose["accuracy"]["value"] == 0.0
+    assert loose["vote"].startswith("any answer")
+
+
+def test_truncated_box_is_no_answer_and_truncation_is_recorded():
+    from retrace.registry import TASKS
+    texts = ["6 x 5 = 30, so \\boxed{3", "\\boxed{30}"]
+    s = score_generations([math_row(texts, ["length", "stop"])], {"m": MATH},
+                          TASKS.get("smoke_math"), params=1, n_boot=10)
+    pp = s["per_problem"][0]
+    assert pp["answers"] == [None, "30"] and pp["sources"] == ["none", "boxed"]
+    assert pp["truncated"] == [True, False] and s["truncated_rate"] == 0.5
+    with pytest.raises(ValueError, match="scoring.vote"):
+        score_generations([math_row(texts)], {"m": MATH}, TASKS.get("smoke_math"), 1, vote="loose")
+
+
+def test_results_columns_carry_source_rates_and_budget():
+    from retrace.registry import TASKS
+    from retrace.scoring.score import RESULT_COLUMNS, result_columns
+    s = score_generations([math_row(["\\boxed{30}", "5 boxes"], ["stop", "length"])], {"m": MATH},
+                          TASKS.get("smoke_math"), params=1, n_boot=10)
+    s["budget"] = {"solutions": 2, "tokens_per_solution": 64, "text": "N=2 x 64 tok"}
+    cols = result_columns(s)
+    assert tuple(cols) == RESULT_COLUMNS
+    assert (cols["answer_boxed_rate"], cols["answer_fallback_rate"], cols["truncated_rate"]) == (0.5, 0.5, 0.5)
+    assert cols["extract_errors"] == 1 and cols["budget_tokens_per_solution"] == 64
+    assert cols["mean_generated_tokens_per_solution"] == 5.0
+
+
+def test_a_scorer_of_unknown_size_is_reported_unpriced_not_free():
+    rows = [row("p1", ["ANSWER: 1", "ANSWER: 1"])]
+    rows[0]["extra"] = {"chosen": 0, "scorer": {"name": "hf_reward", "params": None},
+                        "compute": {"policy": {"prompt_tokens": 10, "cached_prompt_tokens": 0, "generated_tokens": 5},
+                                    "scorer": {"prompt_tokens": 40, "cached_prompt_tokens": 0, "generated_tokens": 0}}}
+    s = score_generations(rows, PROBLEMS, FakeTask(), params=100, n_boot=10)
+    assert s["flops"]["nominal"] == 2 * 100 * 15 and s["flops"]["unpriced_tokens"] == 40

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from retrace.scoring.stats import binomial_two_sided, mcnemar_exact, paired_bootstrap_diff
+from retrace.scoring.stats import binomial_two_sided, holm, mcnemar_exact, paired_bootstrap_diff
 
 
 def test_mcnemar_known_p_values():
@@ -60,3 +60,23 @@ def test_paired_requires_equal_lengths():
         paired_bootstrap_diff([1, 0], [1])
     with pytest.raises(ValueError):
         mcnemar_exact([], [])
+
+
+def test_holm_matches_the_step_down_procedure():
+    # m = 4: sorted p 0.01, 0.02, 0.03, 0.5 -> 0.04, 0.06, 0.06 (monotone), 0.5
+    assert holm([0.03, 0.01, 0.5, 0.02]) == pytest.approx([0.06, 0.04, 0.5, 0.06])
+    assert holm([0.6, 0.9]) == [1.0, 1.0]
+    assert holm([]) == []
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        holm([0.1, 1.5])
+
+
+def test_binomial_agrees_with_exact_sum():
+    from math import comb
+    assert binomial_two_sided(2, 11) == pytest.approx(2 * sum(comb(11, i) for i in range(3)) / 2 ** 11)
+
+
+def test_binomial_is_scipy_binomtest():
+    from scipy.stats import binomtest
+    for k, n in [(0, 1), (3, 7), (4, 4), (9, 11), (50, 120), (61, 120)]:
+        assert binomial_two_sided(k, n) == pytest.approx(binomtest(k, n, 0.5).pvalue, rel=1e-9)

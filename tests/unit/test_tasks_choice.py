@@ -62,3 +62,21 @@ def test_task_is_correct_and_same_answer():
     assert t.is_correct(t.extract_answer("Answer: b.", p), p)
     assert not t.is_correct(None, p)
     assert t.same_answer("b", "B") and not t.same_answer("A", "B")
+
+
+def test_choice_sources_and_echoed_format_line():
+    from retrace.tasks._choice import extract_choice_sourced as x
+    ch = ("red", "green", "blue", "pink")
+    assert x("Reasoning.\nAnswer: B", ch) == ("B", "statement")
+    assert x("so \\boxed{C}", ch) == ("C", "boxed")
+    assert x("I think **D** fits", ch) == ("D", "fallback")
+    assert x("no idea", ch) == (None, "none")
+    # the prompt's 'finish with a line of the form "Answer: X"' echoed after the real answer
+    assert x('Answer: B\nI finished with a line of the form "Answer: X".', ch) == ("B", "statement")
+
+
+def test_exact_placeholder_echo_is_not_an_answer():
+    from retrace.tasks._exact import extract_exact_sourced as x
+    assert x("Answer: dog\nformat: Answer: <your answer>") == ("dog", "statement")
+    assert x("Answer: <your answer>") == (None, "none")
+    assert x("thinking...\ncat") == ("cat", "fallback")

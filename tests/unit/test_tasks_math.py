@@ -5,7 +5,7 @@ import pytest
 
 from retrace.records import Problem
 from retrace.registry import TASKS
-from retrace.tasks._math import extract_math_answer, last_boxed
+from retrace.tasks._math import extract_math, extract_math_answer, last_boxed
 
 
 def problem(gold):
@@ -28,9 +28,31 @@ def test_extract(text, expected):
     assert extract_math_answer(text) == expected
 
 
-def test_unbalanced_box_falls_back_to_last_number():
+def test_unclosed_box_is_no_answer():
+    # cut off while writing the answer: the number inside the open box is not an answer
     assert last_boxed("\\boxed{\\frac{1}{2}") is None
-    assert extract_math_answer("so 12 eggs \\boxed{\\frac{1}{2") == "2"
+    assert extract_math("so 12 eggs \\boxed{\\frac{1}{2") == (None, "none")
+    assert extract_math("\\boxed{7}, then \\boxed{3") == (None, "none")
+    assert extract_math("so \\boxed{3") == (None, "none")
+
+
+@pytest.mark.parametrize("text, answer, source", [
+    ("so \\boxed{36}.", "36", "boxed"),
+    ("9 * 4 = 36\n#### 36", "36", "statement"),
+    ("The final answer is 36.", "36", "statement"),
+    ("Answer: 1,200 dollars", "1200", "statement"),
+    ("There are 5 boxes. The solution is correct.", "5", "fallback"),
+    ("The solution is correct.", None, "none"),
+    # the prompt's format placeholder echoed back is not a box
+    ("put your final answer within \\boxed{}. The answer is 12.", "12", "statement"),
+])
+def test_extraction_sources(text, answer, source):
+    assert extract_math(text) == (answer, source)
+
+
+@pytest.mark.parametrize("gold, answer", [("25", "25\\%"), ("25", "25%"), ("12.5", "12.5 \\%")])
+def test_percent_sign_is_dropped(gold, answer):
+    assert TASKS.get("gsm8k").is_correct(answer, problem(gold))
 
 
 @pytest.mark.parametrize("task, gold, text", [

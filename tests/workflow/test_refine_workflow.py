@@ -25,6 +25,8 @@ EXPERIMENT = {"runs": [{
         {"label": "refine_nocritic", "method": "refine", "overrides": SMALL + ["method.depth=1", "method.critic=none"]},
         {"label": "majority_eq", "method": "majority", "overrides": SMALL,
          "equal_compute": {"refine": "refine", "majority": "majority", "kind": "effective"}},
+        {"label": "majority_eq_nominal", "method": "majority", "overrides": SMALL,
+         "equal_compute": {"refine": "refine", "majority": "majority", "kind": "nominal"}},
         {"label": "best_of_n", "overrides": SMALL},
         # the judge on another model than the policy: its engine is loaded beside SmolLM2
         {"label": "best_of_n_qwen", "method": "best_of_n",
@@ -48,9 +50,17 @@ def refined(tmp_path_factory):
 
 
 def test_equal_compute_extends_the_stored_sample_set(refined):
+    from retrace.scoring.compute import equal_compute_n, structural_usage
     prov = json.loads((refined / f"{GEN}/majority_eq/seed0.jsonl.prov.json").read_text())
     eq = prov["equal_compute"]
-    assert eq["n"] == 2 and eq["n_prime"] >= 2 and eq["c_refine"] > eq["c_majority"]
+    # N' is exactly what the stored rows' request structure prices (not just ">= N"), the
+    # same on any engine, and it really extends the sample set
+    rows = {lab: [json.loads(l) for l in open(refined / f"{GEN}/{lab}/seed0.jsonl")] for lab in ("refine", "majority")}
+    params = json.loads((refined / "results/models/smollm2-135m-q41/manifest.json").read_text())["params"]
+    want = equal_compute_n(structural_usage(rows["refine"]), structural_usage(rows["majority"]), 2, params)
+    assert eq["effective_basis"] == "request structure" and eq["n_prime"] == want["n_prime"] > 2
+    nominal = json.loads((refined / f"{GEN}/majority_eq_nominal/seed0.jsonl.prov.json").read_text())["equal_compute"]
+    assert nominal["kind"] == "nominal" and nominal["n_prime"] > 2
     maj = [json.loads(l) for l in open(refined / f"{GEN}/majority/seed0.jsonl")]
     ext = [json.loads(l) for l in open(refined / f"{GEN}/majority_eq/seed0.jsonl")]
     for a, b in zip(maj, ext):
@@ -70,6 +80,7 @@ def test_claims_and_diagnostics_are_written_and_audited(refined):
     rows = list(csv.DictReader(open(refined / "results/report/claims.csv")))
     claims = {(r["method"], r["baseline"]) for r in rows}
     assert {("refine", "greedy"), ("refine", "majority"), ("refine", "majority_eq"),
+            ("refine", "majority_eq_nominal"), ("refine_affirm", "majority"),
             ("refine", "refine_nocritic"), ("refine", "refine_affirm"), ("refine", "best_of_n"),
             ("refine", "beam")} <= claims
     assert all(r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows)

@@ -1,4 +1,7 @@
 # Stage claims: each paper claim as a gate (paired Δ, CI, test, verdict, evidence hashes).
+from retrace.stages import claims as _claims_stage
+
+
 rule claims:
     input:
         scores=all_outputs("scores", ".json"),
@@ -10,7 +13,8 @@ rule claims:
     log:
         f"{RESULTS}/logs/claims.log",
     params:
-        key=lambda w: _plan.rerun_key("claims", {}),
+        key=lambda w: _plan.rerun_key("claims", {"claims": family_config("claims")}),
         extra=lambda w, input: " ".join(f"--extra {p}" for p in input.extra),
+        weaker=" ".join(f"--weaker {w},{s}" for w, s in _claims_stage.weaker_pairs(EXPERIMENT, config["experiment"])),
     shell:
-        "{PY} -m retrace claims --out {output.csv} {params.extra} {input.scores} > {log} 2>&1"
+        "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {input.scores} > {log} 2>&1"

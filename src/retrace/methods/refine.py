@@ -18,6 +18,10 @@ How it runs:
     random  the critique turn holds `random_critic_words` words drawn with replacement from
             templates.random_critic by random.Random(seed of that critique call): content-free
             text of critique length, reproducible per (run seed, problem, rollout, depth).
+            By default (null) as many words as a critique may have: 0.75 words per token of the
+            critique role's max_tokens (OpenAI's rule of thumb, "100 tokens ~= 75 words",
+            https://help.openai.com/en/articles/4936856), so the falsifier's turn is as long
+            as the model critic's budget, not a fixed 60 words.
   Request seeds depend on (run seed, problem, rollout, depth, role) but not on the critic,
   so the first continue call of every variant is one shared cached request.
 
@@ -30,7 +34,8 @@ vote for "no answer". `source` in each depth record says which text was used.
 Row: "samples" = one record per rollout with the terminal trace as `text` and the
 rollout's tokens summed over all its calls (so scoring's FLOPs are the whole refinement);
 "extra" = {"critic", "n", "depth", "depths": [depth][rollout] records with cumulative
-token counts, "roles": per-role token totals of the problem}.
+token counts and `context_tokens` (the history's length after the depth's last call), "roles":
+per-role token totals of the problem}.
 """
 from __future__ import annotations
 
@@ -91,8 +96,17 @@ def start(problem: Problem, request: Request, c: Completion) -> Rollout:
     """A rollout at depth 0: the Maj@N sample and its history."""
     r = Rollout(problem, request.sample_index, request.messages + (Message("assistant", c.text),),
                 c.text, calls=[c], roles={"sample": {k: getattr(c, k) for k in COUNTS}})
-    r.depths.append({"text": c.text, "source": "sample", "keys": {"sample": c.key}, **r.totals()})
+    r.depths.append({"text": c.text, "source": "sample", "keys": {"sample": c.key}, **r.totals(),
+                     "context_tokens": context_tokens(r)})
     return r
+
+
+def context_tokens(r: Rollout) -> int:
+    """Length of the rollout's history after its last model call: with append-only histories
+    every call's prompt is a prefix of it, so it is what ideal prefix reuse computes
+    (retrace.scoring.compute.structural_usage)."""
+    last = r.calls[-1]
+    return int(last.prompt_tokens) + int(last.generated_tokens)
 
 
 def role_request(r: Rollout, prompt: str, role: str, depth: int, cfg: dict, ctx: MethodContext) -> Request:
@@ -112,7 +126,15 @@ def turn(r: Rollout, role: str, prompt: str, depth: int, cfg: dict, ctx: MethodC
 def random_critique(r: Rollout, depth: int, cfg: dict, ctx: MethodContext) -> str:
     words = render(cfg["templates"]["random_critic"]).split()
     rng = random.Random(derive_seed(ctx.seed, f"{r.problem.id}|refine|d{depth}|critique", r.index))
-    return " ".join(rng.choices(words, k=int(cfg["random_critic_words"])))
+    return " ".join(rng.choices(words, k=random_critic_words(cfg)))
+
+
+def random_critic_words(cfg: dict) -> int:
+    """Words of a random critique: the configured count, else critique length (see module docstring)."""
+    if cfg.get("random_critic_words") is not None:
+        return int(cfg["random_critic_words"])
+    budget = ((cfg.get("roles") or {}).get("critique") or {}).get("max_tokens") or cfg["sampling"]["max_tokens"]
+    return max(1, round(0.75 * int(budget)))
 
 
 def critique(r: Rollout, depth: int, cfg: dict, ctx: MethodContext):
@@ -137,7 +159,8 @@ def close_round(r: Rollout, cfg: dict, ctx: MethodContext) -> None:
     r.trace = trace
     keys = {k[:-4]: v for k, v in r.round.items() if k.endswith("_key")}
     texts = {k: v for k, v in r.round.items() if not k.endswith("_key")}
-    r.depths.append({"text": trace, "source": source, **texts, "keys": keys, **r.totals()})
+    r.depths.append({"text": trace, "source": source, **texts, "keys": keys, **r.totals(),
+                     "context_tokens": context_tokens(r)})
     r.round = {}
 
 

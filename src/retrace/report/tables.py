@@ -16,11 +16,12 @@ from typing import Iterable
 from retrace.atomic import atomic_open
 from retrace.hashing import sha256_file
 from retrace.provenance import prov_path
+from retrace.scoring.score import RESULT_COLUMNS, result_columns
 
 IDENTITY = ("model", "dataset", "method", "seed")
 HEAD = (*IDENTITY, "n", "accuracy", "ci_low", "ci_high", "selection", "scorer")
 TAIL = ("bitwise_repeatable", "prompt_tokens", "cached_prompt_tokens", "generated_tokens",
-        "flops_nominal", "flops_effective", "score_file", "prov_sha256")
+        "flops_nominal", "flops_effective", *RESULT_COLUMNS, "score_file", "prov_sha256")
 
 
 def load_job_json(path: Path, kind: str = "score") -> tuple[dict, str]:
@@ -75,6 +76,7 @@ def result_row(path: Path) -> dict:
         "prompt_tokens": tok["prompt"], "cached_prompt_tokens": tok["cached_prompt"],
         "generated_tokens": tok["generated"],
         "flops_nominal": flops["nominal"], "flops_effective": flops["effective"],
+        **result_columns(score),  # answer provenance and budget (retrace.scoring.score)
         "score_file": str(path), "prov_sha256": prov_sha,
     }
 

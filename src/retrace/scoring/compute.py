@@ -5,7 +5,18 @@ FLOPs use the forward-pass approximation 2 x params per token (Kaplan et al. 202
 which ignores the attention term, as the refinement paper's sec. 3.5 does:
     nominal   = 2 * params * (prompt + generated)
     effective = 2 * params * (prompt - cached_prompt + generated)
-`cached_prompt` counts prompt tokens whose KV the engine reused (prefix caching).
+`cached_prompt` counts prompt tokens whose KV can be reused. Two sources:
+- the engine's report (what its prefix cache happened to hold during this run: it depends on
+  slots, batch order and eviction, so two engines price the same requests differently);
+- `structural_usage`: what ideal prefix reuse saves given the REQUEST STRUCTURE alone, the
+  same on any engine. The N samples of a problem share one prompt (computed once); a
+  refinement rollout's calls are append-only, so every prompt is a prefix of the rollout's
+  final history (`context_tokens`), computed once. Per problem:
+      computed = P0 + sum over rollouts i of (context_i - P0)
+  with P0 the shared question prompt; cached_prompt = (prompt + generated) - computed.
+  Rows whose structure is not recorded (search methods' pruned candidates and judge calls)
+  are not covered: `structural_usage` returns None for them and callers fall back to the
+  engine's count, saying so.
 
 Equal-compute resampling (the skeptic's concrete test in the review of arXiv:2608.05643):
     per_rollout = C_MajN / N                      cost of one more sample for every problem
@@ -66,17 +77,49 @@ def equal_compute_n(refine_usage: Mapping, majority_usage: Mapping, n: int, para
             "ratio": c_refine / c_maj}
 
 
-def compute_normalised_gain(acc: float, acc_base: float, flops_: float, flops_base: float
-                            ) -> float | None:
-    """Accuracy points gained per 10^3 TFLOPs (10^15 FLOPs) spent over the baseline.
+def compute_normalised_gain(acc: float, acc_base: float, flops_: float, flops_base: float,
+                            n_problems: int = 1) -> float | None:
+    """Accuracy points gained per 10^3 TFLOPs (10^15 FLOPs) spent over the baseline PER PROBLEM.
 
-    `acc` values are fractions (0..1); None when the method spent no more than the baseline,
-    where the ratio is meaningless (the paper's eta, sec. 5.3, assumes extra spend).
+    The paper's units (sec. 5.3, Table 4: ΔTFLOPs per problem, eta in points per 10^3 TFLOPs):
+    `flops_` are dataset totals, divided by `n_problems` here. `acc` values are fractions
+    (0..1); None when the method spent no more than the baseline, where the ratio is
+    meaningless (the paper's eta assumes extra spend).
     """
-    extra = flops_ - flops_base
+    extra = (flops_ - flops_base) / n_problems
     if extra <= 0:
         return None
     return 100.0 * (acc - acc_base) / (extra / 1e15)
+
+
+def _row_structure(row: Mapping) -> tuple[int, list[int]] | None:
+    """(shared question prompt P0, final context length of each rollout), or None."""
+    extra = row.get("extra") or {}
+    samples = row["samples"]
+    if "compute" in extra:
+        return None  # search / scored rows: candidates and judge calls are not recorded per call
+    depths = extra.get("depths")
+    if depths:
+        if any("context_tokens" not in rec for rec in depths[-1]):
+            return None
+        return int(min(rec["prompt_tokens"] for rec in depths[0])), [int(rec["context_tokens"]) for rec in depths[-1]]
+    return int(min(s["prompt_tokens"] for s in samples)), \
+        [int(s["prompt_tokens"]) + int(s["generated_tokens"]) for s in samples]
+
+
+def structural_usage(rows: list[Mapping]) -> dict | None:
+    """{"prompt", "cached_prompt", "generated"} over `rows`, with cached_prompt from the request
+    structure (module docstring); None when some row's structure is not recorded."""
+    prompt = generated = computed = 0
+    for row in rows:
+        shape = _row_structure(row)
+        if shape is None:
+            return None
+        p0, contexts = shape
+        prompt += sum(int(s["prompt_tokens"]) for s in row["samples"])
+        generated += sum(int(s["generated_tokens"]) for s in row["samples"])
+        computed += p0 + sum(c - p0 for c in contexts)
+    return {"prompt": prompt, "cached_prompt": prompt + generated - computed, "generated": generated}
 
 
 def depth_tokens(rows: list[dict]) -> list[dict]:

@@ -7,6 +7,7 @@
       kind: prm               # prm | classifier
       aggregate: min          # prm only: last | min | prod | mean over the step scores
       device: auto            # auto | cpu | cuda
+      device_map: null        # "auto": transformers/accelerate place the model (GPU boxes)
       dtype: bfloat16
       batch_size: 4
 
@@ -72,10 +73,16 @@ class HFReward(Scorer):
         auto = getattr(transformers, self.cfg.get("auto_class", default))
         dtype = self.cfg.get("dtype", "auto")
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, **kwargs)
+        if self.cfg.get("device_map"):  # accelerate places (and may shard) the model itself
+            kwargs["device_map"] = self.cfg["device_map"]
         self.model = auto.from_pretrained(
             source, dtype=dtype if dtype == "auto" else getattr(torch, dtype), **kwargs)
-        self.device = _device(self.cfg.get("device", "auto"))
-        self.model.to(self.device).eval()
+        if self.cfg.get("device_map"):
+            self.device = str(next(self.model.parameters()).device)
+            self.model.eval()
+        else:
+            self.device = _device(self.cfg.get("device", "auto"))
+            self.model.to(self.device).eval()
         self.pad_id = _pad_id(self.tokenizer)
         if getattr(self.model.config, "pad_token_id", None) is None:
             self.model.config.pad_token_id = self.pad_id  # classifiers find the last token by it

@@ -13,8 +13,11 @@ is rollout i's trace at depth d (retrace.methods.refine). Per depth d (d >= 1 fo
                        that could flip (wrong, resp. right, at d-1), None when there are none
 - benefit              per-rollout net correction benefit B(d) = (#rollouts wrong -> right
                        - #rollouts right -> wrong) / #rollouts (the paper's Figure 4)
-- diversity            mean number of distinct answer classes (by `same_answer`) among a
-                       problem's rollouts; no-answer rollouts form no class
+- diversity            distinct answer classes (by `same_answer`) among a problem's rollouts
+                       divided by its number of rollouts, averaged over problems: 1 = every
+                       rollout answers differently, 1/N = all agree (normalised as the
+                       paper's 0.80-0.97 values are); no-answer rollouts form no class
+- answer_classes       the same count before normalising
 
 `grid` is the paper's N × D table (its Table 3) read from one run, with no new generation:
 accuracy of the vote over the first n rollouts at depth d, for n = 1, 2, 4 … N and d = 0 … D
@@ -47,7 +50,8 @@ def judge_depths(row: dict, problem: Problem, task: Any) -> list[dict]:
         idx = plurality_index(answers, task.same_answer)
         out.append({"answers": answers, "correct": correct,
                     "vote_correct": idx is not None and correct[idx],
-                    "diversity": len(group_answers(answers, task.same_answer))})
+                    "answer_classes": len(group_answers(answers, task.same_answer)),
+                    "diversity": len(group_answers(answers, task.same_answer)) / len(recs)})
     return out
 
 
@@ -82,7 +86,8 @@ def depth_summary(judged: list[list[dict]], d: int) -> dict:
     n_rollouts = sum(len(x["correct"]) for x in at)
     out = {"depth": d, "accuracy": sum(votes) / len(votes),
            "rollout_accuracy": sum(sum(x["correct"]) for x in at) / n_rollouts,
-           "diversity": sum(x["diversity"] for x in at) / len(at)}
+           "diversity": sum(x["diversity"] for x in at) / len(at),
+           "answer_classes": sum(x["answer_classes"] for x in at) / len(at)}
     if d > 0:
         prev = [p[d - 1] for p in judged]
         out.update(vote_flips([x["vote_correct"] for x in prev], votes))

@@ -1,5 +1,14 @@
 """Score one generation artifact: `score_generations(rows, problems, task, params)`.
 
+Answer provenance: the task's `extract(text, problem)` says how each answer was found
+(retrace.tasks.base.SOURCES: boxed / statement / fallback / none; a task with only
+`extract_answer` is read as "statement"), and a sample whose finish_reason is "length" is
+marked truncated. The paper-faithful vote (`scoring.vote: explicit`, the default) counts only
+explicit answers (boxed, statement); `scoring.vote: any` also counts fallback guesses and is
+labelled so in the score record. Per run: `answer_sources` (share of samples per source),
+`truncated_rate`, and `extract_errors` = samples with no counted answer (of which
+`extract_exceptions` raised inside the task).
+
 `rows` are the JSONL rows of one (model, dataset, method, seed) job, one per problem:
 {"problem_id", "method", "samples": [{"text", "finish_reason", "prompt_tokens",
 "cached_prompt_tokens", "generated_tokens", ...}], "extra"}. The task supplies
@@ -15,7 +24,10 @@ forward pass (Kaplan et al. 2020, "Scaling Laws for Neural Language Models",
 https://arxiv.org/abs/2001.08361, sec. 2.1), which ignores the attention term:
     nominal   = 2 * params * (prompt + generated)
     effective = 2 * params * (prompt - cached_prompt + generated)
-where cached_prompt counts prompt tokens whose KV the engine reused. Samples served from
+where cached_prompt counts prompt tokens whose KV is reused: from the request structure
+(shared prompts, append-only histories; scoring/compute.py structural_usage) where the rows
+record it, so the price is the same on any engine, else as the engine reported
+(`effective_basis` says which; `effective_engine` keeps the engine's). Samples served from
 retrace's own request cache still count in full: the numbers describe the cost of producing
 the artifact, not of this particular run; `request_cache_hits` says how many there were.
 """
@@ -28,39 +40,72 @@ from retrace.records import Problem
 from retrace.scoring.metrics import (DEFAULT_BOOT, DEFAULT_LEVEL, DEFAULT_SEED, estimate,
                                      ks_for, maj_at_k_correct, pass_at_k)
 from retrace.scoring.vote import plurality_index
+from retrace.tasks.base import EXPLICIT, NO_ANSWER, SOURCES, Extraction
 
 
-def safe_extract(task: Any, text: Any, problem: Problem) -> tuple[str | None, bool]:
-    """(answer, failed): the task's answer, or None when the text yields none.
+VOTES = ("explicit", "any")
+
+
+def safe_extraction(task: Any, text: Any, problem: Problem) -> tuple[Extraction, bool]:
+    """(Extraction, failed): the task's answer and its source, or no answer.
 
     A task that raises on garbage text is a task bug, but one bad sample must not lose a
     whole job's score: the sample is counted wrong and the failure is counted.
     """
     if not isinstance(text, str):
-        return None, True
+        return NO_ANSWER, True
     try:
-        answer = task.extract_answer(text, problem)
-    except Exception:  # noqa: BLE001 - see docstring; counted in extract_errors
-        return None, True
-    return (None if answer is None else str(answer)), False
+        if hasattr(task, "extract"):
+            found = task.extract(text, problem)
+        else:
+            answer = task.extract_answer(text, problem)
+            found = Extraction(answer, "statement") if answer is not None else NO_ANSWER
+    except Exception:  # noqa: BLE001 - see docstring; counted in extract_exceptions
+        return NO_ANSWER, True
+    return (NO_ANSWER if found.answer is None else Extraction(str(found.answer), found.source)), False
 
 
-def score_problem(row: dict, problem: Problem, task: Any) -> dict:
-    """Answers, correctness and vote of one problem's samples."""
-    answers, errors = [], 0
+def counted(found: Extraction, vote: str = "explicit") -> str | None:
+    """The answer that counts under the vote rule (fallback guesses only with vote="any")."""
+    if vote not in VOTES:
+        raise ValueError(f"unknown scoring.vote {vote!r}; valid: {', '.join(VOTES)}")
+    return found.answer if vote == "any" or found.source in EXPLICIT else None
+
+
+def safe_extract(task: Any, text: Any, problem: Problem, vote: str = "explicit") -> tuple[str | None, bool]:
+    """(answer that counts under `vote`, failed)."""
+    found, failed = safe_extraction(task, text, problem)
+    return counted(found, vote), failed
+
+
+def score_problem(row: dict, problem: Problem, task: Any, vote: str = "explicit") -> dict:
+    """Answers (as counted), their sources, correctness and vote of one problem's samples."""
+    answers, sources, truncated, errors = [], [], [], 0
     for sample in row["samples"]:
-        answer, failed = safe_extract(task, sample.get("text"), problem)
-        answers.append(answer)
+        found, failed = safe_extraction(task, sample.get("text"), problem)
+        answers.append(counted(found, vote))
+        sources.append(found.source)
+        truncated.append(sample.get("finish_reason") == "length")
         errors += failed
     correct = [a is not None and bool(task.is_correct(a, problem)) for a in answers]
     idx = plurality_index(answers, task.same_answer)
     chosen = (row.get("extra") or {}).get("chosen")
-    out = {"id": problem.id, "answers": answers, "correct": correct,
-           "vote": None if idx is None else answers[idx],
-           "vote_correct": idx is not None and correct[idx], "extract_errors": errors}
+    out = {"id": problem.id, "answers": answers, "sources": sources, "truncated": truncated,
+           "correct": correct, "vote": None if idx is None else answers[idx],
+           "vote_correct": idx is not None and correct[idx], "extract_exceptions": errors}
     if chosen is not None:
         out["chosen"], out["chosen_correct"] = int(chosen), correct[int(chosen)]
     return out
+
+
+def provenance_rates(per_problem: list[dict]) -> dict:
+    """Share of samples per answer source, truncated share, and the counts behind them."""
+    sources = [s for p in per_problem for s in p["sources"]]
+    n = len(sources)
+    return {"answer_sources": {k: sum(s == k for s in sources) / n for k in SOURCES},
+            "truncated_rate": sum(t for p in per_problem for t in p["truncated"]) / n,
+            "extract_errors": sum(a is None for p in per_problem for a in p["answers"]),
+            "extract_exceptions": sum(p.pop("extract_exceptions") for p in per_problem)}
 
 
 def check_rows(rows: list[dict], problems: dict[str, Problem]) -> None:
@@ -82,29 +127,34 @@ def check_rows(rows: list[dict], problems: dict[str, Problem]) -> None:
 _TOKEN_KEYS = ("prompt_tokens", "cached_prompt_tokens", "generated_tokens")
 
 
-def row_cost(row: dict, params: int) -> tuple[dict, float, float]:
-    """(tokens, nominal FLOPs, effective FLOPs) of one row: its samples, or `extra.compute`."""
+def row_cost(row: dict, params: int) -> tuple[dict, float, float, int]:
+    """(tokens, nominal FLOPs, effective FLOPs, unpriced scorer tokens) of one row: its samples,
+    or `extra.compute`. A scorer whose parameter count is unknown cannot be priced: its tokens
+    are counted as unpriced instead of silently adding 0 FLOPs."""
     extra = row.get("extra") or {}
     parts = extra.get("compute") or {"policy": {k: sum(int(s.get(k, 0)) for s in row["samples"])
                                                 for k in _TOKEN_KEYS}}
-    scorer_params = (extra.get("scorer") or {}).get("params") or 0  # unknown size: no FLOPs
-    tokens, nominal, effective = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0
+    scorer_params = (extra.get("scorer") or {}).get("params") or 0
+    tokens, nominal, effective, unpriced = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0, 0
     for part, t in parts.items():
         p = params if part == "policy" else scorer_params
         for k in _TOKEN_KEYS:
             tokens[k] += int(t.get(k, 0))
+        if not p:
+            unpriced += int(t.get("prompt_tokens", 0)) + int(t.get("generated_tokens", 0))
         nominal += 2 * p * (t.get("prompt_tokens", 0) + t.get("generated_tokens", 0))
         effective += 2 * p * (t.get("prompt_tokens", 0) - t.get("cached_prompt_tokens", 0)
                               + t.get("generated_tokens", 0))
-    return tokens, nominal, effective
+    return tokens, nominal, effective, unpriced
 
 
 def token_totals(rows: list[dict], params: int) -> tuple[dict, dict, dict, int]:
     """(tokens, flops, finish_reason counts, request-cache hits) summed over every row."""
-    totals, nominal, effective, hits = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0, 0
+    totals, nominal, effective, hits, unpriced = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0, 0, 0
     reasons: Counter = Counter()
     for row in rows:
-        t, n, e = row_cost(row, params)
+        t, n, e, u = row_cost(row, params)
+        unpriced += u
         totals = {k: totals[k] + t[k] for k in _TOKEN_KEYS}
         nominal, effective = nominal + n, effective + e
         hits += sum(bool(s.get("cache_hit", False)) for s in row["samples"])
@@ -113,7 +163,21 @@ def token_totals(rows: list[dict], params: int) -> tuple[dict, dict, dict, int]:
               "generated": totals["generated_tokens"],
               "per_problem_mean_generated": totals["generated_tokens"] / len(rows)}
     flops = {"nominal": int(nominal), "effective": int(effective)}
+    if unpriced:  # say so rather than price them at 0
+        flops["unpriced_tokens"] = unpriced
     return tokens, flops, dict(sorted(reasons.items())), hits
+
+
+def structural_flops(rows: list[dict], params: int, engine: dict) -> dict:
+    """FLOPs with `effective` priced from the request structure (scoring/compute.py
+    structural_usage) where recorded, else the engine's; both kept, the basis named."""
+    from retrace.scoring.compute import structural_usage
+    shape = structural_usage(rows)
+    out = {**engine, "effective_engine": engine["effective"], "effective_basis": "engine cache"}
+    if shape is not None:
+        out["effective"] = 2 * int(params) * (shape["prompt"] - shape["cached_prompt"] + shape["generated"])
+        out["effective_basis"] = "request structure"
+    return out
 
 
 def k_metrics(per_problem: list[dict], same_answer: Any, n_boot: int, seed: int
@@ -131,13 +195,15 @@ def k_metrics(per_problem: list[dict], same_answer: Any, n_boot: int, seed: int
 
 
 def score_generations(rows: Iterable[dict], problems: dict[str, Problem], task: Any,
-                      params: int, n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED
-                      ) -> dict:
+                      params: int, n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED,
+                      vote: str = "explicit") -> dict:
     """The score dict of one job (see module docstring); raises ValueError on bad rows."""
     rows = list(rows)
     check_rows(rows, problems)
-    per_problem = [score_problem(r, problems[str(r["problem_id"])], task) for r in rows]
+    per_problem = [score_problem(r, problems[str(r["problem_id"])], task, vote) for r in rows]
+    rates = provenance_rates(per_problem)
     tokens, flops, reasons, hits = token_totals(rows, params)
+    flops = structural_flops(rows, params, flops)
     maj, pas = k_metrics(per_problem, task.same_answer, n_boot, seed)
     chosen = all("chosen" in p for p in per_problem)
     flags = [p["chosen_correct"] if chosen else p["vote_correct"] for p in per_problem]
@@ -147,12 +213,31 @@ def score_generations(rows: Iterable[dict], problems: dict[str, Problem], task: 
         "n_samples": sum(len(r["samples"]) for r in rows),
         "accuracy": estimate(flags, n_boot, seed),
         "selection": "chosen by scorer" if chosen else "plurality vote",
+        "vote": "explicit answers only (paper-faithful)" if vote == "explicit" else "any answer, fallback guesses included",
         "scorer": scorer,
         "maj@k": maj, "pass@k": pas,
         "ci": {"method": "percentile bootstrap over problems", "n_boot": n_boot,
                "seed": seed, "level": DEFAULT_LEVEL},
         "tokens": tokens, "flops": flops, "params": params,
         "finish_reasons": reasons, "request_cache_hits": hits,
-        "extract_errors": sum(p.pop("extract_errors") for p in per_problem),
+        **rates,
         "per_problem": per_problem,
     }
+
+
+RESULT_COLUMNS = (*(f"answer_{k}_rate" for k in SOURCES), "truncated_rate", "extract_errors",
+                  "vote_rule", "budget", "budget_tokens_per_solution", "mean_generated_tokens_per_solution")
+
+
+def result_columns(score: dict) -> dict:
+    """Flat columns for results.csv: answer-source rates, truncation, extraction failures,
+    the vote rule, and the per-solution budget beside the mean tokens used per solution."""
+    sources = score.get("answer_sources") or {}
+    budget = score.get("budget") or {}
+    n_sol = budget.get("solutions") or 0
+    used = score["tokens"]["generated"] / (score["n_problems"] * n_sol) if n_sol else ""
+    return {**{f"answer_{k}_rate": sources.get(k, "") for k in SOURCES},
+            "truncated_rate": score.get("truncated_rate", ""),
+            "extract_errors": score.get("extract_errors", ""), "vote_rule": score.get("vote", ""),
+            "budget": budget.get("text", ""), "budget_tokens_per_solution": budget.get("tokens_per_solution", ""),
+            "mean_generated_tokens_per_solution": used}

@@ -4,8 +4,9 @@
 
 For every (model, backend, dataset) and every (claim, method label, baseline label) in
 retrace.scoring.claims.PAPER_CLAIMS whose two labels were both run, compares the per-question
-correctness (seeds averaged) with a paired bootstrap CI and a McNemar/sign test, and gives a
-verdict. "Weaker models gain most" compares refinement's gain over Maj@N between models.
+correctness (seeds averaged) with a paired bootstrap CI and a McNemar/sign test; the
+p-values of all rows (the family's own CSVs included) are Holm-corrected together and each
+verdict needs both the CI and the corrected test (retrace.scoring.claims). "Weaker models gain most" compares refinement's gain over Maj@N between models.
 Each row lists the provenance hashes of the score records it used.
 """
 from __future__ import annotations
@@ -13,67 +14,119 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Sequence
 
 from retrace.hashing import sha256_file
 from retrace.plan import stage_sources
 from retrace.provenance import Provenance, prov_path
-from retrace.scoring.claims import PAPER_CLAIMS, claim_row, weaker_gains_more, write_claims_csv
+from retrace.scoring.claims import PAPER_CLAIMS, adjust, claim_row, weaker_gains_more, write_claims_csv
 from retrace.scoring.compute import compute_normalised_gain
 
 
-def load_runs(score_files: list[Path]) -> tuple[dict, dict]:
+def load_runs(score_files: list[Path]) -> tuple[dict, dict, dict]:
     """({(model, backend, dataset): {label: [({qid: correct}, prov hash), ...per seed]}},
-    {(model, backend, dataset, label): [effective FLOPs per seed]})."""
+    {(model, backend, dataset, label): [effective FLOPs per seed]},
+    {(model, backend, dataset, label): budget text})."""
     runs: dict = defaultdict(lambda: defaultdict(list))
     flops: dict = defaultdict(list)
+    budgets: dict = {}
     for path in score_files:
         s = json.loads(Path(path).read_text())
         job = s["job"]
         flags = {p["id"]: float(p.get("chosen_correct", p["vote_correct"])) for p in s["per_problem"]}
         runs[(job["model"], job["backend"], job["dataset"])][job["method"]].append(
             (flags, sha256_file(prov_path(path))))
-        flops[(job["model"], job["backend"], job["dataset"], job["method"])].append(s["flops"]["effective"])
-    return runs, flops
+        key = (job["model"], job["backend"], job["dataset"], job["method"])
+        flops[key].append(s["flops"]["effective"])
+        if s.get("budget"):
+            budgets[key] = s["budget"]["text"]
+    return runs, flops, budgets
+
+
+# The paper's ΔTFLOPs per problem of Ours (N=8, D=4) over a baseline, Table 4 of
+# arXiv:2608.05643 as quoted by its review: ~728 for Qwen2.5-1.5B and 2,184-2,624 for the
+# 7B/8B models over Maj@8; ~2,034 over RM@8 for Qwen2.5-Math-7B. Shown beside ours.
+PAPER_DELTA_TFLOPS = {
+    ("qwen2.5-1.5b-instruct", "majority"): "728",
+    ("qwen2.5-math-7b", "majority"): "2184-2624 (7B/8B range)",
+    ("llama-3.1-8b-instruct", "majority"): "2184-2624 (7B/8B range)",
+    ("ministral-8b-instruct", "majority"): "2184-2624 (7B/8B range)",
+    ("qwen2.5-math-7b", "best_of_n"): "2034",
+}
 
 
 def with_compute(row: dict, fa: list[float], fb: list[float]) -> dict:
-    """Add mean effective FLOPs of both sides and accuracy points per 10^3 TFLOPs spent extra."""
+    """Add mean effective FLOPs of both sides (dataset totals), the extra TFLOPs per problem and
+    accuracy points per 10^3 TFLOPs per problem (the paper's units), and the paper's ΔTFLOPs."""
     ma, mb = sum(fa) / len(fa), sum(fb) / len(fb)
-    gain = compute_normalised_gain(row["acc_method"], row["acc_baseline"], ma, mb)
-    return {**row, "flops_method": ma, "flops_baseline": mb, "gain_per_1e3_tflops": gain}
+    n = row["n_questions"]
+    gain = compute_normalised_gain(row["acc_method"], row["acc_baseline"], ma, mb, n)
+    return {**row, "flops_method": ma, "flops_baseline": mb, "gain_per_1e3_tflops": gain,
+            "delta_tflops_per_problem": (ma - mb) / n / 1e12,
+            "paper_delta_tflops": PAPER_DELTA_TFLOPS.get((row["model"], row["baseline"]), "")
+            if row["method"] == "refine" else ""}
 
 
-def claim_rows(runs: dict, flops: dict) -> list[dict]:
-    rows = []
+def claim_rows(runs: dict, flops: dict, weaker: Sequence[tuple[str, str]] = (),
+               budgets: dict | None = None, **options) -> list[dict]:
+    """Every PAPER_CLAIMS row whose two labels ran, then the pre-registered weaker-model rows
+    (uncorrected; `options` go to compare, e.g. n_boot). budgets[(model, backend, dataset,
+    label)] is the budget text a row names for its baseline."""
+    rows, budgets = [], budgets or {}
     for (model, backend, dataset), labels in sorted(runs.items()):
-        for claim, a, b in PAPER_CLAIMS:
+        for claim, a, b, direction in PAPER_CLAIMS:
             if a in labels and b in labels:
                 row = claim_row(claim, model, dataset, a, b, [r for r, _ in labels[a]],
-                                [r for r, _ in labels[b]],
-                                evidence=[h for _, h in labels[a] + labels[b]])
+                                [r for r, _ in labels[b]], direction=direction,
+                                evidence=[h for _, h in labels[a] + labels[b]], **options)
+                row["baseline_budget"] = budgets.get((model, backend, dataset, b), "")
                 rows.append(with_compute(row, flops[(model, backend, dataset, a)],
                                          flops[(model, backend, dataset, b)]))
-    return rows + weaker_rows(runs)
+    return rows + weaker_rows(runs, weaker, budgets, **options)
 
 
-def weaker_rows(runs: dict) -> list[dict]:
-    """'Weaker models gain most': per dataset, each pair of models with refine and majority."""
-    by_dataset = defaultdict(list)
-    for (model, _backend, dataset), labels in runs.items():
-        if "refine" in labels and "majority" in labels:
-            base = sum(sum(r.values()) / len(r) for r, _ in labels["majority"]) / len(labels["majority"])
-            by_dataset[dataset].append((base, model, labels))
+def weaker_rows(runs: dict, weaker: Sequence[tuple[str, str]], budgets: dict | None = None,
+                **options) -> list[dict]:
+    """'Weaker models gain most' for each pre-registered (weak, strong) pair, per dataset and
+    backend where both models ran refine and majority. The pair comes from the experiment
+    file, never from the measured accuracies (see claims.weaker_gains_more)."""
     rows = []
-    for dataset, models in sorted(by_dataset.items()):
-        models.sort()  # weakest Maj@N first
-        for (_, weak, wl), (_, strong, sl) in zip(models, models[1:]):
+    for weak, strong in weaker:
+        for (model, backend, dataset), wl in sorted(runs.items()):
+            sl = runs.get((strong, backend, dataset))
+            if model != weak or not sl or not all(l in x for l in ("refine", "majority") for x in (wl, sl)):
+                continue
             pair = lambda l: ([r for r, _ in l["refine"]], [r for r, _ in l["majority"]])
-            cmp = weaker_gains_more(pair(wl), pair(sl))
+            cmp = weaker_gains_more(pair(wl), pair(sl), **options)
             rows.append({"claim": "weaker models gain most", "model": f"{weak} vs {strong}",
-                         "dataset": dataset, "method": "refine", "baseline": "majority", **cmp,
+                         "dataset": dataset, "method": "refine", "baseline": "majority",
+                         "baseline_budget": (budgets or {}).get((weak, backend, dataset, "majority"), ""),
+                         **cmp, "note": "; ".join(filter(None, [cmp["note"], "pre-registered pair"])),
                          "evidence": [h for l in (wl, sl) for lab in ("refine", "majority")
                                       for _, h in l[lab]]})
     return rows
+
+
+def parse_pair(text: str) -> tuple[str, str]:
+    """'weak,strong' -> (weak, strong), refusing anything else."""
+    parts = [x.strip() for x in text.split(",")]
+    if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+        raise ValueError(f"--weaker wants 'WEAK,STRONG' (two different models), got {text!r}")
+    return parts[0], parts[1]
+
+
+def weaker_pairs(experiment: dict, name: str = "experiment") -> list[tuple[str, str]]:
+    """The experiment file's `claims: {weaker: [[weak, strong], ...]}`, checked."""
+    block = experiment.get("claims") or {}
+    unknown = set(block) - {"weaker"}
+    if unknown:
+        raise ValueError(f"{name}: claims: unknown key(s) {sorted(unknown)}; valid: weaker")
+    pairs = []
+    for i, pair in enumerate(block.get("weaker") or []):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(m, str) for m in pair)):
+            raise ValueError(f"{name}: claims.weaker[{i}] must be [weak model, strong model], got {pair!r}")
+        pairs.append(tuple(pair))
+    return pairs
 
 
 def read_extra(path: Path) -> list[dict]:
@@ -89,14 +142,20 @@ def read_extra(path: Path) -> list[dict]:
     return rows
 
 
-def run(score_files: list[Path], out: Path, extra: list[Path] = ()) -> int:
+def run(score_files: list[Path], out: Path, extra: list[Path] = (),
+        weaker: Sequence[tuple[str, str]] = ()) -> int:
     """Claims of the spine's score files, then the rows of each family's claims CSV (`extra`:
-    DRR, ART, ...), whose evidence hashes the audit follows through that CSV's own record."""
-    prov = Provenance("claims", {"claims": [list(c) for c in PAPER_CLAIMS]}, stage_sources("claims"),
+    DRR, ART, ...), whose evidence hashes the audit follows through that CSV's own record.
+    `weaker`: the experiment's pre-registered (weak, strong) model pairs."""
+    prov = Provenance("claims", {"claims": [list(c) for c in PAPER_CLAIMS],
+                                 "weaker": [list(w) for w in weaker]}, stage_sources("claims"),
                       inputs=[str(p) for p in score_files] + [str(p) for p in extra])
-    rows = claim_rows(*load_runs(score_files)) if score_files else []
+    rows = []
+    if score_files:
+        runs, flops, budgets = load_runs(score_files)
+        rows = claim_rows(runs, flops, weaker, budgets)
     for path in extra:
         rows += read_extra(path)
-    write_claims_csv(rows, out)
+    write_claims_csv(adjust(rows), out)  # one family: every claim of this experiment
     prov.write(out)
     return len(rows)

@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 
 from retrace import data, shards
-from retrace.atomic import write_jsonl
+from retrace.atomic import read_jsonl, write_jsonl
 from retrace.cache import RequestCache
 from retrace.llm import CachedLLM
 from retrace.methods.base import MethodContext
@@ -41,9 +41,15 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
 
     from retrace.provenance import load
     from retrace.scoring.compute import equal_compute_n
+    from retrace.scoring.compute import structural_usage
     refine, majority = load(sources[0]), load(sources[1])
-    info = equal_compute_n(refine["usage"], majority["usage"], int(majority["config"]["method"]["n"]),
+    # effective: priced from the request structure (shared prefixes), the same on any engine;
+    # the engine's own cache report only where the structure is not recorded
+    shapes = [structural_usage(read_jsonl(p)) for p in sources]
+    usages = shapes if None not in shapes else [refine["usage"], majority["usage"]]
+    info = equal_compute_n(*usages, int(majority["config"]["method"]["n"]),
                            manifest["params"], kind=job.equal_compute[2])
+    info["effective_basis"] = "request structure" if None not in shapes else "engine cache"
     log.info("equal compute: N'=%d (%s FLOPs, refinement/Maj@N = %.2f)", info["n_prime"],
              info["kind"], info["ratio"])
     return replace(job, overrides=job.overrides + (f"method.n={info['n_prime']}",)), info

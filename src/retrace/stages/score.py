@@ -11,6 +11,7 @@ from retrace import data
 from retrace.atomic import read_jsonl, write_json
 from retrace.plan import Job, config_slice, stage_sources
 from retrace.provenance import Provenance, load
+from retrace.methods.budget import solution_budget
 from retrace.registry import TASKS
 from retrace.scoring.score import score_generations
 
@@ -31,12 +32,16 @@ def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: 
     scoring = cfg["method"].get("scoring") or {}
     result = score_generations(read_jsonl(generations), problems, TASKS.get(cfg["dataset"]["task"]),
                                manifest["params"], n_boot=int(scoring.get("n_boot", 2000)),
-                               seed=int(scoring.get("seed", 0)))
+                               seed=int(scoring.get("seed", 0)), vote=scoring.get("vote", "explicit"))
     result["job"] = {"model": job.model, "backend": job.backend, "dataset": job.dataset,
                      "method": job.label, "method_name": job.method, "seed": job.seed}
     generated = load(generations)
     result["generation_usage"] = generated.get("usage", {})
     result["bitwise_repeatable"] = repeatable(generated)
+    # N as run (Maj@N' is priced at generation time), budget per solution as configured
+    per_problem_n = round(result["n_samples"] / result["n_problems"])
+    result["budget"] = solution_budget(cfg["method"], per_problem_n if cfg["method"]["name"] != "beam"
+                                       and cfg["method"]["name"] != "lookahead" else None)
     prov.extra["job"] = result["job"]
     write_json(out, result)
     prov.write(out)

@@ -15,6 +15,10 @@ thought outputs discuss options before committing to one:
    anywhere (lm-eval's MultiChoiceRegexFilter form), then a final line that is exactly
    one choice's text.
 
+Sources (retrace.tasks.base.SOURCES): rule 1 is "boxed" (a \\boxed{B}) or "statement",
+rule 2 is "fallback" (not counted by the paper-faithful vote). The prompt's format line
+("Answer: X") echoed back names no choice (X is not an option letter) and is skipped.
+
 Guards: a letter counts only as a whole token (never "A" inside "A common mistake ...",
 the substring bug of naive `letter in text` checks), only if it names one of the
 problem's choices, and a lower-case letter only when bracketed or followed by
@@ -26,7 +30,7 @@ from __future__ import annotations
 import re
 
 from retrace.records import Problem
-from retrace.tasks.base import LETTERS, Task
+from retrace.tasks.base import LETTERS, NO_ANSWER, Extraction, Task
 
 LEAD = re.compile(r"(?i)\b(?:answer|(?:correct|best|right)\s+(?:option|choice))\b"
                   r"(?:\s*(?:is|would\s+be|should\s+be|must\s+be|will\s+be))?\s*[:=\-–]?[ \t]*")
@@ -85,11 +89,11 @@ def _from_tail(tail: str, choices: tuple[str, ...]) -> str | None:
                    m.group("after"))
 
 
-def _explicit(text: str, choices: tuple[str, ...]) -> str | None:
-    found = [(m.start(), _from_tail(m.group(1), choices)) for m in BOXED.finditer(text)]
-    found += [(m.start(), _from_tail(text[m.end():], choices)) for m in LEAD.finditer(text)]
+def _explicit(text: str, choices: tuple[str, ...]) -> Extraction:
+    found = [(m.start(), _from_tail(m.group(1), choices), "boxed") for m in BOXED.finditer(text)]
+    found += [(m.start(), _from_tail(text[m.end():], choices), "statement") for m in LEAD.finditer(text)]
     found = [f for f in found if f[1]]
-    return max(found)[1] if found else None
+    return Extraction(*max(found)[1:]) if found else NO_ANSWER
 
 
 def _fallback(text: str, choices: tuple[str, ...]) -> str | None:
@@ -108,11 +112,20 @@ def _fallback(text: str, choices: tuple[str, ...]) -> str | None:
     return _choice_text(last, choices) if _norm(last) in {_norm(c) for c in choices} else None
 
 
+def extract_choice_sourced(text: str, choices: tuple[str, ...]) -> Extraction:
+    """The letter ("A", "B", ...) a completion commits to, and how it was found."""
+    if not text or not choices:
+        return NO_ANSWER
+    explicit = _explicit(text, choices)
+    if explicit.answer:
+        return explicit
+    guess = _fallback(text, choices)
+    return Extraction(guess, "fallback") if guess else NO_ANSWER
+
+
 def extract_choice(text: str, choices: tuple[str, ...]) -> str | None:
     """The letter ("A", "B", ...) a completion commits to, or None."""
-    if not text or not choices:
-        return None
-    return _explicit(text, choices) or _fallback(text, choices)
+    return extract_choice_sourced(text, choices).answer
 
 
 class ChoiceTask(Task):
@@ -120,8 +133,8 @@ class ChoiceTask(Task):
     kind = "multiple_choice"
     default_template = "mc_cot.j2"
 
-    def extract_answer(self, text: str, problem: Problem) -> str | None:
-        return extract_choice(text, problem.choices or ())
+    def extract(self, text: str, problem: Problem) -> Extraction:
+        return extract_choice_sourced(text, problem.choices or ())
 
     def is_correct(self, answer: str | None, problem: Problem) -> bool:
         return answer is not None and answer.strip().upper() == problem.gold.upper()

@@ -7,17 +7,23 @@ targets (https://github.com/google/BIG-bench/blob/main/bigbench/api/task_metrics
 than short continuations, so we first take the answer statement ("Answer: ..."), apply
 `output_regex` to it if the task has one, and compare after normalising case and
 whitespace and dropping trailing punctuation; that normalisation is ours, not BIG-bench's.
+An "Answer: ..." statement is source "statement", the last line "fallback"
+(retrace.tasks.base.SOURCES). A statement that echoes the prompt's format placeholder
+("Answer: <your answer>", from templates/exact_cot.j2) is not an answer and is skipped.
 """
 from __future__ import annotations
 
 import re
 
 from retrace.records import Problem
-from retrace.tasks.base import Task
+from retrace.tasks.base import NO_ANSWER, Extraction, Task
 
 # "Answer: x" / "the answer is x" up to the end of the line; "is" or ":" is required so
 # prose such as "the answer depends on ..." is not taken for a statement.
 ANSWER_LINE = re.compile(r"(?im)\banswer\s*(?:is\b\s*:?|[:=])[ \t]*\**[ \t]*(.+?)\**[ \t]*$")
+
+
+PLACEHOLDER = re.compile(r"^\s*(?:<[^<>]*>|your answer|\[your answer\])\s*$", re.IGNORECASE)
 
 
 def normalise(text: str) -> str:
@@ -26,18 +32,32 @@ def normalise(text: str) -> str:
     return text.strip("*`\"' ").rstrip(".!;,").strip()
 
 
-def extract_exact(text: str, output_regex: str | None = None) -> str | None:
+def _echo(line: str) -> bool:
+    """A line that only restates the format instruction ("Answer: <your answer>")."""
+    m = ANSWER_LINE.search(line)
+    return bool(m and PLACEHOLDER.match(m.group(1)))
+
+
+def extract_exact_sourced(text: str, output_regex: str | None = None) -> Extraction:
     """The last "Answer: ..." statement's content (else the last non-empty line),
     narrowed by `output_regex` (its first match, as BIG-bench does) when given."""
     if not text or not text.strip():
-        return None
-    statements = ANSWER_LINE.findall(text)
-    answer = statements[-1] if statements else text.strip().splitlines()[-1]
+        return NO_ANSWER
+    statements = [st for st in ANSWER_LINE.findall(text) if not PLACEHOLDER.match(st)]
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and not _echo(ln)]
+    if not statements and not lines:
+        return NO_ANSWER
+    answer, source = (statements[-1], "statement") if statements else (lines[-1], "fallback")
     if output_regex:
         matches = re.findall(output_regex, answer)
         answer = matches[0] if matches else ""
     answer = answer.strip()
-    return answer or None
+    return Extraction(answer, source) if answer else NO_ANSWER
+
+
+def extract_exact(text: str, output_regex: str | None = None) -> str | None:
+    """The answer of extract_exact_sourced, or None."""
+    return extract_exact_sourced(text, output_regex).answer
 
 
 class ExactTask(Task):
@@ -45,8 +65,8 @@ class ExactTask(Task):
     kind = "exact"
     default_template = "exact_cot.j2"
 
-    def extract_answer(self, text: str, problem: Problem) -> str | None:
-        return extract_exact(text, problem.metadata.get("output_regex"))
+    def extract(self, text: str, problem: Problem) -> Extraction:
+        return extract_exact_sourced(text, problem.metadata.get("output_regex"))
 
     def is_correct(self, answer: str | None, problem: Problem) -> bool:
         if answer is None:

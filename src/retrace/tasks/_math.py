@@ -1,11 +1,21 @@
 """Answer extraction and equivalence for open-ended maths tasks (kind "math").
 
-Extraction takes, in order: the last `\\boxed{...}` (or `\\fbox{...}`), else the last
-GSM8K-style `#### x`, else the last number in the text. Equivalence is math-verify's
-(https://github.com/huggingface/Math-Verify), not a hand-written normaliser.
+Extraction (`extract_math`, an Extraction(answer, source)) takes, in order:
+- "boxed": the last complete `\\boxed{...}` (or `\\fbox{...}`) that is not the prompt's
+  empty format placeholder (`\\boxed{}` echoed from "put your final answer within \\boxed{}");
+- "none" when a box opens after it and never closes: the output stopped (finish_reason
+  "length") while writing its answer, and a truncated "\\boxed{3" of "\\boxed{36}" is no answer;
+- "statement": the last GSM8K-style `#### x`, else the last "the (final) answer is x" /
+  "Answer: x" whose value is a number;
+- "fallback": the last number anywhere (lm-eval's flexible-extract), which the paper-faithful
+  vote does not count: in "The solution is correct." after a restated question it is noise;
+- "none": nothing.
+Equivalence is math-verify's (https://github.com/huggingface/Math-Verify), not a
+hand-written normaliser, after dropping a percent sign as Hendrycks MATH's `_strip_string`
+does (https://github.com/hendrycks/math, modeling/math_equivalence.py: "remove percentage",
+`string.replace("\\%", "")`): "25\\%" and "25%" equal a gold "25".
 
-Not covered: answers a model states only in words ("twelve"), and answers boxed
-with unbalanced braces (the box is then ignored and the fallbacks apply).
+Not covered: answers a model states only in words ("twelve").
 """
 from __future__ import annotations
 
@@ -14,7 +24,7 @@ import threading
 from functools import lru_cache
 
 from retrace.records import Problem
-from retrace.tasks.base import Task
+from retrace.tasks.base import NO_ANSWER, Extraction, Task
 
 # GSM8K's own answer marker and clean-up: "#### 1,234" → "1234".
 # https://github.com/openai/grade-school-math/blob/master/grade_school_math/dataset.py
@@ -26,17 +36,28 @@ GSM8K_ANSWER = re.compile(r"####\s*\$?\s*(-?[0-9.,]+)")
 # Ours only treats a comma as a thousands separator when it is one ("1,000", not "1,2").
 NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?")
 BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# "The answer is 42", "final answer: $-3.5$", "Answer: 1,200" (the statement forms of
+# lm-eval's gsm8k "strict-match" ("The answer is (\-?[0-9\.\,]+).") and of simple-evals'
+# "Answer:" lines), the value a number.
+STATEMENT = re.compile(r"(?i)\banswer\s*(?:is|:|=)\s*:?\s*\$?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?)")
+PERCENT = re.compile(r"\s*\\?%\s*$")
 
 
 def last_boxed(text: str) -> str | None:
     """Content of the last \\boxed{...} with balanced braces, as in Hendrycks MATH's
     `last_boxed_only_string` (https://github.com/hendrycks/math, modeling/math_equivalence.py
     and modeling/dataset/util.py)."""
-    for match in reversed(list(BOX_OPEN.finditer(text))):
+    found = [content for _, content in _boxes(text) if content is not None]
+    return found[-1] if found else None
+
+
+def _boxes(text: str) -> list[tuple[int, str | None]]:
+    """(position, stripped content or None when the box never closes) of every box."""
+    out = []
+    for match in BOX_OPEN.finditer(text):
         content = _balanced_group(text, match.end() - 1)
-        if content is not None:
-            return content.strip()
-    return None
+        out.append((match.start(), None if content is None else content.strip()))
+    return out
 
 
 def _balanced_group(text: str, open_at: int) -> str | None:
@@ -49,18 +70,29 @@ def _balanced_group(text: str, open_at: int) -> str | None:
     return None
 
 
-def extract_math_answer(text: str) -> str | None:
-    """The final answer string of a maths completion, or None if there is none."""
+def extract_math(text: str) -> Extraction:
+    """The final answer of a maths completion and how it was found (module docstring)."""
     if not text:
-        return None
-    boxed = last_boxed(text)
-    if boxed:
-        return boxed
+        return NO_ANSWER
+    boxes = [(at, c) for at, c in _boxes(text) if c != ""]  # "\\boxed{}": the format placeholder
+    if boxes:
+        at, content = boxes[-1]
+        if content is None:  # an unclosed box after every closed one: cut off mid-answer
+            return NO_ANSWER
+        return Extraction(content, "boxed")
     marks = GSM8K_ANSWER.findall(text)
-    if marks:
-        return marks[-1].replace(",", "").rstrip(".") or None
+    if marks and marks[-1].replace(",", "").rstrip("."):
+        return Extraction(marks[-1].replace(",", "").rstrip("."), "statement")
+    stated = STATEMENT.findall(text)
+    if stated:
+        return Extraction(stated[-1].replace(",", ""), "statement")
     numbers = NUMBER.findall(text)
-    return numbers[-1].replace(",", "") if numbers else None
+    return Extraction(numbers[-1].replace(",", ""), "fallback") if numbers else NO_ANSWER
+
+
+def extract_math_answer(text: str) -> str | None:
+    """The final answer string of a maths completion (any source), or None if there is none."""
+    return extract_math(text).answer
 
 
 def _timeout() -> int | None:
@@ -77,7 +109,7 @@ def parsed(answer: str) -> tuple:
     # picking the first number out of it ("\\left( 3, \\frac{\\pi}{2} \\right)" → 3).
     # A sentence-final "." (OlympiadBench gold "(-\\infty, 0) \\cup\\{1\\}.") makes
     # math-verify fall back to the first number; it is never part of a maths answer.
-    answer = answer.strip().rstrip(".").rstrip()
+    answer = PERCENT.sub("", answer.strip().rstrip(".").rstrip())
     return tuple(parse(f"\\boxed{{{answer}}}", parsing_timeout=_timeout()))
 
 
@@ -97,8 +129,8 @@ class MathTask(Task):
     kind = "math"
     default_template = "math_cot.j2"
 
-    def extract_answer(self, text: str, problem: Problem) -> str | None:
-        return extract_math_answer(text)
+    def extract(self, text: str, problem: Problem) -> Extraction:
+        return extract_math(text)
 
     def is_correct(self, answer: str | None, problem: Problem) -> bool:
         return answer is not None and equivalent(problem.gold, answer)

@@ -8,6 +8,7 @@ A task turns a dataset config (a `config/dataset/*.yaml` mapping) into canonical
     problems, files = task.load(cfg, mirror="/path/to/mirror")
     answer = task.extract_answer(completion_text, problems[0])
     task.is_correct(answer, problems[0])
+    task.extract(completion_text, problems[0])   # Extraction(answer, source): how it was found
 
 Three sources, chosen by `cfg["source"]`: "mirror" (a file under the mirror directory,
 at `cfg["mirror_path"]`), "bundled" (a file in `retrace/tasks/bundled/`) and "hub"
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from retrace.records import Problem
 from retrace.registry import TASKS
@@ -25,6 +26,23 @@ from retrace.templates import render
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+# How an answer was found, strongest first. "boxed": a complete \\boxed{...}; "statement": an
+# explicit answer statement ("Answer: B", "#### 42", "the answer is 7"); "fallback": a guess
+# from the text (the last number, a bold letter, the last line); "none": no answer (also an
+# unclosed box: a truncated "\\boxed{3" is no answer). The paper-faithful vote counts only
+# EXPLICIT sources (retrace.scoring.score).
+SOURCES = ("boxed", "statement", "fallback", "none")
+EXPLICIT = ("boxed", "statement")
+
+
+class Extraction(NamedTuple):
+    answer: str | None
+    source: str  # one of SOURCES
+
+
+NO_ANSWER = Extraction(None, "none")
 
 
 class MirrorMissing(FileNotFoundError):
@@ -94,8 +112,13 @@ class Task:
         choices = list(zip(LETTERS, problem.choices)) if problem.choices else None
         return render(template or self.default_template, question=problem.question, choices=choices)
 
-    def extract_answer(self, text: str, problem: Problem) -> str | None:
+    def extract(self, text: str, problem: Problem) -> Extraction:
+        """The answer and how it was found (see SOURCES)."""
         raise NotImplementedError
+
+    def extract_answer(self, text: str, problem: Problem) -> str | None:
+        """The answer of any source (fallbacks included), or None."""
+        return self.extract(text, problem).answer
 
     def is_correct(self, answer: str | None, problem: Problem) -> bool:
         raise NotImplementedError

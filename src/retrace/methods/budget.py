@@ -1,0 +1,34 @@
+"""Each method's per-solution generation budget, from its config (not from what it used).
+
+    solution_budget(job.config()["method"]) -> {"solutions": 8, "tokens_per_solution": 4096,
+                                                "text": "N=8 x 4096 tok"}
+
+What a "solution" is: a sampled rollout (greedy, Maj@N, RM@N: `sampling.max_tokens`), a
+refined terminal trace (refinement: its final answer is written by the `correct` role, so
+that role's budget; with critic=none too), or a search path (beam/lookahead: `max_steps` x
+the per-step `sampling.max_tokens`). Comparing methods fairly needs each baseline's budget
+to be at least refinement's final-answer budget (retrace plan --check tests it).
+"""
+from __future__ import annotations
+
+
+def role_tokens(cfg: dict, role: str) -> int:
+    """max_tokens of a refinement role (null = the `sampling` block's)."""
+    changed = ((cfg.get("roles") or {}).get(role) or {}).get("max_tokens")
+    return int(changed if changed is not None else cfg["sampling"]["max_tokens"])
+
+
+def solution_budget(cfg: dict, n_solutions: int | None = None) -> dict:
+    """{"solutions", "tokens_per_solution", "text"}; `n_solutions` overrides N (Maj@N' priced at run time)."""
+    name = cfg["name"]
+    if name in ("beam", "lookahead"):
+        n, per = int(cfg["width"]), int(cfg["max_steps"]) * int(cfg["sampling"]["max_tokens"])
+        text = f"width {n}, {cfg['max_steps']} steps x {cfg['sampling']['max_tokens']} = {per} tok"
+    elif name == "refine":
+        n, per = int(cfg["n"]), role_tokens(cfg, "correct")
+        text = f"N={n}, D={cfg['depth']}, {per} tok final answer"
+    else:
+        n, per = int(cfg.get("n", 1)), int(cfg["sampling"]["max_tokens"])
+        text = None
+    n = int(n_solutions) if n_solutions is not None else n
+    return {"solutions": n, "tokens_per_solution": per, "text": text or f"N={n} x {per} tok"}

