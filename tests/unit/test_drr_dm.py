@@ -12,6 +12,8 @@ transformers = pytest.importorskip("transformers")
 
 from retrace.discriminator.dataset import class_weights, weighted_cross_entropy  # noqa: E402
 from retrace.drr import dm  # noqa: E402
+from retrace.discriminator.dataset import dm_input_segments  # noqa: E402
+from retrace.templates import render  # noqa: E402
 from tests.unit.drr_fakes import cfg  # noqa: E402
 
 OPTS = {"lr": 3e-3, "weight_decay": 0.0, "warmup_steps": 0, "epochs": 25, "batch_size": 8, "max_length": 64}
@@ -105,3 +107,48 @@ def test_backbone_sources():
         dm.backbone_path({"source": "pypi", "package": "no_such_package_xyz"})
     with pytest.raises(ValueError, match="source"):
         dm.backbone_path({"source": "ftp"})
+
+
+def long_row(turns=6, judged="3", rationale="saturn has the rings we saw"):
+    """A late-turn row whose context alone is far longer than the DM's max_length."""
+    ctx = [{"answer": str(i % 3), "rationale": " ".join(["mars is red and small"] * 8)} for i in range(turns)]
+    return {"row_id": "q1#6", "id": "q1", "question": "Which planet has rings?\nChoices:\n0. Mars\n1. Venus\n2. Earth\n3. Saturn",
+            "context": ctx, "answer": judged, "rationale": rationale, "label": 1}
+
+
+def test_long_context_keeps_the_judged_answer_and_rationale():
+    """Old behaviour: the tokenizer cut the right end, i.e. the judged answer and rationale."""
+    tok = minilm_tokenizer()
+    row = long_row()
+    enc = dm.encode_rows(tok, [row], 64)
+    ids, cut = enc["ids"][0], enc["cut"][0]
+    assert len(ids) == 64
+    text = tok.decode(ids, skip_special_tokens=True)
+    assert text.endswith("answer : 3 rationale : saturn has the rings we saw")
+    assert "choices : 0. mars 1. venus 2. earth 3. saturn" in text  # the listing the index refers to
+    assert cut["context"] > 0 and cut["judged"] == 0 and cut["question"] == 0
+    full = len(tok(render("drr/dm_instruction.j2") + " " + " ".join(c["rationale"] for c in row["context"]))["input_ids"])  # something was really cut
+    assert sum(cut.values()) + 64 > full
+    # the cut comes off the oldest attempts: the newest context attempt survives, the oldest does not
+    assert text.count("previous llm answer") < len(row["context"])
+    short = {**row, "context": []}
+    assert dm.encode_rows(tok, [short], 512)["cut"][0] == {"context": 0, "instruction": 0, "question": 0, "judged": 0}
+
+
+def test_judged_part_gives_way_last_and_from_its_end():
+    tok = minilm_tokenizer()
+    row = long_row(rationale=" ".join(["because"] * 200))
+    ids, cut = dm.fit_ids(tok, dm_input_segments(row, "Decide.", "exploration"), 48)
+    text = tok.decode(ids, skip_special_tokens=True)
+    assert len(ids) == 48 and "answer : 3 rationale : because" in text
+    assert cut["context"] > 0 and cut["instruction"] > 0 and cut["question"] > 0 and cut["judged"] > 0
+
+
+def test_training_records_tokens_cut_per_row():
+    tok = minilm_tokenizer()
+    model = tiny_bert(tok)
+    data = rows(4) + [{**long_row(), "row_id": "q9#6", "id": "q9", "label": 0}]
+    hist = dm.train(model, tok, data, [], class_weights(True), {**OPTS, "epochs": 1}, device="cpu")
+    t = hist["truncation"]
+    assert t["rows"] == 5 and t["rows_cut"] == 1 and t["rows_judged_cut"] == 0
+    assert t["per_row"]["q9#6"]["context"] > 0 and t["tokens_cut"] == sum(t["per_row"]["q9#6"].values())

@@ -36,6 +36,7 @@ ACCEPT_WEIGHT_RATIO = 3.0  # Section 4.2: w_1 "set three times higher than" w_0
 DEV_FRACTION = 0.2  # Appendix A: "an 80/20 split"
 # Appendix B, "Appended Environment Message to Context" (Llama3 DRR / GPT-4 DRR).
 EXPLORATION_FEEDBACK = "Wrong Answer! Try again."
+SEPARATOR = "\n\n"  # between the parts of a DM input
 
 
 def rows_from_trace(trace: Mapping) -> list[dict]:
@@ -76,14 +77,19 @@ def render_context(context: Sequence[Mapping], strategy: str = "exploration") ->
     raise ValueError(f"unknown prompt strategy {strategy!r} (exploration | gradual)")
 
 
+def dm_input_segments(row: Mapping, instruction: str = "",
+                      strategy: str = "exploration") -> dict[str, str]:
+    """The DM input's parts in reading order: instruction, question, past context, and the
+    judged part (the answer and rationale being judged, always last)."""
+    return {"instruction": instruction, "question": f"Question: {row['question']}",
+            "context": render_context(row["context"], strategy) if row["context"] else "",
+            "judged": f"Answer: {row['answer']}\nRationale: {row['rationale']}"}
+
+
 def dm_input_text(row: Mapping, instruction: str = "", strategy: str = "exploration") -> str:
-    """The DM's input string for a row: instruction, question, past context, answer, rationale."""
-    parts = [instruction] if instruction else []
-    parts.append(f"Question: {row['question']}")
-    if row["context"]:
-        parts.append(render_context(row["context"], strategy))
-    parts.append(f"Answer: {row['answer']}\nRationale: {row['rationale']}")
-    return "\n\n".join(parts)
+    """The DM's input string for a row: instruction, question, past context, answer, rationale
+    (untruncated; drr/dm.py fits it to the DM's max_length, oldest context first)."""
+    return SEPARATOR.join(x for x in dm_input_segments(row, instruction, strategy).values() if x)
 
 
 def _by_dataset(rows: Iterable[dict]) -> dict[str, list[dict]]:

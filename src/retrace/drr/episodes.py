@@ -89,15 +89,17 @@ def run(cfg: Mapping, method: str, generations: Path, problems_path: Path, out: 
     max_turns = int(cfg["max_turns_infer"])
     decisions: dict[str, list[str]] = {}
     probs: dict[str, list[float]] = {}
+    cuts: dict[str, list[dict]] = {}
     if method in DM_METHODS:
         if checkpoint is None:
             raise ValueError(f"method {method!r} needs --checkpoint")
-        decisions, probs = judge_paths(cfg, checkpoint, problems, rows)
+        decisions, probs, cuts = judge_paths(cfg, checkpoint, problems, rows)
     episodes = []
     for row in rows:
         ep = episode(method, problems[row["problem_id"]], row, max_turns, decisions.get(row["problem_id"]))
         if probs:
             ep["p_accept"] = probs[row["problem_id"]][:len(ep["turns"])]
+            ep["dm_tokens_cut"] = cuts[row["problem_id"]][:len(ep["turns"])]
         episodes.append(ep)
     summary = drr_metrics.drr_summary(episodes)
     write_jsonl(out, episodes)
@@ -106,8 +108,14 @@ def run(cfg: Mapping, method: str, generations: Path, problems_path: Path, out: 
     return summary
 
 
-def judge_paths(cfg: Mapping, checkpoint: Path, problems: Mapping, rows: list) -> tuple[dict, dict]:
-    """DM decisions for every turn of every path, in one batched pass."""
+def accept_threshold(cfg: Mapping) -> float:
+    """P(Accept) above which a DM accepts (config drr.dm.accept_threshold; 0.5 = argmax)."""
+    return float(cfg["dm"].get("accept_threshold", 0.5))
+
+
+def judge_paths(cfg: Mapping, checkpoint: Path, problems: Mapping, rows: list) -> tuple[dict, dict, dict]:
+    """DM decisions, P(Accept) and tokens cut from the DM input, for every turn of every path,
+    in one batched pass on the DM's device."""
     import json
 
     import torch
@@ -117,11 +125,16 @@ def judge_paths(cfg: Mapping, checkpoint: Path, problems: Mapping, rows: list) -
     tok, model = dm.load_backbone(info["spec"], path=info["folder"])
     flat, owners = [], []
     for row in rows:
-        for i, r in enumerate(dm_rows(problems[row["problem_id"]], row)):
+        for r in dm_rows(problems[row["problem_id"]], row):
             flat.append(r)
             owners.append(row["problem_id"])
-    p = dm.predict(model, tok, flat, int(cfg["dm"]["max_length"]), cfg["strategy"])
+    enc = dm.encode_rows(tok, flat, int(cfg["dm"]["max_length"]), cfg["strategy"])
+    p = dm.predict_ids(model, tok, enc["ids"], cfg["dm"].get("device", "auto"))
     probs: dict[str, list[float]] = {}
-    for pid, x in zip(owners, p):
+    cuts: dict[str, list[dict]] = {}
+    for pid, x, c in zip(owners, p, enc["cut"]):
         probs.setdefault(pid, []).append(x)
-    return {pid: ["accept" if x > 0.5 else "reject" for x in xs] for pid, xs in probs.items()}, probs
+        cuts.setdefault(pid, []).append(c)
+    threshold = accept_threshold(cfg)
+    return ({pid: ["accept" if x > threshold else "reject" for x in xs] for pid, xs in probs.items()},
+            probs, cuts)

@@ -107,13 +107,16 @@ def train_table(train_files: list[Path], notes: list[str]) -> dict:
         if m.get("degenerate"):
             notes.append(f"{model} seed {seed} {variant} DM: {m['degenerate']}; its head is untrained, "
                          "so its decisions are arbitrary.")
+        cut = m.get("truncation") or {}
         rows.append([model, seed, variant, f"{m['weights']['1']:g}:{m['weights']['0']:g}", m["n_train"],
                      m["n_dev"], _r(dev.get("accuracy"), 3), _r(dev.get("precision_accept"), 3),
-                     _r(dev.get("recall_accept"), 3), _r(m["loss"][-1] if m["loss"] else None, 4)])
+                     _r(dev.get("recall_accept"), 3), _r(m["loss"][-1] if m["loss"] else None, 4),
+                     cut.get("rows_cut"), cut.get("rows_judged_cut")])
         prov.append(sha256_file(prov_path(f)))
     return {"caption": "Discriminator training (dev split grouped by question id; dev labels are never shuffled)",
             "columns": ["model", "seed", "variant", "w_accept:w_reject", "train rows", "dev rows",
-                        "dev accuracy", "dev precision (Accept)", "dev recall (Accept)", "final train loss"],
+                        "dev accuracy", "dev precision (Accept)", "dev recall (Accept)", "final train loss",
+                        "train rows cut to max_length", "of them with the judged answer/rationale cut"],
             "rows": rows, "prov": prov}
 
 

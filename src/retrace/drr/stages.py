@@ -180,12 +180,14 @@ def train(cfg: Mapping, variant: str, split_dir: Path, seed: int, out_manifest: 
                               "weights": {str(k): v for k, v in weights.items()},
                               "folder": str(ckpt_dir), "files": companions})
     inputs = [train_file, dev_file] + _templates("train")
-    _prov("train", cfg, inputs, companions=companions, variant=variant, seeds={"run": seed}).write(out_manifest)
+    cut = {k: v for k, v in hist.get("truncation", {}).items() if k != "per_row"}
+    _prov("train", cfg, inputs, companions=companions, variant=variant, seeds={"run": seed},
+          device=hist["device"], truncation=cut).write(out_manifest)
     metrics = {"variant": variant, "weights": {str(k): v for k, v in weights.items()},
                "n_train": len(read_jsonl(train_file)), "n_dev": len(read_jsonl(dev_file)), **hist,
                "dev": hist["epochs"][-1] if hist["epochs"] else {}}
     write_json(out_metrics, metrics)
-    _prov("train", cfg, [out_manifest, train_file, dev_file], variant=variant).write(out_metrics)
+    _prov("train", cfg, [out_manifest, train_file, dev_file], variant=variant, truncation=cut).write(out_metrics)
     return metrics
 
 
