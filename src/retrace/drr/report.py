@@ -142,9 +142,11 @@ def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], 
         hashes[(model, dataset)][method].append(h)
         table.append(metrics_row(model, dataset, seed, method, eps))
         table_prov.append(h)
+    leak = json.loads(Path(leak_file).read_text())
+    from retrace.drr.leakcheck import refuse
+    refuse(leak, cfg["leak_check"], str(leak_file))  # no claims from a leaking run
     rows = claims(runs, hashes)
     write_claims_csv(rows, claims_out)
-    leak = json.loads(Path(leak_file).read_text())
     loss_plot(train_files, plot_out)
     dm_notes: list[str] = []
     split_notes = sorted({load(q)["split"]["note"] for q in question_files})

@@ -46,8 +46,8 @@ SLICES = {
     "train": ("dm", "backbone", "backbones"),
     "generate": ("strategy", "max_turns_infer", "max_tokens", "sampling"),
     "infer": ("max_turns_infer", "strategy", "dm"),
-    "leakcheck": (),
-    "summarise": (),
+    "leakcheck": ("leak_check",),
+    "summarise": ("leak_check",),
 }
 
 
@@ -79,6 +79,8 @@ def load(block: dict | None, where: str = "drr") -> dict:
     bad = set(cfg["variants"]) - {"weighted", "unweighted", "shuffled"}
     if bad or "weighted" not in cfg["variants"]:
         raise ValueError(f"{where}.variants: need 'weighted'; unknown {sorted(bad)}")
+    if cfg["leak_check"] not in ("fail", "report"):
+        raise ValueError(f"{where}.leak_check: {cfg['leak_check']!r} (fail | report)")
     entries(cfg, where)
     return cfg
 
