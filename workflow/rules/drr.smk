@@ -65,7 +65,8 @@ if _DRR_BLOCK:
             key=drr_key("distil"),
         threads: 2
         resources:
-            mem_mb=4000,
+            mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
+            gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
             engine=1,
         shell:
             "{PY} -m retrace drr distil --experiment {DRR_EXP} --dataset {wildcards.dataset} "
@@ -108,8 +109,9 @@ if _DRR_BLOCK:
         params:
             key=drr_key("train"),
         threads: DRR["dm"]["threads"]
-        resources:
-            mem_mb=3000,
+        resources:  # the DM's device and size (drr/settings.dm_resources); gpu only with dm.device: cuda
+            mem_mb=_drr.dm_resources(DRR)["mem_mb"],
+            gpu=_drr.dm_resources(DRR)["gpu"],
         shell:
             "{PY} -m retrace drr train --experiment {DRR_EXP} --variant {wildcards.variant} "
             "--split-dir $(dirname {input.train}) --seed {wildcards.seed} --out {output.manifest} "
@@ -130,7 +132,8 @@ if _DRR_BLOCK:
             key=drr_key("generate"),
         threads: 2
         resources:
-            mem_mb=4000,
+            mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
+            gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
             engine=1,
         shell:
             "{PY} -m retrace drr generate --experiment {DRR_EXP} --problems {input.problems} "
@@ -159,7 +162,8 @@ if _DRR_BLOCK:
             checkpoint=lambda w, input: f"--checkpoint {input.checkpoint}" if "checkpoint" in input.keys() else "",
         threads: 1
         resources:
-            mem_mb=2000,
+            mem_mb=lambda w: _drr.dm_resources(DRR, training=False)["mem_mb"] if w.drr_method in DRR_VARIANT_OF else 2000,
+            gpu=lambda w: _drr.dm_resources(DRR, training=False)["gpu"] if w.drr_method in DRR_VARIANT_OF else 0,
         shell:
             "{PY} -m retrace drr infer --experiment {DRR_EXP} --method {wildcards.drr_method} "
             "--generations {input.rows} --problems {input.problems} {params.checkpoint} "

