@@ -47,12 +47,31 @@ def _r(x, nd: int = 1):
     return None if x is None else round(float(x), nd)
 
 
+def decision_view(eps: list) -> list:
+    """Episodes as Acc(D) reads them: a final "none of the above" is a decision to abstain,
+    whatever Acc/FS score it as. Figure 2 needs this: Abstain (Llama3) has Acc(D) 67.2 against
+    Acc 66.5 overall, so some NOTA answers counted as right abstain decisions."""
+    from retrace.drr.episodes import nota_reading
+    return [nota_reading(e, "abstain") for e in eps]
+
+
 def metrics_row(model, dataset, seed, method, eps) -> list:
-    s = drr_metrics.drr_summary(eps)
+    s = {**drr_metrics.drr_summary(eps), "acc_d": drr_metrics.critic_decision_accuracy(decision_view(eps))}
     return [model, dataset, seed, method, s["n_questions"], _r(s["accuracy_abstain_as_wrong"]),
             _r(s["accuracy_abstain_as_last_attempt"]), _r(s["abstention_rate"]), _r(s["fs_1"]),
             _r(s["fs_3"]), _r(s["acc_d"]), _r(s["dm_precision_accept"], 3), _r(s["dm_recall_accept"], 3),
             _r(s["dm_false_positive_rate"], 3), _r(sum(len(e["turns"]) for e in eps) / max(1, len(eps)), 2)]
+
+
+def nota_variant(eps: list, method: str, nota: str) -> tuple[str, list] | None:
+    """(label, episodes) of the other "none of the above" reading, for the Abstain baseline and
+    any method that ended an episode on NOTA; None otherwise (drr/episodes.py)."""
+    from retrace.drr.episodes import NOTA_READINGS, nota_reading
+    if method != "abstain" and not any(e["turns"] and e["turns"][-1].get("abstain") for e in eps):
+        return None
+    other = next(r for r in NOTA_READINGS if r != nota)
+    label = {"abstain": "NOTA = abstention", "wrong": "NOTA = wrong"}[other]
+    return f"{method} [{label}]", [nota_reading(e, other) for e in eps]
 
 
 def claims(runs: Mapping, hashes: Mapping) -> list[dict]:
@@ -62,8 +81,9 @@ def claims(runs: Mapping, hashes: Mapping) -> list[dict]:
         for claim, a, b, metric, k in CLAIMS:
             if a not in methods or b not in methods:
                 continue
-            ra = [drr_metrics.per_question(e, metric, k) for e in methods[a]]
-            rb = [drr_metrics.per_question(e, metric, k) for e in methods[b]]
+            view = decision_view if metric == "acc_d" else list
+            ra = [drr_metrics.per_question(view(e), metric, k) for e in methods[a]]
+            rb = [drr_metrics.per_question(view(e), metric, k) for e in methods[b]]
             row = claim_row(claim, model, dataset, a, b, ra, rb,
                             evidence=hashes[(model, dataset)][a] + hashes[(model, dataset)][b])
             unit = {"accuracy": "0/1 correct", "fs": f"FS points (+1/0/-{k:g})", "acc_d": "0/1 right decision"}[metric]
@@ -142,6 +162,10 @@ def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], 
         hashes[(model, dataset)][method].append(h)
         table.append(metrics_row(model, dataset, seed, method, eps))
         table_prov.append(h)
+        other = nota_variant(eps, method, cfg["nota"])
+        if other:
+            table.append(metrics_row(model, dataset, seed, other[0], other[1]))
+            table_prov.append(h)
     leak = json.loads(Path(leak_file).read_text())
     from retrace.drr.leakcheck import refuse
     refuse(leak, cfg["leak_check"], str(leak_file))  # no claims from a leaking run
@@ -164,6 +188,14 @@ def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], 
                    train_table(train_files, dm_notes), leak_table(leak, leak_file)],
         "images": [str(plot_out)],
         "notes": split_notes + dm_notes + falsifier_notes(rows) + [
+            ("A final 'none of the above' answer is scored as "
+             + ("WRONG (as Table 1's Abstain rows imply: their FS(1) = 2·Acc − 100 and FS(3) = 4·Acc − 300, "
+                "i.e. no abstentions); rows labelled [NOTA = abstention] show the abstention reading."
+                if cfg["nota"] == "wrong" else
+                "an ABSTENTION (drr.nota: abstain; Table 1's Abstain rows imply it was scored as wrong); "
+                "rows labelled [NOTA = wrong] show the paper's reading.")
+             + " Claims use the configured reading. Acc(D) always counts a NOTA as a decision to abstain "
+               "(Figure 2: Abstain's Acc(D) exceeds its Acc)."),
             "Accuracy is reported twice, labelled: abstentions scored as wrong (Section 6) and as what "
             "the last attempt answered (consistent with Table 1's DRR rows; scoring/drr_metrics.py).",
             "always_accept gives CoT's answers with the judge's Acc(D) rule; always_reject abstains on "

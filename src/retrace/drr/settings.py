@@ -49,9 +49,9 @@ SLICES = {
     "split": ("dm",),
     "train": ("dm", "backbone", "backbones"),
     "generate": ("strategy", "max_turns_infer", "max_tokens", "sampling"),
-    "infer": ("max_turns_infer", "strategy", "dm"),
+    "infer": ("max_turns_infer", "strategy", "dm", "nota"),
     "leakcheck": ("leak_check",),
-    "summarise": ("leak_check",),
+    "summarise": ("leak_check", "nota"),
 }
 
 
@@ -89,6 +89,8 @@ def load(block: dict | None, where: str = "drr") -> dict:
         raise ValueError(f"{where}.variants: need 'weighted'; unknown {sorted(bad)}")
     if cfg["dm"]["device"] not in ("auto", "cpu", "cuda"):
         raise ValueError(f"{where}.dm.device: {cfg['dm']['device']!r} (auto | cpu | cuda)")
+    if cfg["nota"] not in ("wrong", "abstain"):
+        raise ValueError(f"{where}.nota: {cfg['nota']!r} (wrong | abstain)")
     if cfg["leak_check"] not in ("fail", "report"):
         raise ValueError(f"{where}.leak_check: {cfg['leak_check']!r} (fail | report)")
     entries(cfg, where)
