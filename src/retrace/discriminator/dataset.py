@@ -139,6 +139,27 @@ def class_weights(weighted: bool = True, ratio: float = ACCEPT_WEIGHT_RATIO) -> 
     return {REJECT: 1.0, ACCEPT: ratio if weighted else 1.0}
 
 
+def implied_accept_threshold(ratio: float, threshold: float = 0.5) -> float:
+    """The P(correct | x) above which a DM trained with w_accept = ratio · w_reject and
+    accepting when its P(Accept) > `threshold` accepts, if it fits its (1:1 downsampled)
+    training data perfectly.
+
+    Weighted cross-entropy is minimised by q = r·p / (r·p + 1 − p) (the class-weighted
+    posterior), so q > t ⟺ p > t / (r·(1 − t) + t). The paper's 3:1 Accept weight with the
+    argmax (t = 0.5) accepts when p > 0.25: MORE lenient than the unweighted 0.5, the opposite
+    of the "stricter acceptance criteria" its Section 3.2/6 intend. retrace implements the
+    weighting as printed (Section 4.2: w_1 "set three times higher than w_0", with w_1 the
+    Accept weight), reports this implied threshold, and reports the weighted and unweighted
+    DMs' false-positive rates side by side; the intended strictness is available as
+    `dm.accept_threshold: 0.9` (p > 0.75) or `dm.accept_weight_ratio: 0.333` (p > 0.75 at
+    t = 0.5). Assumes calibration on the training distribution (Accept:Reject 1:1 after
+    downsampling), not on the turns met at inference.
+    """
+    if ratio <= 0 or not 0.0 < threshold < 1.0:
+        raise ValueError(f"need ratio > 0 and 0 < threshold < 1, got {ratio}, {threshold}")
+    return threshold / (ratio * (1.0 - threshold) + threshold)
+
+
 def weighted_cross_entropy(logits: Sequence[Sequence[float]], labels: Sequence[int],
                            weights: Mapping[int, float]) -> float:
     """Eq. (1): −mean over examples of w_y · log softmax(z)_y, a reference for the trainer.

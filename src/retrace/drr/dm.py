@@ -179,7 +179,8 @@ def train(model, tok, train_rows: Sequence[Mapping], dev_rows: Sequence[Mapping]
             opt.step()
             sched.step()
             hist["loss"].append(float(loss.detach()))
-        dev = evaluate(model, tok, dev_rows, max_length, strategy, device) if dev_rows else {}
+        dev = evaluate(model, tok, dev_rows, max_length, strategy, device,
+                       float(opts.get("accept_threshold", 0.5))) if dev_rows else {}
         hist["epochs"].append({"epoch": epoch + 1, "step": len(hist["loss"]), **dev})
         log.info("DM epoch %d: last loss %.4f, dev %s", epoch + 1, hist["loss"][-1], dev)
     return hist
@@ -222,15 +223,18 @@ def binary_metrics(labels: Sequence[int], probs: Sequence[float], threshold: flo
     fp = sum(1 for y, q in zip(labels, pred) if y == 0 and q == 1)
     fn = sum(1 for y, q in zip(labels, pred) if y == 1 and q == 0)
     n = len(labels)
+    tn = n - tp - fp - fn
     return {"n": n, "accuracy": (sum(y == q for y, q in zip(labels, pred)) / n) if n else None,
             "precision_accept": tp / (tp + fp) if tp + fp else None,
-            "recall_accept": tp / (tp + fn) if tp + fn else None, "tp": tp, "fp": fp, "fn": fn}
+            "recall_accept": tp / (tp + fn) if tp + fn else None,
+            "false_positive_rate": fp / (fp + tn) if fp + tn else None,
+            "tp": tp, "fp": fp, "fn": fn, "tn": tn}
 
 
 def evaluate(model, tok, rows: Sequence[Mapping], max_length: int = 512,
-             strategy: str = "exploration", device: str | None = None) -> dict:
+             strategy: str = "exploration", device: str | None = None, threshold: float = 0.5) -> dict:
     probs = predict(model, tok, rows, max_length, strategy, device)
-    return binary_metrics([int(r["label"]) for r in rows], probs)
+    return binary_metrics([int(r["label"]) for r in rows], probs, threshold)
 
 
 def save(model, tok, folder: str | Path) -> list[Path]:

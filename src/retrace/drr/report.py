@@ -140,6 +140,41 @@ def train_table(train_files: list[Path], notes: list[str]) -> dict:
             "rows": rows, "prov": prov}
 
 
+def _fpr(eps) -> float | None:
+    return drr_metrics.discriminator_stats(eps)["false_positive_rate"] if eps else None
+
+
+def weighting_table(runs: Mapping, seeds: Mapping, hashes: Mapping, train_files: list[Path],
+                    cfg: Mapping) -> dict:
+    """The weighted (w_accept:w_reject = r:1) and unweighted DMs' false-positive rates side by
+    side, on the dev rows and on the evaluation turns, with the P(correct) threshold each
+    weighting implies (dataset.implied_accept_threshold)."""
+    from retrace.discriminator.dataset import implied_accept_threshold
+    ratio, t = float(cfg["dm"]["accept_weight_ratio"]), float(cfg["dm"].get("accept_threshold", 0.5))
+    dev = {}
+    for f in train_files:
+        model, _, _, seed, variant = run_of(f, "dm")
+        dev[(model, seed, variant)] = (json.loads(Path(f).read_text()).get("dev") or {}).get("false_positive_rate")
+    rows, prov = [], []
+    for (model, dataset), methods in sorted(runs.items()):
+        unweighted = dict(zip(seeds[(model, dataset)].get("drr_unweighted", []), methods.get("drr_unweighted", [])))
+        for seed, w_eps, h in zip(seeds[(model, dataset)].get("drr", []), methods.get("drr", []),
+                                  hashes[(model, dataset)].get("drr", [])):
+            u_eps = unweighted.get(seed)
+            prov.append(h)
+            rows.append([model, dataset, seed, _r(implied_accept_threshold(ratio, t), 3), _r(_fpr(w_eps), 3),
+                         _r(implied_accept_threshold(1.0, t), 3), _r(_fpr(u_eps), 3),
+                         _r(dev.get((model, seed, "weighted")), 3), _r(dev.get((model, seed, "unweighted")), 3)])
+    return {"caption": (f"Accept weighting: the {ratio:g}:1 DM (Section 4.2, as printed) against the 1:1 DM. "
+                        f"Accepting at P(Accept) > {t:g}, a {ratio:g}:1 weight on 1:1 downsampled rows accepts "
+                        "when P(correct) exceeds the implied threshold (lower = more lenient); FPR = share of "
+                        "wrong answers accepted"),
+            "columns": ["model", "dataset", "seed", f"{ratio:g}:1 implied P(correct) threshold",
+                        f"{ratio:g}:1 FPR (eval turns)", "1:1 implied P(correct) threshold",
+                        "1:1 FPR (eval turns)", f"{ratio:g}:1 FPR (dev rows)", "1:1 FPR (dev rows)"],
+            "rows": rows, "prov": prov}
+
+
 def leak_table(leak: dict, leak_file: Path) -> dict:
     return {"caption": "Gold-leak check over every stored prompt and DM row (discriminator/leak.py)",
             "columns": ["verdict", "records scanned", "findings", "rows with findings", "by kind", "unchecked"],
@@ -153,11 +188,13 @@ def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], 
     from retrace.drr.stages import _prov
     runs: dict = defaultdict(lambda: defaultdict(list))
     hashes: dict = defaultdict(lambda: defaultdict(list))
+    seeds: dict = defaultdict(lambda: defaultdict(list))
     table, table_prov = [], []
     for f in sorted(episode_files, key=str):
         model, _, dataset, seed, method = run_of(f, "eval")
         eps = read_jsonl(f)
         runs[(model, dataset)][method].append(eps)
+        seeds[(model, dataset)][method].append(seed)
         h = sha256_file(prov_path(f))
         hashes[(model, dataset)][method].append(h)
         table.append(metrics_row(model, dataset, seed, method, eps))
@@ -185,7 +222,8 @@ def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], 
         "tables": [{"caption": "Methods on the evaluation questions (FS(k): +1 correct, -k wrong, 0 abstain, "
                                "percent; Acc(D): critic-decision accuracy; DM columns over all judged turns)",
                     "columns": COLUMNS, "rows": table, "prov": table_prov},
-                   train_table(train_files, dm_notes), leak_table(leak, leak_file)],
+                   train_table(train_files, dm_notes), weighting_table(runs, seeds, hashes, train_files, cfg),
+                   leak_table(leak, leak_file)],
         "images": [str(plot_out)],
         "notes": split_notes + dm_notes + falsifier_notes(rows) + [
             ("A final 'none of the above' answer is scored as "
@@ -196,6 +234,12 @@ def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], 
                 "rows labelled [NOTA = wrong] show the paper's reading.")
              + " Claims use the configured reading. Acc(D) always counts a NOTA as a decision to abstain "
                "(Figure 2: Abstain's Acc(D) exceeds its Acc)."),
+            (f"Accept weight: w_accept = {cfg['dm']['accept_weight_ratio']:g} x w_reject as Section 4.2 prints it, "
+             f"accepting at P(Accept) > {cfg['dm'].get('accept_threshold', 0.5):g}. On 1:1 downsampled rows "
+             "this accepts when P(correct) exceeds the 'implied threshold' of the weighting table (0.25 for 3:1 "
+             "at 0.5), more lenient than the unweighted DM, not the stricter acceptance Sections 3.2 and 6 "
+             "intend; the table gives both weightings' false-positive rates side by side "
+             "(discriminator/dataset.implied_accept_threshold)."),
             "Accuracy is reported twice, labelled: abstentions scored as wrong (Section 6) and as what "
             "the last attempt answered (consistent with Table 1's DRR rows; scoring/drr_metrics.py).",
             "always_accept gives CoT's answers with the judge's Acc(D) rule; always_reject abstains on "
