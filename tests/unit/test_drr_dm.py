@@ -68,7 +68,8 @@ def test_training_step_learns_a_separable_set():
     before = dm.evaluate(model, tok, data, 64)
     hist = dm.train(model, tok, data, data, class_weights(True), OPTS, seed=0)
     assert hist["loss"][-1] < hist["loss"][0]
-    assert hist["epochs"][-1]["accuracy"] == 1.0 and before["accuracy"] <= 1.0
+    # the untrained head is at chance on the balanced set; training makes it perfect
+    assert before["accuracy"] <= 0.75 and hist["epochs"][-1]["accuracy"] == 1.0
     probs = dm.predict(model, tok, data, 64)
     assert all((p > 0.5) == (r["label"] == 1) for p, r in zip(probs, data))
 

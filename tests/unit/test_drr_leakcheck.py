@@ -64,3 +64,15 @@ def test_a_dm_row_with_the_gold_injected_as_a_final_turn_fails(tmp_path):
     rows.write_text(json.dumps(row) + "\n")
     out = leakcheck.run(cfg(leak_check="report"), [qfile], [rows], tmp_path / "leak.json")
     assert out["verdict"] == "fail" and out["by_kind"] == {"rejected_attempt_is_gold": 1}
+
+
+def test_gradual_prompts_with_a_correct_past_answer_pass(tmp_path):
+    """The gradual re-prompt echoes past attempts (one correct) between its Env: lines."""
+    qfile = tmp_path / "q.jsonl"
+    data.write_problems(qfile, PROBLEMS)
+    paths = reasoner.rejection_paths(PROBLEMS, TurnLLM({"": ["0", "1. Jupiter", "2"]}), cfg(strategy="gradual"), 0, 3)
+    recs = [r for p in PROBLEMS for r in stages.prompt_records(p.id, paths[p.id]["turns"])]
+    assert any("Env:" in m["content"] and "1. Jupiter" in m["content"] for r in recs for m in r["messages"])
+    pfile = tmp_path / "prompts.jsonl"
+    pfile.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    assert leakcheck.run(cfg(), [qfile], [pfile], tmp_path / "leak.json")["verdict"] == "pass"

@@ -36,6 +36,8 @@ ACCEPT_WEIGHT_RATIO = 3.0  # Section 4.2: w_1 "set three times higher than" w_0
 DEV_FRACTION = 0.2  # Appendix A: "an 80/20 split"
 # Appendix B, "Appended Environment Message to Context" (Llama3 DRR / GPT-4 DRR).
 EXPLORATION_FEEDBACK = "Wrong Answer! Try again."
+GRADUAL_FEEDBACK = ("Env: The previous response was insufficient; explore a new line of reasoning "
+                    "to approach a more accurate answer.")
 SEPARATOR = "\n\n"  # between the parts of a DM input
 
 
@@ -66,14 +68,15 @@ def rows_from_traces(traces: Iterable[Mapping]) -> list[dict]:
 
 
 def render_context(context: Sequence[Mapping], strategy: str = "exploration") -> str:
-    """Past attempts as Appendix B's environment messages ("exploration": Llama3 wording,
-    each followed by the Wrong-answer feedback; "gradual": GPT-4 numbered wording)."""
+    """Past attempts as Appendix B's environment messages, the feedback after each attempt
+    ("exploration": Llama3 wording and "Wrong Answer!"; "gradual": GPT-4 numbered wording and
+    its "Env:" nudge)."""
     if strategy == "exploration":
         return "\n".join(f"Previous LLM Answer: Answer: {c['answer']}\nRationale: {c['rationale']}"
                          f"\n{EXPLORATION_FEEDBACK}" for c in context)
     if strategy == "gradual":
         return "\n".join(f"LLM Answer {i}: {c['answer']}\nRationale {i}: {c['rationale']}"
-                         for i, c in enumerate(context, 1))
+                         f"\n{GRADUAL_FEEDBACK}" for i, c in enumerate(context, 1))
     raise ValueError(f"unknown prompt strategy {strategy!r} (exploration | gradual)")
 
 

@@ -24,6 +24,8 @@ from retrace.scoring.claims import claim_row, write_claims_csv
 CLAIMS = [(f"DRR beats {name} on {label}", "drr", base, metric, k)
           for metric, k, label in (("accuracy", 1, "accuracy"), ("fs", 1, "FS(1)"), ("fs", 3, "FS(3)"))
           for base, name in (("cot", "CoT"), ("abstain", "Abstain"), ("selfcritic", "Self-Critic"))]
+CLAIMS += [("DRR beats SFT-LoRA on accuracy", "drr", "sft_lora", "accuracy", 1),
+           ("DRR beats SFT-LoRA on FS(3)", "drr", "sft_lora", "fs", 3)]
 CLAIMS += [("DRR's Acc(D) above Abstain", "drr", "abstain", "acc_d", 1),
            ("DRR's Acc(D) above Self-Critic", "drr", "selfcritic", "acc_d", 1),
            ("self-critique does not beat CoT (CoT minus Self-Critic; Huang et al.)", "cot", "selfcritic", "accuracy", 1),

@@ -31,6 +31,7 @@ STAGE_FILES = {
     "generate": LLM,
     "infer": DM + ["discriminator/loop.py", "scoring/drr_metrics.py"],
     "leakcheck": ["discriminator/leak.py", "discriminator/dataset.py", "drr/leakcheck.py"],
+    "sft": ["drr/sft.py", "drr/prompts.py", "drr/dm.py", "data.py", "templates.py"],
     "summarise": ["scoring/drr_metrics.py", "scoring/claims.py", "scoring/stats.py",
                   "drr/report.py", "report/plots.py"],
 }
@@ -38,6 +39,7 @@ TEMPLATES = {  # prompt files each stage reads (a template edit reruns exactly t
     "distil": ["standard_qa.j2", "standard_qa_gpt.j2", "exploration.j2", "question.j2",
                "env_exploration.j2", "env_gradual.j2"],
     "train": ["dm_instruction.j2"],
+    "sft": ["standard_qa.j2", "question.j2"],
     "infer": ["dm_instruction.j2"],
 }
 TEMPLATES["generate"] = TEMPLATES["distil"] + ["abstain_qa.j2", "selfcritic_answer.j2",
@@ -51,6 +53,7 @@ SLICES = {
     "generate": ("strategy", "max_turns_infer", "max_tokens", "sampling"),
     "infer": ("max_turns_infer", "strategy", "dm", "nota"),
     "leakcheck": ("leak_check",),
+    "sft": ("sft_lora",),
     "summarise": ("leak_check", "nota"),
 }
 
@@ -89,12 +92,24 @@ def load(block: dict | None, where: str = "drr") -> dict:
         raise ValueError(f"{where}.variants: need 'weighted'; unknown {sorted(bad)}")
     if cfg["dm"]["device"] not in ("auto", "cpu", "cuda"):
         raise ValueError(f"{where}.dm.device: {cfg['dm']['device']!r} (auto | cpu | cuda)")
+    sft = cfg["sft_lora"]
+    if sft["enabled"] and not sft.get("hf_model"):
+        raise ValueError(f"{where}.sft_lora.enabled needs sft_lora.hf_model (the reasoner's HF weights: "
+                         "a hub id at a pinned revision, or a local folder)")
     if cfg["nota"] not in ("wrong", "abstain"):
         raise ValueError(f"{where}.nota: {cfg['nota']!r} (wrong | abstain)")
     if cfg["leak_check"] not in ("fail", "report"):
         raise ValueError(f"{where}.leak_check: {cfg['leak_check']!r} (fail | report)")
     entries(cfg, where)
     return cfg
+
+
+def methods(cfg: dict) -> list[str]:
+    """The DRR methods an experiment reports: the DM methods of its variants, the judge-free
+    baselines and falsifiers (all from `drr infer`), and SFT-LoRA when it is enabled (`drr sft`)."""
+    from retrace.drr.episodes import DM_METHODS, METHODS
+    out = [m for m in METHODS if DM_METHODS.get(m, "weighted") in cfg["variants"]]
+    return out + (["sft_lora"] if cfg["sft_lora"]["enabled"] else [])
 
 
 def entries(cfg: dict, where: str = "drr") -> list[dict]:
