@@ -99,3 +99,12 @@ def test_drr_paper_runs_flan_t5_large_on_the_gpu_with_an_explicit_input_length()
     assert block["backbone"] == "flan-t5-large" and block["dm"]["max_length"] == 512
     assert paper["backbones"]["flan-t5-large"]["repo"] == "google/flan-t5-large"
     assert settings.dm_resources(paper)["gpu"] == 1
+
+
+def test_stage_keys_cover_the_code_each_stage_runs():
+    """infer builds its episodes in drr/episodes.py; summarise refuses leaks (drr/leakcheck.py)
+    and reads NOTA both ways (drr/episodes.py): editing them must rerun those stages."""
+    names = lambda stage: {f"{p.parent.name}/{p.name}" for p in settings.stage_files(stage)}
+    assert "drr/episodes.py" in names("infer")
+    assert {"drr/episodes.py", "drr/leakcheck.py"} <= names("summarise")
+    assert "drr/sft.py" in names("sft")

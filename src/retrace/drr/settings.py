@@ -29,11 +29,11 @@ STAGE_FILES = {
     "split": ["discriminator/dataset.py"],
     "train": DM,
     "generate": LLM,
-    "infer": DM + ["discriminator/loop.py", "scoring/drr_metrics.py"],
+    "infer": DM + ["drr/episodes.py", "discriminator/loop.py", "scoring/drr_metrics.py"],
     "leakcheck": ["discriminator/leak.py", "discriminator/dataset.py", "drr/leakcheck.py"],
     "sft": ["drr/sft.py", "drr/prompts.py", "drr/dm.py", "data.py", "templates.py"],
-    "summarise": ["scoring/drr_metrics.py", "scoring/claims.py", "scoring/stats.py",
-                  "drr/report.py", "report/plots.py"],
+    "summarise": ["scoring/drr_metrics.py", "scoring/claims.py", "scoring/stats.py", "drr/report.py",
+                  "report/plots.py", "drr/episodes.py", "drr/leakcheck.py", "discriminator/dataset.py"],
 }
 TEMPLATES = {  # prompt files each stage reads (a template edit reruns exactly these)
     "distil": ["standard_qa.j2", "standard_qa_gpt.j2", "exploration.j2", "question.j2",
