@@ -144,3 +144,11 @@ def test_open_ended_gold():
     p = Problem(id="m", question="What is 6 * 7?", gold="42")
     assert leak.scan_text("Reminder: the final answer is 42.", p) != []
     assert leak.scan_text("Show your work in 4 steps.", p) == []
+
+
+def test_a_model_echo_overlapping_the_listing_does_not_expose_the_gold():
+    """Seen on real SmolLM2 output: a rationale "1. Paris" is also a piece of the question's
+    listing; blanking it first broke the full-listing match and the rest was reported."""
+    listing = "Question: capital?\nChoices:\n0. Lyon\n1. Paris\n2. Nice\n3. Lille"
+    assert leak.scan_text(listing, P, model_spans=["1. Paris", "Lyon\n1"]) == []
+    assert leak.scan_text(listing + "\nHint: 1", P, model_spans=["1. Paris"]) != []

@@ -134,14 +134,30 @@ def _listing(choices, marker) -> str:
     return r"[\s,;]*".join(rf"[(\[]?\s*{marker(i)}{MARK_END}{re.escape(c)}" for i, c in enumerate(choices))
 
 
-def _strip_question(text: str, problem: Problem) -> str:
-    """`text` without the problem's own question and its full choice listing (legitimate
-    places for the gold's text): every choice in order, marked A./(A)/0./1) alike."""
-    text = text.replace(problem.question, " ")
+def _covered(text: str, problem: Problem, model_spans: Iterable[str]) -> list[tuple[int, int]]:
+    """Intervals of `text` that are legitimate places for the gold: the problem's own question,
+    its full choice listing (every choice in order, marked A./(A)/0./1) alike), and verbatim
+    echoes of the reasoner's own output. All are found in the original text, so an echo that
+    overlaps the listing (a model that answered "1. Jupiter") cannot break the listing's match."""
+    spans = [s for s in set(model_spans) if s] + [problem.question]
+    out = []
+    for span in spans:
+        start = text.find(span)
+        while start >= 0:
+            out.append((start, start + len(span)))
+            start = text.find(span, start + 1)
     if problem.choices:
         for marker in (lambda i: LETTERS[i], lambda i: str(i), lambda i: str(i + 1)):
-            text = re.sub(rf"(?i){_listing(problem.choices, marker)}", " ", text)
-    return text
+            out += [m.span() for m in re.finditer(rf"(?i){_listing(problem.choices, marker)}", text)]
+    return out
+
+
+def _strip(text: str, intervals: list[tuple[int, int]]) -> str:
+    """`text` with every covered character blanked (positions kept, so excerpts stay readable)."""
+    chars = list(text)
+    for a, b in intervals:
+        chars[a:b] = " " * (b - a)
+    return "".join(chars)
 
 
 def _excerpt(text: str, start: int, end: int, pad: int = 40) -> str:
@@ -153,12 +169,10 @@ def scan_text(text: str, problem: Problem, index_bases: Iterable[int] = INDEX_BA
     """[(kind, excerpt)] of leaks in one piece of harness-written text.
 
     `model_spans` are verbatim pieces of the reasoner's own output echoed into this text (the
-    rendered past attempts of a re-prompt); they are removed first, longest first.
+    rendered past attempts of a re-prompt); they, the question and its full choice listing are
+    blanked before the search (see _covered).
     """
-    for span in sorted(set(model_spans), key=len, reverse=True):
-        if span:
-            text = text.replace(span, " ")
-    text = _strip_question(text, problem)
+    text = _strip(text, _covered(text, problem, model_spans))
     hits = [("answer_statement", _excerpt(text, m.start(), m.end()))
             for m in statement_pattern(problem, index_bases).finditer(text)]
     pair = index_text_pattern(problem, index_bases)
