@@ -45,16 +45,37 @@ def test_falsifier_judges_and_cot_use_the_same_path():
 
 
 def test_abstain_and_selfcritic_baselines():
-    ab = episodes.episode("abstain", P, ROW, 3)
+    ab = episodes.episode("abstain", P, ROW, 3, nota="abstain")
     assert ab["status"] == "abstained" and drr_metrics.decision_correct(ab)  # zero-shot rule
     sc = episodes.episode("selfcritic", P, ROW, 3)
     assert sc["status"] == "answered" and drr_metrics.outcome(sc) == "wrong"
 
 
-def test_accepted_none_of_the_above_is_an_abstention():
+def test_none_of_the_above_is_wrong_by_default_and_an_abstention_as_a_variant():
+    """Old behaviour: NOTA was always an abstention (FS 0); Table 1's Abstain rows score it wrong."""
+    ab = episodes.episode("abstain", P, ROW, 3)
+    assert ab["status"] == "answered" and drr_metrics.outcome(ab) == "wrong"
+    assert drr_metrics.fs_points(ab, 3) == -3.0 and not drr_metrics.decision_correct(ab)
     row = {**ROW, "path": [turn("none of the above", None, True)]}
     ep = episodes.episode("drr", P, row, 1, ["accept"])
-    assert ep["status"] == "abstained"
+    assert ep["status"] == "answered" and drr_metrics.outcome(ep) == "wrong"
+    assert episodes.episode("drr", P, row, 1, ["accept"], nota="abstain")["status"] == "abstained"
+    assert episodes.nota_reading(ab, "abstain")["status"] == "abstained"
+    assert episodes.nota_reading(episodes.nota_reading(ab, "abstain"), "wrong") == ab
+    # a DM that rejected everything abstained, whatever the reading
+    rej = episodes.episode("drr", P, row, 1, ["reject"])
+    assert episodes.nota_reading(rej, "wrong")["status"] == "abstained"
+    with pytest.raises(ValueError, match="drr.nota"):
+        episodes.nota_reading(ab, "maybe")
+
+
+def test_report_labels_the_other_nota_reading():
+    from retrace.drr import report
+    ab = episodes.episode("abstain", P, ROW, 3)
+    label, eps = report.nota_variant([ab], "abstain", "wrong")
+    assert label == "abstain [NOTA = abstention]" and eps[0]["status"] == "abstained"
+    cot = episodes.episode("cot", P, ROW, 3)
+    assert report.nota_variant([cot], "cot", "wrong") is None
 
 
 def test_dm_rows_give_each_turn_its_rejected_history():
@@ -67,3 +88,11 @@ def test_dm_rows_give_each_turn_its_rejected_history():
 def test_unknown_method_is_an_error():
     with pytest.raises(ValueError, match="unknown DRR method"):
         episodes.episode("nope", P, ROW, 3)
+
+
+def test_acc_d_reads_nota_as_an_abstain_decision_while_acc_scores_it_wrong():
+    from retrace.drr import report
+    ab = episodes.episode("abstain", P, ROW, 3)
+    row = report.metrics_row("m", "d", 0, "abstain", [ab])
+    cols = dict(zip(report.COLUMNS, row))
+    assert cols["acc (abstain = wrong) %"] == 0.0 and cols["FS(3)"] == -300.0 and cols["Acc(D)"] == 100.0

@@ -18,6 +18,15 @@ def test_gradual_context_numbers_attempts_and_does_not_say_wrong():
     assert "Wrong" not in text and text.endswith("more accurate answer.")
 
 
+def test_gradual_env_line_follows_each_attempt():
+    """Old behaviour: one "Env:" line after all attempts. Appendix B appends it per attempt."""
+    text = prompts.context_text(CTX, "gradual")
+    assert text.count("Env: The previous response was insufficient") == 2
+    assert "Rationale 1: Mars is red.\nEnv: The previous response" in text
+    assert text.index("Env:") < text.index("LLM Answer 2")
+    assert text == render_context(CTX, "gradual")  # the DM sees the context as the reasoner did
+
+
 def test_exploration_switches_system_prompt_after_turn_one_gradual_does_not():
     first = prompts.turn_messages(P, [], 0, "exploration")
     later = prompts.turn_messages(P, CTX[:1], 1, "exploration")

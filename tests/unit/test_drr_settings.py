@@ -1,4 +1,6 @@
 """The drr: block, the question-level split and rerun keys."""
+from pathlib import Path
+
 import pytest
 
 from retrace.drr import settings, stages
@@ -44,3 +46,65 @@ def test_rerun_keys_see_config_templates_and_not_other_stages(tmp_path, monkeypa
     names = {p.name for p in settings.stage_files("generate")}
     assert {"abstain_qa.j2", "selfcritic_review.j2", "exploration.j2"} <= names
     assert "abstain_qa.j2" not in {p.name for p in settings.stage_files("distil")}
+
+
+def test_dm_resources_ask_for_a_gpu_only_on_cuda_and_size_the_backbone():
+    from tests.unit.drr_fakes import cfg
+    small = settings.dm_resources(cfg())
+    assert small["gpu"] == 0 and small["gpu_mem_mb"] == 0 and small["mem_mb"] >= 2000
+    big = cfg(backbone="flan-t5-large")
+    big["dm"] = {**big["dm"], "device": "cuda"}
+    r = settings.dm_resources(big)
+    # 783M params x 16 bytes (fp32 weights, grads, two Adam moments) x 1.25 + 1 GB
+    assert r["gpu"] == 1 and 15_000 < r["gpu_mem_mb"] < 18_000
+    assert settings.dm_resources(big, training=False)["gpu_mem_mb"] < r["gpu_mem_mb"] / 3
+    with pytest.raises(ValueError, match="dm.device"):
+        settings.load({"dm": {"device": "tpu"}})
+
+
+def test_device_is_not_a_rerun_key():
+    from tests.unit.drr_fakes import cfg
+    a, b = cfg(), cfg()
+    b["dm"] = {**b["dm"], "device": "cuda"}
+    assert settings.stage_key("train", a) == settings.stage_key("train", b)
+
+
+MIRROR = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+def test_drr_paper_distils_openbookqa_on_dev_and_keeps_its_test_set(tmp_path):
+    """Old behaviour: openbookqa had no train file, so its 500 test questions were split 80/20."""
+    import yaml
+
+    from retrace import data
+    from retrace.config import load_experiment
+    paper = settings.load(load_experiment("drr_paper")["drr"])
+    assert {e["name"]: e["train"] for e in settings.entries(paper)}["openbookqa"] == "openbookqa_dev"
+    if not MIRROR.is_dir():
+        pytest.skip(f"no mirror at {MIRROR}")
+    conf = Path(settings.PKG).parents[1] / "config" / "dataset"
+    dev = data.prepare(yaml.safe_load((conf / "openbookqa_dev.yaml").read_text()), MIRROR)[0]
+    test = data.prepare(yaml.safe_load((conf / "openbookqa.yaml").read_text()), MIRROR)[0]
+    dfile, tfile = tmp_path / "dev.jsonl", tmp_path / "test.jsonl"
+    data.write_problems(dfile, dev)
+    data.write_problems(tfile, test)
+    info = stages.questions(paper, "openbookqa", tfile, dfile, tmp_path / "tr.jsonl", tmp_path / "ev.jsonl")
+    assert info["n_train"] == 500 and info["n_eval"] == 500  # the whole test set is evaluated
+
+
+def test_drr_paper_runs_flan_t5_large_on_the_gpu_with_an_explicit_input_length():
+    from retrace.config import load_experiment
+    block = load_experiment("drr_paper")["drr"]
+    paper = settings.load(block)
+    assert block["backbone"] == "flan-t5-large" and block["dm"]["max_length"] == 512
+    assert paper["backbones"]["flan-t5-large"]["repo"] == "google/flan-t5-large"
+    assert settings.dm_resources(paper)["gpu"] == 1
+
+
+def test_stage_keys_cover_the_code_each_stage_runs():
+    """infer builds its episodes in drr/episodes.py; summarise refuses leaks (drr/leakcheck.py)
+    and reads NOTA both ways (drr/episodes.py): editing them must rerun those stages."""
+    names = lambda stage: {f"{p.parent.name}/{p.name}" for p in settings.stage_files(stage)}
+    assert "drr/episodes.py" in names("infer")
+    assert {"drr/episodes.py", "drr/leakcheck.py"} <= names("summarise")
+    assert "drr/sft.py" in names("sft")

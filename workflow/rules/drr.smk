@@ -14,13 +14,14 @@ if _DRR_BLOCK:
     DRR_TRAIN = {e["name"]: e["train"] for e in DRR_ENTRIES}
     DRR_DIR = f"{RESULTS}/drr"
     DRR_VARIANT_OF = {m: v for m, v in _DRR_DM_METHODS.items() if v in DRR["variants"]}
-    DRR_METHODS = list(DRR_VARIANT_OF) + ["cot", "always_accept", "always_reject", "abstain", "selfcritic"]
+    DRR_METHODS = _drr.methods(DRR)  # what the report shows
+    DRR_INFER_METHODS = [m for m in DRR_METHODS if m != "sft_lora"]  # made by drr_infer
     DRR_RUNS = [(m, DRR["backend"], s) for m in DRR["models"] for s in DRR["seeds"]]
     DRR_RUN = "{model}/{backend}"
 
     wildcard_constraints:
         variant="weighted|unweighted|shuffled",
-        drr_method="|".join(DRR_METHODS),
+        drr_method="|".join(DRR_INFER_METHODS),
 
     def drr_key(stage):
         return lambda w: _drr.stage_key(stage, DRR)
@@ -65,7 +66,8 @@ if _DRR_BLOCK:
             key=drr_key("distil"),
         threads: 2
         resources:
-            mem_mb=4000,
+            mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
+            gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
             engine=1,
         shell:
             "{PY} -m retrace drr distil --experiment {DRR_EXP} --dataset {wildcards.dataset} "
@@ -108,8 +110,9 @@ if _DRR_BLOCK:
         params:
             key=drr_key("train"),
         threads: DRR["dm"]["threads"]
-        resources:
-            mem_mb=3000,
+        resources:  # the DM's device and size (drr/settings.dm_resources); gpu only with dm.device: cuda
+            mem_mb=_drr.dm_resources(DRR)["mem_mb"],
+            gpu=_drr.dm_resources(DRR)["gpu"],
         shell:
             "{PY} -m retrace drr train --experiment {DRR_EXP} --variant {wildcards.variant} "
             "--split-dir $(dirname {input.train}) --seed {wildcards.seed} --out {output.manifest} "
@@ -130,7 +133,8 @@ if _DRR_BLOCK:
             key=drr_key("generate"),
         threads: 2
         resources:
-            mem_mb=4000,
+            mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
+            gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
             engine=1,
         shell:
             "{PY} -m retrace drr generate --experiment {DRR_EXP} --problems {input.problems} "
@@ -159,11 +163,33 @@ if _DRR_BLOCK:
             checkpoint=lambda w, input: f"--checkpoint {input.checkpoint}" if "checkpoint" in input.keys() else "",
         threads: 1
         resources:
-            mem_mb=2000,
+            mem_mb=lambda w: _drr.dm_resources(DRR, training=False)["mem_mb"] if w.drr_method in DRR_VARIANT_OF else 2000,
+            gpu=lambda w: _drr.dm_resources(DRR, training=False)["gpu"] if w.drr_method in DRR_VARIANT_OF else 0,
         shell:
             "{PY} -m retrace drr infer --experiment {DRR_EXP} --method {wildcards.drr_method} "
             "--generations {input.rows} --problems {input.problems} {params.checkpoint} "
             "--out {output} > {log} 2>&1"
+
+    if DRR["sft_lora"]["enabled"]:
+        rule drr_sft:  # SFT-LoRA baseline: one LoRA on every DRR-train question, episodes per dataset
+            input:
+                train=[f"{DRR_DIR}/questions/{e['name']}/train.jsonl" for e in DRR_ENTRIES],
+                eval=[f"{DRR_DIR}/questions/{e['name']}/eval.jsonl" for e in DRR_ENTRIES],
+            output:
+                [f"{DRR_DIR}/{DRR_RUN}/eval/{e['name']}/seed{{seed}}/episodes/sft_lora.jsonl" for e in DRR_ENTRIES],
+            log:
+                f"{RESULTS}/logs/drr/{DRR_RUN}/sft/seed{{seed}}.log",
+            benchmark:
+                f"{RESULTS}/benchmarks/drr/{DRR_RUN}/sft/seed{{seed}}.tsv"
+            params:
+                key=drr_key("sft"),
+            threads: DRR["dm"]["threads"]
+            resources:
+                mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
+                gpu=int(DRR["sft_lora"]["device"] == "cuda"),
+            shell:
+                "{PY} -m retrace drr sft --experiment {DRR_EXP} --seed {wildcards.seed} "
+                "--train {input.train} --eval {input.eval} --out {output} > {log} 2>&1"
 
     DRR_QUESTIONS = [f"{DRR_DIR}/questions/{e['name']}/{part}.jsonl" for e in DRR_ENTRIES for part in ("train", "eval")]
     DRR_SPLITS = [f for part in ("train", "dev", "train_shuffled")

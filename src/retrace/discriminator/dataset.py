@@ -36,6 +36,9 @@ ACCEPT_WEIGHT_RATIO = 3.0  # Section 4.2: w_1 "set three times higher than" w_0
 DEV_FRACTION = 0.2  # Appendix A: "an 80/20 split"
 # Appendix B, "Appended Environment Message to Context" (Llama3 DRR / GPT-4 DRR).
 EXPLORATION_FEEDBACK = "Wrong Answer! Try again."
+GRADUAL_FEEDBACK = ("Env: The previous response was insufficient; explore a new line of reasoning "
+                    "to approach a more accurate answer.")
+SEPARATOR = "\n\n"  # between the parts of a DM input
 
 
 def rows_from_trace(trace: Mapping) -> list[dict]:
@@ -65,25 +68,31 @@ def rows_from_traces(traces: Iterable[Mapping]) -> list[dict]:
 
 
 def render_context(context: Sequence[Mapping], strategy: str = "exploration") -> str:
-    """Past attempts as Appendix B's environment messages ("exploration": Llama3 wording,
-    each followed by the Wrong-answer feedback; "gradual": GPT-4 numbered wording)."""
+    """Past attempts as Appendix B's environment messages, the feedback after each attempt
+    ("exploration": Llama3 wording and "Wrong Answer!"; "gradual": GPT-4 numbered wording and
+    its "Env:" nudge)."""
     if strategy == "exploration":
         return "\n".join(f"Previous LLM Answer: Answer: {c['answer']}\nRationale: {c['rationale']}"
                          f"\n{EXPLORATION_FEEDBACK}" for c in context)
     if strategy == "gradual":
         return "\n".join(f"LLM Answer {i}: {c['answer']}\nRationale {i}: {c['rationale']}"
-                         for i, c in enumerate(context, 1))
+                         f"\n{GRADUAL_FEEDBACK}" for i, c in enumerate(context, 1))
     raise ValueError(f"unknown prompt strategy {strategy!r} (exploration | gradual)")
 
 
+def dm_input_segments(row: Mapping, instruction: str = "",
+                      strategy: str = "exploration") -> dict[str, str]:
+    """The DM input's parts in reading order: instruction, question, past context, and the
+    judged part (the answer and rationale being judged, always last)."""
+    return {"instruction": instruction, "question": f"Question: {row['question']}",
+            "context": render_context(row["context"], strategy) if row["context"] else "",
+            "judged": f"Answer: {row['answer']}\nRationale: {row['rationale']}"}
+
+
 def dm_input_text(row: Mapping, instruction: str = "", strategy: str = "exploration") -> str:
-    """The DM's input string for a row: instruction, question, past context, answer, rationale."""
-    parts = [instruction] if instruction else []
-    parts.append(f"Question: {row['question']}")
-    if row["context"]:
-        parts.append(render_context(row["context"], strategy))
-    parts.append(f"Answer: {row['answer']}\nRationale: {row['rationale']}")
-    return "\n\n".join(parts)
+    """The DM's input string for a row: instruction, question, past context, answer, rationale
+    (untruncated; drr/dm.py fits it to the DM's max_length, oldest context first)."""
+    return SEPARATOR.join(x for x in dm_input_segments(row, instruction, strategy).values() if x)
 
 
 def _by_dataset(rows: Iterable[dict]) -> dict[str, list[dict]]:
@@ -131,6 +140,27 @@ def grouped_split(rows: Sequence[dict], seed: int = 0,
 def class_weights(weighted: bool = True, ratio: float = ACCEPT_WEIGHT_RATIO) -> dict[int, float]:
     """{REJECT: w_0, ACCEPT: w_1} for Eq. (1): w_1 = ratio · w_0 (3, Section 4.2), or all 1.0."""
     return {REJECT: 1.0, ACCEPT: ratio if weighted else 1.0}
+
+
+def implied_accept_threshold(ratio: float, threshold: float = 0.5) -> float:
+    """The P(correct | x) above which a DM trained with w_accept = ratio · w_reject and
+    accepting when its P(Accept) > `threshold` accepts, if it fits its (1:1 downsampled)
+    training data perfectly.
+
+    Weighted cross-entropy is minimised by q = r·p / (r·p + 1 − p) (the class-weighted
+    posterior), so q > t ⟺ p > t / (r·(1 − t) + t). The paper's 3:1 Accept weight with the
+    argmax (t = 0.5) accepts when p > 0.25: MORE lenient than the unweighted 0.5, the opposite
+    of the "stricter acceptance criteria" its Section 3.2/6 intend. retrace implements the
+    weighting as printed (Section 4.2: w_1 "set three times higher than w_0", with w_1 the
+    Accept weight), reports this implied threshold, and reports the weighted and unweighted
+    DMs' false-positive rates side by side; the intended strictness is available as
+    `dm.accept_threshold: 0.9` (p > 0.75) or `dm.accept_weight_ratio: 0.333` (p > 0.75 at
+    t = 0.5). Assumes calibration on the training distribution (Accept:Reject 1:1 after
+    downsampling), not on the turns met at inference.
+    """
+    if ratio <= 0 or not 0.0 < threshold < 1.0:
+        raise ValueError(f"need ratio > 0 and 0 < threshold < 1, got {ratio}, {threshold}")
+    return threshold / (ratio * (1.0 - threshold) + threshold)
 
 
 def weighted_cross_entropy(logits: Sequence[Sequence[float]], labels: Sequence[int],

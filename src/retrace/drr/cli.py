@@ -6,7 +6,8 @@
     drr train     --variant weighted|unweighted|shuffled --split-dir DIR --seed S --out CKPT.json --ckpt-dir DIR --metrics-out TRAIN.json
     drr generate  --problems Q_eval.jsonl --manifest M --backend B --seed S --cache C --out ROWS --out-prompts P
     drr infer     --method M --generations ROWS --problems Q_eval.jsonl --out EPISODES [--checkpoint CKPT.json]
-    drr leakcheck --problems Q... --scan FILE... --out LEAK.json [--strict]
+    drr sft       --seed S --train Q_train... --eval Q_eval... --out EPISODES...   (sft_lora.enabled only)
+    drr leakcheck --problems Q... --scan FILE... --out LEAK.json   (fails on a leak unless drr.leak_check: report)
     drr summarise --episodes E... --train-metrics T... --questions Q... --leak L --claims-out C --section-out S --plot-out P
 Every sub-command takes --experiment NAME (whose `drr:` block is merged over config/drr/defaults.yaml).
 """
@@ -36,8 +37,10 @@ def _parser() -> argparse.ArgumentParser:
                      ("--out-prompts", {"type": Path})],
         "infer": [("--method", {}), ("--generations", {"type": Path}), ("--problems", {"type": Path}),
                   ("--out", {"type": Path}), ("--checkpoint", {"type": Path, "required": False})],
+        "sft": [("--seed", {"type": int}), ("--train", {"type": Path, "nargs": "+"}),
+                ("--eval", {"type": Path, "nargs": "+"}), ("--out", {"type": Path, "nargs": "+"})],
         "leakcheck": [("--problems", {"type": Path, "nargs": "+"}), ("--scan", {"type": Path, "nargs": "+"}),
-                      ("--out", {"type": Path}), ("--strict", {"action": "store_true", "required": False})],
+                      ("--out", {"type": Path})],
         "summarise": [("--episodes", {"type": Path, "nargs": "+"}), ("--train-metrics", {"type": Path, "nargs": "+"}),
                       ("--questions", {"type": Path, "nargs": "+"}), ("--leak", {"type": Path}),
                       ("--claims-out", {"type": Path}), ("--section-out", {"type": Path}), ("--plot-out", {"type": Path})],
@@ -70,9 +73,14 @@ def main(argv: list[str]) -> int:
     elif a.command == "infer":
         from retrace.drr import episodes
         episodes.run(cfg, a.method, a.generations, a.problems, a.out, a.checkpoint)
+    elif a.command == "sft":
+        from retrace.drr import sft
+        if len(a.eval) != len(a.out):
+            raise SystemExit(f"drr sft: {len(a.eval)} --eval files but {len(a.out)} --out files")
+        sft.run(cfg, a.train, a.eval, a.out, a.seed)
     elif a.command == "leakcheck":
         from retrace.drr import leakcheck
-        leakcheck.run(cfg, a.problems, a.scan, a.out, a.strict)
+        leakcheck.run(cfg, a.problems, a.scan, a.out)
     elif a.command == "summarise":
         from retrace.drr import report
         report.summarise(cfg, a.episodes, a.train_metrics, a.questions, a.leak, a.claims_out,

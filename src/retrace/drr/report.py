@@ -24,6 +24,8 @@ from retrace.scoring.claims import claim_row, write_claims_csv
 CLAIMS = [(f"DRR beats {name} on {label}", "drr", base, metric, k)
           for metric, k, label in (("accuracy", 1, "accuracy"), ("fs", 1, "FS(1)"), ("fs", 3, "FS(3)"))
           for base, name in (("cot", "CoT"), ("abstain", "Abstain"), ("selfcritic", "Self-Critic"))]
+CLAIMS += [("DRR beats SFT-LoRA on accuracy", "drr", "sft_lora", "accuracy", 1),
+           ("DRR beats SFT-LoRA on FS(3)", "drr", "sft_lora", "fs", 3)]
 CLAIMS += [("DRR's Acc(D) above Abstain", "drr", "abstain", "acc_d", 1),
            ("DRR's Acc(D) above Self-Critic", "drr", "selfcritic", "acc_d", 1),
            ("self-critique does not beat CoT (CoT minus Self-Critic; Huang et al.)", "cot", "selfcritic", "accuracy", 1),
@@ -47,12 +49,31 @@ def _r(x, nd: int = 1):
     return None if x is None else round(float(x), nd)
 
 
+def decision_view(eps: list) -> list:
+    """Episodes as Acc(D) reads them: a final "none of the above" is a decision to abstain,
+    whatever Acc/FS score it as. Figure 2 needs this: Abstain (Llama3) has Acc(D) 67.2 against
+    Acc 66.5 overall, so some NOTA answers counted as right abstain decisions."""
+    from retrace.drr.episodes import nota_reading
+    return [nota_reading(e, "abstain") for e in eps]
+
+
 def metrics_row(model, dataset, seed, method, eps) -> list:
-    s = drr_metrics.drr_summary(eps)
+    s = {**drr_metrics.drr_summary(eps), "acc_d": drr_metrics.critic_decision_accuracy(decision_view(eps))}
     return [model, dataset, seed, method, s["n_questions"], _r(s["accuracy_abstain_as_wrong"]),
             _r(s["accuracy_abstain_as_last_attempt"]), _r(s["abstention_rate"]), _r(s["fs_1"]),
             _r(s["fs_3"]), _r(s["acc_d"]), _r(s["dm_precision_accept"], 3), _r(s["dm_recall_accept"], 3),
             _r(s["dm_false_positive_rate"], 3), _r(sum(len(e["turns"]) for e in eps) / max(1, len(eps)), 2)]
+
+
+def nota_variant(eps: list, method: str, nota: str) -> tuple[str, list] | None:
+    """(label, episodes) of the other "none of the above" reading, for the Abstain baseline and
+    any method that ended an episode on NOTA; None otherwise (drr/episodes.py)."""
+    from retrace.drr.episodes import NOTA_READINGS, nota_reading
+    if method != "abstain" and not any(e["turns"] and e["turns"][-1].get("abstain") for e in eps):
+        return None
+    other = next(r for r in NOTA_READINGS if r != nota)
+    label = {"abstain": "NOTA = abstention", "wrong": "NOTA = wrong"}[other]
+    return f"{method} [{label}]", [nota_reading(e, other) for e in eps]
 
 
 def claims(runs: Mapping, hashes: Mapping) -> list[dict]:
@@ -62,8 +83,9 @@ def claims(runs: Mapping, hashes: Mapping) -> list[dict]:
         for claim, a, b, metric, k in CLAIMS:
             if a not in methods or b not in methods:
                 continue
-            ra = [drr_metrics.per_question(e, metric, k) for e in methods[a]]
-            rb = [drr_metrics.per_question(e, metric, k) for e in methods[b]]
+            view = decision_view if metric == "acc_d" else list
+            ra = [drr_metrics.per_question(view(e), metric, k) for e in methods[a]]
+            rb = [drr_metrics.per_question(view(e), metric, k) for e in methods[b]]
             row = claim_row(claim, model, dataset, a, b, ra, rb,
                             evidence=hashes[(model, dataset)][a] + hashes[(model, dataset)][b])
             unit = {"accuracy": "0/1 correct", "fs": f"FS points (+1/0/-{k:g})", "acc_d": "0/1 right decision"}[metric]
@@ -107,13 +129,51 @@ def train_table(train_files: list[Path], notes: list[str]) -> dict:
         if m.get("degenerate"):
             notes.append(f"{model} seed {seed} {variant} DM: {m['degenerate']}; its head is untrained, "
                          "so its decisions are arbitrary.")
+        cut = m.get("truncation") or {}
         rows.append([model, seed, variant, f"{m['weights']['1']:g}:{m['weights']['0']:g}", m["n_train"],
                      m["n_dev"], _r(dev.get("accuracy"), 3), _r(dev.get("precision_accept"), 3),
-                     _r(dev.get("recall_accept"), 3), _r(m["loss"][-1] if m["loss"] else None, 4)])
+                     _r(dev.get("recall_accept"), 3), _r(m["loss"][-1] if m["loss"] else None, 4),
+                     cut.get("rows_cut"), cut.get("rows_judged_cut")])
         prov.append(sha256_file(prov_path(f)))
     return {"caption": "Discriminator training (dev split grouped by question id; dev labels are never shuffled)",
             "columns": ["model", "seed", "variant", "w_accept:w_reject", "train rows", "dev rows",
-                        "dev accuracy", "dev precision (Accept)", "dev recall (Accept)", "final train loss"],
+                        "dev accuracy", "dev precision (Accept)", "dev recall (Accept)", "final train loss",
+                        "train rows cut to max_length", "of them with the judged answer/rationale cut"],
+            "rows": rows, "prov": prov}
+
+
+def _fpr(eps) -> float | None:
+    return drr_metrics.discriminator_stats(eps)["false_positive_rate"] if eps else None
+
+
+def weighting_table(runs: Mapping, seeds: Mapping, hashes: Mapping, train_files: list[Path],
+                    cfg: Mapping) -> dict:
+    """The weighted (w_accept:w_reject = r:1) and unweighted DMs' false-positive rates side by
+    side, on the dev rows and on the evaluation turns, with the P(correct) threshold each
+    weighting implies (dataset.implied_accept_threshold)."""
+    from retrace.discriminator.dataset import implied_accept_threshold
+    ratio, t = float(cfg["dm"]["accept_weight_ratio"]), float(cfg["dm"].get("accept_threshold", 0.5))
+    dev = {}
+    for f in train_files:
+        model, _, _, seed, variant = run_of(f, "dm")
+        dev[(model, seed, variant)] = (json.loads(Path(f).read_text()).get("dev") or {}).get("false_positive_rate")
+    rows, prov = [], []
+    for (model, dataset), methods in sorted(runs.items()):
+        unweighted = dict(zip(seeds[(model, dataset)].get("drr_unweighted", []), methods.get("drr_unweighted", [])))
+        for seed, w_eps, h in zip(seeds[(model, dataset)].get("drr", []), methods.get("drr", []),
+                                  hashes[(model, dataset)].get("drr", [])):
+            u_eps = unweighted.get(seed)
+            prov.append(h)
+            rows.append([model, dataset, seed, _r(implied_accept_threshold(ratio, t), 3), _r(_fpr(w_eps), 3),
+                         _r(implied_accept_threshold(1.0, t), 3), _r(_fpr(u_eps), 3),
+                         _r(dev.get((model, seed, "weighted")), 3), _r(dev.get((model, seed, "unweighted")), 3)])
+    return {"caption": (f"Accept weighting: the {ratio:g}:1 DM (Section 4.2, as printed) against the 1:1 DM. "
+                        f"Accepting at P(Accept) > {t:g}, a {ratio:g}:1 weight on 1:1 downsampled rows accepts "
+                        "when P(correct) exceeds the implied threshold (lower = more lenient); FPR = share of "
+                        "wrong answers accepted"),
+            "columns": ["model", "dataset", "seed", f"{ratio:g}:1 implied P(correct) threshold",
+                        f"{ratio:g}:1 FPR (eval turns)", "1:1 implied P(correct) threshold",
+                        "1:1 FPR (eval turns)", f"{ratio:g}:1 FPR (dev rows)", "1:1 FPR (dev rows)"],
             "rows": rows, "prov": prov}
 
 
@@ -130,18 +190,26 @@ def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], 
     from retrace.drr.stages import _prov
     runs: dict = defaultdict(lambda: defaultdict(list))
     hashes: dict = defaultdict(lambda: defaultdict(list))
+    seeds: dict = defaultdict(lambda: defaultdict(list))
     table, table_prov = [], []
     for f in sorted(episode_files, key=str):
         model, _, dataset, seed, method = run_of(f, "eval")
         eps = read_jsonl(f)
         runs[(model, dataset)][method].append(eps)
+        seeds[(model, dataset)][method].append(seed)
         h = sha256_file(prov_path(f))
         hashes[(model, dataset)][method].append(h)
         table.append(metrics_row(model, dataset, seed, method, eps))
         table_prov.append(h)
+        other = nota_variant(eps, method, cfg["nota"])
+        if other:
+            table.append(metrics_row(model, dataset, seed, other[0], other[1]))
+            table_prov.append(h)
+    leak = json.loads(Path(leak_file).read_text())
+    from retrace.drr.leakcheck import refuse
+    refuse(leak, cfg["leak_check"], str(leak_file))  # no claims from a leaking run
     rows = claims(runs, hashes)
     write_claims_csv(rows, claims_out)
-    leak = json.loads(Path(leak_file).read_text())
     loss_plot(train_files, plot_out)
     dm_notes: list[str] = []
     split_notes = sorted({load(q)["split"]["note"] for q in question_files})
@@ -156,9 +224,24 @@ def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], 
         "tables": [{"caption": "Methods on the evaluation questions (FS(k): +1 correct, -k wrong, 0 abstain, "
                                "percent; Acc(D): critic-decision accuracy; DM columns over all judged turns)",
                     "columns": COLUMNS, "rows": table, "prov": table_prov},
-                   train_table(train_files, dm_notes), leak_table(leak, leak_file)],
+                   train_table(train_files, dm_notes), weighting_table(runs, seeds, hashes, train_files, cfg),
+                   leak_table(leak, leak_file)],
         "images": [str(plot_out)],
         "notes": split_notes + dm_notes + falsifier_notes(rows) + [
+            ("A final 'none of the above' answer is scored as "
+             + ("WRONG (as Table 1's Abstain rows imply: their FS(1) = 2·Acc − 100 and FS(3) = 4·Acc − 300, "
+                "i.e. no abstentions); rows labelled [NOTA = abstention] show the abstention reading."
+                if cfg["nota"] == "wrong" else
+                "an ABSTENTION (drr.nota: abstain; Table 1's Abstain rows imply it was scored as wrong); "
+                "rows labelled [NOTA = wrong] show the paper's reading.")
+             + " Claims use the configured reading. Acc(D) always counts a NOTA as a decision to abstain "
+               "(Figure 2: Abstain's Acc(D) exceeds its Acc)."),
+            (f"Accept weight: w_accept = {cfg['dm']['accept_weight_ratio']:g} x w_reject as Section 4.2 prints it, "
+             f"accepting at P(Accept) > {cfg['dm'].get('accept_threshold', 0.5):g}. On 1:1 downsampled rows "
+             "this accepts when P(correct) exceeds the 'implied threshold' of the weighting table (0.25 for 3:1 "
+             "at 0.5), more lenient than the unweighted DM, not the stricter acceptance Sections 3.2 and 6 "
+             "intend; the table gives both weightings' false-positive rates side by side "
+             "(discriminator/dataset.implied_accept_threshold)."),
             "Accuracy is reported twice, labelled: abstentions scored as wrong (Section 6) and as what "
             "the last attempt answered (consistent with Table 1's DRR rows; scoring/drr_metrics.py).",
             "always_accept gives CoT's answers with the judge's Acc(D) rule; always_reject abstains on "

@@ -3,10 +3,14 @@
     cfg = settings.load(experiment["drr"])        # unknown keys -> ValueError naming them
     settings.entries(cfg)                         # [{"name", "train"|None}, ...]
     settings.stage_key("distil", cfg)             # hash of config slice + sources + templates
+    settings.dm_resources(cfg)                    # {"gpu", "mem_mb", "gpu_mem_mb"} of a DM job
+    settings.reasoner_resources(cfg, model)       # {"gpu", "mem_mb"} of a distil/generate job
 """
 from __future__ import annotations
 
 import copy
+import math
+import re
 from pathlib import Path
 
 import yaml
@@ -25,15 +29,17 @@ STAGE_FILES = {
     "split": ["discriminator/dataset.py"],
     "train": DM,
     "generate": LLM,
-    "infer": DM + ["discriminator/loop.py", "scoring/drr_metrics.py"],
+    "infer": DM + ["drr/episodes.py", "discriminator/loop.py", "scoring/drr_metrics.py"],
     "leakcheck": ["discriminator/leak.py", "discriminator/dataset.py", "drr/leakcheck.py"],
-    "summarise": ["scoring/drr_metrics.py", "scoring/claims.py", "scoring/stats.py",
-                  "drr/report.py", "report/plots.py"],
+    "sft": ["drr/sft.py", "drr/prompts.py", "drr/dm.py", "data.py", "templates.py"],
+    "summarise": ["scoring/drr_metrics.py", "scoring/claims.py", "scoring/stats.py", "drr/report.py",
+                  "report/plots.py", "drr/episodes.py", "drr/leakcheck.py", "discriminator/dataset.py"],
 }
 TEMPLATES = {  # prompt files each stage reads (a template edit reruns exactly these)
     "distil": ["standard_qa.j2", "standard_qa_gpt.j2", "exploration.j2", "question.j2",
                "env_exploration.j2", "env_gradual.j2"],
     "train": ["dm_instruction.j2"],
+    "sft": ["standard_qa.j2", "question.j2"],
     "infer": ["dm_instruction.j2"],
 }
 TEMPLATES["generate"] = TEMPLATES["distil"] + ["abstain_qa.j2", "selfcritic_answer.j2",
@@ -45,9 +51,10 @@ SLICES = {
     "split": ("dm",),
     "train": ("dm", "backbone", "backbones"),
     "generate": ("strategy", "max_turns_infer", "max_tokens", "sampling"),
-    "infer": ("max_turns_infer", "strategy", "dm"),
-    "leakcheck": (),
-    "summarise": (),
+    "infer": ("max_turns_infer", "strategy", "dm", "nota"),
+    "leakcheck": ("leak_check",),
+    "sft": ("sft_lora",),
+    "summarise": ("leak_check", "nota"),
 }
 
 
@@ -76,11 +83,33 @@ def load(block: dict | None, where: str = "drr") -> dict:
         raise ValueError(f"{where}.strategy: {cfg['strategy']!r} (exploration | gradual)")
     if cfg["backbone"] not in cfg["backbones"]:
         raise ValueError(f"{where}.backbone: {cfg['backbone']!r} not in backbones {sorted(cfg['backbones'])}")
+    spec = cfg["backbones"][cfg["backbone"]]
+    if spec.get("source") == "hub" and not re.fullmatch(r"[0-9a-f]{40}", str(spec.get("revision", ""))):
+        raise ValueError(f"{where}.backbones.{cfg['backbone']}.revision: {spec.get('revision')!r} is not a "
+                         "pinned hub commit (40 hex digits); a moving branch makes the DM unreproducible")
     bad = set(cfg["variants"]) - {"weighted", "unweighted", "shuffled"}
     if bad or "weighted" not in cfg["variants"]:
         raise ValueError(f"{where}.variants: need 'weighted'; unknown {sorted(bad)}")
+    if cfg["dm"]["device"] not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"{where}.dm.device: {cfg['dm']['device']!r} (auto | cpu | cuda)")
+    sft = cfg["sft_lora"]
+    if sft["enabled"] and not sft.get("hf_model"):
+        raise ValueError(f"{where}.sft_lora.enabled needs sft_lora.hf_model (the reasoner's HF weights: "
+                         "a hub id at a pinned revision, or a local folder)")
+    if cfg["nota"] not in ("wrong", "abstain"):
+        raise ValueError(f"{where}.nota: {cfg['nota']!r} (wrong | abstain)")
+    if cfg["leak_check"] not in ("fail", "report"):
+        raise ValueError(f"{where}.leak_check: {cfg['leak_check']!r} (fail | report)")
     entries(cfg, where)
     return cfg
+
+
+def methods(cfg: dict) -> list[str]:
+    """The DRR methods an experiment reports: the DM methods of its variants, the judge-free
+    baselines and falsifiers (all from `drr infer`), and SFT-LoRA when it is enabled (`drr sft`)."""
+    from retrace.drr.episodes import DM_METHODS, METHODS
+    out = [m for m in METHODS if DM_METHODS.get(m, "weighted") in cfg["variants"]]
+    return out + (["sft_lora"] if cfg["sft_lora"]["enabled"] else [])
 
 
 def entries(cfg: dict, where: str = "drr") -> list[dict]:
@@ -98,8 +127,8 @@ def entries(cfg: dict, where: str = "drr") -> list[dict]:
 
 def config_slice(stage: str, cfg: dict) -> dict:
     out = {k: cfg[k] for k in SLICES[stage]}
-    if "dm" in out:  # threads change speed, not the DM
-        out["dm"] = {k: v for k, v in out["dm"].items() if k != "threads"}
+    if "dm" in out:  # threads and the device change speed, not the DM (recorded in provenance)
+        out["dm"] = {k: v for k, v in out["dm"].items() if k not in ("threads", "device")}
     if stage == "train":
         out["backbones"] = {cfg["backbone"]: cfg["backbones"][cfg["backbone"]]}
     return out
@@ -116,3 +145,29 @@ def stage_key(stage: str, cfg: dict, **extra) -> str:
     """Rerun key of a DRR stage: config slice + its source files + the templates it reads."""
     return sha256_json({"config": config_slice(stage, cfg), "extra": extra,
                         "code": hash_sources(sorted(stage_files(stage)))})
+
+
+# Bytes per DM parameter: fp32 weights as loaded; training adds fp32 gradients and Adam's two
+# moments (4 × 4 bytes). Activations and the CUDA context are the 1.25 factor and the 1 GB.
+DM_BYTES, DM_TRAIN_BYTES = 4, 16
+
+
+def dm_resources(cfg: dict, training: bool = True) -> dict:
+    """{gpu, mem_mb, gpu_mem_mb} of a DM train (or infer) job, from `dm.device` and the
+    backbone's `params`. Only `dm.device: cuda` asks the scheduler for a GPU: "auto" uses one
+    where the job happens to land on a GPU node, so it cannot size the request."""
+    params = float(cfg["backbones"][cfg["backbone"]].get("params") or 0)
+    state_mb = params * (DM_TRAIN_BYTES if training else DM_BYTES) / 1e6
+    on_gpu = cfg["dm"]["device"] == "cuda"
+    host_mb = params * DM_BYTES / 1e6 * 1.5 if on_gpu else state_mb * 1.25
+    return {"gpu": int(on_gpu), "mem_mb": max(2000, math.ceil(host_mb) + 2000),
+            "gpu_mem_mb": math.ceil(state_mb * 1.25) + 1024 if on_gpu else 0}
+
+
+def reasoner_resources(cfg: dict, model: str) -> dict:
+    """{gpu, mem_mb} of a job that loads the reasoner (distil, generate): retrace.cluster's
+    sizing of the model on the DRR block's backend."""
+    from retrace import cluster
+    from retrace.config import compose
+    job = compose({"model": model, "backend": cfg["backend"]})
+    return {"gpu": cluster.gpus(job), "mem_mb": cluster.mem_mb(job)}

@@ -4,9 +4,12 @@
     model = add_lora(model, r=8, alpha=16)                # peft; only adapter weights train
     losses = train_lora(model, examples, lr=2e-4, epochs=1, seed=0)
     letter = answer(model, tokenizer, problem)            # greedy decode, parsed like DRR replies
+    run(cfg, train_files, eval_files, names, seed, outs)  # stage `drr sft`: train once, episodes per dataset
 
-Needs the reasoner as a Hugging Face causal LM (not the GGUF the CPU profile runs), so it is
-restricted to the GPU profile (config/drr/defaults.yaml `sft_lora`); unit-tested on a tiny
+Needs the reasoner as a Hugging Face causal LM (not the GGUF the CPU profile runs): with
+`drr.sft_lora.enabled: true` and `hf_model` set (a hub id at a pinned `revision`, or a local
+folder), the workflow runs `drr sft` (workflow/rules/drr.smk) and the report compares DRR with
+it; off by default (the CPU default has no HF weights of its reasoner). Unit-tested on a tiny
 randomly initialised causal LM. The target carries the gold by design (it is supervised
 fine-tuning); these examples are training data, never prompts, so the leak check does not
 apply to them. The paper does not print its SFT target format; here it is the Standard QA
@@ -51,10 +54,16 @@ def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_mo
     return get_peft_model(model, cfg)
 
 
+def _device(model):
+    return next(model.parameters()).device
+
+
 def train_lora(model, examples: Sequence[dict], lr: float = 2e-4, epochs: int = 1, seed: int = 0) -> list[float]:
-    """Plain AdamW over the trainable (adapter) parameters, one example per step; the losses."""
+    """Plain AdamW over the trainable (adapter) parameters, one example per step, on the
+    model's device; the losses."""
     import torch
     torch.manual_seed(seed)
+    dev = _device(model)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr)
     order, rng, losses = list(range(len(examples))), random.Random(f"{seed}:sft"), []
@@ -63,7 +72,8 @@ def train_lora(model, examples: Sequence[dict], lr: float = 2e-4, epochs: int = 
         rng.shuffle(order)
         for i in order:
             ex = examples[i]
-            out = model(input_ids=torch.tensor([ex["input_ids"]]), labels=torch.tensor([ex["labels"]]))
+            out = model(input_ids=torch.tensor([ex["input_ids"]], device=dev),
+                        labels=torch.tensor([ex["labels"]], device=dev))
             opt.zero_grad()
             out.loss.backward()
             opt.step()
@@ -74,10 +84,48 @@ def train_lora(model, examples: Sequence[dict], lr: float = 2e-4, epochs: int = 
 def answer(model, tokenizer, problem: Problem, max_new_tokens: int = 16) -> str | None:
     """Greedy reply to the Standard QA prompt, parsed as a DRR reply (None if unparseable)."""
     import torch
-    ids = tokenizer(prompt_text(problem, tokenizer), add_special_tokens=False, return_tensors="pt")["input_ids"]
+    ids = tokenizer(prompt_text(problem, tokenizer), add_special_tokens=False,
+                    return_tensors="pt")["input_ids"].to(_device(model))
     model.eval()
     with torch.no_grad():
         out = model.generate(input_ids=ids, max_new_tokens=max_new_tokens, do_sample=False,
                              pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
     text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
     return prompts.answer_letter(prompts.split_reply(text)[0], problem.choices or ())
+
+
+def load_reasoner(spec: dict):
+    """(tokenizer, causal LM) of `sft_lora.hf_model` at `sft_lora.revision`."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    kw = {"revision": spec["revision"]} if spec.get("revision") else {}
+    return (AutoTokenizer.from_pretrained(spec["hf_model"], **kw),
+            AutoModelForCausalLM.from_pretrained(spec["hf_model"], **kw))
+
+
+def episode(problem: Problem, letter: str | None) -> dict:
+    """A one-turn episode (no judge), scored like the other zero-judge baselines."""
+    return {"id": problem.id, "status": "answered",
+            "turns": [{"answer": letter or "", "rationale": "", "letter": letter, "abstain": False,
+                       "decision": None, "correct": letter == problem.gold}]}
+
+
+def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, seed: int = 0) -> dict:
+    """Stage `drr sft`: one LoRA on every DRR-train question (as the DM is trained once for all
+    datasets), then greedy answers on each dataset's evaluation questions -> `outs[i]`."""
+    from retrace import data
+    from retrace.atomic import write_jsonl
+    from retrace.drr import dm
+    from retrace.drr.stages import _prov
+    spec = cfg["sft_lora"]
+    tok, model = load_reasoner(spec)
+    model.to(dm.resolve_device(spec.get("device", "auto")))
+    lora = add_lora(model, r=int(spec["r"]), alpha=int(spec["alpha"]))
+    train = [p for f in train_files for p in data.read_problems(f)]
+    losses = train_lora(lora, sft_examples(train, tok, int(spec["max_length"])), float(spec["lr"]),
+                        int(spec["epochs"]), seed)
+    for f, out in zip(eval_files, outs):
+        eps = [episode(p, answer(lora, tok, p)) for p in data.read_problems(f)]
+        write_jsonl(out, eps)
+        _prov("sft", cfg, list(train_files) + [f], seeds={"run": seed}, losses=losses,
+              device=str(_device(lora)), hf_model={k: spec.get(k) for k in ("hf_model", "revision")}).write(out)
+    return {"losses": losses}

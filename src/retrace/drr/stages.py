@@ -172,6 +172,7 @@ def train(cfg: Mapping, variant: str, split_dir: Path, seed: int, out_manifest: 
     weights = dmdata.class_weights(variant != "unweighted", float(cfg["dm"]["accept_weight_ratio"]))
     spec = cfg["backbones"][cfg["backbone"]]
     tok, model = dm.load_backbone(spec)
+    start = dm.backbone_files(spec)  # the starting weights are an input of the DM, like its data
     hist = dm.train(model, tok, read_jsonl(train_file), read_jsonl(dev_file), weights, cfg["dm"],
                     seed, cfg["strategy"])
     files = dm.save(model, tok, ckpt_dir)
@@ -179,13 +180,16 @@ def train(cfg: Mapping, variant: str, split_dir: Path, seed: int, out_manifest: 
     write_json(out_manifest, {"variant": variant, "backbone": cfg["backbone"], "spec": spec,
                               "weights": {str(k): v for k, v in weights.items()},
                               "folder": str(ckpt_dir), "files": companions})
-    inputs = [train_file, dev_file] + _templates("train")
-    _prov("train", cfg, inputs, companions=companions, variant=variant, seeds={"run": seed}).write(out_manifest)
+    inputs = [train_file, dev_file] + _templates("train") + start
+    cut = {k: v for k, v in hist.get("truncation", {}).items() if k != "per_row"}
+    _prov("train", cfg, inputs, companions=companions, variant=variant, seeds={"run": seed},
+          device=hist["device"], truncation=cut,
+          backbone={"name": cfg["backbone"], **spec, "files": len(start)}).write(out_manifest)
     metrics = {"variant": variant, "weights": {str(k): v for k, v in weights.items()},
                "n_train": len(read_jsonl(train_file)), "n_dev": len(read_jsonl(dev_file)), **hist,
                "dev": hist["epochs"][-1] if hist["epochs"] else {}}
     write_json(out_metrics, metrics)
-    _prov("train", cfg, [out_manifest, train_file, dev_file], variant=variant).write(out_metrics)
+    _prov("train", cfg, [out_manifest, train_file, dev_file], variant=variant, truncation=cut).write(out_metrics)
     return metrics
 
 
