@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from retrace.art.metrics import choice_of, format_input, gold_answer, vote
 from retrace.art.runner import END_STOPS, ProgramRunner, cut_after_answer
+from retrace.methods.base import derive_seed
 from retrace.records import Problem, Request, Sampling
 from retrace.templates import render
 
@@ -89,8 +90,11 @@ def _programs(ctx: Context, mode: str, k: int = 1, temperature: float = 0.0) -> 
                            program_tokens=s["program_tokens"], temperature=temperature, seed=ctx.seed)
     prefix = render("art_demos.j2", demos=ctx.demos) + "\n"
     heads = [render("art_head.j2", description=ctx.description, input=format_input(p)) for p in ctx.problems]
+    # sample j of a problem gets the spine's per-sample seed (methods/base.py derive_seed), so
+    # self-consistency's k programs are k draws, not k copies of one seeded draw
+    seeds = [derive_seed(ctx.seed, p.id, j) for p in ctx.problems for j in range(k)]
     traces = runner.run(prefix, [h for h in heads for _ in range(k)],
-                        [j for _ in heads for j in range(k)])
+                        [j for _ in heads for j in range(k)], seeds)
     return [traces[i * k:(i + 1) * k] for i in range(len(heads))]
 
 

@@ -41,7 +41,7 @@ TEMPLATES = {"fewshot": ["art_fewshot.j2"], "autocot": ["art_autocot.j2"],
              "art": ["art_demos.j2", "art_head.j2", "art_code_generate.j2"]}
 CODE = ["art/program.py", "art/program.lark", "art/library.py", "art/metrics.py", "art/plan.py",
         "art/stages.py", "art/baselines.py", "art/runner.py", "llm.py", "cache.py", "templates.py",
-        "records.py", "hashing.py", "atomic.py", "backends/base.py"]
+        "records.py", "hashing.py", "atomic.py", "backends/base.py", "methods/base.py"]
 TOOL_CODE = ["tools/_interface.py", "tools/search.py", "tools/lookup.py", "tools/code.py",
              "tools/code_exec.py"]
 
