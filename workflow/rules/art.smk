@@ -57,6 +57,7 @@ if ART_CFG:
             problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task)}.jsonl",
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
             library=lambda w: [str(p) for p in _art.selection_inputs(ART, w.version)],
+            tools=[str(p) for p in _art.select_tool_data(ART)],
         output:
             sel=f"{RESULTS}/art/{{model}}/{{task}}/selection/{{version}}.json",
         log:
@@ -78,6 +79,9 @@ if ART_CFG:
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
             selection=lambda w: art_selection(w) or [],
             library=art_library,
+            # the search collection, the word list, the code template: editing one reruns
+            # the jobs that construct the tools
+            tools=lambda w: [str(p) for p in _art.tool_data(ART)] if _art.uses_tools(art_job(w)) else [],
         output:
             rows=f"{RESULTS}/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.jsonl",
             prov=f"{RESULTS}/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.jsonl.prov.json",

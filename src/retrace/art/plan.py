@@ -42,8 +42,7 @@ TEMPLATES = {"fewshot": ["art_fewshot.j2"], "autocot": ["art_autocot.j2"],
 CODE = ["art/program.py", "art/program.lark", "art/library.py", "art/metrics.py", "art/plan.py",
         "art/stages.py", "art/baselines.py", "art/runner.py", "llm.py", "cache.py", "templates.py",
         "records.py", "hashing.py", "atomic.py", "backends/base.py", "methods/base.py"]
-TOOL_CODE = ["tools/_interface.py", "tools/search.py", "tools/lookup.py", "tools/code.py",
-             "tools/code_exec.py"]
+TOOLS_DIR = SRC / "tools"   # every module in it is tool code (a newly added tool included)
 
 
 @dataclass(frozen=True)
@@ -126,6 +125,11 @@ def uses_library(job: ArtJob) -> bool:
     return job.method.startswith("art")
 
 
+def uses_tools(job: ArtJob) -> bool:
+    """Jobs that construct the tools (ART without tools constructs none)."""
+    return uses_library(job) and job.method != "art_notools"
+
+
 def job_version(cfg: dict, job: ArtJob) -> str:
     return job.version or main_version(cfg)
 
@@ -186,10 +190,23 @@ def tool_settings(cfg: dict) -> dict:
     return cfg.get("tools") or {}
 
 
+def tool_code() -> list[Path]:
+    return sorted(TOOLS_DIR.glob("*.py"))
+
+
+def tool_data(cfg: dict) -> list[Path]:
+    """Files besides code that decide the tools' outputs: the search collection, the word
+    list, the code-generation template (each tool's `data_files`). Rule inputs and rerun keys."""
+    from retrace.tools import TOOLS
+    settings = tool_settings(cfg)
+    files = [p for name in TOOLS.names() for p in TOOLS.get(name).data_files(settings.get(name))]
+    return list(dict.fromkeys(files))
+
+
 def sources(job: ArtJob | None = None) -> list[Path]:
     files = [SRC / f for f in CODE]
     if job is None or uses_library(job):
-        files += [SRC / f for f in TOOL_CODE]
+        files += tool_code()
     return files
 
 
@@ -214,15 +231,24 @@ def run_key(cfg: dict, job: ArtJob, library: list[Path]) -> str:
     """Rerun key of one job: settings, code, templates, and exactly the library files it reads."""
     code = sources(job) + templates(job)
     return sha256_json({"config": config_slice(cfg, job), "code": hash_sources(code),
-                        "library": hash_sources(library) if library else None})
+                        "library": hash_sources(library) if library else None,
+                        "tool_data": hash_sources(tool_data(cfg)) if uses_tools(job) else None})
 
 
 def select_key(cfg: dict, task: str, version: str) -> str:
     files = [SRC / f for f in ("art/select.py", "art/library.py", "art/plan.py", "art/stages.py")]
+    runs_art = cfg["selection"] == "cluster"  # it runs ART with tools on held-out examples
     return sha256_json({"task": task, "selection": cfg["selection"], "n_tasks": cfg["n_tasks"],
                         "eval_task": eval_tasks()[task], "code": hash_sources(files),
                         "library": hash_sources(selection_inputs(cfg, version)), "pool": cfg["pool"],
-                        "split_seed": cfg["split_seed"]})
+                        "split_seed": cfg["split_seed"],
+                        "art": {"code": hash_sources(sources()), "tool_data": hash_sources(tool_data(cfg)),
+                                "settings": cfg["settings"], "tools": tool_settings(cfg)} if runs_art else None})
+
+
+def select_tool_data(cfg: dict) -> list[Path]:
+    """Tool data a selection job reads (cluster selection runs ART with tools)."""
+    return tool_data(cfg) if cfg["selection"] == "cluster" else []
 
 
 def summary_key(cfg: dict) -> str:

@@ -83,6 +83,7 @@ def select(experiment: str, model: str, task: str, version: str, data_path: Path
     desc = eval_tasks()[task]["description"]
     strategy, n = cfg["selection"], cfg["n_tasks"]
     inputs = [str(data_path)] + [str(p) for p in plan.selection_inputs(cfg, version)]
+    inputs += [str(p) for p in plan.select_tool_data(cfg)]
     extra = {}
     if strategy == "similarity":
         result = sel.similarity(index, desc, examples, n)
@@ -129,7 +130,7 @@ def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cach
         names = plan.selected_tasks(cfg, job, selection)
         files = plan.library_files(cfg, version, names)
         # ART without tools needs none: it must not depend on the sandbox or the word list
-        tools = _tools(cfg, llm) if job.method != "art_notools" else {}
+        tools = _tools(cfg, llm) if plan.uses_tools(job) else {}
     ctx = Context(llm, task_plugin, test, pool, eval_tasks()[job.task]["description"], cfg["settings"],
                   seed=job.seed, demos=_demos(cfg, version, names) if names else [], tools=tools)
     try:
@@ -145,9 +146,8 @@ def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cach
     if files:
         inputs += [str(selection)] if selection else []
         inputs += [str(f) for f in files] + [str(plan.load_index(plan.version_dirs(cfg, version))[0])]
-        # the search collection and the lookup word list (tools with a `path`)
-        inputs += [str(t.path) for t in tools.values() if getattr(t, "path", None)]
-        inputs += [str(p) for t in tools.values() for p in type(t).data_files(t.settings)]
+        # the search collection, the word list, the code template (also rule inputs)
+        inputs += [str(p) for p in plan.tool_data(cfg)] if tools else []
     Provenance("art_run", plan.config_slice(cfg, job), [str(f) for f in plan.sources(job)],
                inputs=list(dict.fromkeys(inputs)), extra={
                    "job": {"model": job.model, "task": job.task, "label": job.label, "seed": job.seed},
