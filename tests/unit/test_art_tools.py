@@ -150,3 +150,32 @@ def test_web_search_is_used_when_endpoint_and_key_are_set(monkeypatch):
     assert out.text == "Morse, 1837." and out.meta["backend"] == "web"
     assert out.meta["collection"] == "https://search.example/api" and out.meta["hits"][0]["id"] == "https://x"
     assert seen["url"].endswith("?q=telegram+inventor") and seen["auth"] == "Bearer k"
+
+
+def _fake_execute(monkeypatch, stdout="", ans=None, ok=True, stderr=""):
+    from retrace.tools import code
+    from retrace.tools.code_exec import ExecResult
+    monkeypatch.setattr(code, "sandbox_problem", lambda: None)
+    result = ExecResult(ok=ok, ans=ans, stdout=stdout, stderr=stderr, exit_code=0 if ok else 1, signal=None,
+                        timed_out=False, killed_reason=None, truncated=False, wall_s=0.01)
+    monkeypatch.setattr(code.CodeExecute, "executor", staticmethod(lambda src, limits: result))
+
+
+def test_code_execute_output_keeps_head_and_tail_under_a_configured_cap(monkeypatch):
+    words = [f"word{i:03d}" for i in range(200)]                   # 1599 characters
+    _fake_execute(monkeypatch, ans="\n".join(words))
+    steps = (Step(1, "code generate", "x", "print('hi')"),)
+    out = TOOLS.get("code_execute")({"output_chars": 200})(ToolCall("code execute", "#1", steps=steps))
+    assert out.ok and out.text.startswith("word000\nword001") and out.text.endswith("word198\nword199")
+    assert "[…1399 characters cut…]" in out.text
+    assert out.meta["output_chars"] == 1599 and out.meta["output_cap"] == 200 and out.meta["output_cut"] == 1399
+    full = TOOLS.get("code_execute")({"output_chars": 5000})(ToolCall("code execute", "#1", steps=steps))
+    assert full.text == "\n".join(words) and full.meta["output_cut"] == 0   # lines kept, nothing lost
+
+
+def test_code_execute_errors_are_capped_the_same_way(monkeypatch):
+    _fake_execute(monkeypatch, ok=False, stderr="ValueError: " + "x" * 600)
+    steps = (Step(1, "code generate", "x", "raise ValueError"),)
+    out = TOOLS.get("code_execute")({"output_chars": 100})(ToolCall("code execute", "#1", steps=steps))
+    assert not out.ok and out.text.startswith("Error: ValueError") and out.text.endswith("x" * 50)
+    assert out.meta["output_cut"] == len("Error: ValueError: ") + 600 - 100
