@@ -19,6 +19,7 @@ it runs, the templates it renders and exactly the library files its prompt conta
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +139,30 @@ def version_dirs(cfg: dict, version: str) -> list[Path]:
     return [resolve(d) for d in cfg["library_versions"][version]]
 
 
+def all_library_dirs(cfg: dict) -> list[Path]:
+    """Every library directory any version of the experiment reads (splits avoid all of them)."""
+    return list(dict.fromkeys(d for v in cfg["library_versions"] for d in version_dirs(cfg, v)))
+
+
+def library_inputs(cfg: dict) -> dict[str, list[str]]:
+    """The demonstrations' inputs (art/overlap.py), which every split leaves out."""
+    dirs = all_library_dirs(cfg)
+    files = [f for d in dirs for f in sorted(Path(d).glob("*/*.txt"))]
+    return _library_inputs(tuple(str(d) for d in dirs), hash_sources(files))
+
+
+@functools.lru_cache(maxsize=8)
+def _library_inputs(dirs: tuple[str, ...], digest: str) -> dict[str, list[str]]:
+    from retrace.art.overlap import library_inputs as read
+    return read([Path(d) for d in dirs])
+
+
+def split_key(cfg: dict) -> str:
+    """What a task's split depends on besides the data: sizes, seed, the excluded inputs."""
+    return sha256_json({"pool": cfg["pool"], "examples": cfg["examples"], "split_seed": cfg["split_seed"],
+                        "excluded_inputs": sorted(library_inputs(cfg))})
+
+
 def own_cluster(cfg: dict, version: str, task: str) -> list[str]:
     """A library task's demonstrations: its own cluster's tasks, itself first (§5.1), N of them."""
     _, index = load_index(version_dirs(cfg, version))
@@ -220,7 +245,8 @@ def config_slice(cfg: dict, job: ArtJob, dataset_cfg: dict | None = None) -> dic
     """What can change a job's output besides code, templates and library files."""
     s = {"model": job.model, "task": job.task, "method": job.method, "seed": job.seed,
          "backend": cfg["backend"], "settings": cfg["settings"], "examples": cfg["examples"],
-         "pool": cfg["pool"], "split_seed": cfg["split_seed"], "eval_task": eval_tasks()[job.task]}
+         "pool": cfg["pool"], "split_seed": cfg["split_seed"], "eval_task": eval_tasks()[job.task],
+         "split": split_key(cfg)}
     if uses_library(job):
         s.update(tools=tool_settings(cfg), n_tasks=cfg["n_tasks"],
                  selection=cfg["selection"] if needs_selection(job.task) else "own_cluster")
@@ -240,8 +266,7 @@ def select_key(cfg: dict, task: str, version: str) -> str:
     runs_art = cfg["selection"] == "cluster"  # it runs ART with tools on held-out examples
     return sha256_json({"task": task, "selection": cfg["selection"], "n_tasks": cfg["n_tasks"],
                         "eval_task": eval_tasks()[task], "code": hash_sources(files),
-                        "library": hash_sources(selection_inputs(cfg, version)), "pool": cfg["pool"],
-                        "split_seed": cfg["split_seed"],
+                        "library": hash_sources(selection_inputs(cfg, version)), "split": split_key(cfg),
                         "art": {"code": hash_sources(sources()), "tool_data": hash_sources(tool_data(cfg)),
                                 "settings": cfg["settings"], "tools": tool_settings(cfg)} if runs_art else None})
 
@@ -251,8 +276,14 @@ def select_tool_data(cfg: dict) -> list[Path]:
     return tool_data(cfg) if cfg["selection"] == "cluster" else []
 
 
+def leakcheck_key(cfg: dict) -> str:
+    files = [SRC / f for f in ("art/overlap.py", "art/plan.py", "art/library.py", "art/program.py",
+                               "tasks/_exact.py")]
+    return sha256_json({"tasks": cfg["tasks"], "code": hash_sources(files), "split": split_key(cfg)})
+
+
 def summary_key(cfg: dict) -> str:
-    files = [SRC / f for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "scoring/claims.py",
+    files = [SRC / f for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "art/overlap.py", "scoring/claims.py",
                                "scoring/stats.py", "tasks/_exact.py", "tasks/_choice.py", "tasks/bigbench.py")]
     return sha256_json({"tasks": cfg["tasks"], "feedback": cfg.get("feedback"), "models": cfg["models"],
                         "code": hash_sources(files)})

@@ -155,12 +155,22 @@ def _short(path: str) -> str:
     return f"{p.parent.parent.name}/{p.parent.name}/{p.name}@{sha256_file(p)[:8]}"
 
 
-def run(experiment: str, runs: list[Path], data_dir: Path, out_dir: Path) -> None:
+def run(experiment: str, runs: list[Path], data_dir: Path, out_dir: Path, leak: Path | None = None) -> None:
     from retrace.art.stages import art_config
-    summarize(art_config(experiment), runs, data_dir, out_dir, {"experiment": experiment})
+    summarize(art_config(experiment), runs, data_dir, out_dir, {"experiment": experiment}, leak)
 
 
-def summarize(cfg: dict, runs: list[Path], data_dir: Path, out_dir: Path, about: dict) -> dict:
+def leak_table(leak: Path) -> dict:
+    from retrace.art.overlap import summary_rows
+    result = json.loads(Path(leak).read_text())
+    return {"caption": "Demonstration leak check: library demonstration inputs among the test and held-out "
+                       "items the runs used (art/overlap.py; splits leave such items out)",
+            "columns": ["verdict", "runs checked", "library inputs", "overlaps used", "left out of the splits"],
+            "rows": summary_rows(result), "prov": [sha256_file(prov_path(leak))]}
+
+
+def summarize(cfg: dict, runs: list[Path], data_dir: Path, out_dir: Path, about: dict,
+              leak: Path | None = None) -> dict:
     out_dir = Path(out_dir)
     cache: dict = {}
     scores = []
@@ -171,12 +181,15 @@ def summarize(cfg: dict, runs: list[Path], data_dir: Path, out_dir: Path, about:
         scores.append(score_run(path, *cache[task]))
     code = [str(plan.SRC / f) for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "scoring/claims.py",
                                            "scoring/stats.py")]
-    inputs = [str(p) for p in runs]
+    inputs = [str(p) for p in runs] + ([str(leak)] if leak else [])
     paths = {"scores": out_dir / "scores.json", "claims": out_dir / "claims.csv", "section": out_dir / "section.json"}
     write_json(paths["scores"], scores)
     Provenance("art_scores", about, code, inputs=inputs).write(paths["scores"])
     write_claims_csv(claims(cfg, scores), paths["claims"])
     Provenance("art_claims", about, code, inputs=inputs).write(paths["claims"])
-    write_json(paths["section"], section(cfg, scores))
+    sec = section(cfg, scores)
+    if leak:
+        sec["tables"].append(leak_table(leak))
+    write_json(paths["section"], sec)
     Provenance("art_section", about, code, inputs=inputs).write(paths["section"])
     return paths
