@@ -114,3 +114,29 @@ def test_a_newly_added_tool_module_is_hashed_tool_code(tmp_path, monkeypatch):
     (tools / "calculator.py").write_text('"""A new tool."""\n')
     assert tools / "calculator.py" in plan.sources(job)
     assert plan.run_key(CFG, job, []) != key
+
+
+def test_the_default_runs_art_prompts_demonstrate_every_tool():
+    """Real programs can only call the tools their demonstrations show: the smoke's library
+    tasks (own cluster) and the edited library must between them show all four."""
+    from retrace.art.library import load_library
+    from retrace.art.program import parse
+    from retrace.config import load_experiment
+    from retrace.tools._interface import tool_name
+    cfg = plan.check(load_experiment("smoke")["art"])
+    shown = set()
+    for task in cfg["tasks"]["library"]:
+        lib = load_library(plan.version_dirs(cfg, "base"))
+        for name in plan.own_cluster(cfg, "base", task):
+            demos = lib.tasks[name].demos[:cfg["settings"]["demos_per_task"]]
+            shown |= {tool_name(t) for d in demos for t in parse(d).tags()}
+    edited = load_library(plan.version_dirs(cfg, cfg["feedback"]["version"])).tasks["anagrams"]
+    shown |= {tool_name(t) for d in edited.demos[:cfg["settings"]["demos_per_task"]] for t in parse(d).tags()}
+    assert {"search", "lookup", "code_generate", "code_execute"} <= shown
+
+
+def test_art_paper_states_every_budget():
+    from retrace.config import load_experiment
+    block = load_experiment("art_paper")["art"]
+    assert set(block["settings"]) == set(plan.SETTINGS)
+    assert block["tools"]["code_execute"]["output_chars"] and block["tools"]["lookup"]["words"] == "pyspellchecker:en"

@@ -119,6 +119,7 @@ def section(cfg: dict, scores: list[dict]) -> dict:
     fail_rows = [[label, tool, n, f, _fmt(f / n if n else 0.0)] for (label, tool), (n, f) in sorted(fail.items())]
     fail_prov = [";".join(s["prov_sha256"] for s in scores if s["label"] == label and tool in s["tool_calls"])
                  for (label, tool) in sorted(fail)]
+    per_tool = tool_table(scores)
     ver_rows, ver_prov = [], []
     for s in scores:
         if s["label"].startswith("art") and s.get("library"):
@@ -136,6 +137,7 @@ def section(cfg: dict, scores: list[dict]) -> dict:
                 {"caption": "Tool use per run (share of items whose program called a tool)",
                  "columns": ["model", "task", "label", "tool use rate", "tool calls"], "rows": tool_rows,
                  "prov": tool_prov},
+                per_tool,
                 {"caption": "Tool failures", "columns": ["label", "tool", "calls", "failed", "failure rate"],
                  "rows": fail_rows, "prov": fail_prov},
                 {"caption": "Library versions side by side (files each ART run read, sha256 prefix)",
@@ -144,6 +146,21 @@ def section(cfg: dict, scores: list[dict]) -> dict:
             "notes": ["Small samples: with fewer than 10 questions a claim is inconclusive by design.",
                       "Multiple choice is graded on the generated answer (it must name exactly one option), "
                       "not by log-likelihood ranking as in BIG-bench; never by substring."]}
+
+
+def tool_table(scores: list[dict]) -> dict:
+    """Calls and failures per tool over every ART run, one row per registered tool (a tool
+    no program called shows 0: "a library edit helps" means little if its tool never ran)."""
+    from retrace.tools import TOOLS
+    rows, prov = [], []
+    for tool in sorted(TOOLS.names()):
+        used = [s for s in scores if s["label"].startswith("art") and tool in s["tool_calls"]]
+        n = sum(s["tool_calls"][tool][0] for s in used)
+        f = sum(s["tool_calls"][tool][1] for s in used)
+        rows.append([tool, n, f, _fmt(f / n) if n else "", len(used)])
+        prov.append(";".join(s["prov_sha256"] for s in used))
+    return {"caption": "Calls per tool over all ART runs (every tool, zero included)",
+            "columns": ["tool", "calls", "failed", "failure rate", "runs calling it"], "rows": rows, "prov": prov}
 
 
 def _fmt(x: float) -> float:
