@@ -103,11 +103,6 @@ def check_runs(runs: list[dict], problems_by_task: dict[str, list[Problem]],
             "method": "whole-input match after removing option lines and normalising (art/overlap.py)"}
 
 
-def inputs_digest(inputs: dict[str, list[str]]) -> list[str]:
-    """What a split depends on (for rerun keys): the sorted input keys, not the demonstrations."""
-    return sorted(inputs)
-
-
 def load_runs(paths) -> list[dict]:
     from retrace.provenance import load
     runs = []
