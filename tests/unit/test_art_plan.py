@@ -49,9 +49,12 @@ def test_run_key_changes_with_exactly_the_files_it_reads(tmp_path):
     job = plan.ArtJob("m", "arithmetic", "art", 0)
     files = plan.library_files(cfg, "v", plan.own_cluster(cfg, "v", "arithmetic"))
     key = plan.run_key(cfg, job, files)
-    (lib / "reasoning/hyperbaton.txt").write_text("edited")          # not in this prompt
+    def edit(rel):  # a change to a program's steps, not to its input (inputs key the split)
+        f = lib / rel
+        f.write_text(f.read_text().replace("Q1:", "Q1:  ", 1))
+    edit("reasoning/hyperbaton.txt")                                   # not in this prompt
     assert plan.run_key(cfg, job, files) == key
-    (lib / "arithmetic/elementary_math_qa.txt").write_text("edited")  # in this prompt
+    edit("arithmetic/elementary_math_qa.txt")                          # in this prompt
     assert plan.run_key(cfg, job, files) != key
     fewshot = plan.ArtJob("m", "arithmetic", "fewshot", 0)
     assert plan.run_key(cfg, fewshot, []) == plan.run_key(cfg, fewshot, [])
@@ -68,3 +71,72 @@ def test_the_default_run_has_an_art_smoke_with_every_baseline():
     assert set(cfg["methods"]) >= {"fewshot", "autocot", "art", "art_notools", "art_sc"}
     assert cfg["tasks"]["library"] and cfg["tasks"]["unseen"] and cfg["feedback"]["tasks"]
     assert cfg["models"] == ["qwen2.5-coder-0.5b-q4km"]
+
+
+def _tool_cfg(tmp_path):
+    coll = tmp_path / "passages.jsonl"
+    coll.write_text('{"id": "a", "title": "A", "text": "Alpha."}\n')
+    words = tmp_path / "words"
+    words.write_text("cat\nact\n")
+    block = {**{k: CFG[k] for k in ("models", "backend", "tasks", "methods", "library_versions")},
+             "tools": {"search": {"collection": str(coll)}, "lookup": {"words": str(words)}}}
+    return plan.check(block), coll, words
+
+
+def test_editing_a_tools_data_changes_the_tool_using_jobs_keys_only(tmp_path):
+    cfg, coll, words = _tool_cfg(tmp_path)
+    assert {coll, words} <= set(plan.tool_data(cfg))
+    art, notools = plan.ArtJob("m", "arithmetic", "art", 0), plan.ArtJob("m", "arithmetic", "art_notools", 0)
+    files = plan.library_files(cfg, "base", plan.own_cluster(cfg, "base", "arithmetic"))
+    before = {j: plan.run_key(cfg, j, files) for j in (art, notools)}
+    coll.write_text('{"id": "a", "title": "A", "text": "Alpha, edited."}\n')
+    mid = {j: plan.run_key(cfg, j, files) for j in (art, notools)}
+    assert mid[art] != before[art] and mid[notools] == before[notools]
+    words.write_text("cat\nact\ntac\n")
+    assert plan.run_key(cfg, art, files) != mid[art] and plan.run_key(cfg, notools, files) == mid[notools]
+
+
+def test_the_default_word_list_is_the_pinned_pypi_file_and_in_the_key():
+    from retrace.tools.lookup import PACKAGED
+    cfg = plan.check({k: CFG[k] for k in ("models", "backend", "tasks", "methods", "library_versions")})
+    data = plan.tool_data(cfg)
+    assert any(p.name == "en.json.gz" and p.parent.parent.name == "spellchecker" for p in data)
+    assert not any(str(p).startswith("/usr/share/dict") for p in data)
+    assert PACKAGED["pyspellchecker:en"][3] in (plan.SRC.parents[1] / "envs/cpu.txt").read_text()
+
+
+def test_a_newly_added_tool_module_is_hashed_tool_code(tmp_path, monkeypatch):
+    tools = tmp_path / "tools"
+    shutil.copytree(plan.TOOLS_DIR, tools, ignore=shutil.ignore_patterns("__pycache__", "collections"))
+    monkeypatch.setattr(plan, "TOOLS_DIR", tools)
+    job = plan.ArtJob("m", "arithmetic", "art", 0)
+    key = plan.run_key(CFG, job, [])
+    (tools / "calculator.py").write_text('"""A new tool."""\n')
+    assert tools / "calculator.py" in plan.sources(job)
+    assert plan.run_key(CFG, job, []) != key
+
+
+def test_the_default_runs_art_prompts_demonstrate_every_tool():
+    """Real programs can only call the tools their demonstrations show: the smoke's library
+    tasks (own cluster) and the edited library must between them show all four."""
+    from retrace.art.library import load_library
+    from retrace.art.program import parse
+    from retrace.config import load_experiment
+    from retrace.tools._interface import tool_name
+    cfg = plan.check(load_experiment("smoke")["art"])
+    shown = set()
+    for task in cfg["tasks"]["library"]:
+        lib = load_library(plan.version_dirs(cfg, "base"))
+        for name in plan.own_cluster(cfg, "base", task):
+            demos = lib.tasks[name].demos[:cfg["settings"]["demos_per_task"]]
+            shown |= {tool_name(t) for d in demos for t in parse(d).tags()}
+    edited = load_library(plan.version_dirs(cfg, cfg["feedback"]["version"])).tasks["anagrams"]
+    shown |= {tool_name(t) for d in edited.demos[:cfg["settings"]["demos_per_task"]] for t in parse(d).tags()}
+    assert {"search", "lookup", "code_generate", "code_execute"} <= shown
+
+
+def test_art_paper_states_every_budget():
+    from retrace.config import load_experiment
+    block = load_experiment("art_paper")["art"]
+    assert set(block["settings"]) == set(plan.SETTINGS)
+    assert block["tools"]["code_execute"]["output_chars"] and block["tools"]["lookup"]["words"] == "pyspellchecker:en"

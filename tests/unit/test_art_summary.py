@@ -60,7 +60,12 @@ def test_summary_scores_claims_and_section(tmp_path):
     (sec,), _ = load_sections([paths["section"]], tmp_path / "out")
     acc = sec["tables"][0]
     assert acc["columns"][:3] == ["model", "task", "kind"] and acc["rows"][0][2] == "library"
-    fails = {(r[0], r[1]): r for r in sec["tables"][2]["rows"]}
+    per_tool = {r[0]: r for r in sec["tables"][2]["rows"]}
+    # every tool has a row, called or not: 7 ART runs x 12 items called code_execute (2 x 12 failed)
+    assert set(per_tool) >= {"search", "lookup", "code_generate", "code_execute"}
+    assert per_tool["code_execute"][1:3] == [7 * N, 2 * N] and per_tool["search"][1] == 0
+    assert per_tool["lookup"] == ["lookup", 0, 0, "", 0]
+    fails = {(r[0], r[1]): r for r in sec["tables"][3]["rows"]}
     assert fails[("art", "code_execute")][3] == 0 and fails[("art_notools", "code_execute")][4] == 1.0
     scores = json.loads(paths["scores"].read_text())
     assert {s["label"]: s["tool_use_rate"] for s in scores}["fewshot"] == 0.0

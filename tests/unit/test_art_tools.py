@@ -1,4 +1,5 @@
 """ART's tools: BM25 search over the shipped collection, dictionary lookup, code tools."""
+import gzip
 import json
 from pathlib import Path
 
@@ -8,7 +9,8 @@ from retrace.art.program import Step
 from retrace.tools import TOOLS
 from retrace.tools._interface import ToolCall, tool_name
 from retrace.tools.code_exec import run_code, sandbox_problem
-from retrace.tools.lookup import DEFAULT_WORDS, WordListMissing, letters_of
+from retrace.tools import lookup
+from retrace.tools.lookup import DEFAULT_WORDS, PACKAGED, WordListMissing, letters_of
 from retrace.tools.search import DEFAULT_COLLECTION, bm25_search
 
 
@@ -43,10 +45,6 @@ def test_search_with_no_match_says_so(tmp_path):
     assert not out.ok and out.text == "No result." and out.meta["hits"] == []
 
 
-needs_words = pytest.mark.skipif(not DEFAULT_WORDS.is_file(), reason="apt-get install wamerican")
-
-
-@needs_words
 @pytest.mark.parametrize("instruction, words", [
     ('Which English words use exactly the letters "tac"?', {"act", "cat"}),
     ("The word hte is a scrambled version of the English word hte", {"the"}),
@@ -57,13 +55,38 @@ def test_lookup_unscrambles_words(instruction, words):
     assert out.ok and words <= set(out.text.split())
 
 
-@needs_words
 def test_lookup_says_when_no_word_fits():
     assert TOOLS.get("lookup")()(ToolCall("lookup", '"qzxv"')).text == "no English word"
 
 
-def test_lookup_without_a_word_list_says_how_to_install_it(tmp_path):
-    with pytest.raises(WordListMissing, match="apt-get install wamerican"):
+def test_the_default_word_list_comes_from_pypi_not_apt(monkeypatch):
+    tool = TOOLS.get("lookup")()
+    assert DEFAULT_WORDS == "pyspellchecker:en" and tool.path.name == "en.json.gz"
+    assert tool.describe()["version"] == PACKAGED[DEFAULT_WORDS][2][:12]
+    # most frequent first: the likely answer leads
+    assert tool(ToolCall("lookup", '"ogd"')).text.split()[0] == "dog"
+    assert tool(ToolCall("lookup", '"enilst"')).text.split()[:2] == ["listen", "silent"]
+
+
+def test_a_word_list_that_is_not_the_pinned_file_is_refused(tmp_path, monkeypatch):
+    fake = tmp_path / "spellchecker" / "resources"
+    fake.mkdir(parents=True)
+    (fake / "en.json.gz").write_bytes(gzip.compress(b'{"cat": 1}'))
+    monkeypatch.setattr(lookup, "word_list_path", lambda words: fake / "en.json.gz")
+    with pytest.raises(WordListMissing, match="not the pinned"):
+        TOOLS.get("lookup")()
+
+
+def test_lookup_reads_a_plain_word_file_too(tmp_path):
+    words = tmp_path / "words"
+    words.write_text("cat\nAct\ndog\n")
+    tool = TOOLS.get("lookup")({"words": str(words)})
+    assert tool(ToolCall("lookup", '"tac"')).text == "act cat"
+    assert tool.describe()["collection"] == str(words)
+
+
+def test_lookup_without_a_word_list_says_what_is_missing(tmp_path):
+    with pytest.raises(WordListMissing, match="none"):
         TOOLS.get("lookup")({"words": str(tmp_path / "none")})
     assert letters_of('letters "Ogd" please') == "ogd"
 
@@ -127,3 +150,32 @@ def test_web_search_is_used_when_endpoint_and_key_are_set(monkeypatch):
     assert out.text == "Morse, 1837." and out.meta["backend"] == "web"
     assert out.meta["collection"] == "https://search.example/api" and out.meta["hits"][0]["id"] == "https://x"
     assert seen["url"].endswith("?q=telegram+inventor") and seen["auth"] == "Bearer k"
+
+
+def _fake_execute(monkeypatch, stdout="", ans=None, ok=True, stderr=""):
+    from retrace.tools import code
+    from retrace.tools.code_exec import ExecResult
+    monkeypatch.setattr(code, "sandbox_problem", lambda: None)
+    result = ExecResult(ok=ok, ans=ans, stdout=stdout, stderr=stderr, exit_code=0 if ok else 1, signal=None,
+                        timed_out=False, killed_reason=None, truncated=False, wall_s=0.01)
+    monkeypatch.setattr(code.CodeExecute, "executor", staticmethod(lambda src, limits: result))
+
+
+def test_code_execute_output_keeps_head_and_tail_under_a_configured_cap(monkeypatch):
+    words = [f"word{i:03d}" for i in range(200)]                   # 1599 characters
+    _fake_execute(monkeypatch, ans="\n".join(words))
+    steps = (Step(1, "code generate", "x", "print('hi')"),)
+    out = TOOLS.get("code_execute")({"output_chars": 200})(ToolCall("code execute", "#1", steps=steps))
+    assert out.ok and out.text.startswith("word000\nword001") and out.text.endswith("word198\nword199")
+    assert "[…1399 characters cut…]" in out.text
+    assert out.meta["output_chars"] == 1599 and out.meta["output_cap"] == 200 and out.meta["output_cut"] == 1399
+    full = TOOLS.get("code_execute")({"output_chars": 5000})(ToolCall("code execute", "#1", steps=steps))
+    assert full.text == "\n".join(words) and full.meta["output_cut"] == 0   # lines kept, nothing lost
+
+
+def test_code_execute_errors_are_capped_the_same_way(monkeypatch):
+    _fake_execute(monkeypatch, ok=False, stderr="ValueError: " + "x" * 600)
+    steps = (Step(1, "code generate", "x", "raise ValueError"),)
+    out = TOOLS.get("code_execute")({"output_chars": 100})(ToolCall("code execute", "#1", steps=steps))
+    assert not out.ok and out.text.startswith("Error: ValueError") and out.text.endswith("x" * 50)
+    assert out.meta["output_cut"] == len("Error: ValueError: ") + 600 - 100

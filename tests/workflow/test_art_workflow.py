@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import pytest
 
@@ -16,10 +17,16 @@ LIB = "src/retrace/art/library"
 RUNS = "art/smollm2-135m-q41"
 
 
+WORDS = "wordlist.txt"  # the run's word list: a file of the copy, so a test can edit it
+
+
 @pytest.fixture(scope="module")
 def art_run(tmp_path_factory):
     root = copy_repo(tmp_path_factory.mktemp("art"))
     write_config(root, experiment="art_plumbing")
+    (root / WORDS).write_text("the\ncat\nact\ndog\ngod\nwater\nlisten\nsilent\n")
+    exp = root / "config/experiment/art_plumbing.yaml"
+    exp.write_text(exp.read_text().replace("tools: {", f"tools: {{lookup: {{words: {WORDS}}}, "))
     snakemake(root, timeout=1500)
     return root
 
@@ -45,6 +52,44 @@ def test_art_smoke_runs_every_method_and_audits(art_run):
     rows = [json.loads(line) for line in (root / f"results/{RUNS}/arithmetic/art/seed0.jsonl").read_text().splitlines()]
     seg = rows[0]["trace"]["segments"][0]
     assert "\n#" in seg["prompt_tail"] or seg["prompt_tail"].endswith("Q1:")
+
+
+TOOL_USERS = {"art", "art_regenerate", "art_sc", "art@feedback"}
+
+
+def _planned_art_labels(root) -> set[tuple[str, str]]:
+    return {(p.split("/")[2], p.split("/")[3]) for p in planned_outputs(root)
+            if p.startswith(RUNS) and "/selection/" not in p}
+
+
+def _restore(path, text, stat):
+    path.write_text(text)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_editing_a_tools_data_or_adding_a_tool_reruns_the_art_jobs_that_use_tools(art_run):
+    root = art_run
+    coll = root / "src/retrace/tools/collections/retrace-passages-v1.jsonl"
+    words, tool_module = root / WORDS, root / "src/retrace/tools/calculator.py"
+    saved = {f: (f.read_text(), f.stat()) for f in (coll, words)}
+    edits = {coll: lambda t: t.replace("telegram", "telegraph", 1), words: lambda t: t + "tac\n"}
+    try:
+        for f, edit in edits.items():
+            before = _planned_art_labels(root)
+            f.write_text(edit(saved[f][0]))
+            planned = _planned_art_labels(root) - before
+            _restore(f, *saved[f])
+            # exactly the jobs that construct the tools, on both tasks; never fewshot/autocot/notools
+            assert {label for _, label in planned} == TOOL_USERS, (f.name, planned)
+            assert {t for t, _ in planned} == {"arithmetic", "word_unscrambling"}
+        before = _planned_art_labels(root)
+        tool_module.write_text('"""A tool added by a user (registers nothing yet)."""\n')
+        labels = {label for _, label in _planned_art_labels(root) - before}
+        assert labels == TOOL_USERS | {"art_notools"}  # the programs' code changed; baselines untouched
+    finally:
+        for f, (text, stat) in saved.items():
+            _restore(f, text, stat)
+        tool_module.unlink(missing_ok=True)
 
 
 def test_editing_one_demonstration_reruns_only_the_art_jobs_that_use_it(art_run):
@@ -75,3 +120,4 @@ def test_changing_an_art_setting_reruns_the_art_runs(art_run):
     exp.write_text(exp.read_text().replace("sc_k: 2", "sc_k: 3"))
     planned = {p for p in planned_outputs(root) if p.startswith(RUNS) and "/selection/" not in p}
     assert {f"{RUNS}/{t}/art_sc/seed0.jsonl" for t in ("arithmetic", "word_unscrambling")} <= planned
+

@@ -1,4 +1,4 @@
-# Stage family ART (task library, tool-pausing programs): select -> run -> summarize.
+# Stage family ART (task library, tool-pausing programs): select -> run -> leakcheck -> summarize.
 # Reads the experiment's `art:` block (retrace.art.plan); absent = nothing runs. An unseen
 # task's selection is a checkpoint: its runs read exactly the library files it chose, and
 # their rerun keys hash exactly those files (editing one demonstration reruns only the runs
@@ -57,6 +57,7 @@ if ART_CFG:
             problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task)}.jsonl",
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
             library=lambda w: [str(p) for p in _art.selection_inputs(ART, w.version)],
+            tools=[str(p) for p in _art.select_tool_data(ART)],
         output:
             sel=f"{RESULTS}/art/{{model}}/{{task}}/selection/{{version}}.json",
         log:
@@ -78,6 +79,9 @@ if ART_CFG:
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
             selection=lambda w: art_selection(w) or [],
             library=art_library,
+            # the search collection, the word list, the code template: editing one reruns
+            # the jobs that construct the tools
+            tools=lambda w: [str(p) for p in _art.tool_data(ART)] if _art.uses_tools(art_job(w)) else [],
         output:
             rows=f"{RESULTS}/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.jsonl",
             prov=f"{RESULTS}/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.jsonl.prov.json",
@@ -98,9 +102,25 @@ if ART_CFG:
             "--data {input.problems} --manifest {input.manifest} --cache {CACHE} {params.selection} "
             "--out {output.rows} > {log} 2>&1"
 
+    rule art_leakcheck:
+        input:
+            runs=ART_RUNS,
+            problems=sorted({f"{RESULTS}/data/{_art.dataset_of(t)}.jsonl" for t in
+                             ART["tasks"].get("library", []) + ART["tasks"].get("unseen", [])}),
+        output:
+            leak=f"{ART_SUMMARY}/leakcheck.json",
+        log:
+            f"{RESULTS}/logs/art/leakcheck.log",
+        params:
+            key=lambda w: _art.leakcheck_key(ART),
+        shell:
+            "{PY} -m retrace art leakcheck --experiment {config[experiment]} --data-dir {RESULTS}/data "
+            "--out {output.leak} {input.runs} > {log} 2>&1"
+
     rule art_summarize:
         input:
             runs=ART_RUNS,
+            leak=f"{ART_SUMMARY}/leakcheck.json",
         output:
             scores=f"{ART_SUMMARY}/scores.json",
             claims=f"{ART_SUMMARY}/claims.csv",
@@ -111,4 +131,4 @@ if ART_CFG:
             key=lambda w: _art.summary_key(ART),
         shell:
             "{PY} -m retrace art summarize --experiment {config[experiment]} --data-dir {RESULTS}/data "
-            "--out-dir {ART_SUMMARY} {input.runs} > {log} 2>&1"
+            "--out-dir {ART_SUMMARY} --leak {input.leak} {input.runs} > {log} 2>&1"

@@ -3,8 +3,10 @@
     rows = METHOD_FNS[name](ctx)    # ctx: Context(llm, task, problems, pool, description, …)
 
 - fewshot: k random held-out examples as input/answer pairs, no reasoning.
-- autocot: the model writes zero-shot chain-of-thought for k random held-out examples (its
-  own answers, right or wrong); those become the demonstrations for every test problem.
+- autocot: AutoCoT (art/autocot.py): the held-out questions are clustered (k-means on
+  MiniLM embeddings, k = autocot_k); per cluster, the question nearest the centroid whose
+  zero-shot chain of thought passes AutoCoT's heuristics (the model's own answer, right or
+  wrong) becomes a demonstration for every test problem.
 - art / art_regenerate / art_notools: programs from the selected library demonstrations
   (runner modes pause / regenerate / notools).
 - art_sc: self-consistency, k sampled programs per problem (pause mode), vote on `Ans`.
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 
 from retrace.art.metrics import choice_of, format_input, gold_answer, vote
 from retrace.art.runner import END_STOPS, ProgramRunner, cut_after_answer
+from retrace.methods.base import derive_seed
 from retrace.records import Problem, Request, Sampling
 from retrace.templates import render
 
@@ -66,19 +69,27 @@ def _answer_of(text: str) -> tuple[str, str | None]:
 
 
 def autocot(ctx: Context) -> list[dict]:
-    rng = random.Random(ctx.seed)
-    seeds = rng.sample(ctx.pool, min(ctx.settings["autocot_k"], len(ctx.pool)))
-    zero = [render("art_autocot.j2", description=ctx.description, demos=[], input=format_input(s))
-            for s in seeds]
-    demos = []
-    for s, c in zip(seeds, _complete(ctx, zero, ctx.settings["cot_tokens"])):
-        reasoning, ans = _answer_of(c.text)
-        if ans is not None and "\n----" not in reasoning:  # keep well-formed chains only (AutoCoT's filter)
-            demos.append((format_input(s), " ".join(reasoning.split()), ans))
+    """AutoCoT (art/autocot.py): one zero-shot chain per cluster of held-out questions."""
+    from retrace.art import autocot as ac
+    texts = [format_input(s) for s in ctx.pool]
+    groups = ac.cluster(texts, ctx.settings["autocot_k"], ctx.seed)
+
+    def cot(indices: list[int]) -> list[tuple[str, str | None]]:
+        zero = [render("art_autocot.j2", description=ctx.description, demos=[], input=texts[i]) for i in indices]
+        out = []
+        for c in _complete(ctx, zero, ctx.settings["cot_tokens"]):
+            reasoning, ans = _answer_of(c.text)
+            out.append((reasoning, None if "\n----" in reasoning else ans))  # a chain that ran on is not kept
+        return out
+
+    picked = ac.choose(cot, texts, groups)
+    demos = [(texts[d["index"]], " ".join(d["rationale"].split()), d["answer"]) for d in picked]
     prompts = [render("art_autocot.j2", description=ctx.description, demos=demos, input=format_input(p))
                for p in ctx.problems]
     done = _complete(ctx, prompts, ctx.settings["cot_tokens"])
-    return [_row(p, _answer_of(c.text)[1], text=c.text, key=c.key, demos=[d[0] for d in demos])
+    about = {"demos": [ctx.pool[d["index"]].id for d in picked],
+             "clusters": [[ctx.pool[i].id for i in g] for g in groups]}
+    return [_row(p, _answer_of(c.text)[1], text=c.text, key=c.key, **about)
             for p, c in zip(ctx.problems, done)]
 
 
@@ -89,8 +100,11 @@ def _programs(ctx: Context, mode: str, k: int = 1, temperature: float = 0.0) -> 
                            program_tokens=s["program_tokens"], temperature=temperature, seed=ctx.seed)
     prefix = render("art_demos.j2", demos=ctx.demos) + "\n"
     heads = [render("art_head.j2", description=ctx.description, input=format_input(p)) for p in ctx.problems]
+    # sample j of a problem gets the spine's per-sample seed (methods/base.py derive_seed), so
+    # self-consistency's k programs are k draws, not k copies of one seeded draw
+    seeds = [derive_seed(ctx.seed, p.id, j) for p in ctx.problems for j in range(k)]
     traces = runner.run(prefix, [h for h in heads for _ in range(k)],
-                        [j for _ in heads for j in range(k)])
+                        [j for _ in heads for j in range(k)], seeds)
     return [traces[i * k:(i + 1) * k] for i in range(len(heads))]
 
 

@@ -5,7 +5,8 @@
         --manifest M.json --cache C.sqlite --out selection.json
     retrace art run --experiment E --model M --task T --label L --seed S --data D.jsonl \
         --manifest M.json --cache C.sqlite [--selection S.json] --out run.jsonl
-    retrace art summarize --experiment E --data-dir results/data --out-dir DIR RUN.jsonl …
+    retrace art leakcheck --experiment E --data-dir results/data --out L.json [--no-strict] RUN.jsonl …
+    retrace art summarize --experiment E --data-dir results/data --out-dir DIR [--leak L.json] RUN.jsonl …
     retrace art check FILE…                             # parse library files (errors name file:line)
 """
 from __future__ import annotations
@@ -34,10 +35,17 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--label", required=True)
             p.add_argument("--seed", type=int, required=True)
             p.add_argument("--selection", type=Path, default=None)
+    p = sub.add_parser("leakcheck", help="library demonstration inputs among the items runs used")
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--data-dir", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--no-strict", dest="strict", action="store_false", help="report a leak, do not fail")
+    p.add_argument("runs", type=Path, nargs="+")
     p = sub.add_parser("summarize", help="scores, claims CSV and report section")
     p.add_argument("--experiment", required=True)
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--leak", type=Path, default=None, help="the leakcheck result (a report table)")
     p.add_argument("runs", type=Path, nargs="+")
     p = sub.add_parser("check", help="parse library files")
     p.add_argument("files", type=Path, nargs="+")
@@ -58,9 +66,12 @@ def main(argv: list[str]) -> int:
         from retrace.art import plan, stages
         job = plan.ArtJob(a.model, a.task, a.label, a.seed)
         stages.run(a.experiment, job, a.data, a.manifest, a.cache, a.out, a.selection)
+    elif a.command == "leakcheck":
+        from retrace.art import stages
+        stages.leakcheck(a.experiment, a.runs, a.data_dir, a.out, a.strict)
     elif a.command == "summarize":
         from retrace.art import summary
-        summary.run(a.experiment, a.runs, a.data_dir, a.out_dir)
+        summary.run(a.experiment, a.runs, a.data_dir, a.out_dir, a.leak)
     elif a.command == "check":
         from retrace.art.library import read_demos
         for f in a.files:

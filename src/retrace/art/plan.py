@@ -19,6 +19,7 @@ it runs, the templates it renders and exactly the library files its prompt conta
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,10 +41,10 @@ SETTINGS = {"max_steps": 6, "segment_tokens": 96, "program_tokens": 320, "answer
 TEMPLATES = {"fewshot": ["art_fewshot.j2"], "autocot": ["art_autocot.j2"],
              "art": ["art_demos.j2", "art_head.j2", "art_code_generate.j2"]}
 CODE = ["art/program.py", "art/program.lark", "art/library.py", "art/metrics.py", "art/plan.py",
-        "art/stages.py", "art/baselines.py", "art/runner.py", "llm.py", "cache.py", "templates.py",
-        "records.py", "hashing.py", "atomic.py", "backends/base.py"]
-TOOL_CODE = ["tools/_interface.py", "tools/search.py", "tools/lookup.py", "tools/code.py",
-             "tools/code_exec.py"]
+        "art/stages.py", "art/baselines.py", "art/autocot.py", "art/select.py", "art/overlap.py",
+        "art/runner.py", "llm.py", "cache.py", "templates.py", "records.py", "hashing.py", "atomic.py",
+        "backends/base.py", "methods/base.py"]
+TOOLS_DIR = SRC / "tools"   # every module in it is tool code (a newly added tool included)
 
 
 @dataclass(frozen=True)
@@ -126,12 +127,41 @@ def uses_library(job: ArtJob) -> bool:
     return job.method.startswith("art")
 
 
+def uses_tools(job: ArtJob) -> bool:
+    """Jobs that construct the tools (ART without tools constructs none)."""
+    return uses_library(job) and job.method != "art_notools"
+
+
 def job_version(cfg: dict, job: ArtJob) -> str:
     return job.version or main_version(cfg)
 
 
 def version_dirs(cfg: dict, version: str) -> list[Path]:
     return [resolve(d) for d in cfg["library_versions"][version]]
+
+
+def all_library_dirs(cfg: dict) -> list[Path]:
+    """Every library directory any version of the experiment reads (splits avoid all of them)."""
+    return list(dict.fromkeys(d for v in cfg["library_versions"] for d in version_dirs(cfg, v)))
+
+
+def library_inputs(cfg: dict) -> dict[str, list[str]]:
+    """The demonstrations' inputs (art/overlap.py), which every split leaves out."""
+    dirs = all_library_dirs(cfg)
+    files = [f for d in dirs for f in sorted(Path(d).glob("*/*.txt"))]
+    return _library_inputs(tuple(str(d) for d in dirs), hash_sources(files))
+
+
+@functools.lru_cache(maxsize=8)
+def _library_inputs(dirs: tuple[str, ...], digest: str) -> dict[str, list[str]]:
+    from retrace.art.overlap import library_inputs as read
+    return read([Path(d) for d in dirs])
+
+
+def split_key(cfg: dict) -> str:
+    """What a task's split depends on besides the data: sizes, seed, the excluded inputs."""
+    return sha256_json({"pool": cfg["pool"], "examples": cfg["examples"], "split_seed": cfg["split_seed"],
+                        "excluded_inputs": sorted(library_inputs(cfg))})
 
 
 def own_cluster(cfg: dict, version: str, task: str) -> list[str]:
@@ -186,10 +216,23 @@ def tool_settings(cfg: dict) -> dict:
     return cfg.get("tools") or {}
 
 
+def tool_code() -> list[Path]:
+    return sorted(TOOLS_DIR.glob("*.py"))
+
+
+def tool_data(cfg: dict) -> list[Path]:
+    """Files besides code that decide the tools' outputs: the search collection, the word
+    list, the code-generation template (each tool's `data_files`). Rule inputs and rerun keys."""
+    from retrace.tools import TOOLS
+    settings = tool_settings(cfg)
+    files = [p for name in TOOLS.names() for p in TOOLS.get(name).data_files(settings.get(name))]
+    return list(dict.fromkeys(files))
+
+
 def sources(job: ArtJob | None = None) -> list[Path]:
     files = [SRC / f for f in CODE]
     if job is None or uses_library(job):
-        files += [SRC / f for f in TOOL_CODE]
+        files += tool_code()
     return files
 
 
@@ -203,7 +246,8 @@ def config_slice(cfg: dict, job: ArtJob, dataset_cfg: dict | None = None) -> dic
     """What can change a job's output besides code, templates and library files."""
     s = {"model": job.model, "task": job.task, "method": job.method, "seed": job.seed,
          "backend": cfg["backend"], "settings": cfg["settings"], "examples": cfg["examples"],
-         "pool": cfg["pool"], "split_seed": cfg["split_seed"], "eval_task": eval_tasks()[job.task]}
+         "pool": cfg["pool"], "split_seed": cfg["split_seed"], "eval_task": eval_tasks()[job.task],
+         "split": split_key(cfg)}
     if uses_library(job):
         s.update(tools=tool_settings(cfg), n_tasks=cfg["n_tasks"],
                  selection=cfg["selection"] if needs_selection(job.task) else "own_cluster")
@@ -214,19 +258,33 @@ def run_key(cfg: dict, job: ArtJob, library: list[Path]) -> str:
     """Rerun key of one job: settings, code, templates, and exactly the library files it reads."""
     code = sources(job) + templates(job)
     return sha256_json({"config": config_slice(cfg, job), "code": hash_sources(code),
-                        "library": hash_sources(library) if library else None})
+                        "library": hash_sources(library) if library else None,
+                        "tool_data": hash_sources(tool_data(cfg)) if uses_tools(job) else None})
 
 
 def select_key(cfg: dict, task: str, version: str) -> str:
     files = [SRC / f for f in ("art/select.py", "art/library.py", "art/plan.py", "art/stages.py")]
+    runs_art = cfg["selection"] == "cluster"  # it runs ART with tools on held-out examples
     return sha256_json({"task": task, "selection": cfg["selection"], "n_tasks": cfg["n_tasks"],
                         "eval_task": eval_tasks()[task], "code": hash_sources(files),
-                        "library": hash_sources(selection_inputs(cfg, version)), "pool": cfg["pool"],
-                        "split_seed": cfg["split_seed"]})
+                        "library": hash_sources(selection_inputs(cfg, version)), "split": split_key(cfg),
+                        "art": {"code": hash_sources(sources()), "tool_data": hash_sources(tool_data(cfg)),
+                                "settings": cfg["settings"], "tools": tool_settings(cfg)} if runs_art else None})
+
+
+def select_tool_data(cfg: dict) -> list[Path]:
+    """Tool data a selection job reads (cluster selection runs ART with tools)."""
+    return tool_data(cfg) if cfg["selection"] == "cluster" else []
+
+
+def leakcheck_key(cfg: dict) -> str:
+    files = [SRC / f for f in ("art/overlap.py", "art/plan.py", "art/library.py", "art/program.py",
+                               "tasks/_exact.py")]
+    return sha256_json({"tasks": cfg["tasks"], "code": hash_sources(files), "split": split_key(cfg)})
 
 
 def summary_key(cfg: dict) -> str:
-    files = [SRC / f for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "scoring/claims.py",
+    files = [SRC / f for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "art/overlap.py", "scoring/claims.py",
                                "scoring/stats.py", "tasks/_exact.py", "tasks/_choice.py", "tasks/bigbench.py")]
     return sha256_json({"tasks": cfg["tasks"], "feedback": cfg.get("feedback"), "models": cfg["models"],
                         "code": hash_sources(files)})

@@ -39,6 +39,7 @@ _MARKER = re.compile(r"(?m)^(?=Description:|Input:|Q\d+:|#\d+:|Ans:)")
 class Trace:
     head: str
     sample_index: int = 0
+    seed: int = 0                   # the engine seed of every request of this program
     body: str = "Q1:"
     answer: str | None = None
     complete: bool = False
@@ -97,8 +98,11 @@ class ProgramRunner:
         self.temperature, self.seed = temperature, seed
         self.max_rounds = max_rounds or 2 * max_steps + 2
 
-    def run(self, prefix: str, heads: list[str], sample_indices: list[int] | None = None) -> list[Trace]:
-        traces = [Trace(h, k) for h, k in zip(heads, sample_indices or [0] * len(heads))]
+    def run(self, prefix: str, heads: list[str], sample_indices: list[int] | None = None,
+            seeds: list[int] | None = None) -> list[Trace]:
+        """One program per head; `seeds` gives each its engine seed (default: the runner's)."""
+        ks = sample_indices or [0] * len(heads)
+        traces = [Trace(h, k, s) for h, k, s in zip(heads, ks, seeds or [self.seed] * len(heads))]
         for _ in range(self.max_rounds):
             active = [t for t in traces if not t.done]
             if not active:
@@ -119,7 +123,7 @@ class ProgramRunner:
         tokens = self.segment_tokens if pause else self.program_tokens
         reqs = [Request(prompt=prefix + t.text, sample_index=t.sample_index, tag="art",
                         sampling=Sampling(temperature=self.temperature, max_tokens=tokens,
-                                          stop=stops, seed=self.seed))
+                                          stop=stops, seed=t.seed))
                 for t in active]
         for t, c in zip(active, self.llm.generate(reqs)):
             t.segments.append({"prompt_tail": t.text, "text": c.text, "finish_reason": c.finish_reason,

@@ -13,7 +13,7 @@ import random
 from pathlib import Path
 
 from retrace import data
-from retrace.art import plan
+from retrace.art import overlap, plan
 from retrace.art.baselines import METHOD_FNS, Context
 from retrace.art.library import EVAL_TASKS, eval_tasks, load_library
 from retrace.atomic import write_json, write_jsonl
@@ -33,14 +33,23 @@ def art_config(experiment: str) -> dict:
     return plan.check(block, where=f"config/experiment/{experiment}.yaml: art")
 
 
-def split(problems: list, pool: int, examples: int, seed: int) -> tuple[list, list]:
-    """(held-out pool, test problems): a seeded shuffle, the pool first, then the test items."""
+def split(problems: list, pool: int, examples: int, seed: int,
+          exclude: dict | None = None) -> tuple[list, list]:
+    """(held-out pool, test problems): a seeded shuffle, the pool first, then the test items.
+    Problems whose input a library demonstration shows (`exclude`, art/overlap.py) are left
+    out before the shuffle, so a task without such overlap splits as before."""
+    if exclude:
+        problems, _ = overlap.exclude(problems, exclude)
     if len(problems) < pool + examples:
         raise ValueError(f"{len(problems)} problems cannot give {pool} held-out and {examples} test items")
     order = list(range(len(problems)))
     random.Random(seed).shuffle(order)
     picked = [problems[i] for i in order[:pool + examples]]
     return picked[:pool], picked[pool:]
+
+
+def task_split(cfg: dict, problems: list) -> tuple[list, list]:
+    return split(problems, cfg["pool"], cfg["examples"], cfg["split_seed"], plan.library_inputs(cfg))
 
 
 def _llm(cfg: dict, model: str, manifest_path: Path, cache_path: Path, job: str):
@@ -77,12 +86,13 @@ def select(experiment: str, model: str, task: str, version: str, data_path: Path
     lib = load_library(plan.version_dirs(cfg, version))
     index = {k: (t.cluster, t.description) for k, t in lib.tasks.items()}
     task_plugin, problems = _task_data(task, data_path)
-    pool, _ = split(problems, cfg["pool"], cfg["examples"], cfg["split_seed"])
+    pool, _ = task_split(cfg, problems)
     from retrace.art.metrics import format_input
     examples = [format_input(p) for p in pool]
     desc = eval_tasks()[task]["description"]
     strategy, n = cfg["selection"], cfg["n_tasks"]
     inputs = [str(data_path)] + [str(p) for p in plan.selection_inputs(cfg, version)]
+    inputs += [str(p) for p in plan.select_tool_data(cfg)]
     extra = {}
     if strategy == "similarity":
         result = sel.similarity(index, desc, examples, n)
@@ -121,7 +131,7 @@ def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cach
         out: Path, selection: Path | None = None) -> dict:
     cfg = art_config(experiment)
     task_plugin, problems = _task_data(job.task, data_path)
-    pool, test = split(problems, cfg["pool"], cfg["examples"], cfg["split_seed"])
+    pool, test = task_split(cfg, problems)
     llm, cache, man, backend = _llm(cfg, job.model, manifest, cache_path, str(out))
     version = plan.job_version(cfg, job)
     names, files, tools = [], [], {}
@@ -129,7 +139,7 @@ def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cach
         names = plan.selected_tasks(cfg, job, selection)
         files = plan.library_files(cfg, version, names)
         # ART without tools needs none: it must not depend on the sandbox or the word list
-        tools = _tools(cfg, llm) if job.method != "art_notools" else {}
+        tools = _tools(cfg, llm) if plan.uses_tools(job) else {}
     ctx = Context(llm, task_plugin, test, pool, eval_tasks()[job.task]["description"], cfg["settings"],
                   seed=job.seed, demos=_demos(cfg, version, names) if names else [], tools=tools)
     try:
@@ -145,9 +155,8 @@ def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cach
     if files:
         inputs += [str(selection)] if selection else []
         inputs += [str(f) for f in files] + [str(plan.load_index(plan.version_dirs(cfg, version))[0])]
-        # the search collection and the lookup word list (tools with a `path`)
-        inputs += [str(t.path) for t in tools.values() if getattr(t, "path", None)]
-        inputs += [str(p) for t in tools.values() for p in type(t).data_files(t.settings)]
+        # the search collection, the word list, the code template (also rule inputs)
+        inputs += [str(p) for p in plan.tool_data(cfg)] if tools else []
     Provenance("art_run", plan.config_slice(cfg, job), [str(f) for f in plan.sources(job)],
                inputs=list(dict.fromkeys(inputs)), extra={
                    "job": {"model": job.model, "task": job.task, "label": job.label, "seed": job.seed},
@@ -157,5 +166,29 @@ def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cach
                    "engine": backend, "device": llm.device, "usage": vars(llm.usage),
                    "model": {"name": man["name"], "fingerprint": man["fingerprint"]},
                    "data": {"name": plan.dataset_of(job.task), "fingerprint": data.fingerprint(problems),
-                            "test_ids": [p.id for p in test], "pool_ids": [p.id for p in pool]}}).write(out)
+                            "test_ids": [p.id for p in test], "pool_ids": [p.id for p in pool],
+                            "excluded_ids": sorted(overlap.overlapping(problems, plan.library_inputs(cfg)))}}
+               ).write(out)
     return vars(llm.usage)
+
+
+def leakcheck(experiment: str, runs: list[Path], data_dir: Path, out: Path, strict: bool = True) -> dict:
+    """Overlaps between the library's demonstration inputs and the items each run used."""
+    cfg = art_config(experiment)
+    records = overlap.load_runs(runs)
+    tasks = sorted({r["job"]["task"] for r in records})
+    files = {t: Path(data_dir) / f"{compose({'dataset': plan.dataset_of(t)})['dataset']['name']}.jsonl"
+             for t in tasks}
+    result = overlap.check_runs(records, {t: data.read_problems(f) for t, f in files.items()},
+                                plan.library_inputs(cfg))
+    result["library_dirs"] = [str(d) for d in plan.all_library_dirs(cfg)]
+    write_json(out, result)
+    lib_files = [f for d in plan.all_library_dirs(cfg) for f in sorted(Path(d).glob("*/*.txt"))]
+    Provenance("art_leakcheck", {"experiment": experiment, "strict": strict},
+               [str(plan.SRC / f) for f in ("art/overlap.py", "art/plan.py", "art/stages.py")],
+               inputs=[str(p) for p in runs] + [str(f) for f in files.values()] + [str(f) for f in lib_files],
+               extra={"verdict": result["verdict"]}).write(out)
+    log.info("demonstration leak check: %s (%d findings)", result["verdict"], result["n_findings"])
+    if strict and result["verdict"] != "clean":
+        raise SystemExit(f"demonstration leak: {result['n_findings']} test/pool items are library inputs -> {out}")
+    return result

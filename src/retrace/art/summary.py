@@ -119,6 +119,7 @@ def section(cfg: dict, scores: list[dict]) -> dict:
     fail_rows = [[label, tool, n, f, _fmt(f / n if n else 0.0)] for (label, tool), (n, f) in sorted(fail.items())]
     fail_prov = [";".join(s["prov_sha256"] for s in scores if s["label"] == label and tool in s["tool_calls"])
                  for (label, tool) in sorted(fail)]
+    per_tool = tool_table(scores)
     ver_rows, ver_prov = [], []
     for s in scores:
         if s["label"].startswith("art") and s.get("library"):
@@ -136,6 +137,7 @@ def section(cfg: dict, scores: list[dict]) -> dict:
                 {"caption": "Tool use per run (share of items whose program called a tool)",
                  "columns": ["model", "task", "label", "tool use rate", "tool calls"], "rows": tool_rows,
                  "prov": tool_prov},
+                per_tool,
                 {"caption": "Tool failures", "columns": ["label", "tool", "calls", "failed", "failure rate"],
                  "rows": fail_rows, "prov": fail_prov},
                 {"caption": "Library versions side by side (files each ART run read, sha256 prefix)",
@@ -144,6 +146,21 @@ def section(cfg: dict, scores: list[dict]) -> dict:
             "notes": ["Small samples: with fewer than 10 questions a claim is inconclusive by design.",
                       "Multiple choice is graded on the generated answer (it must name exactly one option), "
                       "not by log-likelihood ranking as in BIG-bench; never by substring."]}
+
+
+def tool_table(scores: list[dict]) -> dict:
+    """Calls and failures per tool over every ART run, one row per registered tool (a tool
+    no program called shows 0: "a library edit helps" means little if its tool never ran)."""
+    from retrace.tools import TOOLS
+    rows, prov = [], []
+    for tool in sorted(TOOLS.names()):
+        used = [s for s in scores if s["label"].startswith("art") and tool in s["tool_calls"]]
+        n = sum(s["tool_calls"][tool][0] for s in used)
+        f = sum(s["tool_calls"][tool][1] for s in used)
+        rows.append([tool, n, f, _fmt(f / n) if n else "", len(used)])
+        prov.append(";".join(s["prov_sha256"] for s in used))
+    return {"caption": "Calls per tool over all ART runs (every tool, zero included)",
+            "columns": ["tool", "calls", "failed", "failure rate", "runs calling it"], "rows": rows, "prov": prov}
 
 
 def _fmt(x: float) -> float:
@@ -155,12 +172,22 @@ def _short(path: str) -> str:
     return f"{p.parent.parent.name}/{p.parent.name}/{p.name}@{sha256_file(p)[:8]}"
 
 
-def run(experiment: str, runs: list[Path], data_dir: Path, out_dir: Path) -> None:
+def run(experiment: str, runs: list[Path], data_dir: Path, out_dir: Path, leak: Path | None = None) -> None:
     from retrace.art.stages import art_config
-    summarize(art_config(experiment), runs, data_dir, out_dir, {"experiment": experiment})
+    summarize(art_config(experiment), runs, data_dir, out_dir, {"experiment": experiment}, leak)
 
 
-def summarize(cfg: dict, runs: list[Path], data_dir: Path, out_dir: Path, about: dict) -> dict:
+def leak_table(leak: Path) -> dict:
+    from retrace.art.overlap import summary_rows
+    result = json.loads(Path(leak).read_text())
+    return {"caption": "Demonstration leak check: library demonstration inputs among the test and held-out "
+                       "items the runs used (art/overlap.py; splits leave such items out)",
+            "columns": ["verdict", "runs checked", "library inputs", "overlaps used", "left out of the splits"],
+            "rows": summary_rows(result), "prov": [sha256_file(prov_path(leak))]}
+
+
+def summarize(cfg: dict, runs: list[Path], data_dir: Path, out_dir: Path, about: dict,
+              leak: Path | None = None) -> dict:
     out_dir = Path(out_dir)
     cache: dict = {}
     scores = []
@@ -171,12 +198,15 @@ def summarize(cfg: dict, runs: list[Path], data_dir: Path, out_dir: Path, about:
         scores.append(score_run(path, *cache[task]))
     code = [str(plan.SRC / f) for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "scoring/claims.py",
                                            "scoring/stats.py")]
-    inputs = [str(p) for p in runs]
+    inputs = [str(p) for p in runs] + ([str(leak)] if leak else [])
     paths = {"scores": out_dir / "scores.json", "claims": out_dir / "claims.csv", "section": out_dir / "section.json"}
     write_json(paths["scores"], scores)
     Provenance("art_scores", about, code, inputs=inputs).write(paths["scores"])
     write_claims_csv(claims(cfg, scores), paths["claims"])
     Provenance("art_claims", about, code, inputs=inputs).write(paths["claims"])
-    write_json(paths["section"], section(cfg, scores))
+    sec = section(cfg, scores)
+    if leak:
+        sec["tables"].append(leak_table(leak))
+    write_json(paths["section"], sec)
     Provenance("art_section", about, code, inputs=inputs).write(paths["section"])
     return paths

@@ -13,7 +13,9 @@ its result in `ans` and print it.
 generate]` output, in retrace.tools.code_exec (bubblewrap sandbox, rlimits, no network; it
 refuses to run when isolation is unavailable). Its output is `ans`, else the last printed
 line; a failure yields "Error: <last line of stderr>" with ok=False and the reason
-(timeout, output limit, signal, exception) in `error`.
+(timeout, output limit, signal, exception) in `error`. Text longer than the setting
+`output_chars` (default 1000) keeps its head and tail around a "[…N characters cut…]"
+marker; `meta` (kept in the trace) records output_chars, output_cap and output_cut.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from retrace.tools._interface import Tool, ToolCall, ToolOutput, tool_name
 from retrace.tools.code_exec import Limits, SandboxUnavailable, run_code, sandbox_problem
 
 TEMPLATE = "art_code_generate.j2"
+OUTPUT_CHARS = 1000   # default cap on a `code execute` output written into the program
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|$)", re.S)
 _REF = re.compile(r"#(\d+)")
 
@@ -35,6 +38,15 @@ _REF = re.compile(r"#(\d+)")
 def extract_code(reply: str) -> str:
     m = _FENCE.search(reply)
     return (m.group(1) if m else reply).strip("\n")
+
+
+def head_and_tail(text: str, cap: int) -> tuple[str, int]:
+    """(text cut to about `cap` characters: its first and last halves around a marker, chars cut)."""
+    if len(text) <= cap:
+        return text, 0
+    cut = len(text) - cap
+    head, tail = text[:(cap + 1) // 2], text[len(text) - cap // 2:] if cap > 1 else ""
+    return f"{head} […{cut} characters cut…] {tail}", cut
 
 
 def context_of(steps) -> str:
@@ -111,10 +123,20 @@ class CodeExecute(Tool):
         r = self.executor(code, self.limits())
         meta = {"exit_code": r.exit_code, "killed_reason": r.killed_reason, "timed_out": r.timed_out,
                 "truncated": r.truncated, "wall_s": round(r.wall_s, 3)}
+        cap = int(self.settings.get("output_chars", OUTPUT_CHARS))
         if r.ok:
             lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
             text = r.ans if r.ans is not None else (lines[-1] if lines else "")
-            return ToolOutput(" ".join(text.split("\n")).strip()[:500], meta=meta)
+            return ToolOutput(self._capped(text.strip(), cap, meta), meta=meta)
         err = [ln for ln in r.stderr.splitlines() if ln.strip()]
         why = r.killed_reason or (err[-1] if err else f"exit code {r.exit_code}")
-        return ToolOutput(f"Error: {err[-1] if err else why}"[:300], ok=False, error=why, meta=meta)
+        return ToolOutput(self._capped(f"Error: {err[-1] if err else why}", cap, meta), ok=False,
+                          error=why, meta=meta)
+
+    @staticmethod
+    def _capped(text: str, cap: int, meta: dict) -> str:
+        """Keep the head and the tail of a long output (a list's end matters as much as its
+        start); the trace records the full length, the cap and how much was cut."""
+        shown, cut = head_and_tail(text, cap)
+        meta.update(output_chars=len(text), output_cap=cap, output_cut=cut)
+        return shown

