@@ -10,7 +10,7 @@
       selection: similarity        # unseen tasks: cluster | similarity | llm_similarity
       seeds: [0]
       settings: {...}              # see DEFAULTS
-      tools: {search: {top_k: 1}, code_execute: {wall_s: 10}}
+      tools: {search: {top_k: 1}, code_execute: {wall_s: 10, sandbox: wasm}}
 
 One job = model × task × method label × seed; label `art@<version>` runs ART on another
 library version. Library tasks take their own cluster's demonstrations (§5.1); unseen tasks
@@ -43,7 +43,7 @@ CODE = ["art/program.py", "art/program.lark", "art/library.py", "art/metrics.py"
         "art/stages.py", "art/baselines.py", "art/runner.py", "llm.py", "cache.py", "templates.py",
         "records.py", "hashing.py", "atomic.py", "backends/base.py"]
 TOOL_CODE = ["tools/_interface.py", "tools/search.py", "tools/lookup.py", "tools/code.py",
-             "tools/code_exec.py"]
+             "tools/code_exec.py", "tools/wasm_exec.py", "tools/bwrap_exec.py", "tools/_seccomp.py"]
 
 
 @dataclass(frozen=True)
