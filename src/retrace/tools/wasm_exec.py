@@ -196,7 +196,10 @@ def _watch(proc: subprocess.Popen, job: str, limits, start: float) -> str | None
             if size > limits.scratch_bytes or count > limits.scratch_bytes // 4096:
                 reason = "scratch_limit"
         if reason:
-            os.killpg(proc.pid, signal.SIGKILL)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended meanwhile
+                pass
             proc.wait()
             return reason
         time.sleep(POLL_S)
