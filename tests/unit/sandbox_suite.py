@@ -64,10 +64,11 @@ def _own_pid_ns() -> str:
     return os.readlink("/proc/self/ns/pid")
 
 
-def _sandbox_processes(grace_s: float = 2.0) -> list[int]:
-    """Host pids of sandboxed programs or WASM workers still running (PID-namespace teardown
-    is asynchronous, hence the grace period). Sandboxed: in another PID namespace and
-    running as the sandbox's host uid (65534 as root, else our own uid)."""
+def _sandbox_processes(grace_s: float = 10.0) -> list[int]:
+    """Host pids of sandboxed programs or WASM workers still running. PID-namespace teardown
+    is asynchronous and slow on a loaded machine, hence the grace period (it ends as soon as
+    none is left). Sandboxed: in another PID namespace and running as the sandbox's host uid
+    (65534 as root, else our own uid)."""
     uid = str(65534 if os.geteuid() == 0 else os.geteuid())
     deadline = time.monotonic() + grace_s
     while True:
@@ -79,11 +80,11 @@ def _sandbox_processes(grace_s: float = 2.0) -> list[int]:
 
 def _is_sandboxed(proc: Path, uid: str) -> bool:
     try:
-        if b"wasm_exec.py" in (proc / "cmdline").read_bytes():
-            return True
-        status = (proc / "status").read_text()
-        owner = next(l for l in status.splitlines() if l.startswith("Uid:")).split()[1]
-        state = next(l for l in status.splitlines() if l.startswith("State:")).split()[1]
-        return owner == uid and state != "Z" and os.readlink(proc / "ns/pid") != _own_pid_ns()
-    except (OSError, StopIteration):
+        status = dict(l.split(":", 1) for l in (proc / "status").read_text().splitlines() if ":" in l)
+        if status["State"].split()[0] == "Z":
+            return False
+        if b"wasm_exec.py" in (proc / "cmdline").read_bytes():  # a WASM worker of ours
+            return int(status["PPid"]) == os.getpid()
+        return status["Uid"].split()[0] == uid and os.readlink(proc / "ns/pid") != _own_pid_ns()
+    except (OSError, KeyError, ValueError):
         return False
