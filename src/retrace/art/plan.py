@@ -10,7 +10,7 @@
       selection: similarity        # unseen tasks: cluster | similarity | llm_similarity
       seeds: [0]
       settings: {...}              # see DEFAULTS
-      tools: {search: {top_k: 1}, code_execute: {wall_s: 10}}
+      tools: {search: {top_k: 1}, code_execute: {wall_s: 10, sandbox: wasm}}
 
 One job = model × task × method label × seed; label `art@<version>` runs ART on another
 library version. Library tasks take their own cluster's demonstrations (§5.1); unseen tasks

@@ -2,6 +2,7 @@
 
     gen = TOOLS.get("code_generate")({"max_tokens": 192}, llm=llm)   # the LLM writes Python
     run = TOOLS.get("code_execute")({"wall_s": 10})                  # the sandbox runs it
+    TOOLS.get("code_execute")({"sandbox": "bwrap", "bwrap": "/usr/bin/bwrap"})  # native executor
     code = gen(ToolCall("code generate", "Write code that adds 46 and 27.", input="…")).text
     run(ToolCall("code execute", "Execute the code in #1.", steps=(Step(1, "code generate", "…", code),)))
 
@@ -10,8 +11,11 @@ input and the earlier results) and keeps the code of the reply's first ```python
 the whole reply when it has none); one batch per generation round. The code must store
 its result in `ans` and print it.
 `code execute` runs the code named by "#k" in the instruction, else the latest `[code
-generate]` output, in retrace.tools.code_exec (bubblewrap sandbox, rlimits, no network; it
-refuses to run when isolation is unavailable). Its output is `ans`, else the last printed
+generate]` output, in retrace.tools.code_exec; settings: `sandbox` (`wasm`, the default:
+CPython on WASI in wasmtime, standard library only; `bwrap`: the venv's Python in bubblewrap),
+`bwrap` (path of the bwrap binary, default the first on PATH), `cache_dir` (the compiled
+WASM runtime, default results/cache/wasm), `wall_s`, `cpu_s`. It refuses to start when
+isolation is unavailable. Its output is `ans`, else the last printed
 line; a failure yields "Error: <last line of stderr>" with ok=False and the reason
 (timeout, output limit, signal, exception) in `error`. Text longer than the setting
 `output_chars` (default 1000) keeps its head and tail around a "[…N characters cut…]"
@@ -27,7 +31,8 @@ from retrace.records import Message, Request, Sampling
 from retrace.templates import render, template_path
 from retrace.tools import TOOLS
 from retrace.tools._interface import Tool, ToolCall, ToolOutput, tool_name
-from retrace.tools.code_exec import Limits, SandboxUnavailable, run_code, sandbox_problem
+from retrace.tools.code_exec import (DEFAULT_SANDBOX, Limits, SandboxUnavailable, executor,
+                                     run_code, sandbox_problem)
 
 TEMPLATE = "art_code_generate.j2"
 OUTPUT_CHARS = 1000   # default cap on a `code execute` output written into the program
@@ -106,21 +111,29 @@ class CodeExecute(Tool):
 
     def __init__(self, settings: dict | None = None, llm=None):
         super().__init__(settings, llm)
+        self.sandbox = str(self.settings.get("sandbox", DEFAULT_SANDBOX))
+        executor(self.sandbox)  # an unknown name is refused here, naming the valid ones
+        option = {"wasm": "cache_dir", "bwrap": "bwrap"}[self.sandbox]
+        self.options = {option: self.settings[option]} if self.settings.get(option) else {}
         # Refuse at the start of a job, not per call: an ART run whose code steps all fail
         # for want of a sandbox would report wrong numbers instead of stopping.
-        problem = sandbox_problem()
+        problem = sandbox_problem(self.sandbox, **self.options)
         if problem is not None:
-            raise SandboxUnavailable(f"code execute cannot run generated code here: {problem}")
+            raise SandboxUnavailable(f"code execute cannot run generated code here "
+                                     f"(sandbox: {self.sandbox}): {problem}")
 
     def limits(self) -> Limits:
         s = self.settings
         return Limits(wall_s=float(s.get("wall_s", 10.0)), cpu_s=int(s.get("cpu_s", 5)))
 
+    def describe(self) -> dict:
+        return {"sandbox": self.sandbox, **executor(self.sandbox).describe(**self.options)}
+
     def __call__(self, call: ToolCall) -> ToolOutput:
         code = code_for(call)
         if not code:
             return ToolOutput("Error: no code to execute", ok=False, error="no code found")
-        r = self.executor(code, self.limits())
+        r = self.executor(code, self.limits(), sandbox=self.sandbox, **self.options)
         meta = {"exit_code": r.exit_code, "killed_reason": r.killed_reason, "timed_out": r.timed_out,
                 "truncated": r.truncated, "wall_s": round(r.wall_s, 3)}
         cap = int(self.settings.get("output_chars", OUTPUT_CHARS))

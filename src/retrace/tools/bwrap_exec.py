@@ -1,0 +1,366 @@
+"""The native `code execute` executor: the venv's own CPython inside bubblewrap.
+
+    from retrace.tools.code_exec import run_code, Limits
+    run_code("import sympy\nans = sympy.factorint(360)", Limits(), sandbox="bwrap")
+    run_code(code, Limits(), sandbox="bwrap", bwrap="/opt/bwrap/bin/bwrap")   # explicit binary
+
+For programs that need native packages (numpy, sympy from the venv). Needs the `bwrap`
+binary (`apt-get install bubblewrap`; the first on PATH, or the `bwrap` option /
+`tools.code_execute.bwrap` setting) and one of two modes, picked by who calls it:
+- root: the program drops to the host's uid/gid 65534 with util-linux's `setpriv` (no
+  groups, no capabilities, `no_new_privs`).
+- an ordinary user: bwrap `--unshare-user --disable-userns --uid 65534`: the program is
+  the caller's own uid outside, seen as 65534 inside, with no capabilities. This needs
+  unprivileged user namespaces; where the kernel or AppArmor forbids them the executor
+  refuses with the reason (use `sandbox: wasm` there).
+
+How it isolates:
+- new network, PID, IPC and UTS namespaces: only a loopback device of its own; it cannot
+  see or signal processes outside; killing the outer bwrap (`--die-with-parent`) kills
+  every process the program started (the PID namespace dies with its init).
+- a seccomp filter (tools/_seccomp.py): sockets of any family but AF_UNIX, new namespaces
+  (so no nested user namespace and no tmpfs of its own), `memfd_create`, `shmget`,
+  mounts, io_uring, userfaultfd, bpf and perf_event_open are refused; other ABIs killed.
+- a new mount namespace whose root is an empty tmpfs (remounted read-only, as is /dev)
+  holding only, read-only: /usr (with the /bin, /lib, /lib64, /sbin links),
+  /etc/ld.so.cache, the Python installation and the virtual environment, and the program;
+  plus a fresh /proc and a minimal /dev. The repository, /root, /home, the data mirror,
+  the rest of /etc and the host's /tmp are not there.
+- the only writable place is /scratch, a tmpfs capped at `Limits.scratch_bytes`, also
+  reachable as /tmp and $HOME (when the Python installation itself lives under /tmp, /tmp
+  is instead a second capped tmpfs holding that read-only installation). The program file
+  lives in a host `tempfile.mkdtemp()` directory (mounted read-only), deleted afterwards.
+- rlimits set by a small launcher before the program's first line: address space (AS), CPU
+  seconds (SIGXCPU at the soft limit, SIGKILL one second later; both reported as
+  `cpu_time`, told apart from other kills by the CPU time the launcher measured), tasks
+  (NPROC: processes and threads), file size (FSIZE), open files (NOFILE), core dumps (0).
+  The launcher forks the program and waits for it (so the program's parent is the launcher).
+- an empty environment: PATH, LANG, HOME/TMPDIR (= /scratch) and one-thread settings for
+  BLAS/OpenMP (so a numpy import does not trip NPROC); no secrets of the caller.
+- wall-clock limit and output caps enforced by the caller: stdout, stderr and `ans` are read
+  incrementally; past `Limits.output_bytes` or the wall limit the whole process group is
+  SIGKILLed (a program cannot ignore it).
+
+What it does NOT protect against:
+- kernel exploits: the sandbox shares the host kernel and the seccomp filter is a
+  deny-list, so any kernel bug reachable by an unprivileged user through another system
+  call is reachable here.
+- reading what is mounted: all of /usr, the Python installation, the virtual environment
+  (including anything a package stored there), and /proc's host-wide information
+  (/proc/cpuinfo, /proc/meminfo, load, uptime, kernel version, mounts of the sandbox).
+- side channels (timing, caches, CPU frequency) and covert channels between programs
+  running at the same time. As root, two sandboxes at once share uid 65534, so their task
+  counts (NPROC) add up; as an ordinary user the count is per user namespace.
+- total machine load: limits are per process. A program may use up to `max_tasks` tasks,
+  each with up to `memory_bytes` of address space and `cpu_s` CPU seconds, for `wall_s`
+  seconds; no cgroup caps the sum. The scratch tmpfs adds up to `scratch_bytes` of RAM,
+  and the kernel memory of pipes, sockets and page tables is not capped beyond NOFILE.
+- resource use before the launcher runs: the interpreter's start-up (~50 MB, ~30 ms) is
+  outside the rlimits (not outside the wall limit).
+- anything the caller does with the result: `ans` and the output are untrusted text.
+- faked results: the program can write to the `ans` channel, print whatever it likes, kill
+  its launcher or exit with 128+n (reported as killed by signal n, as bwrap reports one).
+- as root, uid 65534 is shared with anything else on the host that runs as nobody (their
+  processes count against NPROC; files they leave world-readable in mounted paths are
+  readable). As an ordinary user, the program is that user on the host: what it can
+  reach through the read-only mounts is what the caller can read there.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from retrace.tools._seccomp import filter_bytes
+from retrace.tools.code_exec import ExecResult, Limits, SandboxUnavailable
+
+
+SANDBOX_UID = 65534  # nobody / nogroup on Debian; the uid the program sees in both modes
+SCRATCH = "/scratch"
+
+
+# Runs inside the sandbox as uid 65534: set the rlimits, fork; the child runs the program and
+# sends str(ans) down the pipe whose fd is argv[2]; the parent waits and reports how the
+# child ended and its CPU time on the pipe argv[4] (a kill at the hard CPU limit is a SIGKILL
+# that only the CPU time tells apart). Limits are set here rather than in a preexec_fn so
+# they bind the program and not bwrap (root, exempt from NPROC anyway).
+_LAUNCHER = """\
+import json, os, resource, signal, sys
+for _name, _value in json.loads(sys.argv[1]).items():
+    resource.setrlimit(getattr(resource, _name), tuple(_value))
+_fd, _cap, _st = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+_pid = os.fork()
+if _pid:
+    os.close(_fd)
+    for _s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(_s, signal.SIG_IGN)
+    _null = os.open("/dev/null", os.O_RDWR)
+    for _i in (0, 1, 2):
+        os.dup2(_null, _i)
+    _, _status, _ru = os.wait4(_pid, 0)
+    _code = os.waitstatus_to_exitcode(_status)
+    os.write(_st, json.dumps({"status": _code, "cpu": _ru.ru_utime + _ru.ru_stime}).encode())
+    os._exit(128 - _code if _code < 0 else _code)
+os.close(_st)
+with open("/job/program.py", encoding="utf-8") as _f:
+    _code = compile(_f.read(), "program.py", "exec")
+_g = {"__name__": "__main__", "__file__": "program.py", "__builtins__": __builtins__}
+exec(_code, _g)
+if "ans" in _g:
+    # "=" marks that ans exists (it may be ""); one byte over the cap tells the caller
+    os.write(_fd, b"=" + str(_g["ans"]).encode("utf-8", "replace")[:_cap + 1])
+"""
+
+
+def _python_roots() -> list[str]:
+    """Directories the sandbox needs to run this interpreter with this venv's packages."""
+    paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable))]
+    roots: list[str] = []
+    for p in sorted({os.path.realpath(p) for p in paths} | {os.path.abspath(sys.prefix)}):
+        if not any(p == r or p.startswith(r + "/") for r in ["/usr", *roots]):
+            roots.append(p)
+    return roots
+
+
+def _bwrap_command(bwrap: str, jobdir: str, limits: Limits, fds: tuple[int, int, int],
+                   rootless: bool) -> list[str]:
+    ans_fd, status_fd, seccomp_fd = fds
+    cmd = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+           "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
+    if rootless:  # the caller's uid, seen as 65534 inside; no nested namespaces (and seccomp)
+        cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+        cmd += ["--disable-userns"] if _has_option(bwrap, "--disable-userns") else []
+    cmd += ["--ro-bind", "/usr", "/usr"]
+    for link in ("bin", "lib", "lib64", "sbin"):  # merged-/usr links of Debian 12
+        if os.path.islink(f"/{link}"):
+            cmd += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
+    if os.path.exists("/etc/ld.so.cache"):
+        cmd += ["--perms", "0755", "--dir", "/etc",
+                "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    made: set[str] = set()
+    roots = _python_roots()
+    tmp_holds_python = any(r == "/tmp" or r.startswith("/tmp/") for r in roots)
+    if tmp_holds_python:
+        # A venv under /tmp (e.g. a CI checkout there) must be bound inside /tmp, so /tmp
+        # cannot be the symlink to /scratch: it becomes its own capped tmpfs instead.
+        cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp"]
+        made.add("/tmp")
+    for root in roots:
+        parts = root.strip("/").split("/")
+        for i in range(1, len(parts)):  # bwrap would make parents 0700: unreadable to 65534
+            parent = "/" + "/".join(parts[:i])
+            if parent not in made:
+                made.add(parent)
+                cmd += ["--perms", "0755", "--dir", parent]
+        cmd += ["--ro-bind", root, root]
+    cmd += ["--ro-bind", jobdir, "/job", "--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH]
+    if not tmp_holds_python:
+        cmd += ["--symlink", SCRATCH, "/tmp"]
+    # Rootless, the tmpfs bwrap builds / and /dev on belongs to the program's own uid: made
+    # read-only, they cannot hold files outside the scratch cap.
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH,
+            "--seccomp", str(seccomp_fd)]
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": SCRATCH,
+           "TMPDIR": SCRATCH, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    for key, value in env.items():
+        cmd += ["--setenv", key, value]
+    if not rootless:  # root outside: drop to the host's uid 65534 for real
+        uid = str(SANDBOX_UID)
+        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    return cmd + [sys.executable, "-I", "-B", "/job/launcher.py",
+                  json.dumps(limits.rlimits()), str(ans_fd), str(limits.output_bytes),
+                  str(status_fd)]
+
+
+@functools.lru_cache(maxsize=8)
+def _has_option(bwrap: str, option: str) -> bool:
+    """Whether this bwrap knows `option` (--disable-userns came with 0.8.0; seccomp covers
+    nested user namespaces without it)."""
+    return option in subprocess.run([bwrap, "--help"], capture_output=True, text=True).stdout
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    # The outer bwrap leads the group; its death SIGKILLs the sandbox's PID-namespace init
+    # (--die-with-parent), which takes every process inside with it.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(proc: subprocess.Popen, deadline: float) -> bool:
+    """Wait for bwrap until `deadline` (False if it is still running then)."""
+    while proc.returncode is None:
+        pid, status = os.waitpid(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        elif time.monotonic() >= deadline:
+            return False
+        else:
+            time.sleep(0.01)
+    return True
+
+
+def _collect(proc: subprocess.Popen, ans_r: int, status_r: int, limits: Limits,
+             start: float) -> tuple[list[str], bool, str | None]:
+    """Read stdout, stderr, ans and status until all close, a cap is hit, or the wall limit."""
+    fds = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray(),
+           ans_r: bytearray(), status_r: bytearray()}
+    sel = selectors.DefaultSelector()
+    for fd in fds:
+        sel.register(fd, selectors.EVENT_READ)
+    caps = {fd: limits.output_bytes + (fd == ans_r) for fd in fds}  # + the "=" marker
+    caps[status_r] = 256
+    truncated, reason = False, None
+    while sel.get_map() and reason is None:
+        left = start + limits.wall_s - time.monotonic()
+        if left <= 0:
+            reason = "wall_time"
+            break
+        for key, _ in sel.select(left):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                sel.unregister(key.fd)
+                continue
+            buf = fds[key.fd]
+            room = caps[key.fd] - len(buf)
+            buf += chunk[:room]
+            if len(chunk) > room and key.fd != status_r:
+                truncated, reason = True, "output_limit"
+    sel.close()
+    if reason is None:  # all pipes closed, but a program may close them and keep running
+        if not _reap(proc, start + limits.wall_s):
+            reason = "wall_time"
+    if reason is not None:
+        _kill(proc)
+    return [bytes(b).decode("utf-8", "replace") for b in fds.values()], truncated, reason
+
+
+def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResult:
+    jobdir = tempfile.mkdtemp(prefix="retrace-code-")
+    fds: list[int] = []
+    try:
+        os.chmod(jobdir, 0o755)  # readable by uid 65534, writable only by us; mounted ro
+        for name, text in (("program.py", code), ("launcher.py", _LAUNCHER)):
+            with open(os.path.join(jobdir, name), "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(os.path.join(jobdir, name), 0o644)
+        ans_r, ans_w = os.pipe()
+        status_r, status_w = os.pipe()
+        fds += [ans_r, ans_w, status_r, status_w]
+        seccomp_fd = _seccomp_fd()
+        fds.append(seccomp_fd)
+        passed = (ans_w, status_w, seccomp_fd)
+        start = time.monotonic()
+        proc = subprocess.Popen(_bwrap_command(bwrap, jobdir, limits, passed, rootless),
+                                env={}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, pass_fds=passed,
+                                start_new_session=True, cwd=jobdir)
+        for fd in passed:
+            os.close(fd)
+            fds.remove(fd)
+        with proc:
+            (out, err, ans, status), truncated, reason = _collect(proc, ans_r, status_r,
+                                                                  limits, start)
+            _reap(proc, time.monotonic() + 30)
+        wall = time.monotonic() - start
+    finally:
+        for fd in fds:
+            os.close(fd)
+        shutil.rmtree(jobdir, ignore_errors=True)
+    return _result(proc.returncode, _cpu_s(status), limits, reason, truncated, out, err, ans, wall)
+
+
+def _cpu_s(status: str) -> float:
+    """The program's CPU seconds as its launcher reported them (0 when it could not)."""
+    try:
+        return float(json.loads(status)["cpu"])
+    except (ValueError, KeyError, TypeError):
+        return 0.0
+
+
+def _seccomp_fd() -> int:
+    """A readable fd holding the filter (bwrap reads it whole before running the program)."""
+    data = filter_bytes()
+    fd = os.memfd_create("retrace-seccomp") if hasattr(os, "memfd_create") else None
+    if fd is None:  # pragma: no cover - Linux always has memfd_create
+        fd, path = tempfile.mkstemp()
+        os.unlink(path)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _result(status: int, cpu_s: float, limits: Limits, reason: str | None, truncated: bool,
+            out: str, err: str, ans: str, wall: float) -> ExecResult:
+    sig = -status if status < 0 else (status - 128 if status > 128 else None)
+    if reason is None and sig is not None:
+        # SIGXCPU at the soft CPU limit, or the kernel's SIGKILL at the hard one when the
+        # program ignores SIGXCPU: both are the CPU limit (its processes used >= cpu_s).
+        cpu_kill = sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= limits.cpu_s)
+        reason = "cpu_time" if cpu_kill else "signal"
+    exit_code = None if sig is not None else status
+    ok = exit_code == 0 and reason is None
+    return ExecResult(ok=ok, ans=ans[1:] if ok and ans else None, stdout=out, stderr=err,
+                      exit_code=exit_code, signal=sig,
+                      timed_out=reason in ("wall_time", "cpu_time"),
+                      killed_reason=reason, truncated=truncated, wall_s=round(wall, 3))
+
+
+def describe(bwrap: str | None = None) -> dict:
+    """What provenance records about this executor."""
+    path = bwrap or shutil.which("bwrap")
+    version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
+    return {"bwrap": path, "bwrap_version": version,
+            "mode": "root" if os.geteuid() == 0 else "user namespace"}
+
+
+USERNS_HELP = ("bubblewrap cannot create a user namespace as an ordinary user here "
+               "(kernel.unprivileged_userns_clone=0, user.max_user_namespaces=0 or an AppArmor "
+               "restriction); run as root, allow unprivileged user namespaces, or use sandbox: wasm")
+
+
+@functools.lru_cache(maxsize=4)
+def sandbox_problem(bwrap: str | None = None) -> str | None:
+    """Why the sandbox cannot run here (None if it can); the probe runs once per process."""
+    path = bwrap or shutil.which("bwrap")
+    if path is None or not os.access(path, os.X_OK):
+        return f"bwrap not found ({bwrap or 'PATH'}); install it: apt-get install -y bubblewrap"
+    if filter_bytes() is None:
+        return "no seccomp filter for this architecture (x86_64 and aarch64 only)"
+    rootless = os.geteuid() != 0
+    if not rootless and shutil.which("setpriv") is None:
+        return "setpriv not found; install it: apt-get install -y util-linux"
+    try:
+        # Only its own loopback (network namespace), AF_INET refused (seccomp), uid 65534.
+        r = _execute("import os, socket\ntry:\n    socket.socket()\nexcept OSError as e:\n"
+                     "    s = e.strerror\nnet = [l.split(':')[0].strip() for l in "
+                     "open('/proc/net/dev').readlines()[2:]]\nans = (os.getuid(), net, s)",
+                     Limits(wall_s=20), path, rootless)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap failed to start: {exc}"
+    if r.ans != f"({SANDBOX_UID}, ['lo'], 'Address family not supported by protocol')":
+        if rootless and "namespace" in r.stderr:
+            return f"{USERNS_HELP}: {r.stderr.strip()[-300:]}"
+        return f"sandbox probe failed (ans={r.ans!r}): {r.stderr.strip()[-500:]}"
+    return None
+
+
+def run_code(code: str, limits: Limits = Limits(), bwrap: str | None = None) -> ExecResult:
+    """Run `code` in the sandbox; raise SandboxUnavailable rather than run it unisolated.
+
+    `bwrap`: the path of the bwrap binary (default: the first on PATH)."""
+    problem = sandbox_problem(bwrap)
+    if problem is not None:
+        raise SandboxUnavailable(f"refusing to run generated code: {problem}")
+    return _execute(code, limits, bwrap or shutil.which("bwrap"), os.geteuid() != 0)

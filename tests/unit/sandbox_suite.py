@@ -1,0 +1,90 @@
+"""The hostile-program suite's fixture: every test runs once per code executor (wasm, bwrap).
+
+    from sandbox_suite import ex  # noqa: F401  (the fixture)
+    def test_x(ex): r = ex.run("ans = 1"); assert r.ok
+
+An executor that cannot run here skips with the reason, or fails when
+RETRACE_REQUIRE_SANDBOX=1 (CI sets it: there, a suite that cannot run is a failure).
+The bwrap binary is found on PATH, or given by RETRACE_TEST_BWRAP (CI keeps bwrap off the
+test user's PATH so that nothing in the default configuration can find it; only these
+tests get its path). After each test, no process of the run may be left alive.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import textwrap
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from retrace.tools import code_exec
+from retrace.tools.code_exec import Limits
+
+REPO = Path(__file__).resolve().parents[2]
+FAST = Limits(wall_s=5, cpu_s=2, memory_bytes=256 << 20)
+BWRAP = os.environ.get("RETRACE_TEST_BWRAP") or shutil.which("bwrap")
+
+
+@dataclass
+class Executor:
+    name: str
+    options: dict = field(default_factory=dict)
+
+    def run(self, src: str, limits: Limits = FAST):
+        return code_exec.run_code(textwrap.dedent(src), limits, sandbox=self.name, **self.options)
+
+    def pick(self, **by_name):
+        """The expectation for this executor (the mechanism differs, the containment not)."""
+        return by_name[self.name]
+
+
+def executor_options(name: str) -> dict:
+    return {"bwrap": BWRAP} if name == "bwrap" and BWRAP else {}
+
+
+@pytest.fixture(params=["wasm", "bwrap"])
+def ex(request):
+    name = request.param
+    options = executor_options(name)
+    problem = code_exec.sandbox_problem(name, **options)
+    if problem is not None:
+        if os.environ.get("RETRACE_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"sandbox {name} required but unavailable: {problem}")
+        pytest.skip(f"sandbox {name}: {problem}")
+    before = set(_sandbox_processes(0))
+    yield Executor(name, options)
+    left = [p for p in _sandbox_processes() if p not in before]
+    assert left == [], f"processes of a {name} run outlived it: {left}"
+
+
+def _own_pid_ns() -> str:
+    return os.readlink("/proc/self/ns/pid")
+
+
+def _sandbox_processes(grace_s: float = 10.0) -> list[int]:
+    """Host pids of sandboxed programs or WASM workers still running. PID-namespace teardown
+    is asynchronous and slow on a loaded machine, hence the grace period (it ends as soon as
+    none is left). Sandboxed: in another PID namespace and running as the sandbox's host uid
+    (65534 as root, else our own uid)."""
+    uid = str(65534 if os.geteuid() == 0 else os.geteuid())
+    deadline = time.monotonic() + grace_s
+    while True:
+        pids = [int(p.name) for p in Path("/proc").glob("[0-9]*") if _is_sandboxed(p, uid)]
+        if not pids or time.monotonic() >= deadline:
+            return pids
+        time.sleep(0.05)
+
+
+def _is_sandboxed(proc: Path, uid: str) -> bool:
+    try:
+        status = dict(l.split(":", 1) for l in (proc / "status").read_text().splitlines() if ":" in l)
+        if status["State"].split()[0] == "Z":
+            return False
+        if b"wasm_exec.py" in (proc / "cmdline").read_bytes():  # a WASM worker of ours
+            return int(status["PPid"]) == os.getpid()
+        return status["Uid"].split()[0] == uid and os.readlink(proc / "ns/pid") != _own_pid_ns()
+    except (OSError, KeyError, ValueError):
+        return False
