@@ -155,10 +155,10 @@ def test_web_search_is_used_when_endpoint_and_key_are_set(monkeypatch):
 def _fake_execute(monkeypatch, stdout="", ans=None, ok=True, stderr=""):
     from retrace.tools import code
     from retrace.tools.code_exec import ExecResult
-    monkeypatch.setattr(code, "sandbox_problem", lambda: None)
+    monkeypatch.setattr(code, "sandbox_problem", lambda *a, **k: None)
     result = ExecResult(ok=ok, ans=ans, stdout=stdout, stderr=stderr, exit_code=0 if ok else 1, signal=None,
                         timed_out=False, killed_reason=None, truncated=False, wall_s=0.01)
-    monkeypatch.setattr(code.CodeExecute, "executor", staticmethod(lambda src, limits: result))
+    monkeypatch.setattr(code.CodeExecute, "executor", staticmethod(lambda src, limits, **options: result))
 
 
 def test_code_execute_output_keeps_head_and_tail_under_a_configured_cap(monkeypatch):
