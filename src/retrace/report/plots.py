@@ -13,7 +13,6 @@ across matplotlib or freetype versions is not promised.
 """
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -48,14 +47,18 @@ def method_points(rows: Iterable[dict]) -> list[dict]:
     The error bar is the envelope of the seeds' 95% CIs (lowest ci_low, highest ci_high):
     with one seed it is that seed's bootstrap CI, with several it is never narrower than any.
     """
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault((str(r["dataset"]), str(r["model"]), str(r["method"])), []).append(r)
-    return [{"dataset": d, "model": m, "method": meth, "n_seeds": len(g),
-             "accuracy": statistics.fmean(r["accuracy"] for r in g),
-             "ci_low": min(r["ci_low"] for r in g), "ci_high": max(r["ci_high"] for r in g),
-             "tflops": statistics.fmean(r["flops_effective"] for r in g) / TERA}
-            for (d, m, meth), g in groups.items()]
+    import pandas as pd
+
+    frame = pd.DataFrame(list(rows))
+    if frame.empty:
+        return []
+    keys = ["dataset", "model", "method"]
+    frame[keys] = frame[keys].astype(str)
+    points = frame.groupby(keys, sort=False).agg(
+        n_seeds=("seed", "size"), accuracy=("accuracy", "mean"), ci_low=("ci_low", "min"),
+        ci_high=("ci_high", "max"), tflops=("flops_effective", "mean"))
+    points["tflops"] = points["tflops"].astype(float) / TERA
+    return points.reset_index().to_dict("records")
 
 
 def _model_colours(models: Iterable[str]) -> dict[str, Any]:
