@@ -35,16 +35,18 @@ def _source(path: Path, text: str, stage: str, config: dict, **extra) -> Path:
     return path
 
 
-def _inputs(root: Path, model: str) -> tuple[Path, Path]:
-    manifest = _source(root / "models" / model / "manifest.json", json.dumps({"name": model}),
-                       "model", {"model": {"name": model}},
-                       model_fingerprint={"sha256": "ab" * 32, "params": 1_543_714_304})
-    data = _source(root / "data" / "math500.jsonl",
+def _data(root: Path) -> Path:
+    return _source(root / "data" / "math500.jsonl",
                    "".join(json.dumps({"id": f"q{i}", "question": "?", "gold": "1"}) + "\n"
                            for i in range(QUESTIONS)),
                    "data", {"dataset": {"name": "math500", "limit": QUESTIONS}},
                    data_fingerprint={"sha256": "cd" * 32, "rows": QUESTIONS})
-    return manifest, data
+
+
+def _manifest(root: Path, model: str) -> Path:
+    return _source(root / "models" / model / "manifest.json", json.dumps({"name": model}),
+                   "model", {"model": {"name": model}},
+                   model_fingerprint={"sha256": "ab" * 32, "params": 1_543_714_304})
 
 
 def _score(root: Path, model: str, method: str, seed: int, right: int, inputs: tuple) -> Path:
@@ -126,9 +128,9 @@ def _section(root: Path, drr_claims: Path) -> Path:
 
 def build_run(root: Path) -> dict:
     root = Path(root)
-    scores = []
+    scores, data = [], _data(root)
     for model in MODELS:
-        inputs = _inputs(root, model)
+        inputs = (_manifest(root, model), data)
         for method, (_, _, seeds, right) in RUNS.items():
             scores += [_score(root, model, method, s, right - 4 * (model != MODELS[0]), inputs) for s in seeds]
     extra = [_family_claims(root, "drr", "DRR beats CoT on accuracy", "commonsenseqa", "drr", "cot"),

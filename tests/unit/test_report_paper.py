@@ -117,3 +117,16 @@ def test_provenance_page_shows_record_and_lineage(report):
     assert any("model_fingerprint" in t for t in texts)
     assert re.search(r'class="down" href="[0-9a-f]{16}\.html"', gen)  # and back down
     assert "commit <code>" in page and re.search(r"<th>timing</th><td>[0-9.]+ s</td>", page)
+
+
+def test_report_stage_records_every_page_and_the_lineage_audits(tmp_path):
+    from retrace.provenance import audit
+    from retrace.stages import report as report_stage
+
+    run = build_run(tmp_path)
+    out = tmp_path / "out"
+    report_stage.run(run["scores"], out, run["claims"], run["diagnostics"], run["sections"])
+    pages = list((out / "prov").glob("*.html"))
+    assert pages and all(prov_path(p).exists() for p in pages)
+    node = audit(out / "index.html")
+    assert node.all_ok(), "\n".join(node.lines())

@@ -45,7 +45,10 @@ def load_backbone(spec: Mapping, path: str | None = None):
     """(tokenizer, model with a 2-way classification head); `path` loads a saved checkpoint."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     where = path or backbone_path(spec)
-    kwargs = {"revision": spec.get("revision")} if spec.get("source") == "hub" and not path else {}
+    kwargs = {}
+    if spec.get("source") == "hub" and not path:  # pinned, or locked in config/hub.lock
+        from retrace import hub_lock
+        kwargs = {"revision": hub_lock.resolve("model", spec["repo"], spec.get("revision"))}
     tok = AutoTokenizer.from_pretrained(where, **kwargs)
     model = AutoModelForSequenceClassification.from_pretrained(where, num_labels=2, **kwargs)
     return tok, model
