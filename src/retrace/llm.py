@@ -3,7 +3,8 @@
 Methods call `llm.generate(requests)`; cached requests are served without touching the
 engine, the rest go to the engine batch by batch and each finished batch is committed to
 the cache before the next starts. The engine itself is only loaded when a request misses,
-so a job whose requests are all cached never loads the model.
+so a job whose requests are all cached never loads the model. Engine work prints progress
+lines to the job's log (retrace.progress: done/total requests, tok/s, ETA).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Callable, Sequence
 
 from retrace.backends.base import Backend
 from retrace.cache import RequestCache, request_key
+from retrace.progress import progress
 from retrace.records import Completion, Request
 
 log = logging.getLogger(__name__)
@@ -81,19 +83,26 @@ class CachedLLM:
         self.cache.record_hits(k for k in keys if k in found)
         out: dict[str, Completion] = {k: replace(c, cache_hit=True, key=k) for k, c in found.items()}
         todo = [(k, r) for k, r in dict(zip(keys, requests)).items() if k not in out]
-        size = self.backend.batch_size() if todo else 1
-        for i in range(0, len(todo), size):
-            batch = todo[i:i + size]
-            start = time.perf_counter()
-            done = self.backend.generate([r for _, r in batch])
-            self.usage.engine_seconds += time.perf_counter() - start
-            # Commit before moving on: a kill now loses at most the next batch.
-            self.cache.put_many((k, r, replace(c, key=k)) for (k, r), c in zip(batch, done))
-            out.update((k, replace(c, key=k)) for (k, _), c in zip(batch, done))
+        if todo:
+            self._run_engine(todo, out)
         result = [out[k] for k in keys]
         for c in result:
             self.usage.add(c)
         return result
+
+    def _run_engine(self, todo: list, out: dict) -> None:
+        """Generate the cache misses batch by batch, each batch committed before the next."""
+        size = self.backend.batch_size()
+        with progress(f"generate {self.model.get('name', '')}".strip(), len(todo)) as bar:
+            for i in range(0, len(todo), size):
+                batch = todo[i:i + size]
+                start = time.perf_counter()
+                done = self.backend.generate([r for _, r in batch])
+                self.usage.engine_seconds += time.perf_counter() - start
+                # Commit before moving on: a kill now loses at most the next batch.
+                self.cache.put_many((k, r, replace(c, key=k)) for (k, r), c in zip(batch, done))
+                out.update((k, replace(c, key=k)) for (k, _), c in zip(batch, done))
+                bar.advance(len(batch), sum(c.generated_tokens for c in done))
 
     def close(self) -> None:
         if self._backend is not None:

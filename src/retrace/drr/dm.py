@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from retrace.discriminator.dataset import ACCEPT, dm_input_text
+from retrace.progress import progress
 from retrace.templates import render
 
 log = logging.getLogger(__name__)
@@ -91,21 +92,24 @@ def train(model, tok, train_rows: Sequence[Mapping], dev_rows: Sequence[Mapping]
     opt = torch.optim.Adam(model.parameters(), lr=float(opts["lr"]), weight_decay=float(opts["weight_decay"]))
     sched = _schedule(opt, int(opts["warmup_steps"]))
     order, rng, bs = list(range(len(x))), random.Random(f"{seed}:dm-train"), int(opts["batch_size"])
-    for epoch in range(int(opts["epochs"])):
-        model.train()
-        rng.shuffle(order)
-        for i in range(0, len(order), bs):
-            idx = order[i:i + bs]
-            enc = _encode(tok, [x[j] for j in idx], int(opts["max_length"]))
-            loss = weighted_loss(model(**enc).logits, torch.tensor([y[j] for j in idx]), weights)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            hist["loss"].append(float(loss.detach()))
-        dev = evaluate(model, tok, dev_rows, int(opts["max_length"]), strategy) if dev_rows else {}
-        hist["epochs"].append({"epoch": epoch + 1, "step": len(hist["loss"]), **dev})
-        log.info("DM epoch %d: last loss %.4f, dev %s", epoch + 1, hist["loss"][-1], dev)
+    steps = int(opts["epochs"]) * -(-len(order) // bs)
+    with progress("train DM", steps, unit="steps") as bar:  # progress lines in the job log
+        for epoch in range(int(opts["epochs"])):
+            model.train()
+            rng.shuffle(order)
+            for i in range(0, len(order), bs):
+                idx = order[i:i + bs]
+                enc = _encode(tok, [x[j] for j in idx], int(opts["max_length"]))
+                loss = weighted_loss(model(**enc).logits, torch.tensor([y[j] for j in idx]), weights)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                sched.step()
+                hist["loss"].append(float(loss.detach()))
+                bar.advance(1)
+            dev = evaluate(model, tok, dev_rows, int(opts["max_length"]), strategy) if dev_rows else {}
+            hist["epochs"].append({"epoch": epoch + 1, "step": len(hist["loss"]), **dev})
+            log.info("DM epoch %d: last loss %.4f, dev %s", epoch + 1, hist["loss"][-1], dev)
     return hist
 
 
