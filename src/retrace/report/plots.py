@@ -61,6 +61,13 @@ def method_points(rows: Iterable[dict]) -> list[dict]:
     return points.reset_index().to_dict("records")
 
 
+def equal_compute_lines(points: list[dict]) -> list[dict]:
+    """Where the equal-compute comparison sits: refinement's compute, per model and dataset
+    (the Maj@N' baseline is priced to it, so its point should lie on this line)."""
+    return [{"dataset": p["dataset"], "model": p["model"], "tflops": p["tflops"]}
+            for p in points if p["method"] == "refine" and p["tflops"] > 0]
+
+
 def _model_colours(models: Iterable[str]) -> dict[str, Any]:
     from matplotlib import colormaps
 
@@ -76,6 +83,10 @@ def _plot_dataset(ax: Any, dataset: str, points: list[dict], colours: dict) -> N
                     color=colours[p["model"]], label=p["model"])
         ax.annotate(p["method"], (p["tflops"], p["accuracy"]), textcoords="offset points",
                     xytext=(5, 4), fontsize=8)
+    for line in equal_compute_lines(points):
+        ax.axvline(line["tflops"], color=colours[line["model"]], linestyle=":", linewidth=1)
+        ax.annotate("refine's compute", (line["tflops"], 0.02), xycoords=("data", "axes fraction"),
+                    rotation=90, fontsize=7, color=colours[line["model"]], ha="right")
     # A log axis cannot show zero FLOPs (e.g. a fake backend with no parameter count).
     if all(p["tflops"] > 0 for p in points):
         ax.set_xscale("log")
