@@ -29,7 +29,7 @@ COMMIT = re.compile(r"^[0-9a-f]{40}$")
 KINDS = ("dataset", "model")
 
 
-class UnlockedRevision(RuntimeError):
+class UnlockedRevision(ValueError):
     """An unpinned hub repo with no lock entry, or a pin that disagrees with the lock."""
 
 
