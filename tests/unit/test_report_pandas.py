@@ -95,3 +95,15 @@ def test_plot_points_equal_old_code(rows):
     assert maj["n_seeds"] == 3 and maj["accuracy"] == pytest.approx((0.5 + 0.7 + 0.65) / 3)
     assert (maj["ci_low"], maj["ci_high"]) == (pytest.approx(0.4), pytest.approx(0.8))
     assert maj["tflops"] == pytest.approx(2 * 10**9 * 5500 / 1e12)
+
+
+def test_extra_columns_are_written_not_dropped(rows, tmp_path):
+    """A key another stage adds to the rows (e.g. an answer-source rate) reaches the CSV,
+    before the token/FLOPs/hash tail, and the HTML's details."""
+    rows = [dict(r, answer_source_rate=0.25 * i) for i, r in enumerate(rows)]
+    write_csv(tmp_path / "results.csv", rows)
+    header = (tmp_path / "results.csv").read_text().splitlines()[0].split(",")
+    assert header.index("pass@1") < header.index("answer_source_rate") < header.index("prompt_tokens")
+    from retrace.report.html import render_html
+    html = render_html(rows, [], images={})
+    assert "answer_source_rate 0.250" in html

@@ -25,7 +25,7 @@ from retrace.report.claims_table import P_ADJ, read_claims
 from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
 from retrace.report.sections import copy_images, load_sections
-from retrace.report.tables import k_columns, result_rows, seed_aggregates, write_csv
+from retrace.report.tables import extra_columns, k_columns, result_rows, seed_aggregates, write_csv
 
 TEMPLATES = Path(__file__).parent / "templates"
 SHORT_HASH = 12
@@ -98,7 +98,8 @@ def render_html(rows: list[dict], aggregates: list[dict], claims: list[dict] = (
     claims = paper.annotate_claims(list(claims), refs, settings or {})
     pages = pages or {}
     template = environment().get_template("index.html.j2")
-    return template.render(rows=rows, aggregates=aggregates, k_columns=k_columns(rows),
+    return template.render(rows=rows, aggregates=aggregates,
+                           k_columns=k_columns(rows) + extra_columns(rows),
                            claims=claims, claim_groups=claim_groups(claims, refs),
                            summary=paper.summarise(claims, refs),
                            has_p_adj=any(c.get(P_ADJ) is not None for c in claims),

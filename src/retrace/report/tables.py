@@ -121,8 +121,16 @@ def k_columns(rows: list[dict]) -> list[str]:
     return sorted(cols, key=lambda c: (not c.startswith("maj@"), int(c.split("@")[1])))
 
 
+def extra_columns(rows: list[dict]) -> list[str]:
+    """Keys some row has beyond HEAD, maj@k/pass@k and TAIL (e.g. a rate another stage adds),
+    in order of first appearance: written to the CSV rather than dropped."""
+    known = {*HEAD, *TAIL}
+    return list(dict.fromkeys(c for r in rows for c in r
+                              if c not in known and not c.startswith(("maj@", "pass@"))))
+
+
 def columns(rows: list[dict]) -> list[str]:
-    return [*HEAD, *k_columns(rows), *TAIL]
+    return [*HEAD, *k_columns(rows), *extra_columns(rows), *TAIL]
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
