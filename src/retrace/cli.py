@@ -2,7 +2,8 @@
 
 Workflow stages (called by the Snakemake rules): model, data, generate, score, diagnose,
 claims, report; method families with their own stages: `retrace drr …`, `retrace art …`.
-User commands: `retrace audit PATH…` (verify lineage), `retrace plan` (list jobs).
+User commands: `retrace audit PATH…` (verify lineage), `retrace plan` (list jobs),
+`retrace status` (running jobs' progress, read from their logs).
 """
 from __future__ import annotations
 
@@ -84,6 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audit", help="verify an artifact's lineage back to its sources")
     p.add_argument("paths", type=Path, nargs="+")
     p.add_argument("--quiet", action="store_true")
+    p = sub.add_parser("status", help="progress of running jobs, read from their logs")
+    p.add_argument("--logs", type=Path, default=Path("results/logs"), help="log directory (searched recursively)")
+    p.add_argument("--stale-after", type=float, default=600.0,
+                   help="seconds without a new log line after which a job is shown as stale")
     p = sub.add_parser("plan", help="list the jobs of the configured experiment")
     p.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
     p.add_argument("--experiment", default=None, help="instead of the config file's")
@@ -170,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section)
     elif a.command == "audit":
         return _audit(a.paths, a.quiet)
+    elif a.command == "status":
+        from retrace.progress import format_status, status
+        print(format_status(status(a.logs, a.stale_after)))
     elif a.command == "plan":
         return _plan(a.configfile, a.experiment, a.estimate, a.check)
     return 0

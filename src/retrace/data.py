@@ -6,7 +6,8 @@
     write_problems("results/problems.jsonl", problems)
 
 `cfg` is one `config/dataset/<name>.yaml` mapping; `mirror` is the mirror directory
-(config key `mirror`), needed only for `source: mirror`.
+(config key `mirror`), needed only for `source: mirror`. `source: hub` rows come from
+`load_hub_rows` (`datasets.load_dataset` at the commit retrace.hub_lock resolves).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from retrace.atomic import read_jsonl, write_jsonl
 from retrace.hashing import sha256_json
 from retrace.records import Problem
 from retrace.registry import TASKS
+
+HUB_KEYS = ("path", "split")
 
 
 def prepare(cfg: dict, mirror: str | Path | None) -> tuple[list[Problem], list[Path]]:
@@ -69,3 +72,24 @@ def write_problems(path: str | Path, problems: list[Problem]) -> None:
 
 def read_problems(path: str | Path) -> list[Problem]:
     return [Problem.from_dict(d) for d in read_jsonl(path)]
+
+
+def load_hub_rows(hub: dict) -> tuple[object, str]:
+    """(rows, commit): `datasets.load_dataset(path, name, split=, revision=commit)`, the
+    commit being the pinned one or the one locked in config/hub.lock (retrace.hub_lock;
+    unlocked and unpinned is refused). `datasets` is imported only here (heavy).
+
+    `path` may also be a local directory in the hub layout (`data/<split>-*.parquet`), which
+    is how the offline test exercises this code path."""
+    from retrace import hub_lock
+
+    for key in HUB_KEYS:
+        if not hub.get(key):
+            raise ValueError(f"hub source needs hub.{key} (see config/dataset/*.yaml)")
+    commit = hub_lock.resolve("dataset", hub["path"], hub.get("revision"))
+    try:
+        import datasets
+    except ImportError as e:
+        raise ImportError("source: hub needs the `datasets` package (pip install -r envs/cpu.txt)") from e
+    rows = datasets.load_dataset(hub["path"], hub.get("name"), split=hub["split"], revision=commit)
+    return rows, commit

@@ -4,7 +4,8 @@ Methods call `llm.generate(requests)` or, for multi-turn methods, `llm.run_tasks
 (per-rollout generators, retrace.scheduler); cached requests are served without touching
 the engine, the rest go to the engine and each finished request is committed to the cache
 before its task moves on. The engine itself is only loaded when a request misses,
-so a job whose requests are all cached never loads the model.
+so a job whose requests are all cached never loads the model. Engine work prints progress
+lines to the job's log (retrace.progress: done/total, tok/s, ETA).
 """
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ class CachedLLM:
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         """Completions of `requests`, in order (one-request tasks of retrace.scheduler)."""
         from retrace.scheduler import drive, one
-        return drive(self, (one(r) for r in requests))
+        return drive(self, (one(r) for r in requests), unit="requests")
 
     def run_tasks(self, tasks: Iterable) -> list:
         """Run per-rollout tasks (generators of requests, see retrace.scheduler)."""

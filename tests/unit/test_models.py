@@ -129,9 +129,11 @@ def test_refused_weights_do_not_clobber_earlier_good_ones(tmp_path, parts):
     assert listing(out) == {"model.gguf": whole}
 
 
-def test_hub_needs_a_pinned_revision(tmp_path):
+def test_hub_needs_a_pinned_or_locked_revision(tmp_path, monkeypatch):
+    monkeypatch.setenv("RETRACE_HUB_LOCK_FILE", str(tmp_path / "hub.lock"))
+    monkeypatch.delenv("RETRACE_HUB_LOCK", raising=False)
     cfg = model_cfg({"kind": "hub"}, hub={"repo": "org/model", "revision": "main"})
-    with pytest.raises(ModelError, match="must pin a commit"):
+    with pytest.raises(ModelError, match="model .*: model:org/model: revision 'main' is not a commit"):
         materialise(cfg, tmp_path / "out")
 
 

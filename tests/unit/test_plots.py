@@ -7,8 +7,8 @@ from fake_backend import ExactTask
 import pytest
 
 from retrace.records import Problem
-from retrace.report.plots import (accuracy_vs_compute, depth_curves, depth_records, job_label,
-                                  method_points)
+from retrace.report.plots import (accuracy_vs_compute, depth_curves, depth_records,
+                                  equal_compute_lines, job_label, method_points)
 from retrace.scoring.refine_diagnostics import diagnose
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -65,6 +65,15 @@ def test_method_points_average_seeds_and_envelope_cis():
     assert (g["ci_low"], g["ci_high"]) == pytest.approx((0.4, 0.8))
     assert g["tflops"] == pytest.approx(2.0)
     assert points["refine"]["n_seeds"] == 1
+
+
+def test_equal_compute_line_at_refinements_compute(tmp_path):
+    rows = [result_row("d", "m", "majority", 0, 0.5, 1e12), result_row("d", "m", "refine", 0, 0.6, 4e12),
+            result_row("d", "m", "majority_eq", 0, 0.55, 4e12), result_row("e", "m", "refine", 0, 0.6, 0)]
+    lines = equal_compute_lines(method_points(rows))
+    assert lines == [{"dataset": "d", "model": "m", "tflops": pytest.approx(4.0)}]
+    out = tmp_path / "a.png"
+    assert_png(accuracy_vs_compute(rows, out), out)
 
 
 def test_depth_curves_png_from_diagnose_output(tmp_path, diagnosed):

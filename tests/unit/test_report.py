@@ -2,6 +2,7 @@
 the claims and the refinement diagnostics; the PNGs are written beside it."""
 import csv
 import json
+import re
 
 import pytest
 
@@ -16,6 +17,11 @@ from retrace.scoring.claims import claim_row, write_claims_csv
 from retrace.scoring.refine_diagnostics import diagnose
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def cells(tr: str) -> list[str]:
+    """The text of each <td> of one table row, tags (links) stripped."""
+    return [re.sub(r"<[^>]+>", "", c.split(">", 1)[1].split("</td>", 1)[0]) for c in tr.split("<td")[1:]]
 
 
 def make_score(tmp_path, model, dataset, method, seed, acc, maj=None, prov=True, **extra):
@@ -114,12 +120,15 @@ def test_backward_compatible_call_writes_accuracy_plot_only(tmp_path):
     f = make_score(tmp_path, "m", "d", "greedy", 0, 0.5)
     out = tmp_path / "report"
     written = build_report([f], out)
-    assert sorted(p.name for p in written) == ["accuracy_vs_compute.png", "index.html", "results.csv"]
+    pages = [p for p in written if p.parent.name == "prov"]
+    assert [p.read_text().count("Provenance of") for p in pages] == [1]  # the score's record
+    assert sorted(p.name for p in written if p not in pages) == ["accuracy_vs_compute.png",
+                                                                 "index.html", "results.csv"]
     assert (out / "accuracy_vs_compute.png").read_bytes().startswith(PNG_MAGIC)
     assert not (out / "depth_curves.png").exists()
     html = (out / "index.html").read_text()
     assert '<img src="accuracy_vs_compute.png"' in html
-    assert "<h2>Claims</h2>" not in html and "Refinement diagnostics" not in html
+    assert 'id="claims"' not in html and "Refinement diagnostics" not in html
 
 
 def test_selection_and_scorer_columns(tmp_path):
@@ -154,14 +163,14 @@ def test_claims_section(tmp_path):
     f = make_score(tmp_path, "qwen", "gsm8k", "refine", 0, 0.5)
     build_report([f], tmp_path / "report", claims_csv=path)
     html = (tmp_path / "report" / "index.html").read_text()
-    section = html[html.index("<h2>Claims</h2>"):]
+    section = html[html.index('<h2 id="claims">'):]
     assert claims[0]["verdict"] == "supported" and claims[1]["verdict"] == "inconclusive"
-    for c in claims:
+    for c in claims:  # differences in percentage points
         assert f'class="verdict-{c["verdict"]}"' in section
-        assert f'{c["delta"]:+.3f} [{c["ci_low"]:+.3f}, {c["ci_high"]:+.3f}]' in section
+        assert f'{c["delta"] * 100:+.1f} [{c["ci_low"] * 100:+.1f}, {c["ci_high"] * 100:+.1f}]' in section
         assert f'{c["method"]} vs {c["baseline"]}' in section
-    assert "+0.750" in section  # 20/20 against 5/20
-    assert f'<span title="{"a" * 64}">{"a" * 12}</span>' in section
+    assert "+75.0" in section  # 20/20 against 5/20
+    assert f'<span title="{"a" * 64}">{"a" * 8}</span>' in section  # no record here: no link
 
 
 def test_claims_csv_missing_columns_refused(tmp_path):
@@ -210,9 +219,8 @@ def test_diagnostics_table_and_plots(tmp_path):
     assert (d1["recovery_rate"], d1["regression_rate"]) == (0.5, 0.25)
     assert d1["benefit"] == pytest.approx(2 / 12)
     assert (d0["diversity"], d1["diversity"]) == pytest.approx((2.0 / 3, 1.75 / 3))  # normalised by N=3
-    cells = lambda tr: [c.split(">", 1)[1].split("<", 1)[0] for c in tr.split("<td")[1:]]
-    assert cells(trs[0])[4:10] == ["0", fmt_number(d0["accuracy"]), "", "", "", "0.67"]
-    assert cells(trs[1])[4:10] == ["1", fmt_number(d1["accuracy"]), "0.500", "0.250", "0.167", "0.58"]
+    assert cells(trs[0])[3:9] == ["0", fmt_number(d0["accuracy"]), "", "", "", "0.67"]
+    assert cells(trs[1])[3:9] == ["1", fmt_number(d1["accuracy"]), "0.500", "0.250", "0.167", "0.58"]
     assert sha256_file(prov_path(path))[:12] in body
 
 
@@ -231,8 +239,7 @@ def test_n_by_d_grid_table(tmp_path):
     html = (out / "index.html").read_text()
     grid = html[html.index("N &times; D grid"):]
     grid = grid[grid.index("<tbody>"):grid.index("</tbody>")]
-    rows = [[c.split(">", 1)[1].split("<", 1)[0] for c in tr.split("<td")[1:]]
-            for tr in grid.split("<tr>")[1:]]
+    rows = [cells(tr) for tr in grid.split("<tr>")[1:]]
     # n = 1, 2, 3 rollouts × depth 0, 1; first rollouts at depth 0: a 2, b 1, c 1, d 3 -> 0.5
     assert [r[0] for r in rows] == ["1", "2", "3"]
     assert rows[0][1] == fmt_number(0.5)

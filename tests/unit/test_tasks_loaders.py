@@ -77,18 +77,18 @@ def fake_datasets(monkeypatch, rows):
 def test_hub_source_calls_load_dataset_with_pinned_revision(monkeypatch):
     calls = fake_datasets(monkeypatch, [{"question": "2+2?", "answer": "2+2=4\n#### 4"}])
     cfg = dict(gsm8k_cfg(), source="hub",
-               hub={"path": "openai/gsm8k", "name": "main", "split": "test", "revision": "abc123"})
+               hub={"path": "openai/gsm8k", "name": "main", "split": "test", "revision": "abc123" * 6 + "abcd"})
     problems, files = TASKS.get("gsm8k").load(cfg, None)
-    assert calls == [("openai/gsm8k", "main", "test", "abc123")]
+    assert calls == [("openai/gsm8k", "main", "test", "abc123" * 6 + "abcd")]
     assert problems[0].gold == "4" and files == []
-    assert problems[0].metadata["source"] == "hub:openai/gsm8k@abc123[test]"
+    assert problems[0].metadata["source"] == f"hub:openai/gsm8k@{'abc123' * 6}abcd[test]"
 
 
 def test_hub_rows_of_other_layouts(monkeypatch):
     fake_datasets(monkeypatch, [{"id": "x1", "question": "Where?", "answerKey": "B",
                                  "choices": {"label": list("ABCDE"), "text": list("vwxyz")}}])
     cfg = {"task": "commonsenseqa", "source": "hub",
-           "hub": {"path": "tau/commonsense_qa", "split": "validation", "revision": "r"}}
+           "hub": {"path": "tau/commonsense_qa", "split": "validation", "revision": "f" * 40}}
     (p,), _ = TASKS.get("commonsenseqa").load(cfg, None)
     assert (p.gold, p.choices, p.question) == ("B", tuple("vwxyz"), "Where?")
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from retrace.discriminator.dataset import ACCEPT, SEPARATOR, dm_input_segments
+from retrace.progress import progress
 from retrace.templates import render
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,10 @@ def load_backbone(spec: Mapping, path: str | None = None):
     """(tokenizer, model with a 2-way classification head); `path` loads a saved checkpoint."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     where = path or backbone_path(spec)
-    kwargs = {"revision": spec.get("revision")} if spec.get("source") == "hub" and not path else {}
+    kwargs = {}
+    if spec.get("source") == "hub" and not path:  # pinned, or locked in config/hub.lock
+        from retrace import hub_lock
+        kwargs = {"revision": hub_lock.resolve("model", spec["repo"], spec.get("revision"))}
     tok = AutoTokenizer.from_pretrained(where, **kwargs)
     model = AutoModelForSequenceClassification.from_pretrained(where, num_labels=2, **kwargs)
     return tok, model
@@ -167,22 +171,25 @@ def train(model, tok, train_rows: Sequence[Mapping], dev_rows: Sequence[Mapping]
     opt = torch.optim.Adam(model.parameters(), lr=float(opts["lr"]), weight_decay=float(opts["weight_decay"]))
     sched = _schedule(opt, int(opts["warmup_steps"]))
     order, rng, bs = list(range(len(y))), random.Random(f"{seed}:dm-train"), int(opts["batch_size"])
-    for epoch in range(int(opts["epochs"])):
-        model.train()
-        rng.shuffle(order)
-        for i in range(0, len(order), bs):
-            idx = order[i:i + bs]
-            logits = model(**_batch(tok, [enc["ids"][j] for j in idx], device)).logits
-            loss = weighted_loss(logits, torch.tensor([y[j] for j in idx], device=device), weights)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            hist["loss"].append(float(loss.detach()))
-        dev = evaluate(model, tok, dev_rows, max_length, strategy, device,
-                       float(opts.get("accept_threshold", 0.5))) if dev_rows else {}
-        hist["epochs"].append({"epoch": epoch + 1, "step": len(hist["loss"]), **dev})
-        log.info("DM epoch %d: last loss %.4f, dev %s", epoch + 1, hist["loss"][-1], dev)
+    steps = int(opts["epochs"]) * -(-len(order) // bs)
+    with progress("train DM", steps, unit="steps") as bar:  # progress lines in the job log
+        for epoch in range(int(opts["epochs"])):
+            model.train()
+            rng.shuffle(order)
+            for i in range(0, len(order), bs):
+                idx = order[i:i + bs]
+                logits = model(**_batch(tok, [enc["ids"][j] for j in idx], device)).logits
+                loss = weighted_loss(logits, torch.tensor([y[j] for j in idx], device=device), weights)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                sched.step()
+                hist["loss"].append(float(loss.detach()))
+                bar.advance(1)
+            dev = evaluate(model, tok, dev_rows, max_length, strategy, device,
+                           float(opts.get("accept_threshold", 0.5))) if dev_rows else {}
+            hist["epochs"].append({"epoch": epoch + 1, "step": len(hist["loss"]), **dev})
+            log.info("DM epoch %d: last loss %.4f, dev %s", epoch + 1, hist["loss"][-1], dev)
     return hist
 
 

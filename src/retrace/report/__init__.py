@@ -1,9 +1,13 @@
-"""The report: one CSV row and one HTML table row per (model, dataset, method, seed),
-plus the paper's claims, refinement diagnostics per depth and two figures.
+"""The report: a summary of which papers' claims held, each claim beside the paper's own
+number, one CSV row and one HTML table row per (model, dataset, method, seed), refinement
+diagnostics per depth, figures, and a provenance page behind every number.
 
-- `tables.py` reads score JSONs and their provenance records into flat rows, aggregates
+- `tables.py` reads score JSONs and their provenance records into rows (pandas), aggregates
   seeds (mean +- sd) and writes `results.csv`
 - `claims_table.py` reads claims.csv (scoring/claims.py) for the Claims section
+- `paper.py` puts the papers' numbers (`paper_numbers.yaml`) beside the claims, compares
+  the settings and writes the per-paper summary
+- `lineage.py` renders one page per provenance record (`prov/*.html`), linked up the lineage
 - `diagnostics_table.py` reads refinement diagnostics JSONs into per-depth rows
 - `plots.py` draws accuracy_vs_compute.png and depth_curves.png (matplotlib, Agg)
 - `html.py` renders `index.html` from `templates/`; `build_report` writes everything

@@ -12,6 +12,10 @@ from pathlib import Path
 
 REQUIRED = ("claim", "model", "dataset", "method", "baseline", "delta", "ci_low", "ci_high",
             "p_value", "verdict", "evidence")
+# The multiplicity-adjusted p-value, where claims.csv has one (shown beside the raw one);
+# other extra columns are kept as text and ignored by the page.
+P_ADJ = "p_adj"
+P_ADJ_ALIASES = ("p_adj", "p_value_adj", "p_adjusted", "p_holm")
 FLOATS = ("delta", "ci_low", "ci_high", "p_value", "acc_method", "acc_baseline")
 INTS = ("n_questions", "wins", "ties", "losses")
 
@@ -26,6 +30,8 @@ def claim_display_row(raw: dict) -> dict:
     row.update({k: _number(raw.get(k), float) for k in FLOATS})
     row.update({k: _number(raw.get(k), int) for k in INTS})
     row["evidence"] = [h for h in (raw.get("evidence") or "").split(";") if h]
+    adj = next((raw[k] for k in P_ADJ_ALIASES if (raw.get(k) or "").strip()), None)
+    row[P_ADJ] = _number(adj, float)
     return row
 
 

@@ -42,14 +42,17 @@ def diagnostic_rows(diags: list[dict]) -> list[dict]:
 
 
 def grid_tables(diags: list[dict]) -> list[dict]:
-    """Per refine job, the N × D accuracy table (the paper's Table 3) as rows of cells."""
+    """Per refine job, the N × D accuracy table (the paper's Table 3) as rows of cells:
+    a pivot of the job's grid cells, n down and depth across (None where a cell is absent)."""
+    import pandas as pd
+
     tables = []
     for d in diags:
         if not d["grid"]:
             continue
-        cells = {(c["n"], c["depth"]): c["accuracy"] for c in d["grid"]}
-        ns, depths = sorted({n for n, _ in cells}), sorted({k for _, k in cells})
-        tables.append({**{k: d["job"][k] for k in IDENTITY}, "depths": depths,
-                       "rows": [{"n": n, "cells": [cells.get((n, k)) for k in depths]} for n in ns],
+        grid = pd.DataFrame(d["grid"]).pivot(index="n", columns="depth", values="accuracy")
+        grid = grid.sort_index().sort_index(axis=1).astype(object).where(grid.notna(), None)
+        tables.append({**{k: d["job"][k] for k in IDENTITY}, "depths": [int(k) for k in grid.columns],
+                       "rows": [{"n": int(n), "cells": list(cells)} for n, cells in zip(grid.index, grid.values)],
                        "prov_sha256": d["prov_sha256"], "file": d["file"]})
     return tables

@@ -1,13 +1,15 @@
 """`build_report(score_files, out_dir, claims_csv=None, diagnostics=())`: the report in out_dir.
 
-Always `results.csv`, `index.html` and `accuracy_vs_compute.png`; with `claims_csv` (from
-scoring/claims.py) a Claims section; with `diagnostics` (refinement diagnostics JSONs, see
+Always `results.csv`, `index.html`, `accuracy_vs_compute.png` and one provenance page per
+record in the inputs' lineage (`prov/*.html`, report/lineage.py); with `claims_csv` (from
+scoring/claims.py) a summary per paper and the claims beside the papers' numbers
+(report/paper.py, paper_numbers.yaml); with `diagnostics` (refinement diagnostics JSONs, see
 report/diagnostics_table.py) a per-depth table and `depth_curves.png`; with `sections`
 (method families' section JSONs, report/sections.py) one section each. The HTML is rendered
 by jinja2 from `templates/index.html.j2` and the partials it includes (files, so the layout
-is edited without touching code) and embeds the PNGs by relative path. Every number's
-tooltip names the sha256 of the provenance record behind it; the table shows its first 12
-characters, the CSV the full hash.
+is edited without touching code) and embeds the PNGs by relative path. Every number links
+to the page of the provenance record behind it (its tooltip names the record's sha256; the
+CSV has the full hash).
 """
 from __future__ import annotations
 
@@ -18,11 +20,12 @@ from typing import Iterable
 import jinja2
 
 from retrace.atomic import atomic_open
-from retrace.report.claims_table import read_claims
+from retrace.report import lineage, paper
+from retrace.report.claims_table import P_ADJ, read_claims
 from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
 from retrace.report.sections import copy_images, load_sections
-from retrace.report.tables import k_columns, result_rows, seed_aggregates, write_csv
+from retrace.report.tables import extra_columns, k_columns, result_rows, seed_aggregates, write_csv
 
 TEMPLATES = Path(__file__).parent / "templates"
 SHORT_HASH = 12
@@ -58,19 +61,51 @@ def environment() -> jinja2.Environment:
     env.filters["short"] = lambda h: str(h)[:SHORT_HASH]
     env.filters["signed"] = lambda v: "" if v is None else f"{v:+.3f}"
     env.filters["pvalue"] = fmt_pvalue
+    env.filters["pp"] = lambda v: "" if v is None else f"{v * 100:+.1f}"
     return env
+
+
+def _groups(rows: list[dict], keys: tuple[str, ...]) -> list[dict]:
+    """Consecutive runs of rows with the same `keys`, as {key: value, ..., "rows": [...]}."""
+    groups: list[dict] = []
+    for row in rows:
+        ident = {k: row.get(k) for k in keys}
+        if not groups or any(groups[-1][k] != v for k, v in ident.items()):
+            groups.append({**ident, "rows": []})
+        groups[-1]["rows"].append(row)
+    return groups
+
+
+def claim_groups(claims: list[dict], refs: dict) -> list[dict]:
+    """Claims rows grouped by paper (in the data file's order), then model and dataset."""
+    order = {k: i for i, k in enumerate(refs["papers"])}
+    ordered = sorted(claims, key=lambda c: (order.get(c["paper_key"], len(order)), c["model"], c["dataset"]))
+    groups = _groups(ordered, ("paper_key", "model", "dataset"))
+    for g in groups:
+        g["paper_title"] = refs["papers"].get(g["paper_key"], {}).get("title", "other claims")
+    return groups
 
 
 def render_html(rows: list[dict], aggregates: list[dict], claims: list[dict] = (),
                 diagnostics: list[dict] = (), images: dict[str, str] | None = None,
-                grids: list[dict] = (), sections: list[dict] = ()) -> str:
+                grids: list[dict] = (), sections: list[dict] = (), pages: dict[str, str] | None = None,
+                settings: dict | None = None) -> str:
     """The report page: `rows` (one per job), `aggregates` (one per multi-seed config),
-    `claims` (claims.csv rows), `diagnostics` (one per refine job per depth) and `images`
-    ({"accuracy_vs_compute" | "depth_curves": path relative to the page})."""
+    `claims` (claims.csv rows), `diagnostics` (one per refine job per depth), `images`
+    ({"accuracy_vs_compute" | "depth_curves": path relative to the page}), `pages`
+    ({record sha256: provenance page}) and `settings` ({score record sha256: our setting})."""
+    refs = paper.load_paper_numbers()
+    claims = paper.annotate_claims(list(claims), refs, settings or {})
+    pages = pages or {}
     template = environment().get_template("index.html.j2")
-    return template.render(rows=rows, aggregates=aggregates, k_columns=k_columns(rows),
-                           claims=list(claims), diagnostics=list(diagnostics),
-                           images=images or {}, grids=list(grids), sections=list(sections))
+    return template.render(rows=rows, aggregates=aggregates,
+                           k_columns=k_columns(rows) + extra_columns(rows),
+                           claims=claims, claim_groups=claim_groups(claims, refs),
+                           summary=paper.summarise(claims, refs),
+                           has_p_adj=any(c.get(P_ADJ) is not None for c in claims),
+                           result_groups=_groups(rows, ("model", "dataset")),
+                           diagnostics=list(diagnostics), images=images or {}, grids=list(grids),
+                           sections=list(sections), prov_link=lambda h: pages.get(h, ""))
 
 
 def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None = None,
@@ -83,9 +118,13 @@ def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None
     if not rows:
         raise ValueError("no score files to report")
     claims = read_claims(Path(claims_csv)) if claims_csv is not None else []
+    diagnostics, sections = list(diagnostics), list(sections)
     diags = load_diagnostics(diagnostics)
     out_dir = Path(out_dir)
     secs, copies = load_sections(sections, out_dir)
+    roots = [*score_files, *diagnostics, *sections] + ([claims_csv] if claims_csv else [])
+    nodes = lineage.collect(roots)
+    settings = {r["prov_sha256"]: paper.run_setting(Path(r["score_file"])) for r in rows}
     written = [accuracy_vs_compute(rows, out_dir / ACCURACY_PNG)]
     images = {"accuracy_vs_compute": ACCURACY_PNG}
     if diags:
@@ -93,8 +132,9 @@ def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None
         images["depth_curves"] = DEPTH_PNG
     write_csv(out_dir / "results.csv", rows)
     written += copy_images(copies)
+    written += lineage.write_pages(nodes, out_dir, environment())
     html = render_html(rows, seed_aggregates(rows), claims, diagnostic_rows(diags), images,
-                       grid_tables(diags), secs)
+                       grid_tables(diags), secs, {h: lineage.page_name(h) for h in nodes}, settings)
     with atomic_open(out_dir / "index.html") as f:
         f.write(html)
     return [*written, out_dir / "results.csv", out_dir / "index.html"]

@@ -13,7 +13,6 @@ across matplotlib or freetype versions is not promised.
 """
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -48,14 +47,25 @@ def method_points(rows: Iterable[dict]) -> list[dict]:
     The error bar is the envelope of the seeds' 95% CIs (lowest ci_low, highest ci_high):
     with one seed it is that seed's bootstrap CI, with several it is never narrower than any.
     """
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault((str(r["dataset"]), str(r["model"]), str(r["method"])), []).append(r)
-    return [{"dataset": d, "model": m, "method": meth, "n_seeds": len(g),
-             "accuracy": statistics.fmean(r["accuracy"] for r in g),
-             "ci_low": min(r["ci_low"] for r in g), "ci_high": max(r["ci_high"] for r in g),
-             "tflops": statistics.fmean(r["flops_effective"] for r in g) / TERA}
-            for (d, m, meth), g in groups.items()]
+    import pandas as pd
+
+    frame = pd.DataFrame(list(rows))
+    if frame.empty:
+        return []
+    keys = ["dataset", "model", "method"]
+    frame[keys] = frame[keys].astype(str)
+    points = frame.groupby(keys, sort=False).agg(
+        n_seeds=("seed", "size"), accuracy=("accuracy", "mean"), ci_low=("ci_low", "min"),
+        ci_high=("ci_high", "max"), tflops=("flops_effective", "mean"))
+    points["tflops"] = points["tflops"].astype(float) / TERA
+    return points.reset_index().to_dict("records")
+
+
+def equal_compute_lines(points: list[dict]) -> list[dict]:
+    """Where the equal-compute comparison sits: refinement's compute, per model and dataset
+    (the Maj@N' baseline is priced to it, so its point should lie on this line)."""
+    return [{"dataset": p["dataset"], "model": p["model"], "tflops": p["tflops"]}
+            for p in points if p["method"] == "refine" and p["tflops"] > 0]
 
 
 def _model_colours(models: Iterable[str]) -> dict[str, Any]:
@@ -73,6 +83,10 @@ def _plot_dataset(ax: Any, dataset: str, points: list[dict], colours: dict) -> N
                     color=colours[p["model"]], label=p["model"])
         ax.annotate(p["method"], (p["tflops"], p["accuracy"]), textcoords="offset points",
                     xytext=(5, 4), fontsize=8)
+    for line in equal_compute_lines(points):
+        ax.axvline(line["tflops"], color=colours[line["model"]], linestyle=":", linewidth=1)
+        ax.annotate("refine's compute", (line["tflops"], 0.02), xycoords=("data", "axes fraction"),
+                    rotation=90, fontsize=7, color=colours[line["model"]], ha="right")
     # A log axis cannot show zero FLOPs (e.g. a fake backend with no parameter count).
     if all(p["tflops"] > 0 for p in points):
         ax.set_xscale("log")

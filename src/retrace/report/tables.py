@@ -7,9 +7,7 @@ can check any number against the lineage `retrace audit` walks.
 """
 from __future__ import annotations
 
-import csv
 import json
-import statistics
 from pathlib import Path
 from typing import Iterable
 
@@ -93,16 +91,32 @@ def _seed_key(seed: object) -> tuple:
         return (1, 0, str(seed))
 
 
+def result_frame(score_files: Iterable[Path]) -> "pd.DataFrame":
+    """One row per score file (object columns, so ints stay ints), sorted by dataset, model,
+    method, seed; two files for one job are refused, naming both."""
+    import pandas as pd
+
+    rows = sorted((result_row(Path(p)) for p in score_files), key=sort_key)
+    frame = pd.DataFrame(rows, dtype=object)
+    if frame.empty:
+        return frame
+    ident = frame[list(IDENTITY)].astype(str)
+    dup = ident.duplicated(keep=False)
+    if dup.any():
+        first, second = frame.loc[dup, "score_file"].iloc[:2]
+        raise ValueError(f"two score files for {tuple(ident[dup].iloc[0])}: {first} and {second}")
+    return frame
+
+
+def records(frame: "pd.DataFrame") -> list[dict]:
+    """The frame's rows as dicts without the cells a row lacks (NaN), as the templates expect."""
+    return [{k: v for k, v in row.items() if v is not None and v == v}
+            for row in frame.to_dict("records")]
+
+
 def result_rows(score_files: Iterable[Path]) -> list[dict]:
     """Rows of every score file, sorted by dataset, model, method, seed; duplicates refused."""
-    rows = sorted((result_row(Path(p)) for p in score_files), key=sort_key)
-    seen: dict[tuple, str] = {}
-    for row in rows:
-        ident = tuple(str(row[k]) for k in IDENTITY)
-        if ident in seen:
-            raise ValueError(f"two score files for {ident}: {seen[ident]} and {row['score_file']}")
-        seen[ident] = row["score_file"]
-    return rows
+    return records(result_frame(score_files))
 
 
 def k_columns(rows: list[dict]) -> list[str]:
@@ -111,38 +125,40 @@ def k_columns(rows: list[dict]) -> list[str]:
     return sorted(cols, key=lambda c: (not c.startswith("maj@"), int(c.split("@")[1])))
 
 
+def extra_columns(rows: list[dict]) -> list[str]:
+    """Keys some row has beyond HEAD, maj@k/pass@k and TAIL (e.g. a rate another stage adds),
+    in order of first appearance: written to the CSV rather than dropped."""
+    known = {*HEAD, *TAIL}
+    return list(dict.fromkeys(c for r in rows for c in r
+                              if c not in known and not c.startswith(("maj@", "pass@"))))
+
+
 def columns(rows: list[dict]) -> list[str]:
-    return [*HEAD, *k_columns(rows), *TAIL]
+    return [*HEAD, *k_columns(rows), *extra_columns(rows), *TAIL]
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
     """Write `rows` atomically; a metric a row lacks is left empty."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=columns(rows), dtype=object)
     with atomic_open(path) as f:
-        writer = csv.DictWriter(f, fieldnames=columns(rows), restval="", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def _mean_sd(values: list[float]) -> tuple[float, float]:
-    # Sample sd (n - 1): seeds are a sample of the runs one could have made.
-    return statistics.fmean(values), statistics.stdev(values)
-
-
-def aggregate(members: list[dict]) -> dict:
-    """Mean and sd of accuracy, mean tokens and FLOPs, over the seeds of one configuration."""
-    acc_mean, acc_sd = _mean_sd([m["accuracy"] for m in members])
-    first = members[0]
-    return {"model": first["model"], "dataset": first["dataset"], "method": first["method"],
-            "n_seeds": len(members), "seeds": [m["seed"] for m in members],
-            "accuracy_mean": acc_mean, "accuracy_sd": acc_sd,
-            "generated_tokens_mean": statistics.fmean(m["generated_tokens"] for m in members),
-            "flops_effective_mean": statistics.fmean(m["flops_effective"] for m in members),
-            "prov_sha256s": [m["prov_sha256"] for m in members]}
+        frame.to_csv(f, index=False, lineterminator="\n")
 
 
 def seed_aggregates(rows: list[dict]) -> list[dict]:
-    """One aggregate per (model, dataset, method) that has two or more seeds, in row order."""
-    groups: dict[tuple, list[dict]] = {}
-    for row in rows:
-        groups.setdefault((row["model"], row["dataset"], row["method"]), []).append(row)
-    return [aggregate(members) for members in groups.values() if len(members) >= 2]
+    """One aggregate per (model, dataset, method) with two or more seeds, in row order:
+    mean and sample sd (n - 1: seeds sample the runs one could have made) of accuracy,
+    mean generated tokens and effective FLOPs, the seeds and their records' hashes."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return []
+    frame["accuracy"] = frame["accuracy"].astype(float)
+    agg = frame.groupby(["model", "dataset", "method"], sort=False).agg(
+        n_seeds=("seed", "size"), seeds=("seed", list),
+        accuracy_mean=("accuracy", "mean"), accuracy_sd=("accuracy", "std"),
+        generated_tokens_mean=("generated_tokens", "mean"),
+        flops_effective_mean=("flops_effective", "mean"), prov_sha256s=("prov_sha256", list))
+    return agg[agg["n_seeds"] >= 2].reset_index().to_dict("records")

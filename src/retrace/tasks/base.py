@@ -94,8 +94,8 @@ class Task:
 
     def load_hub(self, cfg: dict) -> list[Problem]:
         hub = cfg.get("hub") or {}
-        rows = load_hub_rows(hub)
-        label = f"hub:{hub['path']}@{hub.get('revision')}[{hub.get('split')}]"
+        rows, commit = load_hub_rows(hub)
+        label = f"hub:{hub['path']}@{commit}[{hub.get('split')}]"
         return [self.checked_problem(dict(row), i, f"{label}#{i}", {"source": label, "index": i},
                                      reader=self.from_hub_row) for i, row in enumerate(rows)]
 
@@ -216,17 +216,11 @@ def first_of(row: dict, keys: tuple[str, ...], where: str) -> Any:
     raise ValueError(f"{where}: missing {' or '.join(repr(k) for k in keys)}")
 
 
-def load_hub_rows(hub: dict) -> Any:
-    """`datasets.load_dataset(path, name, split=, revision=)`; imported lazily (heavy)."""
-    for key in ("path", "split", "revision"):
-        if not hub.get(key):
-            raise ValueError(f"hub source needs hub.{key} (pin revision to a commit for reruns)")
-    try:
-        import datasets
-    except ImportError as e:
-        raise ImportError("source: hub needs the `datasets` package (pip install datasets)") from e
-    return datasets.load_dataset(hub["path"], hub.get("name"), split=hub["split"],
-                                 revision=hub["revision"])
+def load_hub_rows(hub: dict) -> tuple[Any, str]:
+    """(rows, commit) from the hub at a pinned or locked revision (retrace.data.load_hub_rows)."""
+    from retrace.data import load_hub_rows as load  # data imports the registry this module fills
+
+    return load(hub)
 
 
 def number_text(value: Any) -> str:
