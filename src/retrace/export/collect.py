@@ -109,13 +109,13 @@ def _add_sources(run: Run, rec: dict) -> None:
             run.files[rel] = disk
         run.sources[inp["path"]] = info
     code = rec.get("code", {})
-    files = [CHECKOUT / s for s in code.get("sources", [])]
-    if code.get("sources_hash") and files and all(f.is_file() for f in files) \
+    files = [(run.root / s).resolve() for s in code.get("sources", [])]  # relative to the run's cwd
+    rels = [_inside_checkout(f) for f in files]
+    if code.get("sources_hash") and files and all(rels) and all(f.is_file() for f in files) \
             and hash_sources(files) == code["sources_hash"]:
-        run.code[code["sources_hash"]] = sorted(code["sources"])
-        for s in code["sources"]:
-            run.files[crate_path(s)] = CHECKOUT / s
-    else:
+        run.code[code["sources_hash"]] = sorted(rels)
+        run.files.update(zip(rels, files))
+    else:  # the checkout changed since the run: the tool is identified by its hash only
         run.code.setdefault(code.get("sources_hash", ""), [])
 
 
