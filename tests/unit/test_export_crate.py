@@ -9,65 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from export_run import MODEL, build_run, exported
 from retrace.cli import main
 from retrace.export.crate import MANIFEST, METADATA, export
 from retrace.export.verify import verify
-from retrace.hashing import sha256_file
-from retrace.plan import stage_sources
-from retrace.provenance import Provenance
-
-MODEL = {"name": "m", "fingerprint": "ab" * 32}
-
-
-def _score(path: Path, label: str, correct: list[int]) -> dict:
-    n = len(correct)
-    acc = sum(correct) / n
-    return {"job": {"model": "m", "backend": "fake", "dataset": "smoke_math", "method": label, "seed": 0},
-            "n_problems": n, "n_samples": n,
-            "accuracy": {"value": acc, "ci_low": 0.0, "ci_high": 1.0},
-            "maj@k": {"1": {"value": acc, "ci_low": 0.0, "ci_high": 1.0}}, "pass@k": {"1": acc},
-            "tokens": {"prompt": 10, "cached_prompt": 0, "generated": 20, "per_problem_mean_generated": 2.0},
-            "flops": {"nominal": 1e12, "effective": 1e12},
-            "per_problem": [{"id": f"q{i}", "vote_correct": bool(c)} for i, c in enumerate(correct)]}
-
-
-def build_run(root: Path) -> Path:
-    """data → model manifest → two generations → two scores → claims → report, under root/results."""
-    from retrace.stages import claims, data, report
-    data.run("smoke_math", None, Path("results/data/smoke_math.jsonl"))
-    weights = root / "weights.gguf"  # outside results: referenced by checksum, never copied
-    weights.write_bytes(b"GGUF fake weights")
-    manifest = Path("results/models/m/manifest.json")
-    manifest.parent.mkdir(parents=True)
-    manifest.write_text(json.dumps({"name": "m", "sha256": sha256_file(weights)}))
-    Provenance("model", {"model": {"name": "m"}}, stage_sources("model"), inputs=[str(weights)],
-               extra={"model": MODEL}).write(manifest)
-    scores = []
-    for label, correct in (("refine", [1] * 9 + [0]), ("greedy", [1] * 3 + [0] * 7)):
-        gen = Path(f"results/generations/m/fake/smoke_math/{label}/seed0.jsonl")
-        gen.parent.mkdir(parents=True)
-        gen.write_text(json.dumps({"id": "q0", "text": "42"}) + "\n")
-        cfg = {"method": {"name": label, "sampling": {"temperature": 0.0, "max_tokens": 8}}, "seed": 0}
-        Provenance("generate", cfg, stage_sources("report"),
-                   inputs=["results/data/smoke_math.jsonl", str(manifest)],
-                   extra={"model": MODEL, "usage": {"requests": 10}}).write(gen)
-        score = Path(f"results/scores/m/fake/smoke_math/{label}/seed0.json")
-        score.parent.mkdir(parents=True)
-        score.write_text(json.dumps(_score(score, label, correct)))
-        Provenance("score", cfg, stage_sources("report"), inputs=[str(gen), str(manifest)]).write(score)
-        scores.append(score)
-    claims.run(scores, Path("results/report/claims.csv"))
-    report.run(scores, Path("results/report"), Path("results/report/claims.csv"))
-    return root / "results"
-
 
 @pytest.fixture(scope="module")
 def crate(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("run")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(root)  # the workflow runs stages from the checkout root with relative paths
-        results = build_run(root)
-        return export(results, root / "run.crate.zip")
+    return exported(tmp_path_factory.mktemp("run"))
 
 
 def members(path: Path) -> dict[str, bytes]:
@@ -208,9 +157,8 @@ def test_export_refuses_a_changed_artifact(tmp_path, monkeypatch):
         export(results, tmp_path / "c.zip")
 
 
-def test_include_generations_copies_them(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    out = export(build_run(tmp_path), tmp_path / "g.zip", include_generations=True)
+def test_include_generations_copies_them(tmp_path):
+    out = exported(tmp_path, include_generations=True)
     assert "results/generations/m/fake/smoke_math/refine/seed0.jsonl" in members(out)
     assert verify(out) == []
 
