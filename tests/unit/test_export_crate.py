@@ -165,3 +165,15 @@ def test_include_generations_copies_them(tmp_path):
 
 def _manifest(data: dict[str, bytes]) -> bytes:
     return "".join(f"{sha256_file_bytes(b)}  {n}\n" for n, b in sorted(data.items()) if n != MANIFEST).encode()
+
+
+def test_past_the_size_budget_the_largest_artifacts_are_referenced(tmp_path, monkeypatch):
+    from retrace.export import collect
+    monkeypatch.setattr(collect, "MAX_TOTAL_BYTES", 4000)
+    out = exported(tmp_path)
+    data = members(out)
+    copied = [n for n in data if n.startswith("results/") and not n.endswith(".prov.json")]
+    assert sum(len(data[n]) for n in copied) <= 4000
+    assert "results/report/accuracy_vs_compute.png" not in data  # the largest goes first
+    assert "#ref/results/report/accuracy_vs_compute.png" in graph(data)
+    assert verify(out) == []

@@ -1,9 +1,10 @@
 """Read a finished run: its provenance records, artifacts, sources and workflow files.
 
 Every `X.prov.json` under the results directory is one job. What is copied into the crate:
-every record, the artifacts they describe except generations (unless asked for), the request
-cache and anything larger than MAX_INCLUDED_BYTES; those are referenced by sha256 only (model
-weights are never artifacts: the model manifest names their sha256 and source). Inputs that are not artifacts (bundled data, prompt templates,
+every record, the artifacts they describe (and their by-products) except generations (unless
+asked for), the request cache, anything larger than MAX_INCLUDED_BYTES and, past a total of
+MAX_TOTAL_BYTES, the largest; those are referenced by sha256 only (model weights are never
+artifacts: the model manifest names their sha256 and source). Inputs that are not artifacts (bundled data, prompt templates,
 model weights, mirror files) are copied only when they lie inside the checkout, are small and
 still have the bytes the run hashed; otherwise they too are referenced by checksum.
 """
@@ -15,7 +16,8 @@ from pathlib import Path, PurePosixPath
 
 from retrace.hashing import hash_sources, sha256_file
 
-MAX_INCLUDED_BYTES = 20 * 1024 * 1024   # keeps a crate without generations well under 50 MB
+MAX_INCLUDED_BYTES = 20 * 1024 * 1024   # one file larger than this is referenced, not copied
+MAX_TOTAL_BYTES = 40 * 1024 * 1024      # copied artifacts in all: the crate stays under 50 MB
 REFERENCED_DIRS = ("cache",)            # the request cache: by the hash of its listing only
 GENERATIONS_DIR = "generations"
 WORKFLOW_GLOBS = ("Snakefile", "workflow/rules/*.smk", "workflow/schemas/*", "workflow/report/*",
@@ -41,6 +43,7 @@ class Run:
     files: dict[str, Path] = field(default_factory=dict)     # crate path -> source on disk
     sources: dict[str, dict] = field(default_factory=dict)   # non-artifact input path -> info
     code: dict[str, list[str]] = field(default_factory=dict)  # sources_hash -> files (verified)
+    candidates: dict[str, tuple[Path, int]] = field(default_factory=dict)  # artifacts to copy
 
 
 def crate_path(path: str) -> str:
@@ -68,6 +71,7 @@ def collect(results: Path, include_generations: bool = False) -> Run:
         run.jobs.append(_job(run, pp, include_generations))
     if not run.jobs:
         raise ValueError(f"{results}: no provenance records (*.prov.json) found")
+    _fit_budget(run)
     for job in run.jobs:
         _add_sources(run, job.record)
     _add_workflow(run)
@@ -86,13 +90,25 @@ def _job(run: Run, pp: Path, generations: bool) -> Job:
         raise FileNotFoundError(f"{pp}: its artifact {art} is missing")
     if sha256_file(disk) != rec["artifact"]["sha256"]:
         raise ValueError(f"{art}: bytes changed since {pp} was written (run `retrace audit {art}`)")
-    included = not _excluded(art, run.results.name, generations, disk.stat().st_size)
     run.files[rel_record] = pp
-    if included:
-        run.files[art] = disk
-        for comp in rec.get("companions", []):
-            run.files[crate_path(comp["path"])] = run.root / comp["path"]
-    return Job(rel_record, rec, sha256_file(pp), art, included)
+    for path in [art] + [crate_path(c["path"]) for c in rec.get("companions", [])]:
+        size = (run.root / path).stat().st_size
+        if not _excluded(path, run.results.name, generations, size):
+            run.candidates[path] = (run.root / path, size)
+    return Job(rel_record, rec, sha256_file(pp), art, False)
+
+
+def _fit_budget(run: Run) -> None:
+    """Copy the smallest artifacts first while the total stays under MAX_TOTAL_BYTES; the
+    rest (DRR checkpoints, say) are referenced by checksum like the generations."""
+    total = 0
+    for path, (disk, size) in sorted(run.candidates.items(), key=lambda kv: (kv[1][1], kv[0])):
+        if total + size > MAX_TOTAL_BYTES:
+            break
+        total += size
+        run.files[path] = disk
+    for job in run.jobs:
+        job.included = job.artifact in run.files
 
 
 def _add_sources(run: Run, rec: dict) -> None:
