@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         from retrace.stages import report
         report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section)
     elif a.command == "audit":
+        if a.crate is not None and a.paths:
+            _parser().error("audit: give artifact paths or --crate CRATE, not both")
         if a.crate is not None:
             return _audit_crate(a.crate)
         if not a.paths:

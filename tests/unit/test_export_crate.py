@@ -177,3 +177,19 @@ def test_past_the_size_budget_the_largest_artifacts_are_referenced(tmp_path, mon
     assert "results/report/accuracy_vs_compute.png" not in data  # the largest goes first
     assert "#ref/results/report/accuracy_vs_compute.png" in graph(data)
     assert verify(out) == []
+
+
+def test_crate_without_the_workflow_run_is_refused(crate, tmp_path):
+    data = members(crate)
+    meta = json.loads(data[METADATA])
+    meta["@graph"] = [e for e in meta["@graph"] if e["@id"] != "#run"]
+    data[METADATA] = json.dumps(meta).encode()
+    data[MANIFEST] = _manifest(data)
+    assert any(p.startswith("#run: no workflow run action") for p in verify(rezip(data, tmp_path / "t.zip")))
+
+
+def test_audit_needs_paths_or_a_crate_not_both(crate):
+    for argv in (["audit"], ["audit", "x.csv", "--crate", str(crate)]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2

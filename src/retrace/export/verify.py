@@ -197,6 +197,8 @@ def _check_tables(root: Path, graph: dict) -> list[str]:
     from retrace.provenance import audit_results_table
     problems = []
     tables = [i for i in _ids(graph.get("#run", {}).get("result")) if i.endswith(".csv")]
+    if not tables:
+        problems.append("#run: no workflow run action with results.csv / claims.csv as results")
     for table in tables:
         if not (root / table).is_file():
             continue  # reported by _check_files
