@@ -71,7 +71,7 @@ def collect(results: Path, include_generations: bool = False) -> Run:
         run.jobs.append(_job(run, pp, include_generations))
     if not run.jobs:
         raise ValueError(f"{results}: no provenance records (*.prov.json) found")
-    _fit_budget(run)
+    _fit_budget(run, None if include_generations else MAX_TOTAL_BYTES)  # asked for: all of them
     for job in run.jobs:
         _add_sources(run, job.record)
     _add_workflow(run)
@@ -98,12 +98,12 @@ def _job(run: Run, pp: Path, generations: bool) -> Job:
     return Job(rel_record, rec, sha256_file(pp), art, False)
 
 
-def _fit_budget(run: Run) -> None:
-    """Copy the smallest artifacts first while the total stays under MAX_TOTAL_BYTES; the
-    rest (DRR checkpoints, say) are referenced by checksum like the generations."""
+def _fit_budget(run: Run, budget: int | None) -> None:
+    """Copy the smallest artifacts first while the total stays under `budget` bytes; the
+    rest are referenced by checksum like the generations."""
     total = 0
     for path, (disk, size) in sorted(run.candidates.items(), key=lambda kv: (kv[1][1], kv[0])):
-        if total + size > MAX_TOTAL_BYTES:
+        if budget is not None and total + size > budget:
             break
         total += size
         run.files[path] = disk
