@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from retrace.export.collect import Job, Run, collect
-from retrace.export.entities import Builder
+from retrace.export.entities import COMPLETED, Builder
 from retrace.hashing import sha256_file
 
 PROFILES = {  # conformsTo of the root data entity (Provenance Run Crate 0.5, "Root Data Entity")
@@ -55,18 +55,19 @@ def build(run: Run, agent: str):
     crate.description = ("A retrace run (LLM test-time reasoning): workflow, configuration, "
                          "provenance records and results, as a Provenance Run Crate.")
     crate.datePublished = iso(max(j.record["timing"]["finished"] for j in run.jobs))
-    crate.license = "Apache-2.0"
+    crate.license = b.context("https://spdx.org/licenses/Apache-2.0", "CreativeWork", name="Apache-2.0")
     crate.root_dataset["conformsTo"] = [b.context(u, "CreativeWork", name=n, version=u.rsplit("/", 1)[1])
                                         for u, n in PROFILES.items()]
     b.add_files()
     workflow = b.workflow()
     person = b.context(f"#agent/{agent}", "Person", name=agent)
+    crate.root_dataset["author"] = person
     controls = [b.job(job, person) for job in sorted(run.jobs, key=_start)]
     wf_run = _workflow_run(b, run, workflow, person)
     b.context("#engine-run", "OrganizeAction", name="Snakemake orchestration of the run",
               instrument=b.engine(), object=controls, result=wf_run,
               startTime=wf_run["startTime"], endTime=wf_run["endTime"])
-    crate.root_dataset["mentions"] = [wf_run]
+    crate.root_dataset["mentions"] = [wf_run] + [crate.get(c["object"].id) for c in controls]
     return crate
 
 
@@ -81,6 +82,8 @@ def _workflow_run(b: Builder, run: Run, workflow, person):
         o["exampleOfWork"] = param
     inputs = [e for e in (b.file_entity("config/config.yaml"), b.request_cache()) if e is not None]
     return b.context("#run", "CreateAction", name="retrace workflow run", instrument=workflow,
+                     description="the Snakemake run of the retrace workflow that made this crate's results",
+                     actionStatus=COMPLETED,
                      object=inputs, result=outputs, agent=person,
                      startTime=iso(min(j.record["timing"]["started"] for j in run.jobs)),
                      endTime=iso(max(j.record["timing"]["finished"] for j in run.jobs)))

@@ -14,6 +14,7 @@ from retrace.export.collect import Job, Run, crate_path
 from retrace.hashing import canonical_json, sha256_text
 
 TYPES = {str: "Text", bool: "Boolean", int: "Integer", float: "Float"}
+COMPLETED = "http://schema.org/CompletedActionStatus"  # a literal, as Process Run Crate's examples
 
 
 def flatten(obj, prefix: str = "") -> list[tuple[str, object]]:
@@ -104,6 +105,11 @@ class Builder:
         config = self.file_entity("config/config.yaml")
         wf["input"] = [self.param("#param/workflow/config", "File", "config/config.yaml",
                                   workExample=config)]
+        if config is not None:
+            config["exampleOfWork"] = wf["input"]
+        commits = {j.record.get("code", {}).get("commit") for j in self.run.jobs} - {None}
+        if commits:
+            wf["version"] = ", ".join(sorted(commits))  # the git commit(s) the run used
         self.workflow_outputs = [self.param(f"#param/workflow/{n}", "File", n)
                                  for n in ("index.html", "results.csv", "claims.csv")]
         wf["output"] = self.workflow_outputs
@@ -166,7 +172,9 @@ class Builder:
         obj += self.values(stage, rec) + self.fingerprints(rec)
         action = self.context(f"#action/{job.record_sha256}", "CreateAction",
                               name=f"{stage}: {job.artifact}", instrument=tool, object=obj,
-                              result=result, agent=person, actionStatus="CompletedActionStatus",
+                              description=f"`python -m retrace {stage}` wrote {job.artifact}; "
+                              f"its provenance record is {job.record_path}",
+                              result=result, agent=person, actionStatus=COMPLETED,
                               startTime=iso(rec["timing"]["started"]),
                               endTime=iso(rec["timing"]["finished"]),
                               subjectOf=self.crate.get(job.record_path),
