@@ -125,7 +125,11 @@ def _audit_crate(crate: Path) -> int:
 
 def _export(results: Path, out: Path, generations: bool, agent: str | None) -> int:
     from retrace.export.crate import export
-    path = export(results, out, generations, agent)
+    try:
+        path = export(results, out, generations, agent)
+    except (FileNotFoundError, ValueError) as e:  # no run, or a changed artifact: say which
+        print(f"retrace export: {e}", file=sys.stderr)
+        return 1
     print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); verify: retrace audit --crate {path}")
     return 0
 

@@ -193,3 +193,8 @@ def test_audit_needs_paths_or_a_crate_not_both(crate):
         with pytest.raises(SystemExit) as e:
             main(argv)
         assert e.value.code == 2
+
+
+def test_export_without_a_run_says_so(tmp_path, capsys):
+    assert main(["export", "--results", str(tmp_path / "none"), "--out", str(tmp_path / "x.zip")]) == 1
+    assert "no results directory" in capsys.readouterr().err
