@@ -34,7 +34,7 @@ def build_run(root: Path) -> Path:
     manifest = Path("results/models/m/manifest.json")
     manifest.parent.mkdir(parents=True)
     manifest.write_text(json.dumps({"name": "m", "sha256": sha256_file(weights)}))
-    Provenance("model", {"model": {"name": "m"}}, stage_sources("model"), inputs=[str(weights)],
+    Provenance("model", {"model": {"name": "m", "source": {"kind": "local", "path": str(weights)}}}, stage_sources("model"), inputs=[str(weights)],
                extra={"model": MODEL}).write(manifest)
     scores = []
     for label, correct in (("refine", [1] * 9 + [0]), ("greedy", [1] * 3 + [0] * 7)):

@@ -51,6 +51,7 @@ def test_contents_copied_and_referenced(crate):
     assert len(ref["sha256"]) == 64
     weights = [e for i, e in g.items() if i.startswith("#ref/") and e["name"].endswith("weights.gguf")]
     assert len(weights) == 1 and not any(n.endswith(".gguf") for n in data)
+    assert '"kind":"local"' in weights[0]["description"]  # referenced by checksum and source
     assert "src/retrace/tasks/bundled/smoke_math.jsonl" in data  # a source still byte-identical
     assert {"Snakefile", "config/config.yaml", "workflow/rules/report.smk"} <= set(data)
 

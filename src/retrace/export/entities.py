@@ -169,6 +169,10 @@ class Builder:
         for r in result:
             r["exampleOfWork"] = self.crate.get(f"#param/{stage}/artifact")
         obj = [self.artifact(i["path"], i["sha256"]) for i in rec.get("inputs", [])]
+        source = rec.get("config", {}).get("model", {}).get("source") if stage == "model" else None
+        for o in obj:
+            if source and o.id.startswith("#ref/"):  # the weights: say where they come from
+                o["description"] = f"model weights, not included; source: {canonical_json(source)}"
         obj += self.values(stage, rec) + self.fingerprints(rec)
         action = self.context(f"#action/{job.record_sha256}", "CreateAction",
                               name=f"{stage}: {job.artifact}", instrument=tool, object=obj,
