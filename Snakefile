@@ -18,6 +18,7 @@ include: "workflow/rules/drr.smk"
 include: "workflow/rules/art.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/export.smk"
 
 
 rule all:

@@ -3,7 +3,9 @@
 Workflow stages (called by the Snakemake rules): model, data, generate, score, diagnose,
 claims, report; method families with their own stages: `retrace drr …`, `retrace art …`.
 User commands: `retrace audit PATH…` (verify lineage), `retrace plan` (list jobs),
-`retrace status` (running jobs' progress, read from their logs).
+`retrace status` (running jobs' progress, read from their logs),
+`retrace export --out run.crate.zip` (publish a run as a Provenance Run Crate) and
+`retrace audit --crate run.crate.zip` (verify one without the results directory).
 """
 from __future__ import annotations
 
@@ -83,12 +85,20 @@ def _parser() -> argparse.ArgumentParser:
                    help="a method family's report section JSON (repeatable; see report/sections.py)")
     p.add_argument("scores", type=Path, nargs="+")
     p = sub.add_parser("audit", help="verify an artifact's lineage back to its sources")
-    p.add_argument("paths", type=Path, nargs="+")
+    p.add_argument("paths", type=Path, nargs="*")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--crate", type=Path, default=None,
+                   help="verify an exported crate (.zip or folder) instead, offline")
     p = sub.add_parser("status", help="progress of running jobs, read from their logs")
     p.add_argument("--logs", type=Path, default=Path("results/logs"), help="log directory (searched recursively)")
     p.add_argument("--stale-after", type=float, default=600.0,
                    help="seconds without a new log line after which a job is shown as stale")
+    p = sub.add_parser("export", help="package a finished run as a Provenance Run Crate (zip)")
+    p.add_argument("--results", type=Path, default=Path("results"))
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--include-generations", action="store_true",
+                   help="copy the generations too (else referenced by checksum)")
+    p.add_argument("--agent", default=None, help="who ran it (Person name; default: the user)")
     p = sub.add_parser("plan", help="list the jobs of the configured experiment")
     p.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
     p.add_argument("--experiment", default=None, help="instead of the config file's")
@@ -111,6 +121,26 @@ def _audit(paths: list[Path], quiet: bool) -> int:
             print(f"! {line}")
     print("audit: OK" if ok else "audit: FAILED")
     return 0 if ok else 1
+
+
+def _audit_crate(crate: Path) -> int:
+    from retrace.export.verify import verify
+    problems = verify(crate)
+    for line in problems:
+        print(f"! {line}")
+    print(f"audit --crate {crate}: " + ("OK" if not problems else f"FAILED ({len(problems)} problems)"))
+    return 0 if not problems else 1
+
+
+def _export(results: Path, out: Path, generations: bool, agent: str | None) -> int:
+    from retrace.export.crate import export
+    try:
+        path = export(results, out, generations, agent)
+    except (FileNotFoundError, ValueError) as e:  # no run, or a changed artifact: say which
+        print(f"retrace export: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB); verify: retrace audit --crate {path}")
+    return 0
 
 
 def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: bool = False) -> int:
@@ -174,10 +204,18 @@ def main(argv: list[str] | None = None) -> int:
         from retrace.stages import report
         report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section)
     elif a.command == "audit":
+        if a.crate is not None and a.paths:
+            _parser().error("audit: give artifact paths or --crate CRATE, not both")
+        if a.crate is not None:
+            return _audit_crate(a.crate)
+        if not a.paths:
+            _parser().error("audit: give artifact paths or --crate CRATE")
         return _audit(a.paths, a.quiet)
     elif a.command == "status":
         from retrace.progress import format_status, status
         print(format_status(status(a.logs, a.stale_after)))
+    elif a.command == "export":
+        return _export(a.results, a.out, a.include_generations, a.agent)
     elif a.command == "plan":
         return _plan(a.configfile, a.experiment, a.estimate, a.check)
     return 0
