@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import pytest
 
@@ -21,8 +22,11 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 MODEL = "smollm2-135m-q41-hf"
 GEN = f"results/generations/{MODEL}"
 # vLLM computes on the dequantized float32 weights, llama.cpp on Q4_1 blocks (with its own
-# quantized activations), so greedy texts may part after a near-tie; measured: see the report.
-GREEDY_AGREEMENT_FLOOR = 0.5
+# quantized activations), so greedy texts may part after a near-tie. Agreement = the mean share
+# of the longer text that both engines wrote identically from the start (1.0: same text).
+# Measured on smoke_math (3 problems, 32 tokens, loaded 2-core machine): exact 2/3, mean
+# shared prefix 0.93 (the third parted after 95 of 121 characters).
+GREEDY_AGREEMENT_FLOOR = 0.6
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +80,7 @@ def test_art_item_pauses_at_a_tool_call_on_vllm(both_engines):
 
 
 def test_engines_agree_on_prompt_tokens_and_mostly_on_greedy_text(both_engines):
-    root, agree, total = both_engines, 0, 0
+    root, exact, shared = both_engines, 0, []
     for dataset in ("smoke_math", "smoke_mc"):
         for label in ("greedy", "majority"):
             ours = {r["problem_id"]: r for r in rows(root, "vllm", dataset, label)}
@@ -87,8 +91,10 @@ def test_engines_agree_on_prompt_tokens_and_mostly_on_greedy_text(both_engines):
                 assert [s["prompt_tokens"] for s in row["samples"]] == \
                        [s["prompt_tokens"] for s in theirs[pid]["samples"]], (dataset, label, pid)
                 if label == "greedy":
-                    total += 1
-                    agree += row["samples"][0]["text"] == theirs[pid]["samples"][0]["text"]
-    print(f"greedy agreement vLLM vs llama.cpp: {agree}/{total} = {agree / total:.2f} "
-          f"(floor {GREEDY_AGREEMENT_FLOOR})")
-    assert agree / total >= GREEDY_AGREEMENT_FLOOR
+                    a, b = row["samples"][0]["text"], theirs[pid]["samples"][0]["text"]
+                    exact += a == b
+                    shared.append(len(os.path.commonprefix([a, b])) / max(len(a), len(b), 1))
+    agreement = sum(shared) / len(shared)
+    print(f"greedy agreement vLLM vs llama.cpp: exact {exact}/{len(shared)}, mean shared prefix "
+          f"{agreement:.2f} (floor {GREEDY_AGREEMENT_FLOOR})")
+    assert agreement >= GREEDY_AGREEMENT_FLOOR
