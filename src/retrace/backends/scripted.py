@@ -12,13 +12,18 @@ are whitespace word counts. Stop strings cut the text before the first one found
 (finish_reason "stop"); more than `max_tokens` words are cut to `max_tokens` (finish_reason
 "length"). Engine key `fail_on_call: k` raises BackendError on the k-th generate() call.
 
-Counters: `calls` and `requests_seen` per instance; `ScriptedBackend.requests_total`
+Engine key `async: true` adds `submit` (retrace.scheduler's per-request path): submitted
+requests are held and finished from a background timer in an order other than submission
+order (ranked by a hash of seed and tag), as a slotted engine's would; results must not
+depend on that order, which is what the scheduler tests check. Counters: `calls` and `requests_seen` per instance; `ScriptedBackend.requests_total`
 across all instances (take a difference: it is never reset).
 """
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from concurrent.futures import Future
 from typing import Sequence
 
 from retrace.backends.base import Backend, BackendError
@@ -64,6 +69,8 @@ class ScriptedBackend(Backend):
         self.calls = 0
         self.requests_seen: list[Request] = []
         self._turns: dict[str | None, int] = {}
+        self._lock = threading.Lock()
+        self._held: list[tuple[Future, Request]] = []   # async: submitted, not yet finished
 
     def _pick(self, slot: str | None, options, request: Request) -> str:
         if isinstance(options, str):
@@ -106,3 +113,37 @@ class ScriptedBackend(Backend):
         self.requests_seen.extend(requests)
         ScriptedBackend.requests_total += len(requests)
         return out
+
+    def submit(self, request: Request) -> Future | None:
+        """Async mode: hold the request; finish the lowest-ranked held one once `async_window`
+        are held, and the rest from a timer shortly after."""
+        if not self.engine.get("async"):
+            return None
+        future: Future = Future()
+        with self._lock:
+            self._held.append((future, request))
+            full = len(self._held) >= int(self.engine.get("async_window", 3))
+        if full:
+            self._finish_one()
+        threading.Timer(0.001, self._finish_all).start()  # nothing stays held for long
+        return future
+
+    def _finish_one(self) -> None:
+        with self._lock:
+            if not self._held:
+                return
+            rank = lambda fr: hashlib.sha256(f"{fr[1].sampling.seed}:{fr[1].tag}".encode()).digest()
+            future, request = min(self._held, key=rank)
+            self._held.remove((future, request))
+            try:
+                done = self._complete(request)
+                self.requests_seen.append(request)
+                ScriptedBackend.requests_total += 1
+            except Exception as e:  # noqa: BLE001 - handed to the waiting scheduler
+                future.set_exception(e)
+                return
+        future.set_result(done)
+
+    def _finish_all(self) -> None:
+        while self._held:
+            self._finish_one()
