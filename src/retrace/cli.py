@@ -60,6 +60,11 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--shards", type=int, default=1, help="… of K (retrace.shards)")
         else:
             p.add_argument("--generations", type=Path, required=True)
+    p = sub.add_parser("probe", help="measure the raw engine's full-batch tok/s (for the run summary)")
+    _job_args(p)
+    p.add_argument("--manifest", type=Path, required=True)
+    p.add_argument("--tokens", type=int, default=None)
+    p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("merge-shards", help="join a job's data-parallel shard outputs")
     _job_args(p)
     p.add_argument("--data", type=Path, required=True)
@@ -83,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--diagnostics", type=Path, action="append", default=[], help="repeatable")
     p.add_argument("--section", type=Path, action="append", default=[],
                    help="a method family's report section JSON (repeatable; see report/sections.py)")
+    p.add_argument("--probe", type=Path, action="append", default=[],
+                   help="a probe stage output: the raw engine rate for the run summary (repeatable)")
     p.add_argument("scores", type=Path, nargs="+")
     p = sub.add_parser("audit", help="verify an artifact's lineage back to its sources")
     p.add_argument("paths", type=Path, nargs="*")
@@ -188,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         generate.run(_job(a), a.data, a.manifest, a.cache, a.out,
                      tuple(a.equal_compute_from) if a.equal_compute_from else None, a.scorer_manifest,
                      shard=(a.shard, a.shards) if a.shard is not None else None)
+    elif a.command == "probe":
+        from retrace.stages import probe
+        probe.run(_job(a), a.manifest, a.out, a.tokens or probe.PROBE_TOKENS)
     elif a.command == "merge-shards":
         from retrace.stages import generate
         generate.merge(_job(a), a.data, a.shards, a.out)
@@ -202,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         claims.run(a.scores, a.out, a.extra, [claims.parse_pair(w) for w in a.weaker])
     elif a.command == "report":
         from retrace.stages import report
-        report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section)
+        report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section, a.probe)
     elif a.command == "audit":
         if a.crate is not None and a.paths:
             _parser().error("audit: give artifact paths or --crate CRATE, not both")

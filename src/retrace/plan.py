@@ -21,6 +21,7 @@ PKG = Path(__file__).resolve().parent
 COMMON = ["records.py", "hashing.py", "atomic.py"]
 STAGE_FILES = {
     "model": ["models.py", "stages/model.py"],
+    "probe": ["stages/probe.py", "backends/base.py"],
     "data": ["data.py", "tasks/base.py", "stages/data.py"],
     "generate": ["llm.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
                  "tasks/base.py", "scoring/compute.py", "stages/generate.py"],
@@ -35,6 +36,7 @@ STAGE_FILES = {
                "report/templates/_sections.html.j2", "report/templates/_summary.html.j2",
                "report/templates/_claims.html.j2", "report/templates/_diagnostics.html.j2",
                "report/templates/_results.html.j2", "report/templates/_style.html.j2",
+               "report/templates/_engine.html.j2", "report/run_summary.py",
                "report/templates/prov.html.j2", "stages/report.py"],
 }
 
@@ -191,6 +193,8 @@ def config_slice(stage: str, cfg: dict) -> dict:
             # The one engine setting that changes what is generated (and the cache identity).
             out["deterministic"] = True
         return out
+    if stage == "probe":  # the raw rate depends on the engine's settings, not on the method
+        return {"model": cfg["model"]["name"], "backend": cfg["backend"]}
     if stage in ("score", "diagnose"):
         return {"task": cfg["dataset"]["task"], "scoring": cfg["method"].get("scoring", {})}
     if stage == "claims":  # the experiment's pre-registered comparisons

@@ -128,7 +128,8 @@ class _Driver:
             try:
                 finished.append((key, future.result()))
             except BaseException:
-                self.drain()  # commit what the engine still finishes, then fail
+                self.commit(finished)  # what already came back in this round is kept too
+                self.drain()           # and what the engine still finishes; then fail
                 raise
         if not self.futures and self.busy_since is not None:
             self.llm.usage.engine_seconds += time.perf_counter() - self.busy_since

@@ -15,3 +15,26 @@ rule model:
     shell:
         "{PY} -m retrace model --model {wildcards.model} {params.overrides} "
         "--out {output.manifest} > {log} 2>&1"
+
+
+# Stage probe: the raw engine's full-batch tok/s on this machine (seconds), once per model and
+# backend of the spine's jobs, for the report's run summary (retrace/stages/probe.py).
+PROBES = {(j.model, j.backend): j for j in JOBS}
+
+
+rule probe:
+    input:
+        manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+    output:
+        f"{RESULTS}/probe/{{model}}/{{backend}}.json",
+    log:
+        f"{RESULTS}/logs/probe/{{model}}/{{backend}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/probe/{{model}}/{{backend}}.tsv"
+    params:
+        key=lambda w: _plan.job_rerun_key("probe", PROBES[(w.model, w.backend)]),
+        job=lambda w: PROBES[(w.model, w.backend)].cli_args(),
+    resources:
+        **{"engine": 1, "mem_mb": 4000},
+    shell:
+        "{PY} -m retrace probe {params.job} --manifest {input.manifest} --out {output} > {log} 2>&1"

@@ -8,6 +8,7 @@ rule report:
         claims=f"{RESULTS}/report/claims.csv",
         diagnostics=REFINE_DIAGNOSTICS,
         sections=EXTRA_SECTIONS,
+        probes=[f"{RESULTS}/probe/{m}/{b}.json" for m, b in PROBES],
     output:
         html=report(f"{RESULTS}/report/index.html", caption="../report/results.rst",
                     category="Results"),
@@ -22,9 +23,10 @@ rule report:
         key=lambda w: _plan.rerun_key("report", {}),
         diagnostics=lambda w, input: " ".join(f"--diagnostics {d}" for d in input.diagnostics),
         sections=lambda w, input: " ".join(f"--section {s}" for s in input.sections),
+        probes=lambda w, input: " ".join(f"--probe {p}" for p in input.probes),
     shell:
         "{PY} -m retrace report --out-dir {RESULTS}/report --claims {input.claims} "
-        "{params.diagnostics} {params.sections} {input.scores} > {log} 2>&1"
+        "{params.diagnostics} {params.sections} {params.probes} {input.scores} > {log} 2>&1"
 
 
 rule audit:

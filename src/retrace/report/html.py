@@ -25,6 +25,7 @@ from retrace.report.claims_table import P_ADJ, read_claims
 from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
 from retrace.report.sections import copy_images, load_sections
+from retrace.report.run_summary import run_summary
 from retrace.report.tables import extra_columns, k_columns, result_rows, seed_aggregates, write_csv
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -89,11 +90,12 @@ def claim_groups(claims: list[dict], refs: dict) -> list[dict]:
 def render_html(rows: list[dict], aggregates: list[dict], claims: list[dict] = (),
                 diagnostics: list[dict] = (), images: dict[str, str] | None = None,
                 grids: list[dict] = (), sections: list[dict] = (), pages: dict[str, str] | None = None,
-                settings: dict | None = None) -> str:
+                settings: dict | None = None, engine: dict | None = None) -> str:
     """The report page: `rows` (one per job), `aggregates` (one per multi-seed config),
     `claims` (claims.csv rows), `diagnostics` (one per refine job per depth), `images`
     ({"accuracy_vs_compute" | "depth_curves": path relative to the page}), `pages`
-    ({record sha256: provenance page}) and `settings` ({score record sha256: our setting})."""
+    ({record sha256: provenance page}), `settings` ({score record sha256: our setting}) and
+    `engine` (the run summary: retrace.report.run_summary's rows and total)."""
     refs = paper.load_paper_numbers()
     claims = paper.annotate_claims(list(claims), refs, settings or {})
     pages = pages or {}
@@ -105,11 +107,13 @@ def render_html(rows: list[dict], aggregates: list[dict], claims: list[dict] = (
                            has_p_adj=any(c.get(P_ADJ) is not None for c in claims),
                            result_groups=_groups(rows, ("model", "dataset")),
                            diagnostics=list(diagnostics), images=images or {}, grids=list(grids),
-                           sections=list(sections), prov_link=lambda h: pages.get(h, ""))
+                           sections=list(sections), prov_link=lambda h: pages.get(h, ""),
+                           engine=engine or {"rows": [], "total": {}})
 
 
 def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None = None,
-                 diagnostics: Iterable[Path] = (), sections: Iterable[Path] = ()) -> list[Path]:
+                 diagnostics: Iterable[Path] = (), sections: Iterable[Path] = (),
+                 probes: Iterable[Path] = ()) -> list[Path]:
     """Read every input (and its provenance); write the report files atomically; return them.
 
     Inputs are all read before anything is written, so a bad one leaves out_dir untouched.
@@ -122,8 +126,10 @@ def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None
     diags = load_diagnostics(diagnostics)
     out_dir = Path(out_dir)
     secs, copies = load_sections(sections, out_dir)
-    roots = [*score_files, *diagnostics, *sections] + ([claims_csv] if claims_csv else [])
+    probes = list(probes)
+    roots = [*score_files, *diagnostics, *sections, *probes] + ([claims_csv] if claims_csv else [])
     nodes = lineage.collect(roots)
+    engine_rows, engine_total = run_summary(nodes, probes)
     settings = {r["prov_sha256"]: paper.run_setting(Path(r["score_file"])) for r in rows}
     written = [accuracy_vs_compute(rows, out_dir / ACCURACY_PNG)]
     images = {"accuracy_vs_compute": ACCURACY_PNG}
@@ -134,7 +140,8 @@ def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None
     written += copy_images(copies)
     written += lineage.write_pages(nodes, out_dir, environment())
     html = render_html(rows, seed_aggregates(rows), claims, diagnostic_rows(diags), images,
-                       grid_tables(diags), secs, {h: lineage.page_name(h) for h in nodes}, settings)
+                       grid_tables(diags), secs, {h: lineage.page_name(h) for h in nodes}, settings,
+                       engine={"rows": engine_rows, "total": engine_total})
     with atomic_open(out_dir / "index.html") as f:
         f.write(html)
     return [*written, out_dir / "results.csv", out_dir / "index.html"]

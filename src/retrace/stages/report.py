@@ -13,10 +13,10 @@ from retrace.report.html import build_report
 
 
 def run(score_files: list[Path], out_dir: Path, claims: Path | None = None,
-        diagnostics: list[Path] = (), sections: list[Path] = ()) -> None:
+        diagnostics: list[Path] = (), sections: list[Path] = (), probes: list[Path] = ()) -> None:
     inputs = [str(p) for p in score_files] + ([str(claims)] if claims else []) + \
-        [str(p) for p in diagnostics] + [str(p) for p in sections]
+        [str(p) for p in diagnostics] + [str(p) for p in sections] + [str(p) for p in probes]
     prov = Provenance("report", {}, stage_sources("report"), inputs=inputs)
     for written in build_report(score_files, out_dir, claims_csv=claims, diagnostics=diagnostics,
-                                sections=sections):
+                                sections=sections, probes=probes):
         prov.write(written)

@@ -1,0 +1,94 @@
+"""The run summary: how busy the pipeline kept the engine, per stage, against the raw rate.
+
+    rows, total = run_summary(lineage.collect(report_inputs), probe_files)
+
+Every job that ran an LLM records its engine accounting in its provenance record (`usage`:
+engine_seconds, engine_generated_tokens, engine_prompt_tokens; retrace.llm.Usage). The
+summary takes the records of the report inputs' lineage (retrace.report.lineage.collect),
+counts each job once, and groups by stage (spine `generate` jobs by method label), model and
+backend. `tok_s` = generated tokens / engine-seconds; `efficiency` = tok_s / the raw
+full-batch rate that the `probe` stage measured for that model and backend on this machine
+(retrace.stages.probe). The total's efficiency is engine-seconds-weighted:
+sum(generated / raw) / sum(engine-seconds), over the rows that have a probe.
+
+Not counted: shard records (their merged record holds the sums) and jobs served wholly from
+the request cache (0 engine-seconds). Engine-seconds are the engine's busy time as the
+scheduler saw it, so time the engine sat idle inside a job is not in them; the job's wall
+time is in its Snakemake benchmark file.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+
+def _engine_jobs(nodes: dict[str, dict]) -> list[tuple[str, dict]]:
+    """(record sha256, record) of jobs that ran the engine, each job once (a stage writing
+    two artifacts from one engine run records the same usage twice)."""
+    out, seen = [], set()
+    for sha, node in sorted(nodes.items()):
+        r = node["rec"]
+        usage = r.get("usage")
+        if not isinstance(usage, dict) or not usage.get("engine_seconds") or r.get("shard"):
+            continue
+        key = (r.get("stage"), json.dumps(usage, sort_keys=True))
+        if key not in seen:
+            seen.add(key)
+            out.append((sha, r))
+    return out
+
+
+def _group(r: dict) -> tuple[str, str, str]:
+    stage = r.get("stage", "?")
+    if stage == "generate" and isinstance(r.get("job"), dict):
+        stage = f"generate · {r['job'].get('label')}"
+    engine = r.get("engine")
+    backend = engine.get("name") if isinstance(engine, dict) else engine
+    backend = backend or (r.get("job") or {}).get("backend") or "?"
+    return stage, (r.get("model") or {}).get("name", "?"), str(backend)
+
+
+def load_probes(files) -> dict[tuple[str, str], float]:
+    """(model, backend) -> raw tok/s, from the probe stage's outputs."""
+    out = {}
+    for f in files:
+        p = json.loads(Path(f).read_text())
+        if p.get("tok_s"):
+            out[(p["model"], p["backend"])] = float(p["tok_s"])
+    return out
+
+
+def run_summary(nodes: dict[str, dict], probe_files=()) -> tuple[list[dict], dict]:
+    """Per-stage rows and the run's total (see the module docstring); `nodes` as
+    retrace.report.lineage.collect returns them. Each row lists its records' sha256."""
+    raw = load_probes(probe_files)
+    sums: dict = defaultdict(lambda: {"jobs": 0, "engine_seconds": 0.0, "generated_tokens": 0,
+                                      "prompt_tokens": 0, "records": []})
+    for sha, r in _engine_jobs(nodes):
+        s, u = sums[_group(r)], r["usage"]
+        s["jobs"] += 1
+        s["records"].append(sha)
+        s["engine_seconds"] += float(u["engine_seconds"])
+        s["generated_tokens"] += int(u.get("engine_generated_tokens", 0))
+        s["prompt_tokens"] += int(u.get("engine_prompt_tokens", 0))
+    rows = [_row(stage, model, backend, s, raw.get((model, backend)))
+            for (stage, model, backend), s in sorted(sums.items())]
+    return rows, _total(rows)
+
+
+def _row(stage: str, model: str, backend: str, s: dict, raw: float | None) -> dict:
+    tok_s = s["generated_tokens"] / s["engine_seconds"]
+    return {"stage": stage, "model": model, "backend": backend, **s, "tok_s": tok_s,
+            "raw_tok_s": raw, "efficiency": tok_s / raw if raw else None}
+
+
+def _total(rows: list[dict]) -> dict:
+    seconds = sum(r["engine_seconds"] for r in rows)
+    generated = sum(r["generated_tokens"] for r in rows)
+    probed = [r for r in rows if r["raw_tok_s"]]
+    probed_s = sum(r["engine_seconds"] for r in probed)
+    eff = sum(r["generated_tokens"] / r["raw_tok_s"] for r in probed) / probed_s if probed_s else None
+    return {"jobs": sum(r["jobs"] for r in rows), "engine_seconds": seconds, "generated_tokens": generated,
+            "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+            "tok_s": generated / seconds if seconds else None, "efficiency": eff}

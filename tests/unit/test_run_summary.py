@@ -1,0 +1,68 @@
+"""The run summary (retrace.report.run_summary) and the probe stage that gives it the raw rate."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fake_backend import manifest
+from retrace.backends.scripted import ScriptedBackend
+from retrace.report.html import render_html
+from retrace.report.run_summary import run_summary
+from retrace.stages import probe
+
+
+def node(stage, seconds, generated, model="m", backend="llamacpp", label=None, **extra):
+    rec = {"stage": stage, "model": {"name": model}, "engine": {"name": backend},
+           "usage": {"engine_seconds": seconds, "engine_generated_tokens": generated,
+                     "engine_prompt_tokens": 10 * generated}, **extra}
+    if label:
+        rec["job"] = {"label": label, "backend": backend}
+    return {"rec": rec}
+
+
+def probe_file(tmp_path, model, backend, tok_s):
+    path = tmp_path / f"{model}-{backend}.json"
+    path.write_text(json.dumps({"model": model, "backend": backend, "tok_s": tok_s}))
+    return path
+
+
+def test_rows_per_stage_each_job_once_and_weighted_efficiency(tmp_path):
+    drr = node("drr.generate", 30.0, 600)
+    nodes = {"a": node("generate", 10.0, 500, label="majority"),
+             "b": node("generate", 10.0, 300, label="majority"),
+             "c": node("generate", 40.0, 800, label="refine"),
+             "d": drr, "e": json.loads(json.dumps(drr)),          # one run, two artifacts
+             "f": node("generate", 5.0, 99, label="refine", shard={"index": 0, "of": 2}),
+             "g": node("generate", 0.0, 0, label="greedy"),         # all from the cache
+             "h": node("art.run", 20.0, 100, model="other"),        # no probe for this model
+             "i": {"rec": {"stage": "score"}}}
+    rows, total = run_summary(nodes, [probe_file(tmp_path, "m", "llamacpp", 50.0)])
+    by = {r["stage"]: r for r in rows}
+    assert set(by) == {"generate · majority", "generate · refine", "drr.generate", "art.run"}
+    assert (by["generate · majority"]["jobs"], by["generate · majority"]["records"]) == (2, ["a", "b"])
+    assert by["generate · majority"]["tok_s"] == pytest.approx(40.0)
+    assert by["generate · majority"]["efficiency"] == pytest.approx(0.8)
+    assert by["drr.generate"]["jobs"] == 1 and by["drr.generate"]["efficiency"] == pytest.approx(0.4)
+    assert by["art.run"]["efficiency"] is None and by["art.run"]["raw_tok_s"] is None
+    assert total["engine_seconds"] == pytest.approx(110.0) and total["generated_tokens"] == 2300
+    # engine-seconds weighted over the probed rows: (800/50 + 800/50 + 600/50) / (20 + 40 + 30)
+    assert total["efficiency"] == pytest.approx((16 + 16 + 12) / 90)
+
+
+def test_the_report_shows_the_summary_with_links():
+    nodes = {"a" * 64: node("generate", 10.0, 500, label="majority")}
+    rows, total = run_summary(nodes, [])
+    html = render_html([], [], engine={"rows": rows, "total": total},
+                       pages={"a" * 64: "prov/aaaa.html"})
+    table = html[html.index('id="engine-table"'):]
+    assert "generate · majority" in table and 'href="prov/aaaa.html"' in table and "50.0" in table
+
+
+def test_probe_times_one_full_batch_of_the_engine():
+    engine = ScriptedBackend(manifest(), {"script": ["1 2 3 4 5 6 7 8 9 10"], "batch_size": 6})
+    result = probe.measure(engine, tokens=4)
+    assert result["requests"] == 6 and result["max_tokens"] == 4
+    assert result["generated_tokens"] == 6 * 4             # each cut at its token budget
+    assert engine.calls == 2 and len(engine.requests_seen) == 7   # 1 warm-up, then the batch
+    assert len({r.sampling.seed for r in engine.requests_seen[1:]}) == 6
