@@ -1,19 +1,37 @@
-"""Benchmark: the pipeline's generation throughput as a ratio of the raw engine's.
+"""Benchmark: the pipeline's throughput as a ratio of the raw engine's, single- and multi-turn.
 
-    .venv/bin/python benchmarks/pipeline_vs_engine.py [--model smollm2-135m-q41] [--n 4] [--limit 8]
+    .venv/bin/python benchmarks/pipeline_vs_engine.py [--model qwen2.5-coder-0.5b-q4km] [--reps 3]
 
-Runs the same Maj@N requests (bundled maths set) twice in one process on one engine:
-(1) raw: `LlamaCppBackend.generate` on the request list; (2) pipeline: the `majority`
-method through `CachedLLM` with a cold request cache (prompt rendering, cache lookups,
-batch commits, row building). The engine's prompt cache is cleared between the two by
-using distinct seeds for the pipeline run, so neither run benefits from the other.
-Prints generated tokens per second for both and their ratio (pipeline / raw).
+One llama.cpp engine (the model's and config/backend/llamacpp.yaml's settings) in one process,
+on `--problems` problems of the bundled maths set:
+
+- single-turn: Maj@N. raw = `engine.generate(requests)` (all at once; the engine's pool keeps
+  its slots full); pipeline = the `majority` method through CachedLLM with a cold request cache.
+- multi-turn: refinement (N rollouts, depth D). pipeline = the `refine` method through
+  CachedLLM (retrace.scheduler) with a cold cache; raw = the ideal schedule of the same work:
+  the requests the pipeline sent in the warm-up, replayed as one chain per rollout straight to
+  `engine.submit`, each rollout's next request submitted the moment its previous one returns
+  (no cache, no method code, no barrier).
+
+A warm-up of each (not timed) comes first. Then `--reps` repetitions run raw and pipeline
+back to back, alternating which goes first; the pipeline runs use a fresh run seed each time,
+so they are never served by earlier work (the raw multi-turn replay re-sends the warm-up's
+requests, which can only favour raw). tok/s = generated tokens / wall seconds. Prints the
+min and median tok/s of each and, on the last two lines,
+
+    pipeline/raw single-turn: X      (ratio of the medians)
+    pipeline/raw multi-turn: Y
+
+Speed on these machines varies ~3x by the hour; only the ratios, measured in one run, mean
+anything. Run by `make bench`.
 """
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
+from concurrent.futures import FIRST_COMPLETED, wait
 from pathlib import Path
 
 from retrace.backends.llamacpp import LlamaCppBackend
@@ -26,38 +44,97 @@ from retrace.models import materialise
 from retrace.registry import METHODS, TASKS
 
 
+def pipeline_run(engine, manifest, method: str, cfg: dict, problems, seed: int, tmp: Path) -> tuple[int, float]:
+    """(generated tokens, seconds) of `method` through a CachedLLM with a cold cache."""
+    task = TASKS.get("smoke_math")
+    llm = CachedLLM(lambda: engine, "llamacpp", manifest, RequestCache(tmp / f"cache-{method}-{seed}"))
+    ctx = MethodContext(seed=seed, task=task, template=task.default_template)
+    start = time.perf_counter()
+    METHODS.get(method)(problems, cfg, llm, ctx)
+    return llm.usage.engine_generated_tokens, time.perf_counter() - start
+
+
+def raw_batch(engine, requests) -> tuple[int, float]:
+    start = time.perf_counter()
+    done = engine.generate(requests)
+    return sum(c.generated_tokens for c in done), time.perf_counter() - start
+
+
+def raw_chains(engine, chains: list[list]) -> tuple[int, float]:
+    """Each chain's requests in order, a chain's next one submitted as its previous returns."""
+    start, tokens = time.perf_counter(), 0
+    running = {engine.submit(chain[0]): (chain, 0) for chain in chains if chain}
+    while running:
+        done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+        for future in done:
+            chain, i = running.pop(future)
+            tokens += future.result().generated_tokens
+            if i + 1 < len(chain):
+                running[engine.submit(chain[i + 1])] = (chain, i + 1)
+    return tokens, time.perf_counter() - start
+
+
+def recorded_chains(engine, manifest, cfg: dict, problems, tmp: Path) -> list[list]:
+    """The warm-up refinement run, its requests grouped per rollout in submission order."""
+    sent, submit = [], engine.submit
+    engine.submit = lambda request: sent.append(request) or submit(request)
+    try:
+        pipeline_run(engine, manifest, "refine", cfg, problems, 999, tmp)
+    finally:
+        engine.submit = submit
+    chains: dict[str, list] = {}
+    for r in sent:
+        chains.setdefault(r.tag.split("/")[0], []).append(r)
+    return list(chains.values())
+
+
+def summary(name: str, runs: list[tuple[int, float]]) -> float:
+    rates = [t / s for t, s in runs]
+    print(f"{name}: median {statistics.median(rates):.1f} tok/s, min {min(rates):.1f} "
+          f"({len(runs)} runs, {sum(t for t, _ in runs)} tokens)")
+    return statistics.median(rates)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="smollm2-135m-q41")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b-q4km")
+    ap.add_argument("--problems", type=int, default=4)
     ap.add_argument("--n", type=int, default=4)
-    ap.add_argument("--limit", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--depth", type=int, default=1)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
-    over = [f"method.n={a.n}", f"method.sampling.max_tokens={a.max_tokens}", f"dataset.limit={a.limit}"]
-    cfg = compose({"model": a.model, "dataset": "smoke_math", "method": "majority"}, over)
-    with tempfile.TemporaryDirectory() as tmp:
-        manifest, _ = materialise(cfg["model"], Path(tmp) / "model")
-        problems, _ = prepare(cfg["dataset"], None)
+    over = [f"method.n={a.n}", f"method.sampling.max_tokens={a.max_tokens}", f"dataset.limit={a.problems}"]
+    maj = compose({"model": a.model, "dataset": "smoke_math", "method": "majority"}, over)
+    ref = compose({"model": a.model, "dataset": "smoke_math", "method": "refine"},
+                  over + [f"method.depth={a.depth}"])["method"]
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        manifest, _ = materialise(maj["model"], tmp / "model")
+        problems, _ = prepare(maj["dataset"], None)
+        engine = LlamaCppBackend(manifest, maj["backend"]["engine"])
         task = TASKS.get("smoke_math")
-        engine = LlamaCppBackend(manifest, cfg["backend"]["engine"])
-        raw_ctx = MethodContext(seed=1000, task=task, template=task.default_template)
-        requests = [r for p in problems for r in sample_requests(p, cfg["method"]["sampling"], raw_ctx, a.n)]
-        start = time.perf_counter()
-        raw = engine.generate(requests)
-        raw_s = time.perf_counter() - start
-        raw_tok = sum(c.generated_tokens for c in raw)
-
-        llm = CachedLLM(lambda: engine, "llamacpp", manifest, RequestCache(Path(tmp) / "cache.sqlite"))
-        ctx = MethodContext(seed=2000, task=task, template=task.default_template)
-        start = time.perf_counter()
-        METHODS.get("majority")(problems, cfg["method"], llm, ctx)
-        pipe_s = time.perf_counter() - start
-        pipe_tok = llm.usage.generated_tokens_all
+        raw_ctx = MethodContext(seed=1, task=task, template=task.default_template)
+        requests = [r for p in problems for r in sample_requests(p, maj["method"]["sampling"], raw_ctx, a.n)]
+        raw_batch(engine, requests)                                        # warm-up, not timed
+        pipeline_run(engine, manifest, "majority", maj["method"], problems, 998, tmp)
+        chains = recorded_chains(engine, manifest, ref, problems, tmp)     # warm-up, not timed
+        runs: dict[str, list] = {k: [] for k in ("raw1", "pipe1", "rawM", "pipeM")}
+        for rep in range(a.reps):
+            pairs = [("raw1", lambda: raw_batch(engine, requests)),
+                     ("pipe1", lambda: pipeline_run(engine, manifest, "majority", maj["method"], problems, 100 + rep, tmp)),
+                     ("rawM", lambda: raw_chains(engine, chains)),
+                     ("pipeM", lambda: pipeline_run(engine, manifest, "refine", ref, problems, 200 + rep, tmp))]
+            order = pairs if rep % 2 == 0 else [pairs[1], pairs[0], pairs[3], pairs[2]]
+            for name, fn in order:
+                runs[name].append(fn())
         engine.close()
-    print(f"requests: {len(requests)} per run, model {a.model}")
-    print(f"raw engine : {raw_tok} tokens in {raw_s:.1f} s = {raw_tok / raw_s:.1f} tok/s")
-    print(f"pipeline   : {pipe_tok} tokens in {pipe_s:.1f} s = {pipe_tok / pipe_s:.1f} tok/s")
-    print(f"ratio pipeline/raw tok/s: {(pipe_tok / pipe_s) / (raw_tok / raw_s):.3f}")
+    print(f"model {a.model}: {len(requests)} single-turn requests, {sum(map(len, chains))} "
+          f"multi-turn requests in {len(chains)} rollouts (depth {a.depth})")
+    r1, p1 = summary("raw single-turn", runs["raw1"]), summary("pipeline single-turn", runs["pipe1"])
+    rm, pm = summary("raw multi-turn (no barrier)", runs["rawM"]), summary("pipeline multi-turn", runs["pipeM"])
+    print(f"pipeline/raw single-turn: {p1 / r1:.3f}")
+    print(f"pipeline/raw multi-turn: {pm / rm:.3f}")
 
 
 if __name__ == "__main__":

@@ -24,3 +24,26 @@ def test_generated_twice_counts_sample_set_rollouts_the_engine_ran_again():
     assert bench.generated_twice(SimpleNamespace(requests=15, cache_hits=6), 2, 5, 3) == 0
     # a cache that served nothing: the 6 stored rollouts were generated again
     assert bench.generated_twice(SimpleNamespace(requests=15, cache_hits=0), 2, 5, 3) == 6
+
+
+def test_raw_chains_submit_each_rollouts_next_request_after_its_previous():
+    pytest.importorskip("xllamacpp")
+    from fake_backend import chat, manifest
+    from retrace.backends.scripted import ScriptedBackend
+    bench = load("pipeline_vs_engine")
+    engine = ScriptedBackend(manifest(), {"script": ["one two three"], "async": True})
+    submitted, finished = [], []
+    submit = engine.submit
+
+    def tracking(request):
+        submitted.append((request.tag, list(finished)))
+        future = submit(request)
+        future.add_done_callback(lambda f: finished.append(request.tag))
+        return future
+    engine.submit = tracking
+    chains = [[chat("a1"), chat("a2"), chat("a3")], [chat("b1")], [chat("c1"), chat("c2")]]
+    tokens, seconds = bench.raw_chains(engine, chains)
+    assert tokens == 6 * 3 and seconds >= 0
+    seen = dict(submitted)
+    assert [t for t, _ in submitted[:3]] == ["a1", "b1", "c1"]          # every chain starts at once
+    assert "a1" in seen["a2"] and "a2" in seen["a3"] and "c1" in seen["c2"]   # then each waits for its own
