@@ -107,3 +107,24 @@ def test_extra_columns_are_written_not_dropped(rows, tmp_path):
     from retrace.report.html import render_html
     html = render_html(rows, [], images={})
     assert "answer_source_rate 0.250" in html
+
+
+def test_claims_csv_same_cells_as_the_csv_module_wrote():
+    """claims.csv is written with pandas too: the same header and cells as the DictWriter
+    it replaced (evidence joined with ';', unknown keys left out, None empty)."""
+    from retrace.scoring.claims import COLUMNS, write_claims_csv
+    rows = [{c: None for c in COLUMNS} | {"claim": "beats greedy", "delta": 0.125, "p_value": 9.765625e-04,
+                                          "verdict": "supported", "evidence": ["ab", "cd"], "not_a_column": 1},
+            {c: None for c in COLUMNS} | {"claim": 'a "quoted", claim', "delta": -0.1, "evidence": []}]
+    old = io.StringIO()
+    writer = csv.DictWriter(old, fieldnames=COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({**r, "evidence": ";".join(r.get("evidence") or ())})
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "claims.csv"
+        write_claims_csv(rows, path)
+        new = path.read_text()
+    assert list(csv.reader(io.StringIO(new))) == list(csv.reader(io.StringIO(old.getvalue())))

@@ -29,7 +29,6 @@ outcomes by benchmarks/claims_calibration.py (`make calibrate`).
 """
 from __future__ import annotations
 
-import csv
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -190,9 +189,11 @@ def adjust(rows: Sequence[dict], alpha: float = ALPHA, min_questions: int = MIN_
 
 
 def write_claims_csv(rows: Sequence[dict], path) -> None:
-    """Write claims rows in COLUMNS order; evidence hashes are joined with ';'."""
+    """Write claims rows in COLUMNS order (other keys left out); evidence hashes are joined
+    with ';'. Built with pandas, as results.csv is (retrace.report.tables.write_csv)."""
+    import pandas as pd
+
+    records = [{**r, "evidence": ";".join(r.get("evidence") or ())} for r in rows]
+    frame = pd.DataFrame(records, columns=list(COLUMNS), dtype=object)
     with atomic_open(path) as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({**r, "evidence": ";".join(r.get("evidence") or ())})
+        frame.to_csv(f, index=False, lineterminator="\n")
