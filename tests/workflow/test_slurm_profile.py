@@ -28,11 +28,13 @@ def jobs(out: str) -> list[tuple[str, dict]]:
 
 def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     out = dry_run(copy_repo(tmp_path), "paper")
-    assert re.search(r"estimate: 600 generation jobs, .* GPU-hours", out)
+    assert re.search(r"estimate: 660 generation jobs, .* GPU-hours", out)
     planned = jobs(out)
     gen = [r for rule, r in planned if rule == "generate"]
-    assert len(gen) == 600 and re.search(r"^total\s+1453$", out, re.M)
+    assert len(gen) == 660 and re.search(r"^total\s+1577$", out, re.M)
     assert all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in gen)
+    probes = [r for rule, r in planned if rule == "probe"]          # one per model, on its GPU
+    assert len(probes) == 4 and all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 for r in probes)
     # a 7.6B model needs more host memory than a 1.5B one; nothing is capped by profiles/default
     assert len({r["mem_mb"] for r in gen}) >= 2 and max(int(r["mem_mb"]) for r in gen) > 20000
     cpu = [r for rule, r in planned if rule in ("data", "score", "claims", "report")]

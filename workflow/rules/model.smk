@@ -34,7 +34,9 @@ rule probe:
     params:
         key=lambda w: _plan.job_rerun_key("probe", PROBES[(w.model, w.backend)]),
         job=lambda w: PROBES[(w.model, w.backend)].cli_args(),
-    resources:
-        **{"engine": 1, "mem_mb": 4000},
+    resources:  # sized as the engine of the jobs it stands for (retrace.cluster), GPU included
+        engine=1,
+        gpu=lambda w: _engine_resources(PROBES[(w.model, w.backend)])["gpu"],
+        mem_mb=lambda w: _engine_resources(PROBES[(w.model, w.backend)])["mem_mb"],
     shell:
         "{PY} -m retrace probe {params.job} --manifest {input.manifest} --out {output} > {log} 2>&1"
