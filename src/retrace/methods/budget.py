@@ -19,11 +19,13 @@ def role_tokens(cfg: dict, role: str) -> int:
 
 
 def solution_budget(cfg: dict, n_solutions: int | None = None) -> dict:
-    """{"solutions", "tokens_per_solution", "text"}; `n_solutions` overrides N (Maj@N' priced at run time)."""
+    """{"solutions", "tokens_per_solution", "text"}; `n_solutions` overrides N (Maj@N' priced
+    at run time) for sampling methods; a search's solutions are its width, as configured."""
     name = cfg["name"]
     if name in ("beam", "lookahead"):
         n, per = int(cfg["width"]), int(cfg["max_steps"]) * int(cfg["sampling"]["max_tokens"])
         text = f"width {n}, {cfg['max_steps']} steps x {cfg['sampling']['max_tokens']} = {per} tok"
+        n_solutions = None
     elif name == "refine":
         n, per = int(cfg["n"]), role_tokens(cfg, "correct")
         text = f"N={n}, D={cfg['depth']}, {per} tok final answer"

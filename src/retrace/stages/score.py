@@ -40,8 +40,7 @@ def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: 
     result["bitwise_repeatable"] = repeatable(generated)
     # N as run (Maj@N' is priced at generation time), budget per solution as configured
     per_problem_n = round(result["n_samples"] / result["n_problems"])
-    result["budget"] = solution_budget(cfg["method"], per_problem_n if cfg["method"]["name"] != "beam"
-                                       and cfg["method"]["name"] != "lookahead" else None)
+    result["budget"] = solution_budget(cfg["method"], per_problem_n)
     prov.extra["job"] = result["job"]
     write_json(out, result)
     prov.write(out)
