@@ -14,9 +14,10 @@ on `--problems` problems of the bundled maths set:
   (no cache, no method code, no barrier).
 
 A warm-up of each (not timed) comes first. Then `--reps` repetitions run raw and pipeline
-back to back, alternating which goes first; the pipeline runs use a fresh run seed each time,
-so they are never served by earlier work (the raw multi-turn replay re-sends the warm-up's
-requests, which can only favour raw). tok/s = generated tokens / wall seconds. Prints the
+back to back, alternating which goes first, on the same requests: the pipeline runs use the
+raw runs' seed, each with a fresh, empty request cache, so neither side is served by earlier
+work except through the engine's own prompt (KV) cache, which both sides get alike.
+tok/s = generated tokens / wall seconds. Prints the
 min and median tok/s of each and, on the last two lines,
 
     pipeline/raw single-turn: X      (ratio of the medians)
@@ -43,11 +44,14 @@ from retrace.methods.base import MethodContext, sample_requests
 from retrace.models import materialise
 from retrace.registry import METHODS, TASKS
 
+SINGLE_SEED, MULTI_SEED = 1, 999   # the run seeds of the single- and multi-turn work, raw and pipeline
 
-def pipeline_run(engine, manifest, method: str, cfg: dict, problems, seed: int, tmp: Path) -> tuple[int, float]:
+
+def pipeline_run(engine, manifest, method: str, cfg: dict, problems, seed: int, tmp: Path,
+                 rep: str) -> tuple[int, float]:
     """(generated tokens, seconds) of `method` through a CachedLLM with a cold cache."""
     task = TASKS.get("smoke_math")
-    llm = CachedLLM(lambda: engine, "llamacpp", manifest, RequestCache(tmp / f"cache-{method}-{seed}"))
+    llm = CachedLLM(lambda: engine, "llamacpp", manifest, RequestCache(tmp / f"cache-{method}-{rep}"))
     ctx = MethodContext(seed=seed, task=task, template=task.default_template)
     start = time.perf_counter()
     METHODS.get(method)(problems, cfg, llm, ctx)
@@ -79,7 +83,7 @@ def recorded_chains(engine, manifest, cfg: dict, problems, tmp: Path) -> list[li
     sent, submit = [], engine.submit
     engine.submit = lambda request: sent.append(request) or submit(request)
     try:
-        pipeline_run(engine, manifest, "refine", cfg, problems, 999, tmp)
+        pipeline_run(engine, manifest, "refine", cfg, problems, MULTI_SEED, tmp, "warm-up")
     finally:
         engine.submit = submit
     chains: dict[str, list] = {}
@@ -114,17 +118,18 @@ def main() -> None:
         problems, _ = prepare(maj["dataset"], None)
         engine = LlamaCppBackend(manifest, maj["backend"]["engine"])
         task = TASKS.get("smoke_math")
-        raw_ctx = MethodContext(seed=1, task=task, template=task.default_template)
+        raw_ctx = MethodContext(seed=SINGLE_SEED, task=task, template=task.default_template)
         requests = [r for p in problems for r in sample_requests(p, maj["method"]["sampling"], raw_ctx, a.n)]
         raw_batch(engine, requests)                                        # warm-up, not timed
-        pipeline_run(engine, manifest, "majority", maj["method"], problems, 998, tmp)
+        pipeline_run(engine, manifest, "majority", maj["method"], problems, SINGLE_SEED, tmp, "warm-up")
         chains = recorded_chains(engine, manifest, ref, problems, tmp)     # warm-up, not timed
         runs: dict[str, list] = {k: [] for k in ("raw1", "pipe1", "rawM", "pipeM")}
         for rep in range(a.reps):
             pairs = [("raw1", lambda: raw_batch(engine, requests)),
-                     ("pipe1", lambda: pipeline_run(engine, manifest, "majority", maj["method"], problems, 100 + rep, tmp)),
+                     ("pipe1", lambda: pipeline_run(engine, manifest, "majority", maj["method"], problems,
+                                                    SINGLE_SEED, tmp, str(rep))),
                      ("rawM", lambda: raw_chains(engine, chains)),
-                     ("pipeM", lambda: pipeline_run(engine, manifest, "refine", ref, problems, 200 + rep, tmp))]
+                     ("pipeM", lambda: pipeline_run(engine, manifest, "refine", ref, problems, MULTI_SEED, tmp, str(rep)))]
             order = pairs if rep % 2 == 0 else [pairs[1], pairs[0], pairs[3], pairs[2]]
             for name, fn in order:
                 runs[name].append(fn())

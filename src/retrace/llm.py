@@ -10,6 +10,7 @@ lines to the job's log (retrace.progress: done/total, tok/s, ETA).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
@@ -33,6 +34,7 @@ class Usage:
     engine_generated_tokens: int = 0
     engine_seconds: float = 0.0
     engine_loads: int = 0
+    engine_load_seconds: float = 0.0  # not in engine_seconds: what one engine per job costs
     extra: dict = field(default_factory=dict)
 
     def add(self, c: Completion) -> None:
@@ -62,7 +64,9 @@ class CachedLLM:
     def backend(self) -> Backend:
         if self._backend is None:
             log.info("loading engine %s for %s", self.identity["backend"], self.model.get("name"))
+            began = time.perf_counter()
             self._backend = self._factory()
+            self.usage.engine_load_seconds += time.perf_counter() - began
             self.usage.engine_loads += 1
         return self._backend
 

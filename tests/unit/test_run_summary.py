@@ -50,6 +50,29 @@ def test_rows_per_stage_each_job_once_and_weighted_efficiency(tmp_path):
     assert total["efficiency"] == pytest.approx((16 + 16 + 12) / 90)
 
 
+def test_engine_load_time_is_summed_apart_from_engine_seconds(tmp_path):
+    a, b = node("generate", 10.0, 500, label="majority"), node("art.run", 5.0, 100)
+    a["rec"]["usage"]["engine_load_seconds"] = 2.5
+    b["rec"]["usage"]["engine_load_seconds"] = 1.0
+    rows, total = run_summary({"a": a, "b": b, "c": node("generate", 3.0, 30, label="greedy")}, [])
+    assert {r["stage"]: r["load_seconds"] for r in rows} == {"generate · majority": 2.5, "art.run": 1.0,
+                                                              "generate · greedy": 0.0}
+    assert total["load_seconds"] == pytest.approx(3.5) and total["engine_seconds"] == pytest.approx(18.0)
+
+
+def test_the_llm_handle_times_the_engine_load_once(tmp_path):
+    import time
+    from retrace.cache import RequestCache
+    from retrace.llm import CachedLLM
+
+    def slow_factory():
+        time.sleep(0.05)
+        return ScriptedBackend(manifest(), {"script": ["x"]})
+    llm = CachedLLM(slow_factory, "scripted", manifest(), RequestCache(tmp_path / "cache"))
+    llm.backend, llm.backend
+    assert llm.usage.engine_loads == 1 and llm.usage.engine_load_seconds >= 0.05
+
+
 def test_the_report_shows_the_summary_with_links():
     nodes = {"a" * 64: node("generate", 10.0, 500, label="majority")}
     rows, total = run_summary(nodes, [])

@@ -8,7 +8,8 @@ summary takes the records of the report inputs' lineage (retrace.report.lineage.
 counts each job once, and groups by stage (spine `generate` jobs by method label), model and
 backend. `tok_s` = generated tokens / engine-seconds; `efficiency` = tok_s / the raw
 full-batch rate that the `probe` stage measured for that model and backend on this machine
-(retrace.stages.probe). The total's efficiency is engine-seconds-weighted:
+(retrace.stages.probe). `load_seconds`: time spent loading the engine (once per job that
+missed the cache; not part of engine-seconds). The total's efficiency is engine-seconds-weighted:
 sum(generated / raw) / sum(engine-seconds), over the rows that have a probe.
 
 Not counted: shard records (their merged record holds the sums) and jobs served wholly from
@@ -64,7 +65,7 @@ def run_summary(nodes: dict[str, dict], probe_files=()) -> tuple[list[dict], dic
     retrace.report.lineage.collect returns them. Each row lists its records' sha256."""
     raw = load_probes(probe_files)
     sums: dict = defaultdict(lambda: {"jobs": 0, "engine_seconds": 0.0, "generated_tokens": 0,
-                                      "prompt_tokens": 0, "records": []})
+                                      "prompt_tokens": 0, "load_seconds": 0.0, "records": []})
     for sha, r in _engine_jobs(nodes):
         s, u = sums[_group(r)], r["usage"]
         s["jobs"] += 1
@@ -72,6 +73,7 @@ def run_summary(nodes: dict[str, dict], probe_files=()) -> tuple[list[dict], dic
         s["engine_seconds"] += float(u["engine_seconds"])
         s["generated_tokens"] += int(u.get("engine_generated_tokens", 0))
         s["prompt_tokens"] += int(u.get("engine_prompt_tokens", 0))
+        s["load_seconds"] += float(u.get("engine_load_seconds", 0.0))
     rows = [_row(stage, model, backend, s, raw.get((model, backend)))
             for (stage, model, backend), s in sorted(sums.items())]
     return rows, _total(rows)
@@ -91,4 +93,5 @@ def _total(rows: list[dict]) -> dict:
     eff = sum(r["generated_tokens"] / r["raw_tok_s"] for r in probed) / probed_s if probed_s else None
     return {"jobs": sum(r["jobs"] for r in rows), "engine_seconds": seconds, "generated_tokens": generated,
             "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+            "load_seconds": sum(r["load_seconds"] for r in rows),
             "tok_s": generated / seconds if seconds else None, "efficiency": eff}
