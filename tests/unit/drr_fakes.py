@@ -16,7 +16,9 @@ def cfg(**changes) -> dict:
 
 class TurnLLM:
     """Replies "Answer: <script[turn]>" where turn = number of past attempts shown in the prompt;
-    `script` maps problem question substrings to per-turn answers (default: always "0")."""
+    `script` maps problem question substrings to per-turn answers (default: always "0").
+    `run_tasks` drives scheduler tasks as a synchronous engine gets them: in waves, every
+    ready request in one `generate` call."""
 
     def __init__(self, script: dict[str, list[str]] | None = None):
         self.script, self.requests = script or {}, []
@@ -32,3 +34,17 @@ class TurnLLM:
             out.append(Completion(text=f"Answer: {a} Rationale: because {turn}", finish_reason="stop",
                                   prompt_tokens=10, generated_tokens=5, key=f"k{len(self.requests)}"))
         return out
+
+    def run_tasks(self, tasks):
+        tasks = list(tasks)
+        results: list = [None] * len(tasks)
+        answers = [(i, None) for i in range(len(tasks))]  # (task, completion to send it)
+        while answers:
+            wave = []
+            for i, completion in answers:
+                try:
+                    wave.append((i, tasks[i].send(completion)))
+                except StopIteration as stop:
+                    results[i] = stop.value
+            answers = list(zip([i for i, _ in wave], self.generate([r for _, r in wave]))) if wave else []
+        return results

@@ -1,4 +1,4 @@
-"""The reasoner's turns, batched across questions, through CachedLLM (cached by content).
+"""The reasoner's turns, one scheduler task per question, through CachedLLM (cached by content).
 
 A *rejection path* of a question is the sequence of turns the reasoner produces when every
 earlier turn was rejected: turn t's prompt depends only on turns < t (Appendix B context),
@@ -12,6 +12,12 @@ again (sample once, judge many: the real DM, the shuffled-label DM, always-accep
 
     paths = rejection_paths(problems, llm, cfg, seed, max_turns, stop=correct_now)
     turn = paths[pid]["turns"][t]   # {"turn", "messages", "text", "answer", "rationale", "letter", ...}
+
+Each question's path, Abstain answer and Self-Critic loop is a task of retrace.scheduler
+(`llm.run_tasks`): a question's next turn goes to the engine as soon as its previous turn
+returned, whatever the other questions are doing, so one slow reply holds up only its own
+question. A task builds each request from its own history only, so the requests (and cache
+keys) are those of a turn-by-turn batched loop; the results are returned in problem order.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ from typing import Callable, Mapping, Sequence
 from retrace.drr import prompts
 from retrace.methods.base import derive_seed
 from retrace.records import Problem, Request, Sampling
+from retrace.scheduler import Task, one
 
 
 def turn_sampling(cfg: Mapping, turn: int, seed: int, problem_id: str) -> Sampling:
@@ -43,115 +50,103 @@ def turn_record(problem: Problem, turn: int, messages, completion) -> dict:
             "generated_tokens": completion.generated_tokens}
 
 
-def path_requests(problems: Sequence[Problem], paths: Mapping, cfg: Mapping, seed: int,
-                  turn: int) -> list[tuple[Problem, tuple, Request]]:
-    """(problem, messages, request) of turn `turn` for each problem, given its turns so far."""
-    out = []
-    for p in problems:
-        m = prompts.turn_messages(p, paths[p.id]["turns"], turn, cfg["strategy"])
-        out.append((p, m, Request(messages=m, sampling=turn_sampling(cfg, turn, seed, p.id),
-                                  tag=f"{p.id}#turn{turn}")))
-    return out
+def turn_request(problem: Problem, turns: Sequence[dict], cfg: Mapping, seed: int) -> tuple[tuple, Request]:
+    """(messages, request) of the problem's next turn, built from its own turns so far."""
+    turn = len(turns)
+    m = prompts.turn_messages(problem, turns, turn, cfg["strategy"])
+    return m, Request(messages=m, sampling=turn_sampling(cfg, turn, seed, problem.id),
+                      tag=f"{problem.id}#turn{turn}")
+
+
+def path_task(problem: Problem, cfg: Mapping, seed: int, max_turns: int,
+              stop: Callable[[Problem, dict], bool] | None = None) -> Task:
+    """One problem's rejection path as a scheduler task: turn after turn until `stop` says
+    so after a turn, else `max_turns`; returns {"problem_id", "turns"}."""
+    path = {"problem_id": problem.id, "turns": []}
+    for turn in range(max_turns):
+        m, request = turn_request(problem, path["turns"], cfg, seed)
+        rec = turn_record(problem, turn, m, (yield request))
+        path["turns"].append(rec)
+        if stop and stop(problem, rec):
+            break
+    return path
 
 
 def rejection_paths(problems: Sequence[Problem], llm, cfg: Mapping, seed: int, max_turns: int,
                     stop: Callable[[Problem, dict], bool] | None = None) -> dict[str, dict]:
-    """{problem id: {"problem_id", "turns": [...]}}; a question leaves the batch when `stop`
-    says so after a turn (distillation: its answer was right), else after `max_turns`."""
-    paths = {p.id: {"problem_id": p.id, "turns": []} for p in problems}
-    active = list(problems)
-    for turn in range(max_turns):
-        if not active:
-            break
-        batch = path_requests(active, paths, cfg, seed, turn)
-        done = llm.generate([r for _, _, r in batch])
-        active = _extend(paths, batch, done, turn, stop)
-    return paths
+    """{problem id: {"problem_id", "turns": [...]}}; a question stops when `stop` says so
+    after a turn (distillation: its answer was right), else after `max_turns`."""
+    paths = llm.run_tasks([path_task(p, cfg, seed, max_turns, stop) for p in problems])
+    return {p.id: path for p, path in zip(problems, paths)}
 
 
-def _extend(paths, batch, done, turn, stop=None) -> list[Problem]:
-    still = []
-    for (p, m, _), c in zip(batch, done):
-        rec = turn_record(p, turn, m, c)
-        paths[p.id]["turns"].append(rec)
-        if not (stop and stop(p, rec)):
-            still.append(p)
-    return still
-
-
-def abstain_requests(problems: Sequence[Problem], cfg: Mapping, seed: int) -> list:
+def abstain_request(problem: Problem, cfg: Mapping, seed: int) -> tuple[tuple, Request]:
+    """(messages, request) of the Abstain baseline: 'none of the above' allowed, T=0.1."""
     s = cfg["sampling"]["abstain"]
-    out = []
-    for p in problems:
-        m = prompts.abstain_messages(p)
-        out.append((p, m, Request(messages=m, sampling=Sampling(
-            temperature=float(s["temperature"]), top_p=float(s["top_p"]),
-            max_tokens=int(cfg["max_tokens"]), seed=derive_seed(seed, p.id, 1000)),
-            tag=f"{p.id}#abstain")))
-    return out
+    m = prompts.abstain_messages(problem)
+    return m, Request(messages=m, sampling=Sampling(
+        temperature=float(s["temperature"]), top_p=float(s["top_p"]),
+        max_tokens=int(cfg["max_tokens"]), seed=derive_seed(seed, problem.id, 1000)),
+        tag=f"{problem.id}#abstain")
+
+
+def abstain_task(problem: Problem, cfg: Mapping, seed: int) -> Task:
+    """The problem's Abstain answer as a one-request task; returns its turn record."""
+    m, request = abstain_request(problem, cfg, seed)
+    return turn_record(problem, 0, m, (yield from one(request)))
 
 
 def abstain_answers(problems: Sequence[Problem], llm, cfg: Mapping, seed: int) -> dict[str, dict]:
     """The Abstain baseline: one answer per question, 'none of the above' allowed (T=0.1)."""
-    batch = abstain_requests(problems, cfg, seed)
-    return {p.id: turn_record(p, 0, m, c) for (p, m, _), c in zip(batch, llm.generate([r for *_, r in batch]))}
+    records = llm.run_tasks([abstain_task(p, cfg, seed) for p in problems])
+    return {p.id: rec for p, rec in zip(problems, records)}
 
 
-def selfcritic_requests(problems: Sequence[Problem], replies: Mapping, cfg: Mapping, seed: int) -> list:
-    """Step len(replies[id]) of Huang et al.'s answer/review/improve loop, at T=0."""
-    s = cfg["sampling"]["selfcritic"]
-    out = []
-    for p in problems:
-        step = len(replies[p.id])
-        m = prompts.selfcritic_messages(p, replies[p.id])
-        out.append((p, m, Request(messages=m, sampling=Sampling(
-            temperature=float(s["temperature"]), top_p=float(s["top_p"]),
-            max_tokens=int(cfg["max_tokens"]), seed=derive_seed(seed, p.id, 2000 + step)),
-            tag=f"{p.id}#selfcritic{step}")))
-    return out
+def selfcritic_request(problem: Problem, replies: Sequence[str], cfg: Mapping,
+                       seed: int) -> tuple[tuple, Request]:
+    """(messages, request) of step len(replies) of Huang et al.'s answer/review/improve loop, T=0."""
+    s, step = cfg["sampling"]["selfcritic"], len(replies)
+    m = prompts.selfcritic_messages(problem, replies)
+    return m, Request(messages=m, sampling=Sampling(
+        temperature=float(s["temperature"]), top_p=float(s["top_p"]),
+        max_tokens=int(cfg["max_tokens"]), seed=derive_seed(seed, problem.id, 2000 + step)),
+        tag=f"{problem.id}#selfcritic{step}")
 
 
-def _critic_step(batch, done, replies, steps) -> None:
-    for (p, m, _), c in zip(batch, done):
-        steps[p.id].append({"step": len(replies[p.id]), "messages": [{"role": x.role, "content": x.content} for x in m],
-                            "text": c.text, "key": c.key, "cache_hit": c.cache_hit,
-                            "generated_tokens": c.generated_tokens})
-        replies[p.id].append(c.text)
-
-
-def _critic_result(problems, replies, steps) -> dict[str, dict]:
-    return {p.id: {"steps": steps[p.id],
-                   "initial_letter": prompts.selfcritic_letter(replies[p.id][0], p.choices or ()),
-                   "letter": prompts.selfcritic_letter(replies[p.id][2], p.choices or ())}
-            for p in problems}
+def selfcritic_task(problem: Problem, cfg: Mapping, seed: int) -> Task:
+    """One problem's Self-Critic loop as a task: answer, review, improve, each step sent as
+    soon as the previous one returned; returns {"steps", "initial_letter", "letter"}."""
+    replies: list[str] = []
+    steps: list[dict] = []
+    for step in range(3):
+        m, request = selfcritic_request(problem, replies, cfg, seed)
+        c = yield request
+        steps.append({"step": step, "messages": [{"role": x.role, "content": x.content} for x in m],
+                      "text": c.text, "key": c.key, "cache_hit": c.cache_hit,
+                      "generated_tokens": c.generated_tokens})
+        replies.append(c.text)
+    choices = problem.choices or ()
+    return {"steps": steps, "initial_letter": prompts.selfcritic_letter(replies[0], choices),
+            "letter": prompts.selfcritic_letter(replies[2], choices)}
 
 
 def selfcritic_answers(problems: Sequence[Problem], llm, cfg: Mapping, seed: int) -> dict[str, dict]:
-    """Self-Critic (Huang et al.): answer, review, improve, at T=0; three batched rounds."""
-    replies: dict[str, list[str]] = {p.id: [] for p in problems}
-    steps: dict[str, list[dict]] = {p.id: [] for p in problems}
-    for _ in range(3):
-        batch = selfcritic_requests(problems, replies, cfg, seed)
-        _critic_step(batch, llm.generate([r for *_, r in batch]), replies, steps)
-    return _critic_result(problems, replies, steps)
+    """Self-Critic (Huang et al.): answer, review, improve, at T=0; one task per question."""
+    results = llm.run_tasks([selfcritic_task(p, cfg, seed) for p in problems])
+    return {p.id: r for p, r in zip(problems, results)}
 
 
 def eval_generations(problems: Sequence[Problem], llm, cfg: Mapping, seed: int, max_turns: int):
-    """Rejection paths, Abstain and Self-Critic with their rounds sent together (round r: path
-    turn r, Abstain if r = 0, Self-Critic step r if r < 3), so the engine's slots stay busy.
-    The requests are exactly those of the separate functions (same cache keys)."""
-    paths = {p.id: {"problem_id": p.id, "turns": []} for p in problems}
-    replies: dict[str, list[str]] = {p.id: [] for p in problems}
-    steps: dict[str, list[dict]] = {p.id: [] for p in problems}
-    abstain: dict[str, dict] = {}
-    for r in range(max(max_turns, 3)):
-        parts = {"path": path_requests(problems, paths, cfg, seed, r) if r < max_turns else [],
-                 "abstain": abstain_requests(problems, cfg, seed) if r == 0 else [],
-                 "critic": selfcritic_requests(problems, replies, cfg, seed) if r < 3 else []}
-        done = iter(llm.generate([req for part in parts.values() for *_, req in part]))
-        got = {k: [next(done) for _ in v] for k, v in parts.items()}
-        _extend(paths, parts["path"], got["path"], r)
-        abstain.update({p.id: turn_record(p, 0, m, c) for (p, m, _), c in zip(parts["abstain"], got["abstain"])})
-        if parts["critic"]:
-            _critic_step(parts["critic"], got["critic"], replies, steps)
-    return paths, abstain, _critic_result(problems, replies, steps)
+    """Rejection paths (`max_turns` turns each), Abstain and Self-Critic in one `run_tasks`
+    call: per problem a path task, an abstain task and a self-critic task, so each task's
+    next request goes to the engine as soon as its previous one returned (no round barrier).
+    The requests are exactly those of the separate functions (same cache keys).
+    Returns (paths, abstain, critic), each {problem id: ...} in problem order."""
+    # In this order a synchronous engine's waves are the old rounds, request for request
+    # (path turn r of every question, their Abstain answers at r = 0, Self-Critic step r).
+    tasks = ([path_task(p, cfg, seed, max_turns) for p in problems]
+             + [abstain_task(p, cfg, seed) for p in problems]
+             + [selfcritic_task(p, cfg, seed) for p in problems])
+    done, n = llm.run_tasks(tasks), len(problems)
+    per_problem = lambda part: {p.id: r for p, r in zip(problems, done[part * n:(part + 1) * n])}
+    return per_problem(0), per_problem(1), per_problem(2)
