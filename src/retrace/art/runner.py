@@ -3,7 +3,11 @@
     runner = ProgramRunner(llm, tools, mode="pause", max_steps=6, segment_tokens=96)
     traces = runner.run(prefix, heads)     # prefix: demonstrations; heads: "Description/Input" per item
 
-Modes (all batch every active program of a round into one `llm.generate` call):
+Each program is its own task of retrace.scheduler (`trace_task`): its next segment goes to
+the engine as soon as its previous one came back and its tool ran, whatever the other
+programs are doing (no round barrier); the requests are those of generating round by round.
+
+Modes:
 - "pause" (ART as described, §3.1 and Fig. 4): generation stops at "\\n#" (the start of a
   step's output). If the pending step names a tool, the tool runs and its output is written
   as "#i: …", followed by "Qi+1:", and generation resumes from there; if it names a skill,
@@ -25,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from retrace.art.program import Program, ProgramError, Step, parse, parse_partial
-from retrace.records import Request, Sampling
+from retrace.records import Completion, Request, Sampling
 from retrace.tools._interface import ToolCall, ToolOutput, tool_name
 
 END_STOPS = ("\n----", "\nDescription:", "\nInput:")
@@ -100,43 +104,50 @@ class ProgramRunner:
 
     def run(self, prefix: str, heads: list[str], sample_indices: list[int] | None = None,
             seeds: list[int] | None = None) -> list[Trace]:
-        """One program per head; `seeds` gives each its engine seed (default: the runner's)."""
+        """One program per head; `seeds` gives each its engine seed (default: the runner's).
+        Each program is its own scheduler task (`trace_task`), all run at once."""
         ks = sample_indices or [0] * len(heads)
         traces = [Trace(h, k, s) for h, k, s in zip(heads, ks, seeds or [self.seed] * len(heads))]
-        for _ in range(self.max_rounds):
-            active = [t for t in traces if not t.done]
-            if not active:
-                break
-            self._generate(prefix, active)
-            # regenerate mode looks for tools in finished programs too (it then reopens them)
-            self._run_tools([t for t in active if not t.done or self.mode == "regenerate"])
-        for t in traces:
-            if not t.done:
-                t.finish("round_limit")
-            self._conclude(t)
-        return traces
+        return self.llm.run_tasks(self.trace_task(prefix, t) for t in traces)
 
-    # -- one generation round ------------------------------------------------------------
-    def _generate(self, prefix: str, active: list[Trace]) -> None:
+    def trace_task(self, prefix: str, t: Trace):
+        """One program from its head to its end, as a retrace.scheduler task: generate a
+        segment (or the whole program), run the tool it stopped at, resume; at most
+        `max_rounds` generations. Returns the finished Trace."""
+        for _ in range(self.max_rounds):
+            self._take(t, (yield self._request(prefix, t)))
+            # regenerate mode looks for tools in finished programs too (it then reopens them)
+            if not t.done or self.mode == "regenerate":
+                yield from self._run_tool(t)
+            if t.done:
+                break
+        if not t.done:
+            t.finish("round_limit")
+        self._conclude(t)
+        return t
+
+    # -- one generation --------------------------------------------------------------------
+    def _request(self, prefix: str, t: Trace) -> Request:
+        """The next generation of `t`: a segment up to the next output (pause) or a program."""
         pause = self.mode == "pause"
-        stops = PAUSE_STOPS if pause else END_STOPS
-        tokens = self.segment_tokens if pause else self.program_tokens
-        reqs = [Request(prompt=prefix + t.text, sample_index=t.sample_index, tag="art",
-                        sampling=Sampling(temperature=self.temperature, max_tokens=tokens,
-                                          stop=stops, seed=t.seed))
-                for t in active]
-        for t, c in zip(active, self.llm.generate(reqs)):
-            t.segments.append({"prompt_tail": t.text, "text": c.text, "finish_reason": c.finish_reason,
-                               "key": c.key, "prompt_tokens": c.prompt_tokens,
-                               "generated_tokens": c.generated_tokens, "cache_hit": c.cache_hit,
-                               "latency_s": round(c.latency_s, 3)})
-            t.body, has_answer = cut_after_answer(t.body + c.text)
-            if has_answer or self.mode == "notools":
-                t.finish()
-            elif c.finish_reason == "length":
-                t.finish("max_tokens")
-            elif pause:
-                self._after_pause(t)
+        return Request(prompt=prefix + t.text, sample_index=t.sample_index, tag="art",
+                       sampling=Sampling(temperature=self.temperature, seed=t.seed,
+                                         max_tokens=self.segment_tokens if pause else self.program_tokens,
+                                         stop=PAUSE_STOPS if pause else END_STOPS))
+
+    def _take(self, t: Trace, c: Completion) -> None:
+        """Record a generation and append it; finish the program or prepare its next step."""
+        t.segments.append({"prompt_tail": t.text, "text": c.text, "finish_reason": c.finish_reason,
+                           "key": c.key, "prompt_tokens": c.prompt_tokens,
+                           "generated_tokens": c.generated_tokens, "cache_hit": c.cache_hit,
+                           "latency_s": round(c.latency_s, 3)})
+        t.body, has_answer = cut_after_answer(t.body + c.text)
+        if has_answer or self.mode == "notools":
+            t.finish()
+        elif c.finish_reason == "length":
+            t.finish("max_tokens")
+        elif self.mode == "pause":
+            self._after_pause(t)
 
     def _after_pause(self, t: Trace) -> None:
         try:
@@ -152,24 +163,37 @@ class ProgramRunner:
             t.body += f"\n#{step.index}:"  # a skill: the model writes the output itself
 
     # -- tools ---------------------------------------------------------------------------
-    def _run_tools(self, traces: list[Trace]) -> None:
-        jobs: dict[str, list[tuple[Trace, Step, Program]]] = {}
-        for t in traces:
-            found = self._tool_step(t)
-            if found:
-                jobs.setdefault(tool_name(found[0].tag), []).append((t, *found))
-        for name, items in jobs.items():
-            calls = [ToolCall(s.tag, s.instruction, p.input, tuple(x for x in p.steps if x.index < s.index))
-                     for _, s, p in items]
-            start = time.perf_counter()
-            try:
-                outs = self.tools[name].run_batch(calls)
-            except Exception as e:  # a broken tool fails its calls, not the job
-                outs = [ToolOutput(f"Error: {type(e).__name__}", ok=False, error=f"{type(e).__name__}: {e}")
-                        for _ in calls]
-            each = (time.perf_counter() - start) / len(calls)
-            for (t, s, p), call, out in zip(items, calls, outs):
-                self._record_tool(t, s, p, name, call, out, each)
+    def _run_tool(self, t: Trace):
+        """Run the tool step `_tool_step` picks (if any) and write its output into the program
+        (a step of the trace's task). A broken tool fails its call, not the job; an engine
+        error on a code-generate request fails the job like any request's (the scheduler
+        raises it, so it never reaches this task)."""
+        found = self._tool_step(t)
+        if found is None:
+            return
+        s, p = found
+        name = tool_name(s.tag)
+        call = ToolCall(s.tag, s.instruction, p.input, tuple(x for x in p.steps if x.index < s.index))
+        start = time.perf_counter()
+        try:
+            out = yield from self._call(self.tools[name], call)
+        except Exception as e:
+            out = ToolOutput(f"Error: {type(e).__name__}", ok=False, error=f"{type(e).__name__}: {e}")
+        self._record_tool(t, s, p, name, call, out, time.perf_counter() - start)
+
+    def _call(self, tool, call: ToolCall):
+        """One tool call inside the trace's task. A tool on the runner's LLM (code generate)
+        yields its request, which then queues with the programs' segments.
+
+        Any other tool runs right here, in the scheduler's thread, so no request is sent or
+        collected while it runs. That is acceptable: the engine keeps working on what is
+        already in flight, the tools are short next to a generation (code execute ~0.1 s in
+        the WASM sandbox and capped by its wall_s; search and lookup are in-process), and one
+        call at a time keeps tools free of thread-safety concerns and their outputs
+        independent of timing. (The round-based runner blocked on every tool of a round.)"""
+        if tool.llm is None or tool.llm is self.llm:
+            return (yield from tool.task(call))
+        return tool.run_batch([call])[0]  # a tool on another LLM makes its own generate call
 
     def _tool_step(self, t: Trace) -> tuple[Step, Program] | None:
         """The step whose tool should run now: the pending one (pause) or the first not yet run."""

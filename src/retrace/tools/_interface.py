@@ -7,8 +7,9 @@
 
 A program step `Qi: [code execute] …` names the tool "code execute"; `tool_name(tag)` maps it
 to the registry name "code_execute". Tags that name no tool are skills the LLM fills itself.
-`run_batch` lets a tool that needs the LLM (code generate) send all calls of one generation
-round in one batch.
+`task(call)` is the call as a retrace.scheduler task (ART's runner runs each program as
+one): a tool that needs the LLM (code generate) yields its request there, so it queues with
+the programs' own requests; `run_batch` sends several calls at once (one generate call).
 """
 from __future__ import annotations
 
@@ -49,6 +50,12 @@ class Tool:
 
     def run_batch(self, calls: Sequence[ToolCall]) -> list[ToolOutput]:
         return [self(c) for c in calls]
+
+    def task(self, call: ToolCall):
+        """The call as a scheduler task: yields the tool's LLM requests (none here), returns
+        its ToolOutput. This default runs the call at once."""
+        return self.run_batch([call])[0]
+        yield  # unreachable: it makes this function a generator, as a task must be
 
     @classmethod
     def data_files(cls, settings: dict | None = None) -> list[Path]:

@@ -8,7 +8,8 @@
 
 `code generate` renders prompts/art_code_generate.j2 (the step's instruction, the program
 input and the earlier results) and keeps the code of the reply's first ```python block (or
-the whole reply when it has none); one batch per generation round. The code must store
+the whole reply when it has none); in ART's runner each call's request is a step of its
+program's scheduler task (`task`), sent as soon as the program reaches it. The code must store
 its result in `ans` and print it.
 `code execute` runs the code named by "#k" in the instruction, else the latest `[code
 generate]` output, in retrace.tools.code_exec; settings: `sandbox` (`wasm`, the default:
@@ -27,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from retrace.records import Message, Request, Sampling
+from retrace.records import Completion, Message, Request, Sampling
 from retrace.templates import render, template_path
 from retrace.tools import TOOLS
 from retrace.tools._interface import Tool, ToolCall, ToolOutput, tool_name
@@ -76,16 +77,25 @@ class CodeGenerate(Tool):
                                          seed=int(s.get("seed", 0))))
 
     def run_batch(self, calls: Sequence[ToolCall]) -> list[ToolOutput]:
+        self._need_llm()
+        return [self.output(c) for c in self.llm.generate([self.request(c) for c in calls])]
+
+    def task(self, call: ToolCall):
+        """The call as a scheduler task: its one request, then the code of the reply."""
+        self._need_llm()
+        return self.output((yield self.request(call)))
+
+    def _need_llm(self) -> None:
         if self.llm is None:
             raise RuntimeError("code generate needs the LLM (construct it with llm=...)")
-        done = self.llm.generate([self.request(c) for c in calls])
-        out = []
-        for c in done:
-            code = extract_code(c.text)
-            meta = {"generated_tokens": c.generated_tokens, "cache_hit": c.cache_hit, "key": c.key}
-            out.append(ToolOutput(code, ok=bool(code.strip()), meta=meta,
-                                  error=None if code.strip() else "the model wrote no code"))
-        return out
+
+    @staticmethod
+    def output(c: Completion) -> ToolOutput:
+        """The code of a reply (its first python block), with the request's accounting."""
+        code = extract_code(c.text)
+        meta = {"generated_tokens": c.generated_tokens, "cache_hit": c.cache_hit, "key": c.key}
+        return ToolOutput(code, ok=bool(code.strip()), meta=meta,
+                          error=None if code.strip() else "the model wrote no code")
 
     def __call__(self, call: ToolCall) -> ToolOutput:
         return self.run_batch([call])[0]
