@@ -23,7 +23,7 @@ STAGE_FILES = {
     "model": ["models.py", "stages/model.py"],
     "probe": ["stages/probe.py", "backends/base.py"],
     "data": ["data.py", "tasks/base.py", "stages/data.py"],
-    "generate": ["llm.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
+    "generate": ["llm.py", "scheduler.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
                  "tasks/base.py", "scoring/compute.py", "stages/generate.py"],
     "score": ["scoring/vote.py", "scoring/metrics.py", "scoring/score.py", "scoring/compute.py",
               "tasks/base.py", "methods/budget.py", "stages/score.py"],

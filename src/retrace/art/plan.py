@@ -42,7 +42,7 @@ TEMPLATES = {"fewshot": ["art_fewshot.j2"], "autocot": ["art_autocot.j2"],
              "art": ["art_demos.j2", "art_head.j2", "art_code_generate.j2"]}
 CODE = ["art/program.py", "art/program.lark", "art/library.py", "art/metrics.py", "art/plan.py",
         "art/stages.py", "art/baselines.py", "art/autocot.py", "art/select.py", "art/overlap.py",
-        "art/runner.py", "llm.py", "cache.py", "templates.py", "records.py", "hashing.py", "atomic.py",
+        "art/runner.py", "llm.py", "scheduler.py", "cache.py", "templates.py", "records.py", "hashing.py", "atomic.py",
         "backends/base.py", "methods/base.py"]
 TOOLS_DIR = SRC / "tools"   # every module in it is tool code (a newly added tool included)
 

@@ -20,7 +20,7 @@ from retrace.hashing import hash_sources, sha256_json
 PKG = Path(__file__).resolve().parents[1]
 DEFAULTS = PKG.parents[1] / "config" / "drr" / "defaults.yaml"
 COMMON = ["records.py", "hashing.py", "atomic.py", "drr/settings.py", "drr/stages.py"]
-LLM = ["llm.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
+LLM = ["llm.py", "scheduler.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
        "drr/prompts.py", "drr/reasoner.py", "discriminator/loop.py"]
 DM = ["drr/dm.py", "discriminator/dataset.py", "drr/prompts.py", "templates.py"]
 STAGE_FILES = {
