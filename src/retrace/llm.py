@@ -1,11 +1,12 @@
 """The model handle methods receive: a backend behind the request cache, with accounting.
 
 Methods call `llm.generate(requests)` or, for multi-turn methods, `llm.run_tasks(tasks)`
-(per-rollout generators, retrace.scheduler); cached requests are served without touching
-the engine, the rest go to the engine and each finished request is committed to the cache
-before its task moves on. The engine itself is only loaded when a request misses,
-so a job whose requests are all cached never loads the model. Engine work prints progress
-lines to the job's log (retrace.progress: done/total, tok/s, ETA).
+(per-rollout or per-problem generators of requests and fan-outs, retrace.scheduler);
+cached requests are served without touching the engine, the rest go to the engine and
+each finished request is committed to the cache before its task moves on. The engine
+itself is only loaded when a request misses, so a job whose requests are all cached never
+loads the model. Engine work prints progress lines to the job's log (retrace.progress:
+done/total, tok/s, ETA).
 """
 from __future__ import annotations
 
@@ -85,10 +86,11 @@ class CachedLLM:
         from retrace.scheduler import drive, one
         return drive(self, (one(r) for r in requests), unit="requests")
 
-    def run_tasks(self, tasks: Iterable) -> list:
-        """Run per-rollout tasks (generators of requests, see retrace.scheduler)."""
+    def run_tasks(self, tasks: Iterable, unit: str = "tasks") -> list:
+        """Run per-rollout tasks (generators of requests or fan-outs, see retrace.scheduler);
+        `unit` names a task in the progress line."""
         from retrace.scheduler import drive
-        return drive(self, tasks)
+        return drive(self, tasks, unit=unit)
 
     def lookup(self, keys: Iterable[str]) -> dict[str, Completion]:
         """Cached completions of `keys` (marked as hits), logged in the job's hit log.

@@ -1,16 +1,21 @@
 """Per-rollout scheduling: keep the engine's slots full across the turns of multi-turn methods.
 
 A *task* is a generator that yields one `Request` at a time and is sent back its
-`Completion`; what it returns is its result. `drive(llm, tasks)` runs all tasks at once:
-a task's next request goes to the engine as soon as its previous one came back, so a
-rollout never waits for the slowest rollout of its turn (the "turn barrier" of calling
-`llm.generate` once per turn over every rollout). `CachedLLM.generate` is `drive` over
-one-request tasks, so single-turn and multi-turn methods share one path.
+`Completion`; what it returns is its result. It may also yield a list of Requests (a
+*fan-out*, e.g. one search step's expansions) and is sent back the list of their
+Completions, in the same order, once all of them are done; an empty list is answered at
+once. `drive(llm, tasks)` runs all tasks at once: a task's next request goes to the engine
+as soon as its previous one (or its whole fan-out) came back, so a rollout never waits for
+the slowest rollout of its turn (the "turn barrier" of calling `llm.generate` once per
+turn over every rollout). `CachedLLM.generate` is `drive` over one-request tasks, so
+single-turn and multi-turn methods share one path.
 
 What stays as before: the same requests (a task builds its next request from its own
 history only), the same cache keys, cache hits served without the engine, each finished
 request committed to the cache before its task moves on (a kill loses only requests in
-flight), and identical requests in flight at once generated once.
+flight), and identical requests in flight at once generated once. A fan-out's members are
+each of these on their own: some may be cache hits and others generated, and identical
+members (within one fan-out or across tasks) share one engine request.
 
 Engines: a backend whose `submit(request)` returns a Future (llama.cpp, OpenAI-compatible
 servers) gets each request as soon as it is ready and works through them with its own
@@ -27,12 +32,13 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import replace
-from typing import Any, Generator, Iterable
+from dataclasses import dataclass, replace
+from typing import Any, Generator, Iterable, Sequence
 
 from retrace.records import Completion, Request
 
-Task = Generator[Request, Completion, Any]
+Task = Generator["Request | Sequence[Request]", "Completion | list[Completion]", Any]
+Waiter = tuple[int, "int | None"]   # (task, member of its fan-out; None for a single request)
 
 
 def one(request: Request) -> Task:
@@ -47,13 +53,23 @@ def drive(llm, tasks: Iterable[Task], unit: str = "tasks") -> list[Any]:
         return _Driver(llm, list(tasks), stack, unit).run()
 
 
+@dataclass
+class _FanOut:
+    """A task's fan-out in progress: its completions so far (None: not back yet)."""
+    completions: list
+    left: int
+
+
 class _Driver:
+    """The state of one `drive`: tasks, requests ready or in flight, and who awaits which key."""
+
     def __init__(self, llm, tasks: list[Task], stack: ExitStack, unit: str):
         self.llm, self.tasks = llm, tasks
         self.stack, self.unit, self.bar, self.finished = stack, unit, None, 0
         self.results: list[Any] = [None] * len(tasks)
-        self.ready: list[tuple[int, Request]] = []
-        self.waiting: dict[str, list[int]] = {}     # key in flight -> tasks awaiting it
+        self.ready: list[tuple[Waiter, Request]] = []
+        self.waiting: dict[str, list[Waiter]] = {}  # key in flight -> who awaits it
+        self.fanouts: dict[int, _FanOut] = {}       # task -> its fan-out in progress
         self.requests: dict[str, Request] = {}
         self.futures: dict[Future, str] = {}
         self.wave: list[str] = []                    # keys for a synchronous engine
@@ -69,17 +85,34 @@ class _Driver:
                 self.collect()
         return self.results
 
-    def advance(self, i: int, completion: Completion | None) -> None:
-        """Send a task its completion; queue its next request or keep its result."""
-        try:
-            request = self.tasks[i].send(completion)
-        except StopIteration as stop:
-            self.results[i] = stop.value
-            self.finished += 1
-            if self.bar is not None:
-                self.bar.advance(1)
-            return
-        self.ready.append((i, request))
+    def advance(self, i: int, answer: Completion | list[Completion] | None) -> None:
+        """Send a task its answer; queue what it asks next, or keep its result."""
+        while True:
+            try:
+                asked = self.tasks[i].send(answer)
+            except StopIteration as stop:
+                self.finish(i, stop.value)
+                return
+            if self.queue(i, asked):
+                return
+            answer = []  # an empty fan-out has nothing to wait for
+
+    def queue(self, i: int, asked: Request | Sequence[Request]) -> bool:
+        """Queue task i's request or the members of its fan-out; False if there are none."""
+        if isinstance(asked, Request):
+            self.ready.append(((i, None), asked))
+            return True
+        asked = list(asked)
+        if asked:
+            self.fanouts[i] = _FanOut([None] * len(asked), len(asked))
+            self.ready.extend(((i, j), request) for j, request in enumerate(asked))
+        return bool(asked)
+
+    def finish(self, i: int, result: Any) -> None:
+        self.results[i] = result
+        self.finished += 1
+        if self.bar is not None:
+            self.bar.advance(1)
 
     def dispatch(self) -> None:
         """Serve ready requests from the cache (repeatedly: a hit may make the next one
@@ -89,17 +122,18 @@ class _Driver:
             keys = [self.llm.key(r) for _, r in ready]
             now = time.time()
             found = self.llm.lookup(k for k in keys if k not in self.waiting)
-            for (i, request), key in zip(ready, keys):
+            for (waiter, request), key in zip(ready, keys):
                 if key in found:
-                    self.deliver([i], found[key])
+                    self.deliver([waiter], found[key])
                 elif key in self.waiting:
-                    self.waiting[key].append(i)
+                    self.waiting[key].append(waiter)
                 else:
-                    self.waiting[key], self.requests[key] = [i], request
+                    self.waiting[key], self.requests[key] = [waiter], request
                     self.looked_up[key] = now
                     self.send(key, request)
 
     def send(self, key: str, request: Request) -> None:
+        """Hand a missed request to the engine: a Future to collect, or one of the next wave."""
         if self.bar is None:
             self.open_bar()
         future = self.llm.backend.submit(request)
@@ -137,6 +171,7 @@ class _Driver:
         self.commit(finished)
 
     def collect_wave(self) -> None:
+        """Generate the wave in `batch_size` chunks, committing each chunk as it returns."""
         keys, self.wave = self.wave, []
         size = max(1, self.llm.backend.batch_size())
         for start in range(0, len(keys), size):
@@ -163,6 +198,7 @@ class _Driver:
         return rest
 
     def commit(self, finished: list[tuple[str, Completion]]) -> None:
+        """Store finished requests in the cache, then hand them to whoever awaits them."""
         if not finished:
             return
         self.bar.advance(0, sum(c.generated_tokens for _, c in finished))
@@ -173,10 +209,23 @@ class _Driver:
             self.looked_up.pop(key)
             self.deliver(self.waiting.pop(key), replace(completion, key=key))
 
-    def deliver(self, tasks: list[int], completion: Completion) -> None:
-        for i in tasks:
+    def deliver(self, waiters: list[Waiter], completion: Completion) -> None:
+        """Hand a completion to everyone awaiting its key (each use is counted)."""
+        for i, member in waiters:
             self.llm.usage.add(completion)
-            self.advance(i, completion)
+            if member is None:
+                self.advance(i, completion)
+            else:
+                self.gather(i, member, completion)
+
+    def gather(self, i: int, member: int, completion: Completion) -> None:
+        """One member of task i's fan-out is back; with the last one, the task moves on."""
+        fanout = self.fanouts[i]
+        fanout.completions[member] = completion
+        fanout.left -= 1
+        if not fanout.left:
+            del self.fanouts[i]
+            self.advance(i, fanout.completions)
 
     def drain(self) -> None:
         """After an engine error: keep every request that still finishes, drop the rest."""

@@ -42,14 +42,15 @@ class JudgedBackend(ScriptedBackend):
         return super()._complete(request)
 
 
-def judged_llm(cache: Path | RequestCache, respond: Callable[[Request], object]
+def judged_llm(cache: Path | RequestCache, respond: Callable[[Request], object], **engine
                ) -> tuple[CachedLLM, list[JudgedBackend]]:
+    """`engine`: more engine keys of the scripted backend (e.g. async=True, batch_size=3)."""
     if not isinstance(cache, RequestCache):
         cache = RequestCache(Path(cache) / "requests.sqlite", job="test")
     engines: list[JudgedBackend] = []
 
     def factory() -> JudgedBackend:
-        engines.append(JudgedBackend(manifest(), {"script": [""], "respond": respond}))
+        engines.append(JudgedBackend(manifest(), {"script": [""], "respond": respond, **engine}))
         return engines[-1]
 
     return CachedLLM(factory, "scripted", manifest(), cache), engines

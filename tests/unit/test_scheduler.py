@@ -127,6 +127,83 @@ def test_identical_requests_in_flight_are_generated_once(tmp_path):
     assert engine.submitted == ["x", "y"] and [c.text for c in out[0]] == ["out:x", "out:x", "out:y"]
 
 
+def fan_out(name: str):
+    """A fan-out of three, then one request built from their texts in order."""
+    texts = [c.text for c in (yield [chat(f"{name}-{m}", sample_index=i) for i, m in enumerate("abc")])]
+    last = yield chat(f"{name} after {' '.join(texts)}")
+    return texts + [last.text]
+
+
+def run_in_thread(run):
+    """Start `run()` in a thread; returns (thread, list that receives its result)."""
+    import threading
+    out = []
+    worker = threading.Thread(target=lambda: out.append(run()))
+    worker.start()
+    return worker, out
+
+
+def test_a_fan_out_is_answered_in_order_once_all_of_it_is_back(tmp_path):
+    engine = HandEngine()
+    llm = hand_llm(tmp_path, engine)
+    worker, out = run_in_thread(lambda: llm.run_tasks([fan_out("x")]))
+    wait_for(lambda: set(engine.pending) == {"x-a", "x-b", "x-c"})
+    engine.finish("x-c")
+    engine.finish("x-a")
+    wait_for(lambda: llm.cache.get_many([llm.key(chat("x-a"))]) != {})  # committed at once
+    assert set(engine.pending) == {"x-b"}            # the task waits for its whole fan-out
+    engine.finish("x-b")
+    wait_for(lambda: "x after out:x-a out:x-b out:x-c" in engine.pending)  # in request order
+    engine.finish("x after out:x-a out:x-b out:x-c")
+    worker.join(timeout=60)
+    assert out == [[["out:x-a", "out:x-b", "out:x-c", "out:x after out:x-a out:x-b out:x-c"]]]
+
+
+def test_a_fan_out_mixes_cache_hits_shared_and_generated_members(tmp_path):
+    engine = HandEngine()
+    llm = hand_llm(tmp_path, engine)
+    llm.store([(llm.key(chat("a")), chat("a"), Completion("cached:a", "stop", 1, 1))])
+
+    def task():
+        return (yield [chat("a"), chat("b"), chat("b"), chat("c"), chat("a")])
+    worker, out = run_in_thread(lambda: llm.run_tasks([task(), task()]))
+    wait_for(lambda: set(engine.pending) == {"b", "c"})
+    engine.finish("c")
+    engine.finish("b")
+    worker.join(timeout=60)
+    expected = ["cached:a", "out:b", "out:b", "out:c", "cached:a"]
+    assert [[c.text for c in result] for result in out[0]] == [expected, expected]
+    assert engine.submitted == ["b", "c"]            # each key generated once for both tasks
+    assert llm.usage.requests == 10 and llm.usage.cache_hits == 4
+
+
+def test_an_empty_fan_out_is_answered_at_once(tmp_path):
+    llm, engines = scripted_llm(tmp_path, {"script": ["x"]})
+
+    def task():
+        nothing = yield []
+        return nothing, (yield chat("q")).text
+    assert llm.run_tasks([task()]) == [([], "x")]
+
+
+def test_fan_outs_on_async_and_wave_engines(tmp_path):
+    """The same results either way, and those of plain `generate` calls; a synchronous engine
+    gets every task's fan-out in one wave (one `generate` call per round of the tasks)."""
+    script = {"seeded": True, "script": [f"t{i}" for i in range(5)]}
+    runs = {}
+    for mode, engine in (("async", {"async": True}), ("wave", {"batch_size": 100})):
+        llm, engines = scripted_llm(tmp_path / mode, {**script, **engine})
+        runs[mode] = llm.run_tasks([fan_out("p"), fan_out("q")]), engines[0]
+    reference, _ = scripted_llm(tmp_path / "ref", script)
+    texts = [c.text for c in reference.generate([chat(f"p-{m}", sample_index=i) for i, m in enumerate("abc")])]
+    [last] = reference.generate([chat(f"p after {' '.join(texts)}")])
+    assert runs["async"][0] == runs["wave"][0] and runs["wave"][0][0] == texts + [last.text]
+    assert len(set(texts)) > 1                       # the members' order is visible
+    wave = runs["wave"][1]
+    assert wave.calls == 2 and [r.tag for r in wave.requests_seen[:6]] == ["p-a", "p-b", "p-c",
+                                                                          "q-a", "q-b", "q-c"]
+
+
 @pytest.mark.parametrize("critic", ["model", "affirm", "random", "none"])
 def test_refinement_gives_the_same_rows_and_requests_on_async_and_wave_engines(tmp_path, critic):
     """Sample once, score many: the scheduler's path (Futures finishing out of order, or

@@ -12,7 +12,12 @@ the prefix ending in the separator). Each round:
 A candidate ends ("answer") when its step contains one of `done_markers`, ("eos") when its
 step is empty, or ("max_steps") at the last round. Engines report EOS and a stop string
 alike as "stop", so a model that ended its turn shows up as an empty next step.
-All problems advance in lockstep: each stage is one batched engine call.
+Each problem's search is one task of retrace.scheduler: a round's expansions, each
+look-ahead depth and the judge calls are each one fan-out (a list of requests answered
+together), and pruning is a barrier of that problem only. So a problem starts its next
+round as soon as its own round is scored, whatever the other problems are doing, and the
+engine's slots stay full. The requests (prompts, seeds, tags) are the same as if all
+problems moved in lockstep; only the order in which they reach the engine changes.
 
 Row: samples = the finished beams (text = steps joined by the separator; token counts =
 the calls on the beam's own path); extra = {"scores", "valid", "chosen" (argmax), "ends",
@@ -111,40 +116,46 @@ def extend(beam: Beam, c: Completion, last_round: bool, s: Settings) -> Beam:
     return Beam(steps, beam.calls + (c,), end)
 
 
-def expand(searches: list[Search], t: int, cfg: dict, llm, ctx: MethodContext,
-           s: Settings) -> list[tuple[Search, Candidate]]:
-    """Round t's candidates: `expand` sampled next steps per active beam (root: width × expand)."""
+def expand_requests(search: Search, t: int, cfg: dict, ctx: MethodContext,
+                    s: Settings) -> list[tuple[int, Beam, Request]]:
+    """Round t's (parent rank, parent, request): `expand` per active beam (root: width × expand)."""
     stop = tuple(cfg["sampling"].get("stop") or ()) + (s.separator,)
+    k = s.width * s.expand if t == 0 else s.expand
     plan = []
-    for search in searches:
-        for rank, beam in enumerate(search.active):
-            k = s.width * s.expand if t == 0 else s.expand
-            for j in range(k):
-                seed = derive_seed(ctx.seed, f"{search.problem.id}:step{t}:beam{rank}", j)
-                tag = f"{search.problem.id}:step{t}:beam{rank}#{j}"
-                plan.append((search, rank, beam, continue_request(
-                    search, beam.steps, sampling(cfg["sampling"], seed, stop=stop), j, tag, s.separator)))
-    completions = llm.generate([p[3] for p in plan])
-    out = []
-    for (search, rank, beam, _), c in zip(plan, completions):
+    for rank, beam in enumerate(search.active):
+        for j in range(k):
+            seed = derive_seed(ctx.seed, f"{search.problem.id}:step{t}:beam{rank}", j)
+            tag = f"{search.problem.id}:step{t}:beam{rank}#{j}"
+            plan.append((rank, beam, continue_request(
+                search, beam.steps, sampling(cfg["sampling"], seed, stop=stop), j, tag, s.separator)))
+    return plan
+
+
+def expand(search: Search, t: int, cfg: dict, ctx: MethodContext, s: Settings):
+    """Round t's candidates of one problem, sampled as one fan-out (a step of its task)."""
+    plan = expand_requests(search, t, cfg, ctx, s)
+    completions = yield [request for _, _, request in plan]
+    cands = []
+    for (rank, beam, _), c in zip(plan, completions):
         search.policy[c.key] = c
-        out.append((search, Candidate(extend(beam, c, t + 1 >= s.max_steps, s), rank)))
-    return out
+        cands.append(Candidate(extend(beam, c, t + 1 >= s.max_steps, s), rank))
+    return cands
 
 
-def look_ahead(cands: list[tuple[Search, Candidate]], cfg: dict, llm, s: Settings) -> None:
-    """Roll every open candidate out `s.lookahead` more steps at temperature 0."""
+def look_ahead(search: Search, cands: list[Candidate], cfg: dict, s: Settings):
+    """Roll every open candidate out `s.lookahead` more steps at temperature 0, one fan-out
+    per depth (a step of the problem's task)."""
     stop = tuple(cfg["sampling"].get("stop") or ()) + (s.separator,)
     # Greedy, seed 0: the rollout is a function of its prefix, so equal prefixes share a key.
     greedy = sampling(cfg["sampling"], 0, temperature=0.0, stop=stop)
     for depth in range(s.lookahead):
-        todo = [(search, c) for search, c in cands if c.beam.end is None and c.ahead_end is None]
+        todo = [c for c in cands if c.beam.end is None and c.ahead_end is None]
         if not todo:
             return
         requests = [continue_request(search, c.beam.steps + c.ahead, greedy, 0,
                                      f"{search.problem.id}:ahead{depth}", s.separator)
-                    for search, c in todo]
-        for (search, c), done in zip(todo, llm.generate(requests)):
+                    for c in todo]
+        for c, done in zip(todo, (yield requests)):
             search.policy[done.key] = done
             c.ahead_calls.append(done)
             c.ahead_end = step_end(done.text, s)
@@ -152,14 +163,15 @@ def look_ahead(cands: list[tuple[Search, Candidate]], cfg: dict, llm, s: Setting
                 c.ahead = c.ahead + (done.text.strip(),)
 
 
-def score(cands: list[tuple[Search, Candidate]], scorer, s: Settings) -> None:
-    """Score every candidate's text (with its look-ahead); open texts are judged as partial."""
+def score(search: Search, cands: list[Candidate], scorer, llm, s: Settings):
+    """Score every candidate's text (with its look-ahead); open texts are judged as partial.
+    A judge on `llm` is one fan-out of the task (Scorer.score_task); other scorers score here."""
     items = []
-    for search, c in cands:
+    for c in cands:
         ended = c.beam.end is not None or c.ahead_end in ("answer", "eos")
         items.append(ScoreItem(search.problem, s.separator.join(c.beam.steps + c.ahead),
                                partial=not ended))
-    for (search, c), result in zip(cands, scorer.score(items)):
+    for c, result in zip(cands, (yield from scorer.score_task(items, llm))):
         c.score = result
         search.scorer.append(result)
 
@@ -212,22 +224,26 @@ def search_row(search: Search, method: str, s: Settings, identity: dict) -> dict
                                   "scorer": tokens_used(search.scorer)}}}
 
 
+def search_task(search: Search, cfg: dict, llm, ctx: MethodContext, s: Settings, scorer):
+    """One problem's whole search as a scheduler task: per round, expand, look ahead, score
+    (fan-outs) and prune; it ends when no beam is open or after `max_steps` rounds."""
+    for t in range(s.max_steps):
+        if not search.active:
+            return
+        cands = yield from expand(search, t, cfg, ctx, s)
+        if s.lookahead:
+            yield from look_ahead(search, cands, cfg, s)
+        yield from score(search, cands, scorer, llm, s)
+        prune(search, cands, t, s)
+
+
 def run_search(problems: list[Problem], cfg: dict, llm, ctx: MethodContext, method: str,
                lookahead: int) -> list[dict]:
-    """Beam search (lookahead = 0) or lookahead search over all problems in lockstep."""
+    """Beam search (lookahead = 0) or lookahead search, one scheduler task per problem."""
     s = Settings.from_cfg(cfg, lookahead)
     scorer = build_scorer(cfg, llm, ctx)
     searches = [Search(p, problem_messages(p, ctx)) for p in problems]
-    for t in range(s.max_steps):
-        live = [x for x in searches if x.active]
-        if not live:
-            break
-        cands = expand(live, t, cfg, llm, ctx, s)
-        if s.lookahead:
-            look_ahead(cands, cfg, llm, s)
-        score(cands, scorer, s)
-        for search in live:
-            prune(search, [c for owner, c in cands if owner is search], t, s)
+    llm.run_tasks([search_task(x, cfg, llm, ctx, s, scorer) for x in searches], unit="problems")
     identity = scorer.identity() if problems else {}
     return [search_row(x, method, s, identity) for x in searches]
 

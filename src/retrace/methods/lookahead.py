@@ -4,8 +4,9 @@ end of that rollout, as in search-and-learn's lookahead variant
 (https://github.com/huggingface/search-and-learn). The rollout is only looked at: the beam
 keeps the candidate step alone, and the next round samples afresh from it.
 
-Same search, rows and compute accounting as retrace.methods.beam (see its docstring);
-`extra["steps"][t]["candidates"][i]["lookahead"]` holds the scored rollout text.
+Same search, scheduling (one task per problem), rows and compute accounting as
+retrace.methods.beam (see its docstring); `extra["steps"][t]["candidates"][i]["lookahead"]`
+holds the scored rollout text.
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@
     scorer = build_scorer(method_cfg, llm, ctx)            # method_cfg["scorer"]["name"] picks one
     scores = scorer.score([ScoreItem(problem, text, partial=False), ...])   # list[Score]
     scorer.identity()   # {"name", "model", ...}: stored beside every score it produced
+    scores = yield from scorer.score_task(items, llm)       # the same, inside a scheduler task
 
 Implementations, chosen by name (no registry: there are two, and one is GPU-only):
 - `llm_judge` (here): asks a chat model "is this solution correct? Yes or No" through the
@@ -13,6 +14,11 @@ Implementations, chosen by name (no registry: there are two, and one is GPU-only
   "Yes" and "yes" are all one vote). Runs on CPU with the embedded models.
 - `hf_reward` (scoring/hf_reward.py): a reward model or process reward model from the hub
   through transformers, loaded in-process; for GPU runs.
+
+Inside a task of retrace.scheduler (beam search), `score_task` is the same scoring as one
+step of the task: a judge on the task's own `llm` yields its requests as one fan-out, so the
+judge calls of one problem run beside the other problems' work; any other scorer (hf_reward,
+or a judge on another model's engine) scores at once, holding the scheduler meanwhile.
 
 A scorer never raises on what a model wrote: output that carries no yes/no signal gets
 the configured `fallback` score and `valid=False`. Engine failures do raise.
@@ -68,6 +74,12 @@ class Scorer(ABC):
     @abstractmethod
     def identity(self) -> dict:
         """What produced the scores: at least `name`, `model` (a fingerprint) and `params`."""
+
+    def score_task(self, items: Sequence[ScoreItem], llm: Any):
+        """`score(items)` as a step of a scheduler task running on `llm` (a generator that
+        returns the scores). This default asks the task's engine for nothing."""
+        yield from ()
+        return self.score(items)
 
 
 def build_scorer(method_cfg: dict, llm: Any, ctx: Any = None) -> Scorer:
@@ -161,12 +173,20 @@ class LLMJudge(Scorer):
 
     def score(self, items: Sequence[ScoreItem]) -> list[Score]:
         completions = self.llm.generate([self.request(i) for i in items]) if items else []
-        out = []
-        for c in completions:
-            value, valid = self.read(c)
-            out.append(Score(value, valid, c.prompt_tokens, c.cached_prompt_tokens,
-                             c.generated_tokens, c.key))
-        return out
+        return [self.judged(c) for c in completions]
+
+    def score_task(self, items: Sequence[ScoreItem], llm: Any):
+        """The judge requests as one fan-out of the task, when the judge runs on its `llm`
+        (the scheduler drives one engine; another model's is called directly)."""
+        if llm is not self.llm:
+            return (yield from super().score_task(items, llm))
+        completions = yield [self.request(i) for i in items]
+        return [self.judged(c) for c in completions]
+
+    def judged(self, c: Completion) -> Score:
+        """The Score of one judge completion, with what it cost."""
+        value, valid = self.read(c)
+        return Score(value, valid, c.prompt_tokens, c.cached_prompt_tokens, c.generated_tokens, c.key)
 
     def identity(self) -> dict:
         model = self.llm.model
