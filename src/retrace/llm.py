@@ -33,6 +33,7 @@ class Usage:
     generated_tokens_all: int = 0
     engine_prompt_tokens: int = 0
     engine_generated_tokens: int = 0
+    engine_cached_prompt_tokens: int = 0   # of engine_prompt_tokens, served from the engine's KV cache
     engine_seconds: float = 0.0
     engine_loads: int = 0
     engine_load_seconds: float = 0.0  # not in engine_seconds: what one engine per job costs
@@ -48,6 +49,7 @@ class Usage:
         else:
             self.engine_prompt_tokens += c.prompt_tokens
             self.engine_generated_tokens += c.generated_tokens
+            self.engine_cached_prompt_tokens += c.cached_prompt_tokens
 
 
 class CachedLLM:

@@ -21,9 +21,10 @@ def node(stage, seconds, generated, model="m", backend="llamacpp", label=None, *
     return {"rec": rec}
 
 
-def probe_file(tmp_path, model, backend, tok_s):
+def probe_file(tmp_path, model, backend, tok_s, prefill_tok_s=None):
     path = tmp_path / f"{model}-{backend}.json"
-    path.write_text(json.dumps({"model": model, "backend": backend, "tok_s": tok_s}))
+    path.write_text(json.dumps({"model": model, "backend": backend, "tok_s": tok_s,
+                                "prefill_tok_s": prefill_tok_s}))
     return path
 
 
@@ -48,6 +49,18 @@ def test_rows_per_stage_each_job_once_and_weighted_efficiency(tmp_path):
     assert total["engine_seconds"] == pytest.approx(110.0) and total["generated_tokens"] == 2300
     # engine-seconds weighted over the probed rows: (800/50 + 800/50 + 600/50) / (20 + 40 + 30)
     assert total["efficiency"] == pytest.approx((16 + 16 + 12) / 90)
+
+
+def test_work_efficiency_credits_prompt_processing_not_served_from_the_kv_cache(tmp_path):
+    art = node("art.run", 20.0, 100)                       # 1,000 prompt tokens, 400 of them KV-cached
+    art["rec"]["usage"]["engine_cached_prompt_tokens"] = 400
+    rows, total = run_summary({"a": art}, [probe_file(tmp_path, "m", "llamacpp", 10.0, prefill_tok_s=100.0)])
+    (row,) = rows
+    assert row["efficiency"] == pytest.approx(0.5)           # 5 tok/s of a raw 10: prompt work ignored
+    assert row["ideal_seconds"] == pytest.approx(100 / 10 + 600 / 100)
+    assert row["work_efficiency"] == pytest.approx(16 / 20) == pytest.approx(total["work_efficiency"])
+    rows, total = run_summary({"a": art}, [probe_file(tmp_path, "m", "llamacpp", 10.0)])  # no prefill rate
+    assert rows[0]["work_efficiency"] is None and total["work_efficiency"] is None
 
 
 def test_engine_load_time_is_summed_apart_from_engine_seconds(tmp_path):
@@ -82,10 +95,21 @@ def test_the_report_shows_the_summary_with_links():
     assert "generate · majority" in table and 'href="prov/aaaa.html"' in table and "50.0" in table
 
 
-def test_probe_times_one_full_batch_of_the_engine():
-    engine = ScriptedBackend(manifest(), {"script": ["1 2 3 4 5 6 7 8 9 10"], "batch_size": 6})
+def test_probe_times_one_full_decode_batch_and_one_prefill_batch():
+    engine = ScriptedBackend(manifest(), {"script": ["21 22 23 24 25 26 27 28 29 30"], "batch_size": 6})
     result = probe.measure(engine, tokens=4)
     assert result["requests"] == 6 and result["max_tokens"] == 4
-    assert result["generated_tokens"] == 6 * 4             # each cut at its token budget
-    assert engine.calls == 2 and len(engine.requests_seen) == 7   # 1 warm-up, then the batch
-    assert len({r.sampling.seed for r in engine.requests_seen[1:]}) == 6
+    assert result["generated_tokens"] == 6 * 4 and result["full_share"] == 1.0   # each ran to its budget
+    assert engine.calls == 3 and len(engine.requests_seen) == 13   # 1 warm-up, decode, prefill
+    decode, prefill = engine.requests_seen[1:7], engine.requests_seen[7:]
+    assert len({r.sampling.seed for r in decode}) == 6
+    assert all(r.continue_final and r.messages[-1].role == "assistant" for r in decode)
+    texts = [r.messages[0].content for r in prefill]
+    assert len(set(texts)) == 6 and all(r.sampling.max_tokens == 1 for r in prefill)
+    assert result["prefill_tokens"] > 6 * 200 and result["prefill_tok_s"] > 0
+
+
+def test_probe_reports_a_batch_that_did_not_stay_full():
+    engine = ScriptedBackend(manifest(), {"script": ["21 22"], "batch_size": 4})
+    result = probe.measure(engine, tokens=8)
+    assert result["full_share"] == 0.0 and result["generated_tokens"] < 4 * 8

@@ -8,7 +8,12 @@ summary takes the records of the report inputs' lineage (retrace.report.lineage.
 counts each job once, and groups by stage (spine `generate` jobs by method label), model and
 backend. `tok_s` = generated tokens / engine-seconds; `efficiency` = tok_s / the raw
 full-batch rate that the `probe` stage measured for that model and backend on this machine
-(retrace.stages.probe). `load_seconds`: time spent loading the engine (once per job that
+(retrace.stages.probe). That ratio counts only generated tokens, so a prompt-heavy stage
+(ART's long demonstrations, the judge's one-token answers) reads low even when the engine
+never idles; `work_efficiency` also credits prompt processing: the seconds the raw engine
+would need for the stage's work (generated / raw tok/s + prompt tokens not served from the
+engine's KV cache / raw prefill tok/s, both rates from the probe) over its engine-seconds.
+`load_seconds`: time spent loading the engine (once per job that
 missed the cache; not part of engine-seconds). The total's efficiency is engine-seconds-weighted:
 sum(generated / raw) / sum(engine-seconds), over the rows that have a probe.
 
@@ -50,14 +55,23 @@ def _group(r: dict) -> tuple[str, str, str]:
     return stage, (r.get("model") or {}).get("name", "?"), str(backend)
 
 
-def load_probes(files) -> dict[tuple[str, str], float]:
-    """(model, backend) -> raw tok/s, from the probe stage's outputs."""
+def load_probes(files) -> dict[tuple[str, str], dict]:
+    """(model, backend) -> the probe's raw rates: tok_s (decode), prefill_tok_s (may be None)."""
     out = {}
     for f in files:
         p = json.loads(Path(f).read_text())
         if p.get("tok_s"):
-            out[(p["model"], p["backend"])] = float(p["tok_s"])
+            out[(p["model"], p["backend"])] = {"tok_s": float(p["tok_s"]),
+                                               "prefill_tok_s": p.get("prefill_tok_s")}
     return out
+
+
+def _ideal_seconds(s: dict, raw: dict | None) -> float | None:
+    """Seconds the raw engine would take for this work, or None without both rates."""
+    if not raw or not raw.get("prefill_tok_s"):
+        return None
+    prompt = s["prompt_tokens"] - s["cached_prompt_tokens"]
+    return s["generated_tokens"] / raw["tok_s"] + prompt / float(raw["prefill_tok_s"])
 
 
 def run_summary(nodes: dict[str, dict], probe_files=()) -> tuple[list[dict], dict]:
@@ -65,7 +79,8 @@ def run_summary(nodes: dict[str, dict], probe_files=()) -> tuple[list[dict], dic
     retrace.report.lineage.collect returns them. Each row lists its records' sha256."""
     raw = load_probes(probe_files)
     sums: dict = defaultdict(lambda: {"jobs": 0, "engine_seconds": 0.0, "generated_tokens": 0,
-                                      "prompt_tokens": 0, "load_seconds": 0.0, "records": []})
+                                      "prompt_tokens": 0, "cached_prompt_tokens": 0, "load_seconds": 0.0,
+                                      "records": []})
     for sha, r in _engine_jobs(nodes):
         s, u = sums[_group(r)], r["usage"]
         s["jobs"] += 1
@@ -73,16 +88,20 @@ def run_summary(nodes: dict[str, dict], probe_files=()) -> tuple[list[dict], dic
         s["engine_seconds"] += float(u["engine_seconds"])
         s["generated_tokens"] += int(u.get("engine_generated_tokens", 0))
         s["prompt_tokens"] += int(u.get("engine_prompt_tokens", 0))
+        s["cached_prompt_tokens"] += int(u.get("engine_cached_prompt_tokens", 0))
         s["load_seconds"] += float(u.get("engine_load_seconds", 0.0))
     rows = [_row(stage, model, backend, s, raw.get((model, backend)))
             for (stage, model, backend), s in sorted(sums.items())]
     return rows, _total(rows)
 
 
-def _row(stage: str, model: str, backend: str, s: dict, raw: float | None) -> dict:
+def _row(stage: str, model: str, backend: str, s: dict, raw: dict | None) -> dict:
     tok_s = s["generated_tokens"] / s["engine_seconds"]
+    ideal = _ideal_seconds(s, raw)
     return {"stage": stage, "model": model, "backend": backend, **s, "tok_s": tok_s,
-            "raw_tok_s": raw, "efficiency": tok_s / raw if raw else None}
+            "raw_tok_s": raw["tok_s"] if raw else None,
+            "efficiency": tok_s / raw["tok_s"] if raw else None, "ideal_seconds": ideal,
+            "work_efficiency": ideal / s["engine_seconds"] if ideal is not None else None}
 
 
 def _total(rows: list[dict]) -> dict:
@@ -91,7 +110,11 @@ def _total(rows: list[dict]) -> dict:
     probed = [r for r in rows if r["raw_tok_s"]]
     probed_s = sum(r["engine_seconds"] for r in probed)
     eff = sum(r["generated_tokens"] / r["raw_tok_s"] for r in probed) / probed_s if probed_s else None
+    worked = [r for r in rows if r["ideal_seconds"] is not None]
+    worked_s = sum(r["engine_seconds"] for r in worked)
     return {"jobs": sum(r["jobs"] for r in rows), "engine_seconds": seconds, "generated_tokens": generated,
             "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+            "cached_prompt_tokens": sum(r["cached_prompt_tokens"] for r in rows),
             "load_seconds": sum(r["load_seconds"] for r in rows),
-            "tok_s": generated / seconds if seconds else None, "efficiency": eff}
+            "tok_s": generated / seconds if seconds else None, "efficiency": eff,
+            "work_efficiency": sum(r["ideal_seconds"] for r in worked) / worked_s if worked_s else None}

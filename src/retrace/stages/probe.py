@@ -1,18 +1,23 @@
-"""Stage `probe`: the raw engine's full-batch generation rate on this machine, measured once
-per model and backend, so the report can say how busy the pipeline kept the engine.
+"""Stage `probe`: the raw engine's full-batch rates on this machine, measured once per model
+and backend, so the report can say how busy the pipeline kept the engine.
 
     python -m retrace probe --model M --backend B --dataset D --method X --label L --seed 0 \
         --manifest results/models/M/manifest.json --out results/probe/M/B.json
 
 How: the engine is loaded with the job's engine settings; one short request warms it up (not
-timed); then as many requests as the engine runs at once (llama.cpp: its slots; a batching
-engine: its batch size) go in together, each asking for `tokens` tokens (prompts/probe.j2
-invites a long answer; only tokens actually generated count). rate = generated tokens /
-wall seconds of that batch. No request cache: this measures the engine, not retrace.
+timed). Then, with as many requests as the engine runs at once (llama.cpp: its slots; a
+batching engine: its batch size):
+- decode: each request continues a partial assistant turn that is counting upwards
+  (prompts/probe.j2 and its prefix), so every slot keeps generating until its `tokens` budget;
+  `full_share` records how many did (a request that stopped early left a slot idle, and the
+  rate would read low). tok_s = generated tokens / wall seconds of that batch.
+- prefill: distinct long prompts (prompts/probe_prefill.j2), one token each;
+  prefill_tok_s = prompt tokens not served from the engine's KV cache / wall seconds.
+No request cache: this measures the engine, not retrace.
 
 What it is not: a benchmark (see benchmarks/pipeline_vs_engine.py for interleaved repeats);
 one batch on a shared machine can be off by the machine's own noise, which the report states
-beside the ratio. The measured rate is kept out of every rerun key: re-probing never makes
+beside the ratio. The measured rates are kept out of every rerun key: re-probing never makes
 anything downstream stale except the report.
 """
 from __future__ import annotations
@@ -31,11 +36,24 @@ from retrace.templates import render
 PROBE_TOKENS = 64
 
 
+COUNT_PREFIX = " ".join(str(i) for i in range(1, 21))   # a count the model goes on with
+PREFILL_NUMBERS = 240                                      # ~500-700 prompt tokens per request
+
+
 def requests(n: int, tokens: int) -> list[Request]:
-    """`n` distinct requests (different seeds and sample indices) of `tokens` tokens."""
-    prompt = render("probe.j2")
-    return [Request(messages=(Message("user", prompt),), sample_index=i, tag=f"probe/{i}",
+    """`n` distinct decode requests (different seeds and sample indices) of `tokens` tokens."""
+    turn = (Message("user", render("probe.j2")), Message("assistant", COUNT_PREFIX))
+    return [Request(messages=turn, continue_final=True, sample_index=i, tag=f"probe/{i}",
                     sampling=Sampling(temperature=0.8, max_tokens=tokens, seed=1000 + i))
+            for i in range(n)]
+
+
+def prefill_requests(n: int) -> list[Request]:
+    """`n` long prompts, 1 token each; they part after the first sentence (each list starts at
+    its own number), so a slot's KV cache cannot serve the next one."""
+    return [Request(messages=(Message("user", render("probe_prefill.j2", start=1000 * (i + 1),
+                                                    count=PREFILL_NUMBERS)),),
+                    sampling=Sampling(temperature=0.0, max_tokens=1, seed=2000 + i), tag=f"prefill/{i}")
             for i in range(n)]
 
 
@@ -44,23 +62,33 @@ def parallel_width(backend) -> int:
     return int(getattr(backend, "slots", 0) or backend.batch_size())
 
 
-def measure(backend, tokens: int = PROBE_TOKENS) -> dict:
-    """Warm up, then time one full batch; the figures the report needs."""
-    backend.generate(requests(1, 8))
-    batch = requests(parallel_width(backend), tokens)
+def timed(backend, batch: list[Request]) -> tuple[list, float]:
     start = time.perf_counter()
     done = backend.generate(batch)
-    seconds = time.perf_counter() - start
+    return done, time.perf_counter() - start
+
+
+def measure(backend, tokens: int = PROBE_TOKENS) -> dict:
+    """Warm up, then time one full decode batch and one full prefill batch."""
+    backend.generate(requests(1, 8))
+    width = parallel_width(backend)
+    done, seconds = timed(backend, requests(width, tokens))
     generated = sum(c.generated_tokens for c in done)
-    return {"requests": len(batch), "max_tokens": tokens, "generated_tokens": generated,
-            "seconds": round(seconds, 3), "tok_s": round(generated / seconds, 3) if seconds else None}
+    filled, prefill_s = timed(backend, prefill_requests(width))
+    prompt = sum(c.prompt_tokens - c.cached_prompt_tokens for c in filled)
+    return {"requests": width, "max_tokens": tokens, "generated_tokens": generated,
+            "seconds": round(seconds, 3), "tok_s": round(generated / seconds, 3) if seconds else None,
+            "full_share": round(sum(c.generated_tokens >= tokens for c in done) / width, 3),
+            "prefill_tokens": prompt, "prefill_seconds": round(prefill_s, 3),
+            "prefill_tok_s": round(prompt / prefill_s, 3) if prefill_s else None}
 
 
 def run(job: Job, manifest_path: Path, out: Path, tokens: int = PROBE_TOKENS) -> dict:
     cfg = job.config()
     manifest = json.loads(Path(manifest_path).read_text())
     prov = Provenance("probe", {"backend": cfg["backend"], "tokens": tokens}, stage_sources("probe"),
-                      inputs=[str(manifest_path), str(Path(__file__).parents[1] / "prompts" / "probe.j2")])
+                      inputs=[str(manifest_path)] + [str(Path(__file__).parents[1] / "prompts" / name)
+                                                     for name in ("probe.j2", "probe_prefill.j2")])
     backend = BACKENDS.get(cfg["backend"]["name"])(manifest, cfg["backend"].get("engine", {}))
     try:
         result = {"model": manifest["name"], "backend": cfg["backend"]["name"], **measure(backend, tokens)}
