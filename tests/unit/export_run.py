@@ -50,6 +50,12 @@ def build_run(root: Path) -> Path:
         score.write_text(json.dumps(_score(score, label, correct)))
         Provenance("score", cfg, stage_sources("report"), inputs=[str(gen), str(manifest)]).write(score)
         scores.append(score)
+    # A path with `@` (ART's edited-library runs, `art@feedback`): RO-Crate ids percent-encode it.
+    art = Path("results/art/m/word_unscrambling/art@feedback/seed0.jsonl")
+    art.parent.mkdir(parents=True)
+    art.write_text(json.dumps({"id": "q0", "answer": "cat"}) + "\n")
+    Provenance("art_run", {"method": "art", "seed": 0}, stage_sources("report"), inputs=[str(manifest)],
+               extra={"model": MODEL}).write(art)
     claims.run(scores, Path("results/report/claims.csv"))
     report.run(scores, Path("results/report"), Path("results/report/claims.csv"))
     return root / "results"

@@ -54,6 +54,9 @@ def test_contents_copied_and_referenced(crate):
     assert '"kind":"local"' in weights[0]["description"]  # referenced by checksum and source
     assert "src/retrace/tasks/bundled/smoke_math.jsonl" in data  # a source still byte-identical
     assert {"Snakefile", "config/config.yaml", "workflow/rules/report.smk"} <= set(data)
+    art = "results/art/m/word_unscrambling/art@feedback/seed0.jsonl"
+    assert f"{art}.prov.json" in data                                  # the file keeps its name,
+    assert g[f"{art}.prov.json".replace("@", "%40")]["about"]          # its @id is percent-encoded
 
 
 def test_one_action_per_record_with_parameters_times_and_fingerprints(crate):
@@ -62,11 +65,11 @@ def test_one_action_per_record_with_parameters_times_and_fingerprints(crate):
     records = [n for n in data if n.endswith(".prov.json")]
     actions = {i: e for i, e in g.items() if i.startswith("#action/")}
     pages = [n for n in records if "/report/prov/" in n]   # the report's per-record pages
-    assert len(actions) == len(records) == 10 + len(pages) and pages
-    # data, model, 2 generate, 2 score, claims, 3 report files, and one action per page
+    assert len(actions) == len(records) == 11 + len(pages) and pages
+    # data, model, 2 generate, 2 score, an ART run, claims, 3 report files, and one per page
     for n in records:
         action = actions[f"#action/{sha256_file_bytes(data[n])}"]
-        assert action["subjectOf"] == {"@id": n} and action["startTime"] <= action["endTime"]
+        assert action["subjectOf"] == {"@id": n.replace("@", "%40")} and action["startTime"] <= action["endTime"]
     gen = next(e for e in actions.values() if e["name"].startswith("generate: ") and "refine" in e["name"])
     objs = {o["@id"] for o in gen["object"]}
     assert any(o.startswith("#pv/generate/method.sampling.temperature/") for o in objs)

@@ -40,6 +40,7 @@ class Builder:
         self.steps: dict[str, object] = {}
         self.workflow_entity = None
         self.workflow_outputs: list = []
+        self.files: dict[str, object] = {}   # crate path -> its File entity (ids are URL-quoted)
 
     def context(self, id_: str, type_, **props):
         """Get or add a contextual entity (properties of a new one only)."""
@@ -55,25 +56,27 @@ class Builder:
         for rel, disk in sorted(self.run.files.items()):
             if rel == "Snakefile":
                 continue  # added as the main workflow
-            self.crate.add_file(disk, dest_path=rel, properties={
+            self.files[rel] = self.crate.add_file(disk, dest_path=rel, properties={
                 "name": rel, "sha256": sha256_file(disk), "contentSize": str(disk.stat().st_size),
                 "encodingFormat": _mime(rel)})
 
     def file_entity(self, rel: str):
-        return self.crate.get(rel) if rel in self.run.files else None
+        """The File entity of crate path `rel`, or None. Not `crate.get(rel)`: rocrate quotes
+        ids, so a path with `@` (ART's `art@feedback`) has the id `art%40feedback`."""
+        return self.files.get(rel) or (self.crate.get(rel) if rel in self.run.files else None)
 
     def artifact(self, path: str, sha256: str):
         """The entity of an artifact or source input: the copied file, else a reference."""
         if path in self.run.sources:  # an input without a record of its own
             rel = self.run.sources[path]["crate_path"]
             if rel:
-                return self.crate.get(rel)
+                return self.file_entity(rel)
             return self.context(f"#ref/{sha256}", "File", name=path, sha256=sha256,
                                 encodingFormat=_mime(path),
                                 description="not included: referenced by checksum")
         rel = crate_path(path)
         if rel in self.run.files:
-            return self.crate.get(rel)
+            return self.file_entity(rel)
         return self.context(f"#ref/{rel}", "File", name=rel, sha256=sha256, encodingFormat=_mime(rel),
                             description=(
             "not included (generation, model or large file): referenced by checksum; "
@@ -140,7 +143,7 @@ class Builder:
                             description="`python -m retrace " + stage + "`; identifier = "
                             "retrace.hashing.hash_sources of its source files")
         if new:
-            parts = [self.crate.get(s) for s in self.run.code.get(h, [])]
+            parts = [self.file_entity(s) for s in self.run.code.get(h, [])]
             if parts:
                 tool["hasPart"] = parts
             tool["output"] = [self.param(f"#param/{stage}/artifact", "File", f"{stage} artifact")]
@@ -181,10 +184,10 @@ class Builder:
                               result=result, agent=person, actionStatus=COMPLETED,
                               startTime=iso(rec["timing"]["started"]),
                               endTime=iso(rec["timing"]["finished"]),
-                              subjectOf=self.crate.get(job.record_path),
+                              subjectOf=self.file_entity(job.record_path),
                               location=self.host(rec.get("host", {})),
                               resourceUsage=self.usage(job))
-        self.crate.get(job.record_path)["about"] = action
+        self.file_entity(job.record_path)["about"] = action
         return self.context(f"#control/{job.record_sha256}", "ControlAction", name=f"run {stage}",
                             instrument=self.step(stage), object=action)
 

@@ -27,6 +27,7 @@ import re
 import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
+from urllib.parse import unquote
 
 from retrace.export.crate import MANIFEST, METADATA
 from retrace.hashing import hash_sources, sha256_file
@@ -77,12 +78,20 @@ def _verify_dir(root: Path) -> list[str]:
     return problems
 
 
+def _local(id_: str) -> str:
+    """A data entity's @id as the path inside the crate: ids are URI paths, percent-encoded
+    (RO-Crate 1.1, "Core Metadata for Data Entities"), so `art@feedback` is `art%40feedback`."""
+    return id_ if id_.startswith("#") or "://" in id_ else unquote(id_)
+
+
 def _graph(meta: dict) -> dict[str, dict]:
+    """Entities by id, data entities by their path in the crate (see _local)."""
     graph: dict[str, dict] = {}
     for e in meta["@graph"]:
-        if e["@id"] in graph:
+        key = _local(e["@id"])
+        if key in graph:
             raise ValueError(f"entity {e['@id']} appears twice")
-        graph[e["@id"]] = e
+        graph[key] = e
     return graph
 
 
@@ -124,7 +133,7 @@ def _types(e: dict) -> list[str]:
 
 def _ids(value) -> list[str]:
     values = value if isinstance(value, list) else [] if value is None else [value]
-    return [v["@id"] for v in values if isinstance(v, dict) and "@id" in v]
+    return [_local(v["@id"]) for v in values if isinstance(v, dict) and "@id" in v]
 
 
 def _check_files(root: Path, graph: dict) -> list[str]:
