@@ -88,8 +88,15 @@ def recorded_chains(engine, manifest, cfg: dict, problems, tmp: Path) -> list[li
         engine.submit = submit
     chains: dict[str, list] = {}
     for r in sent:
-        chains.setdefault(r.tag.split("/")[0], []).append(r)
+        chains.setdefault(rollout_of(r.tag), []).append(r)
     return list(chains.values())
+
+
+def rollout_of(tag: str) -> str:
+    """The rollout of a refinement request tag, `{problem}#{i}` or `{problem}#{i}/d{depth}/{role}`
+    (retrace.methods.refine); problem ids may contain "/" themselves (`smoke_math/3`)."""
+    problem, rest = tag.rsplit("#", 1)
+    return f"{problem}#{rest.split('/')[0]}"
 
 
 def summary(name: str, runs: list[tuple[int, float]]) -> float:
@@ -136,6 +143,7 @@ def main() -> None:
         engine.close()
     print(f"model {a.model}: {len(requests)} single-turn requests, {sum(map(len, chains))} "
           f"multi-turn requests in {len(chains)} rollouts (depth {a.depth})")
+    assert len(chains) == len(problems) * a.n, "the replay must have one chain per rollout"
     r1, p1 = summary("raw single-turn", runs["raw1"]), summary("pipeline single-turn", runs["pipe1"])
     rm, pm = summary("raw multi-turn (no barrier)", runs["rawM"]), summary("pipeline multi-turn", runs["pipeM"])
     print(f"pipeline/raw single-turn: {p1 / r1:.3f}")
