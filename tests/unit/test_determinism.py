@@ -19,7 +19,7 @@ def test_vllm_arguments_in_deterministic_mode():
     on_gpu = llm_arguments({"hf_dir": "/m"}, engine, cuda=True)
     assert "max_num_seqs" not in on_gpu and on_gpu["enable_prefix_caching"] is True
     assert llm_arguments({"hf_dir": "/m"}, {"enable_prefix_caching": True}, cuda=False) == {
-        "model": "/m", "enable_prefix_caching": True}
+        "model": "/m", "enable_prefix_caching": True, "enable_chunked_prefill": False}
 
 
 def test_openai_client_sends_one_request_at_a_time_and_no_prompt_cache(smollm2_manifest):

