@@ -46,6 +46,9 @@ class Sampling:
     """Sampling settings of one request (engine settings live in the backend config).
 
     `logprobs`: None for none, 0 for the chosen tokens only, k>0 for k alternatives too.
+    `ignore_eos`: keep generating past end-of-sequence until `max_tokens` (the probe's full
+    batch: a slot that stops early idles). Serialised only when set, so no existing request
+    key changes.
     """
     temperature: float = 0.0
     top_p: float = 1.0
@@ -54,10 +57,13 @@ class Sampling:
     stop: tuple[str, ...] = ()
     seed: int = 0
     logprobs: int | None = None
+    ignore_eos: bool = False
 
     def to_dict(self) -> dict:
         d = _plain(self)
         d["stop"] = list(self.stop)
+        if not d["ignore_eos"]:
+            del d["ignore_eos"]
         return d
 
     @classmethod

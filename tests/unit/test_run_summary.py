@@ -104,6 +104,7 @@ def test_probe_times_one_full_decode_batch_and_one_prefill_batch():
     decode, prefill = engine.requests_seen[1:7], engine.requests_seen[7:]
     assert len({r.sampling.seed for r in decode}) == 6
     assert all(r.continue_final and r.messages[-1].role == "assistant" for r in decode)
+    assert all(r.sampling.ignore_eos for r in decode) and not any(r.sampling.ignore_eos for r in prefill)
     texts = [r.messages[0].content for r in prefill]
     assert len(set(texts)) == 6 and all(r.sampling.max_tokens == 1 for r in prefill)
     assert result["prefill_tokens"] > 6 * 200 and result["prefill_tok_s"] > 0

@@ -93,6 +93,9 @@ def openai_sampling(request: Request) -> dict:
     if s.logprobs is not None:
         body["logprobs"] = True
         body["top_logprobs"] = s.logprobs
+    if s.ignore_eos:
+        # Not in OpenAI's API: llama.cpp's server and vLLM's accept it (generate to max_tokens).
+        body["ignore_eos"] = True
     return body
 
 

@@ -125,7 +125,7 @@ class HFBackend(Backend):
         row.ids.append(token)
         if s.logprobs is not None:
             row.logprobs.append(self._logprob(logits, token, s.logprobs))
-        if token in self.eos_ids:
+        if token in self.eos_ids and not s.ignore_eos:
             row.finish_reason = "stop"
             return token
         row.text = self.tokenizer.decode(row.ids, skip_special_tokens=True)

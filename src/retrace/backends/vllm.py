@@ -119,7 +119,7 @@ def sampling_params(request: Request):
     s = request.sampling
     return SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=max(0, s.top_k),
                           max_tokens=s.max_tokens, stop=list(s.stop) or None, seed=s.seed,
-                          logprobs=s.logprobs)
+                          logprobs=s.logprobs, ignore_eos=s.ignore_eos)
 
 
 def completion_from_vllm(output, request: Request, latency_s: float) -> Completion:

@@ -8,9 +8,10 @@ How: the engine is loaded with the job's engine settings; one short request warm
 timed). Then, with as many requests as the engine runs at once (llama.cpp: its slots; a
 batching engine: its batch size):
 - decode: each request continues a partial assistant turn that is counting upwards
-  (prompts/probe.j2 and its prefix), so every slot keeps generating until its `tokens` budget;
-  `full_share` records how many did (a request that stopped early left a slot idle, and the
-  rate would read low). tok_s = generated tokens / wall seconds of that batch.
+  (prompts/probe.j2 and its prefix) with `ignore_eos`, so every slot generates its whole
+  `tokens` budget (a count alone let half of 16 requests stop early: idle slots, a rate that
+  read low, and run efficiencies above 1). `full_share` records how many reached it (1.0 unless
+  a backend ignores `ignore_eos`). tok_s = generated tokens / wall seconds of that batch.
 - prefill: up to PREFILL_REQUESTS distinct long prompts (prompts/probe_prefill.j2), one token each;
   prefill_tok_s = prompt tokens not served from the engine's KV cache / wall seconds.
 No request cache: this measures the engine, not retrace.
@@ -47,7 +48,8 @@ def requests(n: int, tokens: int) -> list[Request]:
     """`n` distinct decode requests (different seeds and sample indices) of `tokens` tokens."""
     turn = (Message("user", render("probe.j2")), Message("assistant", COUNT_PREFIX))
     return [Request(messages=turn, continue_final=True, sample_index=i, tag=f"probe/{i}",
-                    sampling=Sampling(temperature=0.8, max_tokens=tokens, seed=1000 + i))
+                    sampling=Sampling(temperature=0.8, max_tokens=tokens, seed=1000 + i,
+                                      ignore_eos=True))
             for i in range(n)]
 
 
