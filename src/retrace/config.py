@@ -19,6 +19,8 @@ from typing import Any, Iterable
 
 import yaml
 
+from retrace.yamlfile import load_yaml
+
 CONFIG_DIR = Path(os.environ.get("RETRACE_CONFIG_DIR", Path(__file__).resolve().parents[2] / "config"))
 GROUPS = ("model", "dataset", "method", "backend")
 
@@ -161,7 +163,7 @@ def compose(selections: dict[str, str], overrides: Iterable[str] = (),
 
 
 def load_schema(config_dir: Path = CONFIG_DIR) -> dict:
-    return yaml.safe_load((config_dir.parent / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    return load_yaml(config_dir.parent / "workflow" / "schemas" / "config.schema.yaml")
 
 
 def check_global(config: dict, config_dir: Path = CONFIG_DIR) -> dict:
@@ -181,4 +183,4 @@ def load_experiment(name: str, config_dir: Path = CONFIG_DIR) -> dict:
     path = config_dir / "experiment" / f"{name}.yaml"
     if not path.exists():
         raise ConfigError(f"unknown experiment {name!r}; valid: {', '.join(group_options('experiment', config_dir))}")
-    return yaml.safe_load(path.read_text())
+    return load_yaml(path)

@@ -18,9 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from retrace.art.program import DELIMITER, ProgramError, parse
+from retrace.yamlfile import load_yaml
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "library"
 EVAL_TASKS = LIBRARY_DIR / "eval_tasks.yaml"
@@ -95,7 +94,7 @@ def load_index(dirs) -> tuple[Path, dict[str, tuple[str, str]]]:
     index_path = _last(dirs, "index.yaml")
     if index_path is None:
         raise FileNotFoundError(f"no index.yaml in library directories {[str(d) for d in dirs]}")
-    raw = yaml.safe_load(index_path.read_text()) or {}
+    raw = load_yaml(index_path) or {}
     entries = {}
     for cluster, tasks in raw.items():
         for name, desc in (tasks or {}).items():
@@ -120,7 +119,7 @@ def load_library(dirs) -> Library:
 
 def eval_tasks(path: Path = EVAL_TASKS) -> dict[str, dict]:
     """The evaluation tasks: name -> {dataset, description, library (library tasks only)}."""
-    raw = yaml.safe_load(Path(path).read_text()) or {}
+    raw = load_yaml(path) or {}
     for name, t in raw.items():
         missing = {"dataset", "description"} - set(t or {})
         if missing:

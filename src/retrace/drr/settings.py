@@ -13,9 +13,8 @@ import math
 import re
 from pathlib import Path
 
-import yaml
-
 from retrace.hashing import hash_sources, sha256_json
+from retrace.yamlfile import load_yaml
 
 PKG = Path(__file__).resolve().parents[1]
 DEFAULTS = PKG.parents[1] / "config" / "drr" / "defaults.yaml"
@@ -73,7 +72,7 @@ def _merge(base: dict, over: dict, where: str) -> dict:
 
 
 def defaults() -> dict:
-    return yaml.safe_load(DEFAULTS.read_text())
+    return load_yaml(DEFAULTS)
 
 
 def load(block: dict | None, where: str = "drr") -> dict:
