@@ -80,3 +80,13 @@ def test_deterministic_mode_is_part_of_the_cache_identity():
     assert prompt_cache_on({}) and not prompt_cache_on({"cache_prompt": True, "deterministic": True})
     with pytest.raises(BackendError, match="deterministic"):
         is_deterministic({"deterministic": "yes"})
+
+
+def test_probe_times_decoding_with_its_prompts_already_cached(llamacpp_smollm2):
+    # The probe's rate is the engine's full-batch *decode* rate: its untimed one-token batch
+    # leaves each slot holding the prompt, so the timed batch does not prefill 99 tokens a slot.
+    from retrace.stages import probe
+    result = probe.measure(llamacpp_smollm2, tokens=12)
+    assert result["requests"] == 2 and result["full_share"] == 1.0
+    assert result["generated_tokens"] == 2 * 12
+    assert result["decode_cached_share"] >= 0.9, result

