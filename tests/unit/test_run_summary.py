@@ -124,3 +124,19 @@ def test_probe_reports_a_batch_that_did_not_stay_full():
     engine = ScriptedBackend(manifest(), {"script": ["21 22"], "batch_size": 4})
     result = probe.measure(engine, tokens=8)
     assert result["full_share"] == 0.0 and result["generated_tokens"] < 4 * 8
+
+
+def test_drr_records_name_their_backend_so_the_summary_rates_them(tmp_path):
+    """The DRR stages' records carry the backend's settings as the spine's do; without them the
+    summary grouped DRR under backend "?", found no probe, and left DRR out of the efficiency."""
+    from retrace.drr import stages
+    (tmp_path / "m.json").write_text(json.dumps(manifest()))
+    llm, cache, man, backend_cfg = stages.make_llm(tmp_path / "m.json", "llamacpp",
+                                                   tmp_path / "cache", "drr-job")
+    run = stages._close(llm, cache, backend_cfg)          # no request sent: no engine loaded
+    assert run["engine"]["name"] == "llamacpp" and "n_parallel" in run["engine"]["engine"]
+    rec = {"stage": "drr.generate", "model": {"name": man["name"]}, **run,
+           "usage": {"engine_seconds": 10.0, "engine_generated_tokens": 200}}
+    rows, total = run_summary({"a": {"rec": rec}}, [probe_file(tmp_path, man["name"], "llamacpp", 40.0)])
+    assert (rows[0]["backend"], rows[0]["efficiency"]) == ("llamacpp", pytest.approx(0.5))
+    assert total["efficiency"] == pytest.approx(0.5)

@@ -76,18 +76,21 @@ def make_llm(manifest_path: Path, backend: str, cache_path: Path, job: str):
     from retrace.llm import CachedLLM
     from retrace.registry import BACKENDS
     manifest = json.loads(Path(manifest_path).read_text())
-    engine = compose({"backend": backend})["backend"].get("engine", {})
+    backend_cfg = compose({"backend": backend})["backend"]
+    engine = backend_cfg.get("engine", {})
     backend_cls = BACKENDS.get(backend)
     cache = RequestCache(cache_path, job=job)
     llm = CachedLLM(lambda: backend_cls(manifest, engine), backend, manifest, cache,
                     identity=backend_cls.identity(manifest, engine))
-    return llm, cache, manifest
+    return llm, cache, manifest, backend_cfg
 
 
-def _close(llm, cache) -> dict:
+def _close(llm, cache, backend_cfg: Mapping) -> dict:
+    """What the job's records say of its engine run: usage, device and the backend's settings
+    (`engine`, as the spine's records hold it: the run summary groups and rates stages by it)."""
     llm.close()
     cache.close()
-    return {"usage": vars(llm.usage), "device": llm.device}
+    return {"usage": vars(llm.usage), "device": llm.device, "engine": dict(backend_cfg)}
 
 
 def prompt_records(problem_id: str, turns: list[dict]) -> list[dict]:
@@ -103,12 +106,12 @@ def distil(cfg: Mapping, name: str, problems_path: Path, manifest_path: Path, ba
     """Algorithm 1 on the DRR-train questions: traces (DM behaviour data) and every prompt."""
     problems = data.read_problems(problems_path)
     gold = {p.id: p.gold for p in problems}
-    llm, cache, manifest = make_llm(manifest_path, backend, cache_path, str(out_traces))
+    llm, cache, manifest, backend_cfg = make_llm(manifest_path, backend, cache_path, str(out_traces))
     try:  # the gold is consulted only here, after the reply, to stop and to label
         paths = reasoner.rejection_paths(problems, llm, cfg, seed, int(cfg["max_turns_distil"]),
                                          stop=lambda p, t: t["letter"] == gold[p.id])
     finally:
-        run = _close(llm, cache)
+        run = _close(llm, cache, backend_cfg)
     traces, records = [], []
     for p in problems:
         turns = paths[p.id]["turns"]
@@ -198,11 +201,11 @@ def generate(cfg: Mapping, problems_path: Path, manifest_path: Path, backend: st
              cache_path: Path, out_rows: Path, out_prompts: Path) -> dict:
     """Rejection paths of max_turns_infer turns, and the Abstain and Self-Critic baselines."""
     problems = data.read_problems(problems_path)
-    llm, cache, manifest = make_llm(manifest_path, backend, cache_path, str(out_rows))
+    llm, cache, manifest, backend_cfg = make_llm(manifest_path, backend, cache_path, str(out_rows))
     try:
         paths, abstain, critic = reasoner.eval_generations(problems, llm, cfg, seed, int(cfg["max_turns_infer"]))
     finally:
-        run = _close(llm, cache)
+        run = _close(llm, cache, backend_cfg)
     rows, records = [], []
     for p in problems:
         rows.append({"problem_id": p.id, "path": paths[p.id]["turns"], "abstain": abstain[p.id],
