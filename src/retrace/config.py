@@ -17,8 +17,6 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-
 from retrace.yamlfile import load_yaml
 
 CONFIG_DIR = Path(os.environ.get("RETRACE_CONFIG_DIR", Path(__file__).resolve().parents[2] / "config"))
@@ -48,14 +46,12 @@ def _check_override(base: dict, override: str) -> None:
         node = node[part]
 
 
-@functools.lru_cache(maxsize=None)
-def _group_file(config_dir: str, group: str, option: str) -> str:
-    return json.dumps(yaml.safe_load((Path(config_dir) / group / f"{option}.yaml").read_text()) or {})
+def _group_file(config_dir: str, group: str, option: str) -> dict:
+    return load_yaml(Path(config_dir) / group / f"{option}.yaml") or {}
 
 
-@functools.lru_cache(maxsize=None)
 def _default_options(config_dir: str) -> dict[str, str]:
-    defaults = yaml.safe_load((Path(config_dir) / "job.yaml").read_text())["defaults"]
+    defaults = load_yaml(Path(config_dir) / "job.yaml")["defaults"]
     return {g: o for d in defaults if isinstance(d, dict) for g, o in d.items()}
 
 
@@ -131,7 +127,7 @@ def check_ranges(cfg: dict, overrides: Iterable[str] = ()) -> None:
 def _compose_cached(selections: tuple, overrides: tuple, config_dir: str) -> str:
     _check_selections(selections, config_dir)
     chosen = {**_default_options(config_dir), **dict(selections)}
-    cfg = {g: json.loads(_group_file(config_dir, g, o)) for g, o in chosen.items()}
+    cfg = {g: _group_file(config_dir, g, o) for g, o in chosen.items()}
     for o in overrides:
         _check_override(cfg, o)
         _apply_override(cfg, o)
