@@ -91,8 +91,8 @@ def test_smoke_experiment_expands_to_the_cross_product():
     expected = {(m, r["backend"], d, label(meth), s) for r in exp["runs"] for m in r["models"]
                 for d in r["datasets"] for meth in r["methods"] for s in r.get("seeds", [0])}
     assert {(j.model, j.backend, j.dataset, j.label, j.seed) for j in jobs} == expected
-    # the spine (2 sets x greedy, Maj@N) and the refinement suite (11 labels on one set)
-    assert len(jobs) == len(expected) == 4 + 11
+    # the spine (2 sets x greedy, Maj@N) and the refinement suite (10 labels on one set)
+    assert len(jobs) == len(expected) == 4 + 10
     assert len({j.path for j in jobs}) == len(jobs)
 
 

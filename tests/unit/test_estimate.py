@@ -8,13 +8,13 @@ from retrace.registry import METHODS
 
 
 def test_smoke_estimate_counts_every_call():
-    # the spine part of the default: 2 datasets × 10 problems × (greedy 1 + Maj@4 4 calls) × 256 tokens
+    # the spine part of the default: 2 datasets × 6 problems × (greedy 1 + Maj@4 4 calls) × 256 tokens
     planned = [j for j in jobs(check_global({"experiment": "smoke"})) if j.dataset != "smoke_math_mini"]
     est = estimate(planned, None)
     assert est.jobs == 4 and est.unknown == 0
-    assert est.generated_tokens == 2 * 10 * (1 + 4) * 256
+    assert est.generated_tokens == 2 * 6 * (1 + 4) * 256
     # prompts are counted (each call's at most the worst-case context), not left out of a "≤"
-    assert est.prompt_tokens > 2 * 10 * (1 + 4) * 256
+    assert est.prompt_tokens > 2 * 6 * (1 + 4) * 256
     assert est.flops == 2 * 494032768 * (est.generated_tokens + est.prompt_tokens)
     assert "prompt tokens" in est.line() and "prompts included" in est.line()
     assert est.gpu_hours == 0  # llama.cpp states no GPU throughput

@@ -109,7 +109,8 @@ def test_probe_times_one_full_decode_batch_and_one_prefill_batch():
     assert all(r.sampling.ignore_eos for r in decode) and not any(r.sampling.ignore_eos for r in prefill)
     texts = [r.messages[0].content for r in prefill]
     assert len(set(texts)) == 4 and all(r.sampling.max_tokens == 1 for r in prefill)
-    assert result["prefill_tokens"] > 4 * 200 and result["prefill_tok_s"] > 0
+    # long prompts: at least one scripted token per listed number
+    assert result["prefill_tokens"] >= 4 * probe.PREFILL_NUMBERS and result["prefill_tok_s"] > 0
     assert 0 <= result["decode_cached_share"] <= 1
 
 

