@@ -45,6 +45,7 @@ test-vllm: $(VLLM_VENV)/.installed
 bench: setup
 	$(PY) benchmarks/pipeline_vs_engine.py
 	$(PY) benchmarks/deterministic_cost.py
+	$(PY) benchmarks/raw_rates.py
 
 # Kills, races, corrupt cache entries, a full disk, bad inputs, tampering (benchmarks/reliability.py).
 # Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.
