@@ -1,4 +1,4 @@
-"""Benchmark: issue 14's "raw full-batch rate" beside the probe stage's two rates, one engine.
+"""Benchmark: issue 14's "raw full-batch rate" beside the probe stage's decode rate, one engine.
 
     .venv/bin/python benchmarks/raw_rates.py [--model qwen2.5-coder-0.5b-q4km] [--reps 3]
 
@@ -23,29 +23,18 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from retrace.backends.llamacpp import LlamaCppBackend
 from retrace.config import compose
 from retrace.models import materialise
-from retrace.records import Message
 from retrace.stages import probe
 
 
-def cold_batch(width: int, tokens: int, rep: int) -> list:
-    """`width` probe-style requests whose counts start where no earlier batch's did."""
-    out = []
-    for i, r in enumerate(probe.requests(width, tokens)):
-        prefix = probe.count_prefix(1000 * (rep + 1) + i)   # distinct from the probe's own
-        out.append(replace(r, messages=(r.messages[0], Message("assistant", prefix)),
-                           sampling=replace(r.sampling, seed=5000 + 100 * rep + i)))
-    return out
-
-
 def issue_rate(engine, width: int, tokens: int, rep: int) -> tuple[float, int]:
-    """(generated tok/s, prompt tokens) of one cold full batch, prefill inside the timing."""
-    done, seconds = probe.timed(engine, cold_batch(width, tokens, rep))
+    """(generated tok/s, prompt tokens) of one cold full batch, prefill inside the timing:
+    probe-style requests whose counts start where no earlier batch's (nor the probe's) did."""
+    done, seconds = probe.timed(engine, probe.requests(width, tokens, first=1000 * (rep + 1)))
     return sum(c.generated_tokens for c in done) / seconds, sum(c.prompt_tokens for c in done)
 
 

@@ -141,3 +141,10 @@ def test_drr_records_name_their_backend_so_the_summary_rates_them(tmp_path):
     rows, total = run_summary({"a": {"rec": rec}}, [probe_file(tmp_path, man["name"], "llamacpp", 40.0)])
     assert (rows[0]["backend"], rows[0]["efficiency"]) == ("llamacpp", pytest.approx(0.5))
     assert total["efficiency"] == pytest.approx(0.5)
+
+
+def test_probe_requests_shifted_by_first_share_no_prompt_or_seed_with_the_probes():
+    own, later = probe.requests(4, 8), probe.requests(4, 8, first=1000)
+    assert not {r.messages for r in own} & {r.messages for r in later}
+    assert not {r.sampling.seed for r in own} & {r.sampling.seed for r in later}
+    assert probe.requests(4, 8, first=0) == own

@@ -57,12 +57,13 @@ def count_prefix(i: int) -> str:
     return " ".join(str(k) for k in range(1 + 100 * i, 1 + 100 * i + COUNT_NUMBERS))
 
 
-def requests(n: int, tokens: int) -> list[Request]:
-    """`n` distinct decode requests (own count, seed and sample index) of `tokens` tokens."""
+def requests(n: int, tokens: int, first: int = 0) -> list[Request]:
+    """`n` distinct decode requests (own count, seed and sample index) of `tokens` tokens;
+    `first` shifts the counts and seeds, for a batch whose prompts no earlier one sent."""
     return [Request(messages=(Message("user", render("probe.j2")), Message("assistant", count_prefix(i))),
                     continue_final=True, sample_index=i, tag=f"probe/{i}",
                     sampling=Sampling(temperature=0.8, max_tokens=tokens, seed=1000 + i, ignore_eos=True))
-            for i in range(n)]
+            for i in range(first, first + n)]
 
 
 def prefill_requests(n: int) -> list[Request]:
