@@ -25,6 +25,7 @@ methods are identical: the null). The planted effect raises refinement's probabi
 question q to p_q + c (1 - p_q), with c chosen so the mean rises by exactly 0.10.
 Experiments are split over several simulation seeds (--sim-seeds). Details go to stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,7 @@ from retrace.scoring.claims import PAPER_CLAIMS, adjust
 from retrace.stages.claims import claim_rows
 
 PAPER_DATASETS = {"aime24": 30, "aime25": 30, "amc23": 40, "olympiadbench": 675, "math500": 500}
-PAPER_MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-math-7b", "llama-3.1-8b-instruct",
-                "ministral-8b-instruct")
+PAPER_MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-math-7b", "llama-3.1-8b-instruct", "ministral-8b-instruct")
 SEEDS = 3
 EFFECT = 0.10
 POWER_DATASET = "math500"
@@ -108,8 +108,10 @@ def main(argv=None) -> None:
     ap.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates per row")
     a = ap.parse_args(argv)
     rate, n_rows = null_rate(a.experiments, a.sim_seeds, PAPER_MODELS, PAPER_DATASETS, a.n_boot)
-    print(f"{a.experiments} null experiments x {n_rows} claim rows, sim seeds {a.sim_seeds}, "
-          f"n_boot {a.n_boot}", file=sys.stderr)
+    print(
+        f"{a.experiments} null experiments x {n_rows} claim rows, sim seeds {a.sim_seeds}, n_boot {a.n_boot}",
+        file=sys.stderr,
+    )
     print(f"null false-supported rate: {rate:.4f}")
     pw = power(a.power_experiments, a.sim_seeds, PAPER_MODELS, PAPER_DATASETS, a.n_boot)
     print(f"power at +10 points, 500 questions: {pw:.3f}")

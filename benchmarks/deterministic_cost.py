@@ -10,6 +10,7 @@ goes first, each repetition on problems not used before (so neither engine's pre
 seen them). Prints each mode's generated tokens per second (median and min over repetitions)
 and the ratio deterministic / default of the medians and of the mins. Run by `make bench`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,13 +34,16 @@ def batches(cfg: dict, n: int, per_rep: int, reps: int) -> list[list]:
     problems, _ = prepare({**cfg["dataset"], "limit": None}, None)
     need = per_rep * (reps + 1)
     if need > len(problems):
-        raise SystemExit(f"--per-rep {per_rep} x ({reps} reps + warm-up) needs {need} problems; "
-                         f"the bundled set has {len(problems)}")
+        raise SystemExit(
+            f"--per-rep {per_rep} x ({reps} reps + warm-up) needs {need} problems; "
+            f"the bundled set has {len(problems)}"
+        )
     task = TASKS.get("smoke_math")
     ctx = MethodContext(seed=7, task=task, template=task.default_template)
-    chunks = [problems[i * per_rep:(i + 1) * per_rep] for i in range(reps + 1)]
-    return [[r for p in chunk for r in sample_requests(p, cfg["method"]["sampling"], ctx, n)]
-            for chunk in chunks]
+    chunks = [problems[i * per_rep : (i + 1) * per_rep] for i in range(reps + 1)]
+    return [
+        [r for p in chunk for r in sample_requests(p, cfg["method"]["sampling"], ctx, n)] for chunk in chunks
+    ]
 
 
 def tok_per_s(engine: LlamaCppBackend, requests: list) -> float:
@@ -53,7 +57,7 @@ def measure(engines: dict, work: list[list]) -> dict[str, list[float]]:
         tok_per_s(engines[mode], work[0])
     speeds: dict[str, list[float]] = {m: [] for m in MODES}
     for i, requests in enumerate(work[1:]):
-        for mode in (MODES if i % 2 == 0 else MODES[::-1]):  # alternate who goes first
+        for mode in MODES if i % 2 == 0 else MODES[::-1]:  # alternate who goes first
             speeds[mode].append(tok_per_s(engines[mode], requests))
     return speeds
 
@@ -72,18 +76,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         manifest, _ = materialise(cfg["model"], Path(tmp) / "model")
         base = cfg["backend"]["engine"]
-        engines = {m: LlamaCppBackend(manifest, {**base, "deterministic": m == "deterministic"})
-                   for m in MODES}
+        engines = {
+            m: LlamaCppBackend(manifest, {**base, "deterministic": m == "deterministic"}) for m in MODES
+        }
         try:
             speeds = measure(engines, work)
         finally:
             for e in engines.values():
                 e.close()
-    print(f"requests per repetition: {len(work[1])} ({a.per_rep} problems x {a.n} samples, "
-          f"max {a.max_tokens} tokens), {a.reps} repetitions per mode, warm-up excluded")
+    print(
+        f"requests per repetition: {len(work[1])} ({a.per_rep} problems x {a.n} samples, "
+        f"max {a.max_tokens} tokens), {a.reps} repetitions per mode, warm-up excluded"
+    )
     for m in MODES:
-        print(f"{m}_tok_s: median {statistics.median(speeds[m]):.1f}, min {min(speeds[m]):.1f} "
-              f"(all: {', '.join(f'{s:.1f}' for s in speeds[m])})")
+        print(
+            f"{m}_tok_s: median {statistics.median(speeds[m]):.1f}, min {min(speeds[m]):.1f} "
+            f"(all: {', '.join(f'{s:.1f}' for s in speeds[m])})"
+        )
     med = statistics.median(speeds["deterministic"]) / statistics.median(speeds["default"])
     low = min(speeds["deterministic"]) / min(speeds["default"])
     print(f"deterministic_vs_default_tok_s: {med:.3f} (medians), {low:.3f} (mins)")

@@ -26,6 +26,7 @@ min and median tok/s of each and, on the last two lines,
 Speed on these machines varies ~3x by the hour; only the ratios, measured in one run, mean
 anything. Run by `make bench`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,11 +45,12 @@ from retrace.methods.base import MethodContext, sample_requests
 from retrace.models import materialise
 from retrace.registry import METHODS, TASKS
 
-SINGLE_SEED, MULTI_SEED = 1, 999   # the run seeds of the single- and multi-turn work, raw and pipeline
+SINGLE_SEED, MULTI_SEED = 1, 999  # the run seeds of the single- and multi-turn work, raw and pipeline
 
 
-def pipeline_run(engine, manifest, method: str, cfg: dict, problems, seed: int, tmp: Path,
-                 rep: str) -> tuple[int, float]:
+def pipeline_run(
+    engine, manifest, method: str, cfg: dict, problems, seed: int, tmp: Path, rep: str
+) -> tuple[int, float]:
     """(generated tokens, seconds) of `method` through a CachedLLM with a cold cache."""
     task = TASKS.get("smoke_math")
     llm = CachedLLM(lambda: engine, "llamacpp", manifest, RequestCache(tmp / f"cache-{method}-{rep}"))
@@ -101,8 +103,10 @@ def rollout_of(tag: str) -> str:
 
 def summary(name: str, runs: list[tuple[int, float]]) -> float:
     rates = [t / s for t, s in runs]
-    print(f"{name}: median {statistics.median(rates):.1f} tok/s, min {min(rates):.1f} "
-          f"({len(runs)} runs, {sum(t for t, _ in runs)} tokens)")
+    print(
+        f"{name}: median {statistics.median(rates):.1f} tok/s, min {min(rates):.1f} "
+        f"({len(runs)} runs, {sum(t for t, _ in runs)} tokens)"
+    )
     return statistics.median(rates)
 
 
@@ -117,8 +121,9 @@ def main() -> None:
     a = ap.parse_args()
     over = [f"method.n={a.n}", f"method.sampling.max_tokens={a.max_tokens}", f"dataset.limit={a.problems}"]
     maj = compose({"model": a.model, "dataset": "smoke_math", "method": "majority"}, over)
-    ref = compose({"model": a.model, "dataset": "smoke_math", "method": "refine"},
-                  over + [f"method.depth={a.depth}"])["method"]
+    ref = compose(
+        {"model": a.model, "dataset": "smoke_math", "method": "refine"}, over + [f"method.depth={a.depth}"]
+    )["method"]
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         manifest, _ = materialise(maj["model"], tmp / "model")
@@ -127,25 +132,41 @@ def main() -> None:
         task = TASKS.get("smoke_math")
         raw_ctx = MethodContext(seed=SINGLE_SEED, task=task, template=task.default_template)
         requests = [r for p in problems for r in sample_requests(p, maj["method"]["sampling"], raw_ctx, a.n)]
-        raw_batch(engine, requests)                                        # warm-up, not timed
+        raw_batch(engine, requests)  # warm-up, not timed
         pipeline_run(engine, manifest, "majority", maj["method"], problems, SINGLE_SEED, tmp, "warm-up")
-        chains = recorded_chains(engine, manifest, ref, problems, tmp)     # warm-up, not timed
+        chains = recorded_chains(engine, manifest, ref, problems, tmp)  # warm-up, not timed
         runs: dict[str, list] = {k: [] for k in ("raw1", "pipe1", "rawM", "pipeM")}
         for rep in range(a.reps):
-            pairs = [("raw1", lambda: raw_batch(engine, requests)),
-                     ("pipe1", lambda: pipeline_run(engine, manifest, "majority", maj["method"], problems,
-                                                    SINGLE_SEED, tmp, str(rep))),
-                     ("rawM", lambda: raw_chains(engine, chains)),
-                     ("pipeM", lambda: pipeline_run(engine, manifest, "refine", ref, problems, MULTI_SEED, tmp, str(rep)))]
+            pairs = [
+                ("raw1", lambda: raw_batch(engine, requests)),
+                (
+                    "pipe1",
+                    lambda: pipeline_run(
+                        engine, manifest, "majority", maj["method"], problems, SINGLE_SEED, tmp, str(rep)
+                    ),
+                ),
+                ("rawM", lambda: raw_chains(engine, chains)),
+                (
+                    "pipeM",
+                    lambda: pipeline_run(
+                        engine, manifest, "refine", ref, problems, MULTI_SEED, tmp, str(rep)
+                    ),
+                ),
+            ]
             order = pairs if rep % 2 == 0 else [pairs[1], pairs[0], pairs[3], pairs[2]]
             for name, fn in order:
                 runs[name].append(fn())
         engine.close()
-    print(f"model {a.model}: {len(requests)} single-turn requests, {sum(map(len, chains))} "
-          f"multi-turn requests in {len(chains)} rollouts (depth {a.depth})")
+    print(
+        f"model {a.model}: {len(requests)} single-turn requests, {sum(map(len, chains))} "
+        f"multi-turn requests in {len(chains)} rollouts (depth {a.depth})"
+    )
     assert len(chains) == len(problems) * a.n, "the replay must have one chain per rollout"
     r1, p1 = summary("raw single-turn", runs["raw1"]), summary("pipeline single-turn", runs["pipe1"])
-    rm, pm = summary("raw multi-turn (no barrier)", runs["rawM"]), summary("pipeline multi-turn", runs["pipeM"])
+    rm, pm = (
+        summary("raw multi-turn (no barrier)", runs["rawM"]),
+        summary("pipeline multi-turn", runs["pipeM"]),
+    )
     print(f"pipeline/raw single-turn: {p1 / r1:.3f}")
     print(f"pipeline/raw multi-turn: {pm / rm:.3f}")
 

@@ -18,6 +18,7 @@ Prints min and median of each and, last,
 Speed on these machines varies ~3x by the hour; only the ratio, measured in one run, means
 anything. Run by `make bench`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,15 +56,17 @@ def main() -> None:
         manifest, _ = materialise(cfg["model"], Path(tmp) / "model")
         engine = LlamaCppBackend(manifest, cfg["backend"]["engine"])
         width = probe.parallel_width(engine)
-        engine.generate(probe.requests(width, 4))                     # warm-up, not timed
+        engine.generate(probe.requests(width, 4))  # warm-up, not timed
         for rep in range(a.reps):
             rate, prompt = issue_rate(engine, width, a.tokens, rep)
             rates["issue"].append(rate)
             p = probe.measure(engine)
-            rates["decode"].append(p["tok_s"])   # its prefill rate is not kept: repeated prompts hit the cache
+            rates["decode"].append(p["tok_s"])  # its prefill rate is not kept: repeated prompts hit the cache
         engine.close()
-    print(f"model {a.model}: {width} slots; the issue's batch: {width} x {a.tokens} tokens, "
-          f"{prompt} prompt tokens")
+    print(
+        f"model {a.model}: {width} slots; the issue's batch: {width} x {a.tokens} tokens, "
+        f"{prompt} prompt tokens"
+    )
     issue = line("issue raw (cold prompts, prefill timed)", rates["issue"])
     decode = line("probe decode (prompts cached)", rates["decode"])
     print(f"issue raw / probe decode: {issue / decode:.3f}")

@@ -10,6 +10,7 @@ the ratio (target <= 1/3). (2) On one request cache, runs Maj@N, RM@N (llm_judge
 and Maj@N' (N' priced from the measured tokens) and prints how many sample-set rollouts each
 sent to the engine: only Maj@N and the N'-N extension should generate any.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,13 +45,24 @@ def prefix_ratio(a, problems, manifest, ctx, tmp: Path) -> None:
     computed = {}
     for on in (True, False):
         engine = LlamaCppBackend(manifest, {"n_parallel": 4, "n_ctx": 4096, "cache_prompt": on})
-        u = run("refine", method_cfg("refine", a), problems, engine, manifest,
-                RequestCache(tmp / f"prefix-{on}.sqlite"), ctx)
+        u = run(
+            "refine",
+            method_cfg("refine", a),
+            problems,
+            engine,
+            manifest,
+            RequestCache(tmp / f"prefix-{on}.sqlite"),
+            ctx,
+        )
         engine.close()
         computed[on] = u.prompt_tokens_all - u.cached_prompt_tokens_all
-        print(f"prefix cache {'on ' if on else 'off'}: {u.prompt_tokens_all} prompt tokens, "
-              f"{computed[on]} computed")
-    print(f"ratio computed prompt tokens, cached/naive: {computed[True] / computed[False]:.3f} (target <= 0.333)")
+        print(
+            f"prefix cache {'on ' if on else 'off'}: {u.prompt_tokens_all} prompt tokens, "
+            f"{computed[on]} computed"
+        )
+    print(
+        f"ratio computed prompt tokens, cached/naive: {computed[True] / computed[False]:.3f} (target <= 0.333)"
+    )
 
 
 def no_rollout_twice(a, problems, manifest, ctx, tmp: Path) -> None:
@@ -66,12 +78,16 @@ def no_rollout_twice(a, problems, manifest, ctx, tmp: Path) -> None:
     rollouts = len(problems) * a.n
     print(f"sample set: {rollouts} rollouts (N={a.n}); N'={eq['n_prime']}")
     for name, u in usage.items():
-        print(f"{name:12s} requests {u.requests:4d}, from cache {u.cache_hits:4d}, "
-              f"engine {u.requests - u.cache_hits:4d}")
-    print(f"rollouts generated twice: best_of_n {rollouts - min(rollouts, usage['best_of_n'].cache_hits)}, "
-          f"Maj@N' {generated_twice(usage['majority_eq'], a.n, eq['n_prime'], len(problems))}"
-          f" (engine ran {usage['majority_eq'].requests - usage['majority_eq'].cache_hits};"
-          f" only the extension (N'-N) x problems = {(eq['n_prime'] - a.n) * len(problems)} is new)")
+        print(
+            f"{name:12s} requests {u.requests:4d}, from cache {u.cache_hits:4d}, "
+            f"engine {u.requests - u.cache_hits:4d}"
+        )
+    print(
+        f"rollouts generated twice: best_of_n {rollouts - min(rollouts, usage['best_of_n'].cache_hits)}, "
+        f"Maj@N' {generated_twice(usage['majority_eq'], a.n, eq['n_prime'], len(problems))}"
+        f" (engine ran {usage['majority_eq'].requests - usage['majority_eq'].cache_hits};"
+        f" only the extension (N'-N) x problems = {(eq['n_prime'] - a.n) * len(problems)} is new)"
+    )
 
 
 def generated_twice(u, n: int, n_prime: int, n_problems: int) -> int:

@@ -16,6 +16,7 @@ A line starting with `!` under a figure says what did not hold. Exit status 1 if
 not. Not part of `make test`: it runs the workflow some 30 times (about 20-30 minutes on a
 loaded 2-core machine). disk_full and the read-only mirror need root (to mount a tmpfs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,14 +28,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reliability_faults import (audit_tamper, concurrent_same_dir, concurrent_shared_cache,  # noqa: E402
-                                corrupt_cache_entries, disk_full)
+from reliability_faults import (
+    audit_tamper,
+    concurrent_same_dir,
+    concurrent_shared_cache,  # noqa: E402
+    corrupt_cache_entries,
+    disk_full,
+)
 from reliability_inputs import bad_inputs  # noqa: E402
 from reliability_kills import kill_suite  # noqa: E402
 from reliability_kit import Checkout, outcome, timed  # noqa: E402
 
-FIGURES = ("kills", "concurrent_same_dir", "concurrent_shared_cache", "corrupt_cache_entries",
-           "disk_full", "bad_inputs", "audit_tamper")
+FIGURES = (
+    "kills",
+    "concurrent_same_dir",
+    "concurrent_shared_cache",
+    "corrupt_cache_entries",
+    "disk_full",
+    "bad_inputs",
+    "audit_tamper",
+)
 
 
 def say(name: str, value, problems: list[str] = ()) -> bool:
@@ -69,8 +82,11 @@ def run_kills(args, work, ref, reference, seconds) -> bool:
 def run_bad_inputs(work, ref) -> bool:
     cases = bad_inputs(work, ref.root)
     clear = sum(c.ok for c in cases)
-    ok = say("bad_inputs", f"{len(cases)} tried, {clear} clear errors, nothing half-written",
-             [f"{c.name}: {c.detail}" for c in cases if not c.ok])
+    ok = say(
+        "bad_inputs",
+        f"{len(cases)} tried, {clear} clear errors, nothing half-written",
+        [f"{c.name}: {c.detail}" for c in cases if not c.ok],
+    )
     for c in cases:
         print(f"  {'ok' if c.ok else 'NO'}  {c.name}: {c.detail}", flush=True)
     return ok
@@ -81,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/retrace-reliability"))
     ap.add_argument("--seed", type=int, default=0, help="seed of the kill moments and damaged entries")
     ap.add_argument("--kills-per-kind", type=int, default=10, help="kills of Snakemake, and again of jobs")
-    ap.add_argument("--per-round", type=int, default=10, help="kills per fresh checkout before a clean finish")
+    ap.add_argument(
+        "--per-round", type=int, default=10, help="kills per fresh checkout before a clean finish"
+    )
     ap.add_argument("--keep", action="store_true", help="reuse --work's finished reference run (development)")
     ap.add_argument("--only", default=",".join(FIGURES), help=f"comma-separated subset of {FIGURES}")
     args = ap.parse_args(argv)
@@ -96,11 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     ok, work = True, args.work
     if "kills" in only:
         ok &= run_kills(args, work, ref, reference, seconds)
-    steps = {"concurrent_same_dir": lambda: concurrent_same_dir(work, reference, ref.cache),
-             "concurrent_shared_cache": lambda: concurrent_shared_cache(work, reference),
-             "corrupt_cache_entries": lambda: corrupt_cache_entries(work, reference, ref.cache, args.seed),
-             "disk_full": lambda: disk_full(work, reference, ref.cache),
-             "audit_tamper": lambda: audit_tamper(ref.root)}
+    steps = {
+        "concurrent_same_dir": lambda: concurrent_same_dir(work, reference, ref.cache),
+        "concurrent_shared_cache": lambda: concurrent_shared_cache(work, reference),
+        "corrupt_cache_entries": lambda: corrupt_cache_entries(work, reference, ref.cache, args.seed),
+        "disk_full": lambda: disk_full(work, reference, ref.cache),
+        "audit_tamper": lambda: audit_tamper(ref.root),
+    }
     for name in FIGURES:
         if name in only and name in steps:
             ok &= say(name, *steps[name]())

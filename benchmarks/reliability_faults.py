@@ -2,6 +2,7 @@
 a full disk, tampered artifacts. Each returns (value, problems): value is the printed figure,
 problems says what went wrong (empty when the figure holds).
 """
+
 from __future__ import annotations
 
 import os
@@ -81,8 +82,12 @@ def concurrent_shared_cache(work: Path, reference: dict) -> tuple[str, list[str]
     late = [d for d in dups if d["started"] > _created(cache, d["key"])]
     if late:
         problems.append(f"{len(late)} requests generated after their entry existed")
-    value = (f"{len(keys)} entries, 0 corrupt, {len(dups)} generated twice in the race window, "
-             f"{len(late)} beyond it" if not problems else "FAILED")
+    value = (
+        f"{len(keys)} entries, 0 corrupt, {len(dups)} generated twice in the race window, "
+        f"{len(late)} beyond it"
+        if not problems
+        else "FAILED"
+    )
     return value, problems
 
 
@@ -92,6 +97,7 @@ def co_overrides(co: Checkout) -> list[str]:
 
 def _created(cache: RequestCache, key: str) -> float:
     import json
+
     return json.loads(cache._entry(key).read_text())["created"]
 
 
@@ -108,8 +114,14 @@ def corrupt_cache_entries(work: Path, reference: dict, ref_cache: Path, seed: in
     donor, victims = picked[0], dict(zip(DAMAGE, picked[1:]))
     for how, path in victims.items():
         good = path.read_bytes()
-        path.write_bytes({"truncated": good[: len(good) // 2], "zero-length": b"",
-                          "wrong-key": donor.read_bytes(), "garbage": bytes(range(256))}[how])
+        path.write_bytes(
+            {
+                "truncated": good[: len(good) // 2],
+                "zero-length": b"",
+                "wrong-key": donor.read_bytes(),
+                "garbage": bytes(range(256)),
+            }[how]
+        )
     started = time.time()
     done = co.snakemake()
     cache, problems, handled = RequestCache(cache_dir), [], 0
@@ -117,8 +129,15 @@ def corrupt_cache_entries(work: Path, reference: dict, ref_cache: Path, seed: in
     served = {h["key"] for h in cache.hits(since=started)}
     for how, path in victims.items():
         key = path.name[: -len(".json")]
-        wrong = [w for w, bad in (("not set aside", key not in aside), ("served", key in served),
-                                  ("not regenerated", key not in cache.get_many([key]))) if bad]
+        wrong = [
+            w
+            for w, bad in (
+                ("not set aside", key not in aside),
+                ("served", key in served),
+                ("not regenerated", key not in cache.get_many([key])),
+            )
+            if bad
+        ]
         problems += [f"{how}: {w}" for w in wrong]
         handled += not wrong
     diff = differences(outcome(co.root), reference)
@@ -131,8 +150,9 @@ def corrupt_cache_entries(work: Path, reference: dict, ref_cache: Path, seed: in
 def _mount_full(path: Path) -> bool:
     """A 64 KiB tmpfs at `path`, filled to the last byte (root only)."""
     path.mkdir(parents=True, exist_ok=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,nr_inodes=64", "tmpfs", str(path)],
-                      capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,nr_inodes=64", "tmpfs", str(path)], capture_output=True
+    ).returncode:
         return False
     with open(path / "filler", "wb") as f:
         try:

@@ -5,6 +5,7 @@ output names the place (file:line, config key, artifact path) and nothing was le
 output's name (no artifact, no provenance record, no temporary file). The read-only mirror is
 the one case that must succeed: the mirror is only ever read.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,10 @@ ROWS = {  # name -> (bytes of a smoke_math-format file, the place the error must
     "missing gold": (json.dumps(GOOD) + '\n{"id": "b", "question": "2+2?"}\n', "bad.jsonl:2"),
     "wrong type": (json.dumps(GOOD) + '\n{"id": "b", "question": 4, "answer": "4"}\n', "bad.jsonl:2"),
     "duplicate id": (json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n", "bad.jsonl:2"),
-    "non-UTF-8": (json.dumps(GOOD).encode() + b'\n{"id": "b", "question": "caf\xe9", "answer": "1"}\n',
-                  "bad.jsonl:2"),
+    "non-UTF-8": (
+        json.dumps(GOOD).encode() + b'\n{"id": "b", "question": "caf\xe9", "answer": "1"}\n',
+        "bad.jsonl:2",
+    ),
 }
 OVERRIDE_CASES = {  # name -> (experiment methods, bad override, key the error must name)
     "unknown key": (["greedy"], "method.sampling.temprature=0.3", "temprature"),
@@ -51,7 +54,9 @@ def _refused(name: str, proc: subprocess.CompletedProcess, place: str, out: Path
     said = proc.stdout + proc.stderr
     left = _left(out) if out else []
     ok = proc.returncode != 0 and place in said and not left
-    last = [line for line in said.strip().splitlines() if place in line][-1:] or said.strip().splitlines()[-1:]
+    last = [line for line in said.strip().splitlines() if place in line][-1:] or said.strip().splitlines()[
+        -1:
+    ]
     return Case(name, ok, (last[0][-160:] if last else "") + (f" LEFT {left}" if left else ""))
 
 
@@ -61,12 +66,26 @@ def data_cases(co: Checkout, work: Path) -> list[Case]:
     for name, (content, place) in ROWS.items():
         (mirror / "bad.jsonl").write_bytes(content if isinstance(content, bytes) else content.encode())
         out = co.root / "results/data/bad.jsonl"
-        proc = co.retrace("data", "--dataset", "smoke_math", "--mirror", str(mirror), "--out", str(out),
-                          "--override", "dataset.source=mirror", "--override", "dataset.mirror_path=bad.jsonl",
-                          "--override", "dataset.limit=null")
+        proc = co.retrace(
+            "data",
+            "--dataset",
+            "smoke_math",
+            "--mirror",
+            str(mirror),
+            "--out",
+            str(out),
+            "--override",
+            "dataset.source=mirror",
+            "--override",
+            "dataset.mirror_path=bad.jsonl",
+            "--override",
+            "dataset.limit=null",
+        )
         cases.append(_refused(f"data: {name}", proc, place, out))
     out = co.root / "results/data/gsm8k.jsonl"
-    proc = co.retrace("data", "--dataset", "gsm8k", "--mirror", str(work / "no-such-mirror"), "--out", str(out))
+    proc = co.retrace(
+        "data", "--dataset", "gsm8k", "--mirror", str(work / "no-such-mirror"), "--out", str(out)
+    )
     cases.append(_refused("mirror: missing", proc, "no-such-mirror", out))
     cases.append(read_only_mirror(co, work))
     return cases
@@ -76,14 +95,27 @@ def read_only_mirror(co: Checkout, work: Path) -> Case:
     """A mirror on a read-only filesystem is read as usual (root: a tmpfs remounted ro)."""
     ro = work / "ro-mirror"
     ro.mkdir(exist_ok=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(ro)], capture_output=True).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(ro)], capture_output=True
+    ).returncode:
         return Case("mirror: read-only", True, "skipped (needs root to mount)")
     try:
         (ro / "ok.jsonl").write_text(json.dumps(GOOD) + "\n")
         subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
         out = co.root / "results/data/ro.jsonl"
-        proc = co.retrace("data", "--dataset", "smoke_math", "--mirror", str(ro), "--out", str(out),
-                          "--override", "dataset.source=mirror", "--override", "dataset.mirror_path=ok.jsonl")
+        proc = co.retrace(
+            "data",
+            "--dataset",
+            "smoke_math",
+            "--mirror",
+            str(ro),
+            "--out",
+            str(out),
+            "--override",
+            "dataset.source=mirror",
+            "--override",
+            "dataset.mirror_path=ok.jsonl",
+        )
         ok = proc.returncode == 0 and out.exists()
         return Case("mirror: read-only", ok, "read as usual" if ok else proc.stderr[-200:])
     finally:
@@ -138,5 +170,9 @@ def provenance_cases(ref_root: Path) -> list[Case]:
 
 def bad_inputs(work: Path, ref_root: Path) -> list[Case]:
     co = Checkout(work / "bad-inputs")
-    return (data_cases(co, work) + override_cases(co) + [model_case(co, ref_root, work)]
-            + provenance_cases(ref_root))
+    return (
+        data_cases(co, work)
+        + override_cases(co)
+        + [model_case(co, ref_root, work)]
+        + provenance_cases(ref_root)
+    )

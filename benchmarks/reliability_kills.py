@@ -15,6 +15,7 @@ published (retrace.cache logs these under duplicates/). The batch in flight at a
 never published, so generating it again is not counted: what is counted is exactly what the
 suite must show to be 0.
 """
+
 from __future__ import annotations
 
 import os
@@ -59,8 +60,9 @@ def kill_once(co: Checkout, kind: str, delay: float, rng: random.Random) -> str 
     return stage
 
 
-def kill_round(co: Checkout, kind: str, n: int, horizon: float, rng: random.Random,
-               reference: dict, stats: KillStats) -> None:
+def kill_round(
+    co: Checkout, kind: str, n: int, horizon: float, rng: random.Random, reference: dict, stats: KillStats
+) -> None:
     started, kills = time.time(), 0
     for _ in range(n):
         if co.locked():
@@ -74,15 +76,18 @@ def kill_round(co: Checkout, kind: str, n: int, horizon: float, rng: random.Rand
     got = outcome(co.root)
     diff = differences(got, reference)
     if done.returncode != 0 or diff:
-        stats.problems.append(f"{co.root.name}: rc={done.returncode} differs={diff[:4]} "
-                              f"{done.stderr[-300:] if done.returncode else ''}")
+        stats.problems.append(
+            f"{co.root.name}: rc={done.returncode} differs={diff[:4]} "
+            f"{done.stderr[-300:] if done.returncode else ''}"
+        )
     stats.kills += kills
     stats.kills_identical += kills if (done.returncode == 0 and not diff) else 0
     stats.regenerated += len(RequestCache(co.cache).duplicates(since=started))
 
 
-def kill_suite(work: Path, reference: dict, reference_seconds: float, per_kind: int,
-               per_round: int, seed: int) -> KillStats:
+def kill_suite(
+    work: Path, reference: dict, reference_seconds: float, per_kind: int, per_round: int, seed: int
+) -> KillStats:
     """`per_kind` kills of each kind, in rounds of at most `per_round` kills."""
     rng, stats = random.Random(seed), KillStats()
     # Kills fall in the first ~30% of a full run's time; as finished jobs persist, later

@@ -4,6 +4,7 @@ runs in them, the comparable content of a finished run, and the processes of a r
 Every checkout copies the tracked sources (Snakefile, config, workflow, profiles, src) into a
 scratch directory and runs with PYTHONPATH at that copy, like tests/workflow/conftest.py.
 """
+
 from __future__ import annotations
 
 import csv
@@ -27,20 +28,40 @@ COPY = ("Snakefile", "config", "workflow", "profiles", "src")
 # The plumbing experiment, small: one problem per set, 8 tokens, deterministic engine mode (one
 # slot, no KV reuse: outputs do not depend on what ran before, so reruns are comparable), one
 # engine thread (llama.cpp's spinning threads crawl on an oversubscribed 2-core machine).
-OVERRIDES = ["dataset.limit=1", "method.sampling.max_tokens=8",
-             "backend.engine.deterministic=true", "backend.engine.n_threads=1"]
+OVERRIDES = [
+    "dataset.limit=1",
+    "method.sampling.max_tokens=8",
+    "backend.engine.deterministic=true",
+    "backend.engine.n_threads=1",
+]
 # Fields that legitimately differ between two runs of the same requests (timings, whether a
 # request came from the cache, hashes of provenance records that hold those timings).
-VOLATILE = {"latency_s", "cache_hit", "cache_hits", "engine_seconds", "engine_loads",
-            "engine_prompt_tokens", "engine_generated_tokens", "prov_sha256", "evidence",
-            "created", "device", "request_cache_hits"}
+VOLATILE = {
+    "latency_s",
+    "cache_hit",
+    "cache_hits",
+    "engine_seconds",
+    "engine_loads",
+    "engine_prompt_tokens",
+    "engine_generated_tokens",
+    "prov_sha256",
+    "evidence",
+    "created",
+    "device",
+    "request_cache_hits",
+}
 
 
 class Checkout:
     """One copy of the repository with its own results/ (and by default its own cache)."""
 
-    def __init__(self, root: Path, experiment: str = "plumbing", cache: Path | None = None,
-                 overrides: list[str] | None = None):
+    def __init__(
+        self,
+        root: Path,
+        experiment: str = "plumbing",
+        cache: Path | None = None,
+        overrides: list[str] | None = None,
+    ):
         self.root = Path(root)
         if self.root.exists():
             shutil.rmtree(self.root)
@@ -63,28 +84,56 @@ class Checkout:
         return co
 
     def write_config(self, experiment: str, overrides: list[str], **extra) -> None:
-        cfg = {"experiment": experiment, "mirror": MIRROR, "overrides": overrides,
-               "estimate": False, "request_cache": str(self.cache), **extra}
+        cfg = {
+            "experiment": experiment,
+            "mirror": MIRROR,
+            "overrides": overrides,
+            "estimate": False,
+            "request_cache": str(self.cache),
+            **extra,
+        }
         (self.root / "config/config.yaml").write_text(yaml.safe_dump(cfg))
 
     @property
     def env(self) -> dict:
-        return {**os.environ, "PYTHONPATH": str(self.root / "src"), "HF_HUB_OFFLINE": "1",
-                "PATH": f"{Path(PY).parent}:{os.environ.get('PATH', '')}"}
+        return {
+            **os.environ,
+            "PYTHONPATH": str(self.root / "src"),
+            "HF_HUB_OFFLINE": "1",
+            "PATH": f"{Path(PY).parent}:{os.environ.get('PATH', '')}",
+        }
 
     def snakemake(self, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-        return subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=self.root, env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [SNAKEMAKE, "--cores", "2", *args],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def popen(self, *args: str, log: str = "run.log") -> subprocess.Popen:
         """Snakemake in a session of its own (its pid is the session id of all its jobs)."""
         out = open(self.root / log, "ab")
-        return subprocess.Popen([SNAKEMAKE, "--cores", "2", *args], cwd=self.root, env=self.env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [SNAKEMAKE, "--cores", "2", *args],
+            cwd=self.root,
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def retrace(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-        return subprocess.run([PY, "-m", "retrace", *args], cwd=self.root, env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [PY, "-m", "retrace", *args],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def locked(self) -> bool:
         locks = self.root / ".snakemake/locks"
@@ -136,8 +185,13 @@ def outcome(root: Path, only: set[str] | None = None) -> dict[str, bytes]:
     """The comparable content of a finished run: data, generations, scores, results and claims
     tables, canonicalised with the VOLATILE fields removed. `only`: those relative paths."""
     res, out = Path(root) / "results", {}
-    for pattern in ("data/*.jsonl", "generations/**/*.jsonl", "scores/**/*.json",
-                    "report/results.csv", "report/claims.csv"):
+    for pattern in (
+        "data/*.jsonl",
+        "generations/**/*.jsonl",
+        "scores/**/*.json",
+        "report/results.csv",
+        "report/claims.csv",
+    ):
         for path in sorted(res.glob(pattern)):
             rel = str(path.relative_to(res))
             if rel.endswith(".prov.json"):  # records hold timings and hosts: compared by audit

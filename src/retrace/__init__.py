@@ -2,4 +2,5 @@
 
 Run the default workflow with `make run`; the stages are `python -m retrace <stage>`.
 """
+
 __version__ = "0.1.0"

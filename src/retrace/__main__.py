@@ -1,4 +1,5 @@
 """`python -m retrace <command> ...` — see retrace.cli."""
+
 import sys
 
 from retrace.cli import main

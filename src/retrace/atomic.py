@@ -1,4 +1,5 @@
 """Write files so a crash never leaves a half-written artifact under the final name."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,7 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
 
 
 def _naming(e: OSError, path: Path) -> OSError:
-    return type(e)(e.errno, f"{e.strerror or e}: {path} was not written (nothing was left "
-                            "under that name)")
+    return type(e)(e.errno, f"{e.strerror or e}: {path} was not written (nothing was left under that name)")
 
 
 def write_json(path: str | Path, obj: Any) -> None:

@@ -31,6 +31,7 @@ A request whose entry appeared while it was being generated (the first write won
 under `duplicates/`: that is how many requests were generated twice (`duplicates()`), and
 `started` < the entry's `created` tells a race from a lookup that missed an existing entry.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -67,8 +68,10 @@ class RequestCache:
     def __init__(self, path: str | Path, job: str = ""):
         self.path, self.job = Path(path), job
         if self.path.is_file():  # a cache file from the SQLite era, or a typo
-            raise ValueError(f"request cache {self.path} is a file; the cache is now a directory "
-                             "(move the file away: its requests will be generated again)")
+            raise ValueError(
+                f"request cache {self.path} is a file; the cache is now a directory "
+                "(move the file away: its requests will be generated again)"
+            )
         self.objects = self.path / "objects"
         self.objects.mkdir(parents=True, exist_ok=True)
         self._writer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -111,15 +114,23 @@ class RequestCache:
                 found[key] = c
         return found
 
-    def put_many(self, items: Iterable[tuple[str, Request, Completion]],
-                 looked_up: float | None = None) -> None:
+    def put_many(
+        self, items: Iterable[tuple[str, Request, Completion]], looked_up: float | None = None
+    ) -> None:
         """Publish a batch. It is validated and serialised before anything is written, so a
         batch that fails while being produced writes nothing; each entry lands whole or not at all.
         `looked_up`: when the batch's keys were last looked up (recorded with any duplicate)."""
         now = time.time()
-        blobs = [(_check_key(k), c, json.dumps({"key": k, "completion": c.to_dict(),
-                                                "request": r.key_material(), "created": now}))
-                 for k, r, c in items]
+        blobs = [
+            (
+                _check_key(k),
+                c,
+                json.dumps(
+                    {"key": k, "completion": c.to_dict(), "request": r.key_material(), "created": now}
+                ),
+            )
+            for k, r, c in items
+        ]
         for key, c, blob in blobs:
             if not self._publish(self._entry(key), blob):
                 self._log_duplicate(key, looked_up if looked_up is not None else now - c.latency_s)
@@ -155,8 +166,12 @@ class RequestCache:
     def duplicates(self, since: float = 0.0) -> list[dict]:
         """Requests generated although their entry already existed, by any writer:
         {key, job, at (refused publish), started (its last lookup; see put_many)}."""
-        return [r for p in sorted((self.path / "duplicates").glob("*.jsonl")) for r in _records(p)
-                if r.get("at", 0) >= since]
+        return [
+            r
+            for p in sorted((self.path / "duplicates").glob("*.jsonl"))
+            for r in _records(p)
+            if r.get("at", 0) >= since
+        ]
 
     def record_hits(self, keys: Iterable[str]) -> None:
         now = time.time()
@@ -176,7 +191,7 @@ class RequestCache:
         return out
 
     def keys(self) -> set[str]:
-        return {p.name[:-len(".json")] for p in self.objects.glob("*/*.json")}
+        return {p.name[: -len(".json")] for p in self.objects.glob("*/*.json")}
 
     def count(self) -> int:
         return len(self.keys())

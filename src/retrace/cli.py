@@ -7,6 +7,7 @@ User commands: `retrace audit PATH…` (verify lineage), `retrace plan` (list jo
 `retrace export --out run.crate.zip` (publish a run as a Provenance Run Crate) and
 `retrace audit --crate run.crate.zip` (verify one without the results directory).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,11 +52,20 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--out", type=Path, required=True)
         if name == "generate":
             p.add_argument("--cache", type=Path, required=True)
-            p.add_argument("--equal-compute-from", type=Path, nargs=2, metavar=("REFINE", "MAJORITY"),
-                           help="price N' from these generations (for Maj@N' jobs)")
+            p.add_argument(
+                "--equal-compute-from",
+                type=Path,
+                nargs=2,
+                metavar=("REFINE", "MAJORITY"),
+                help="price N' from these generations (for Maj@N' jobs)",
+            )
             p.add_argument("--equal-compute-kind", choices=("effective", "nominal"), default="effective")
-            p.add_argument("--scorer-manifest", type=Path, default=None,
-                           help="manifest of the judge model when the scorer names another model")
+            p.add_argument(
+                "--scorer-manifest",
+                type=Path,
+                default=None,
+                help="manifest of the judge model when the scorer names another model",
+            )
             p.add_argument("--shard", type=int, default=None, help="run only data-parallel shard I …")
             p.add_argument("--shards", type=int, default=1, help="… of K (retrace.shards)")
         else:
@@ -77,46 +87,80 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("claims", help="paper claims as gates (claims.csv)")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--extra", type=Path, action="append", default=[],
-                   help="a method family's claims CSV to merge (repeatable)")
-    p.add_argument("--weaker", action="append", default=[], metavar="WEAK,STRONG",
-                   help="a pre-registered model pair for 'weaker models gain most' (repeatable)")
+    p.add_argument(
+        "--extra",
+        type=Path,
+        action="append",
+        default=[],
+        help="a method family's claims CSV to merge (repeatable)",
+    )
+    p.add_argument(
+        "--weaker",
+        action="append",
+        default=[],
+        metavar="WEAK,STRONG",
+        help="a pre-registered model pair for 'weaker models gain most' (repeatable)",
+    )
     p.add_argument("scores", type=Path, nargs="*")
     p = sub.add_parser("report", help="build the results table")
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--claims", type=Path, default=None)
     p.add_argument("--diagnostics", type=Path, action="append", default=[], help="repeatable")
-    p.add_argument("--section", type=Path, action="append", default=[],
-                   help="a method family's report section JSON (repeatable; see report/sections.py)")
-    p.add_argument("--probe", type=Path, action="append", default=[],
-                   help="a probe stage output: the raw engine rate for the run summary (repeatable)")
+    p.add_argument(
+        "--section",
+        type=Path,
+        action="append",
+        default=[],
+        help="a method family's report section JSON (repeatable; see report/sections.py)",
+    )
+    p.add_argument(
+        "--probe",
+        type=Path,
+        action="append",
+        default=[],
+        help="a probe stage output: the raw engine rate for the run summary (repeatable)",
+    )
     p.add_argument("scores", type=Path, nargs="+")
     p = sub.add_parser("audit", help="verify an artifact's lineage back to its sources")
     p.add_argument("paths", type=Path, nargs="*")
     p.add_argument("--quiet", action="store_true")
-    p.add_argument("--crate", type=Path, default=None,
-                   help="verify an exported crate (.zip or folder) instead, offline")
+    p.add_argument(
+        "--crate", type=Path, default=None, help="verify an exported crate (.zip or folder) instead, offline"
+    )
     p = sub.add_parser("status", help="progress of running jobs, read from their logs")
-    p.add_argument("--logs", type=Path, default=Path("results/logs"), help="log directory (searched recursively)")
-    p.add_argument("--stale-after", type=float, default=600.0,
-                   help="seconds without a new log line after which a job is shown as stale")
+    p.add_argument(
+        "--logs", type=Path, default=Path("results/logs"), help="log directory (searched recursively)"
+    )
+    p.add_argument(
+        "--stale-after",
+        type=float,
+        default=600.0,
+        help="seconds without a new log line after which a job is shown as stale",
+    )
     p = sub.add_parser("export", help="package a finished run as a Provenance Run Crate (zip)")
     p.add_argument("--results", type=Path, default=Path("results"))
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--include-generations", action="store_true",
-                   help="copy the generations too (else referenced by checksum)")
+    p.add_argument(
+        "--include-generations",
+        action="store_true",
+        help="copy the generations too (else referenced by checksum)",
+    )
     p.add_argument("--agent", default=None, help="who ran it (Person name; default: the user)")
     p = sub.add_parser("plan", help="list the jobs of the configured experiment")
     p.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
     p.add_argument("--experiment", default=None, help="instead of the config file's")
     p.add_argument("--estimate", action="store_true", help="print the cost estimate only")
-    p.add_argument("--check", action="store_true",
-                   help="validate every job (context, pinned weights, GPU memory, budgets); exit 1 naming failures")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="validate every job (context, pinned weights, GPU memory, budgets); exit 1 naming failures",
+    )
     return ap
 
 
 def _audit(paths: list[Path], quiet: bool) -> int:
     from retrace.provenance import audit, audit_results_table
+
     ok = True
     for path in paths:
         node = audit(path)
@@ -132,6 +176,7 @@ def _audit(paths: list[Path], quiet: bool) -> int:
 
 def _audit_crate(crate: Path) -> int:
     from retrace.export.verify import verify
+
     problems = verify(crate)
     for line in problems:
         print(f"! {line}")
@@ -141,6 +186,7 @@ def _audit_crate(crate: Path) -> int:
 
 def _export(results: Path, out: Path, generations: bool, agent: str | None) -> int:
     from retrace.export.crate import export
+
     try:
         path = export(results, out, generations, agent)
     except (FileNotFoundError, ValueError) as e:  # no run, or a changed artifact: say which
@@ -155,11 +201,13 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
     from retrace.config import check_global
     from retrace.estimate import estimate
     from retrace.plan import jobs, shared_overrides
+
     cfg = check_global(yaml.safe_load(configfile.read_text()))
     if experiment:
         cfg["experiment"] = experiment
     if check:
         from retrace.preflight import check as preflight
+
         failures = preflight(cfg)
         for where, why in failures:
             print(f"check: FAIL {where}: {why}")
@@ -182,36 +230,53 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in FAMILIES:
         import importlib
+
         return importlib.import_module(FAMILIES[argv[0]]).main(argv[1:]) or 0
     a = _parser().parse_args(argv)
     if a.command == "model":
         from retrace.stages import model
+
         model.run(a.model, a.out, tuple(a.override))
     elif a.command == "data":
         from retrace.stages import data
+
         data.run(a.dataset, a.mirror, a.out, tuple(a.override))
     elif a.command == "generate":
         from retrace.stages import generate
-        generate.run(_job(a), a.data, a.manifest, a.cache, a.out,
-                     tuple(a.equal_compute_from) if a.equal_compute_from else None, a.scorer_manifest,
-                     shard=(a.shard, a.shards) if a.shard is not None else None)
+
+        generate.run(
+            _job(a),
+            a.data,
+            a.manifest,
+            a.cache,
+            a.out,
+            tuple(a.equal_compute_from) if a.equal_compute_from else None,
+            a.scorer_manifest,
+            shard=(a.shard, a.shards) if a.shard is not None else None,
+        )
     elif a.command == "probe":
         from retrace.stages import probe
+
         probe.run(_job(a), a.manifest, a.out, a.tokens or probe.PROBE_TOKENS)
     elif a.command == "merge-shards":
         from retrace.stages import generate
+
         generate.merge(_job(a), a.data, a.shards, a.out)
     elif a.command == "score":
         from retrace.stages import score
+
         score.run(_job(a), a.generations, a.data, a.manifest, a.out)
     elif a.command == "diagnose":
         from retrace.stages import diagnose
+
         diagnose.run(_job(a), a.generations, a.data, a.out)
     elif a.command == "claims":
         from retrace.stages import claims
+
         claims.run(a.scores, a.out, a.extra, [claims.parse_pair(w) for w in a.weaker])
     elif a.command == "report":
         from retrace.stages import report
+
         report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section, a.probe)
     elif a.command == "audit":
         if a.crate is not None and a.paths:
@@ -223,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         return _audit(a.paths, a.quiet)
     elif a.command == "status":
         from retrace.progress import format_status, status
+
         print(format_status(status(a.logs, a.stale_after)))
     elif a.command == "export":
         return _export(a.results, a.out, a.include_generations, a.agent)

@@ -13,6 +13,7 @@ cluster's own limits win through `set-resources` in the profile.
              (per GPU, so divided by the GPUs of a tensor-parallel engine) × 1.5 + 30 min for
              loading; 60 min when the throughput or the problem count is unknown
 """
+
 from __future__ import annotations
 
 import math
@@ -50,6 +51,10 @@ def runtime_min(cfg: dict, tokens: int | None) -> int:
 def job_resources(job: Job, mirror: str | None, dataset_overrides: tuple = ()) -> dict:
     """{gpu, mem_mb, runtime} of one generation job (see the module docstring)."""
     from retrace.estimate import job_tokens
+
     cfg = job.config()
-    return {"gpu": gpus(cfg), "mem_mb": mem_mb(cfg),
-            "runtime": runtime_min(cfg, job_tokens(job, cfg, mirror, dataset_overrides))}
+    return {
+        "gpu": gpus(cfg),
+        "mem_mb": mem_mb(cfg),
+        "runtime": runtime_min(cfg, job_tokens(job, cfg, mirror, dataset_overrides)),
+    }

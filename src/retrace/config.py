@@ -9,6 +9,7 @@ composes hundreds of jobs; the group files here are plain mappings (no nested de
 interpolation), for which composition is a merge. `compose_with_hydra` is the reference;
 a test checks that both agree on every config in the repository.
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,8 +42,10 @@ def _check_override(base: dict, override: str) -> None:
         if not isinstance(node, dict) or part not in node:
             where = ".".join(parts[:i]) or "<top level>"
             valid = ", ".join(sorted(node)) if isinstance(node, dict) else ""
-            raise ConfigError(f"unknown config key {key!r} in override {override!r}; "
-                              f"valid keys under {where}: {valid or '(none)'}")
+            raise ConfigError(
+                f"unknown config key {key!r} in override {override!r}; "
+                f"valid keys under {where}: {valid or '(none)'}"
+            )
         node = node[part]
 
 
@@ -66,6 +69,7 @@ def _check_selections(selections: tuple, config_dir: str) -> None:
 def _apply_override(cfg: dict, override: str) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
+
     try:
         parsed = OverridesParser.create().parse_override(override)
     except HydraException as e:
@@ -76,14 +80,22 @@ def _apply_override(cfg: dict, override: str) -> None:
         node = node[part]
     value = parsed.value()
     if not _same_kind(node.get(last), value):
-        raise ConfigError(f"override {override!r}: {parsed.key_or_group} takes {_kind(node[last])} "
-                          f"(default {node[last]!r}), got {_kind(value)} {value!r}")
+        raise ConfigError(
+            f"override {override!r}: {parsed.key_or_group} takes {_kind(node[last])} "
+            f"(default {node[last]!r}), got {_kind(value)} {value!r}"
+        )
     node[last] = value
 
 
 def _kind(v: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
-            dict: "a mapping"}.get(type(v), type(v).__name__)
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(v), type(v).__name__)
 
 
 def _same_kind(old: Any, new: Any) -> bool:
@@ -103,9 +115,13 @@ def _same_kind(old: Any, new: Any) -> bool:
 # Values outside these bounds are refused whether they come from a group file or an override
 # (inclusive bounds; None = unbounded). Keys absent from a config are not checked.
 RANGES = {
-    "method.n": (1, None), "method.depth": (0, None), "method.width": (1, None),
-    "method.sampling.temperature": (0, None), "method.sampling.top_p": (0, 1),
-    "method.sampling.max_tokens": (1, None), "dataset.limit": (0, None),
+    "method.n": (1, None),
+    "method.depth": (0, None),
+    "method.width": (1, None),
+    "method.sampling.temperature": (0, None),
+    "method.sampling.top_p": (0, 1),
+    "method.sampling.max_tokens": (1, None),
+    "dataset.limit": (0, None),
 }
 
 
@@ -119,8 +135,10 @@ def check_ranges(cfg: dict, overrides: Iterable[str] = ()) -> None:
         if (low is not None and node < low) or (high is not None and node > high):
             bound = f">= {low}" if high is None else f"in [{low}, {high}]"
             given = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") == key]
-            raise ConfigError(f"{key} = {node!r} is out of range: must be {bound}"
-                              + (f" (override {given[-1]!r})" if given else ""))
+            raise ConfigError(
+                f"{key} = {node!r} is out of range: must be {bound}"
+                + (f" (override {given[-1]!r})" if given else "")
+            )
 
 
 @functools.lru_cache(maxsize=None)
@@ -135,15 +153,18 @@ def _compose_cached(selections: tuple, overrides: tuple, config_dir: str) -> str
     return json.dumps(cfg)
 
 
-def compose_with_hydra(selections: dict[str, str], overrides: Iterable[str] = (),
-                       config_dir: Path = CONFIG_DIR) -> dict:
+def compose_with_hydra(
+    selections: dict[str, str], overrides: Iterable[str] = (), config_dir: Path = CONFIG_DIR
+) -> dict:
     """The same composition through `hydra.compose` (slow; the reference for tests)."""
     from hydra import compose as hydra_compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
+
     groups = [f"{g}={o}" for g, o in selections.items()]
-    with initialize_config_dir(config_dir=str(Path(config_dir).resolve()), version_base="1.3",
-                               job_name="retrace"):
+    with initialize_config_dir(
+        config_dir=str(Path(config_dir).resolve()), version_base="1.3", job_name="retrace"
+    ):
         try:
             cfg = hydra_compose(config_name="job", overrides=groups + list(overrides))
         except HydraException as e:
@@ -151,8 +172,7 @@ def compose_with_hydra(selections: dict[str, str], overrides: Iterable[str] = ()
         return OmegaConf.to_container(cfg, resolve=True)
 
 
-def compose(selections: dict[str, str], overrides: Iterable[str] = (),
-            config_dir: Path = CONFIG_DIR) -> dict:
+def compose(selections: dict[str, str], overrides: Iterable[str] = (), config_dir: Path = CONFIG_DIR) -> dict:
     """The resolved job config (a plain dict) for group `selections` and `overrides`."""
     sel = tuple(sorted(selections.items()))
     return json.loads(_compose_cached(sel, tuple(overrides), str(Path(config_dir).resolve())))
@@ -168,8 +188,10 @@ def check_global(config: dict, config_dir: Path = CONFIG_DIR) -> dict:
     props = schema["properties"]
     for key in config:
         if key not in props:
-            raise ConfigError(f"unknown key {key!r} in config/config.yaml or --config; "
-                              f"valid keys: {', '.join(sorted(props))}")
+            raise ConfigError(
+                f"unknown key {key!r} in config/config.yaml or --config; "
+                f"valid keys: {', '.join(sorted(props))}"
+            )
     out = {k: v.get("default") for k, v in props.items()}
     out.update(config)
     return out
@@ -178,5 +200,7 @@ def check_global(config: dict, config_dir: Path = CONFIG_DIR) -> dict:
 def load_experiment(name: str, config_dir: Path = CONFIG_DIR) -> dict:
     path = config_dir / "experiment" / f"{name}.yaml"
     if not path.exists():
-        raise ConfigError(f"unknown experiment {name!r}; valid: {', '.join(group_options('experiment', config_dir))}")
+        raise ConfigError(
+            f"unknown experiment {name!r}; valid: {', '.join(group_options('experiment', config_dir))}"
+        )
     return load_yaml(path)

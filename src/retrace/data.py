@@ -9,6 +9,7 @@
 (config key `mirror`), needed only for `source: mirror`. `source: hub` rows come from
 `load_hub_rows` (`datasets.load_dataset` at the commit retrace.hub_lock resolves).
 """
+
 from __future__ import annotations
 
 import random
@@ -34,13 +35,15 @@ def check_unique_ids(problems: list[Problem], cfg: dict) -> None:
     seen: dict[str, Problem] = {}
     for p in problems:
         if p.id in seen:
-            raise ValueError(f"{_where(p)}: duplicate problem id {p.id!r} (first at {_where(seen[p.id])}; "
-                             f"dataset {cfg.get('name', cfg['task'])!r})")
+            raise ValueError(
+                f"{_where(p)}: duplicate problem id {p.id!r} (first at {_where(seen[p.id])}; "
+                f"dataset {cfg.get('name', cfg['task'])!r})"
+            )
         seen[p.id] = p
 
 
 def _where(p: Problem) -> str:
-    """"source:line" of a problem read from a file (its metadata), else its id."""
+    """ "source:line" of a problem read from a file (its metadata), else its id."""
     meta = p.metadata or {}
     if "line" in meta:
         return f"{meta.get('source', '?')}:{meta['line']}"

@@ -9,6 +9,7 @@ GPU-hours = generated tokens / the backend's stated `throughput_tok_s` (generate
 second per GPU for one engine; a stated assumption, not a measurement). Maj@N' jobs are
 priced as Maj@N: their N' is only known after the refinement has run.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,6 +24,7 @@ def problem_count(dataset: str, overrides: tuple, mirror: str | None) -> int | N
     """Problems a dataset config yields (its limit, or the source file's count; None: unknown)."""
     from retrace.config import compose
     from retrace.data import prepare
+
     cfg = compose({"dataset": dataset}, overrides)["dataset"]
     if cfg.get("source") == "hub":
         return cfg.get("limit")
@@ -35,16 +37,18 @@ def problem_count(dataset: str, overrides: tuple, mirror: str | None) -> int | N
 @dataclass
 class Estimate:
     jobs: int = 0
-    unknown: int = 0          # jobs whose problem count could not be known
+    unknown: int = 0  # jobs whose problem count could not be known
     generated_tokens: int = 0
     prompt_tokens: int = 0
     flops: float = 0.0
     gpu_hours: float = 0.0
 
     def line(self) -> str:
-        return (f"estimate: {self.jobs} generation jobs, ≤ {self.generated_tokens:,} generated tokens, "
-                f"≤ {self.prompt_tokens:,} prompt tokens, ≤ {self.flops / 1e12:,.1f} TFLOPs (prompts included), ≈ {self.gpu_hours:,.1f} GPU-hours at the backends' "
-                f"stated throughput" + (f"; {self.unknown} jobs of unknown size" if self.unknown else ""))
+        return (
+            f"estimate: {self.jobs} generation jobs, ≤ {self.generated_tokens:,} generated tokens, "
+            f"≤ {self.prompt_tokens:,} prompt tokens, ≤ {self.flops / 1e12:,.1f} TFLOPs (prompts included), ≈ {self.gpu_hours:,.1f} GPU-hours at the backends' "
+            f"stated throughput" + (f"; {self.unknown} jobs of unknown size" if self.unknown else "")
+        )
 
 
 def job_tokens(job: Job, cfg: dict, mirror: str | None, dataset_overrides: tuple = ()) -> int | None:
@@ -59,9 +63,12 @@ def job_tokens(job: Job, cfg: dict, mirror: str | None, dataset_overrides: tuple
     return n * calls(cfg["method"]) * int(cfg["method"]["sampling"]["max_tokens"])
 
 
-def prompt_tokens(job: Job, cfg: dict, generated: int, mirror: str | None, dataset_overrides: tuple = ()) -> int:
+def prompt_tokens(
+    job: Job, cfg: dict, generated: int, mirror: str | None, dataset_overrides: tuple = ()
+) -> int:
     """Upper bound of a job's prompt tokens: every call's prompt is at most the worst-case context."""
     from retrace.preflight import generated_tokens, question_tokens
+
     calls_x_problems = generated // max(1, int(cfg["method"]["sampling"]["max_tokens"]))
     worst = question_tokens(job.dataset, mirror, tuple(dataset_overrides)) + generated_tokens(cfg["method"])
     return calls_x_problems * worst

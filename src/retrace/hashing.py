@@ -1,4 +1,5 @@
 """Content hashes: files, canonical JSON, and the source code of a stage."""
+
 from __future__ import annotations
 
 import hashlib

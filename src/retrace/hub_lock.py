@@ -15,6 +15,7 @@ Not covered: a repo whose history is rewritten (the locked commit then no longer
 the fetch fails with the hub's own error). The lock records which commit, not its bytes:
 the data and model stages hash what they fetched into provenance.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,8 +61,11 @@ def hub_commit(kind: str, repo: str, revision: str) -> str:
     """The commit a branch or tag of a hub repo points at now (needs the hub)."""
     from huggingface_hub import HfApi  # lazy: only a locking run reaches the hub
 
-    info = HfApi().dataset_info(repo, revision=revision) if kind == "dataset" \
+    info = (
+        HfApi().dataset_info(repo, revision=revision)
+        if kind == "dataset"
         else HfApi().model_info(repo, revision=revision)
+    )
     return info.sha
 
 
@@ -69,8 +73,15 @@ def writing(write: bool | None = None) -> bool:
     return bool(write) if write is not None else os.environ.get("RETRACE_HUB_LOCK") == "write"
 
 
-def resolve(kind: str, repo: str, revision: str | None, *, write: bool | None = None,
-            path: Path | None = None, lookup: Callable[[str, str, str], str] = hub_commit) -> str:
+def resolve(
+    kind: str,
+    repo: str,
+    revision: str | None,
+    *,
+    write: bool | None = None,
+    path: Path | None = None,
+    lookup: Callable[[str, str, str], str] = hub_commit,
+) -> str:
     """The commit to fetch `repo` at (see the module docstring); errors say what to do."""
     if kind not in KINDS:
         raise ValueError(f"unknown hub kind {kind!r}; expected one of {KINDS}")
@@ -80,19 +91,25 @@ def resolve(kind: str, repo: str, revision: str | None, *, write: bool | None = 
     pinned = revision if revision and COMMIT.match(revision) else None
     if not writing(write):
         if pinned and locked and pinned != locked:
-            raise UnlockedRevision(f"{key}: the config pins {pinned} but {path} locks {locked}; "
-                                   "update one of them (RETRACE_HUB_LOCK=write rewrites the lock)")
+            raise UnlockedRevision(
+                f"{key}: the config pins {pinned} but {path} locks {locked}; "
+                "update one of them (RETRACE_HUB_LOCK=write rewrites the lock)"
+            )
         if pinned or locked:
             return pinned or locked
         raise UnlockedRevision(
             f"{key}: revision {revision!r} is not a commit and {path} has no entry for it, so the "
             "fetch could differ from run to run. Pin the revision in the config, or run once on a "
             "box that reaches the hub with RETRACE_HUB_LOCK=write to record the commit, and commit "
-            "the lock file.")
+            "the lock file."
+        )
     commit = pinned or lookup(kind, repo, revision or "main")
     if not COMMIT.match(str(commit)):
         raise UnlockedRevision(f"{key}: the hub answered {commit!r}, not a commit sha")
-    entries[key] = {"commit": commit, "requested": revision or "main",
-                    "locked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    entries[key] = {
+        "commit": commit,
+        "requested": revision or "main",
+        "locked_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     _write_lock(entries, path)
     return commit

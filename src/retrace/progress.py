@@ -13,6 +13,7 @@ tqdm redraws one line; into a file each refresh becomes its own line (at most on
 the last one. `status(log_dir)` lists the logs whose last progress line is unfinished and
 which changed recently (a killed job's log stops changing; it is shown as stale).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, TextIO
 
-LINE = re.compile(r"^progress (?P<label>[^:]+): (?P<done>\d+)/(?P<total>\d+) (?P<unit>\S+) "
-                  r"\[(?P<elapsed>[^<]*)<(?P<eta>[^,\]]*)(?:, (?P<rate>[\d.]+) tok/s)?\]")
+LINE = re.compile(
+    r"^progress (?P<label>[^:]+): (?P<done>\d+)/(?P<total>\d+) (?P<unit>\S+) "
+    r"\[(?P<elapsed>[^<]*)<(?P<eta>[^,\]]*)(?:, (?P<rate>[\d.]+) tok/s)?\]"
+)
 BAR_FORMAT = "progress {desc}: {n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}{postfix}]"
 
 
@@ -65,9 +68,17 @@ def progress(label: str, total: int, unit: str = "requests", stream: TextIO | No
     stream = stream or sys.stderr
     tty = hasattr(stream, "isatty") and stream.isatty()
     interval = float(os.environ.get("RETRACE_PROGRESS_SECONDS", "15"))
-    bar = tqdm(total=total, desc=label, unit=unit, bar_format=BAR_FORMAT, file=stream if tty else _Lines(stream),
-               mininterval=0.5 if tty else interval, maxinterval=max(interval, 10.0),
-               dynamic_ncols=tty, ascii=True)
+    bar = tqdm(
+        total=total,
+        desc=label,
+        unit=unit,
+        bar_format=BAR_FORMAT,
+        file=stream if tty else _Lines(stream),
+        mininterval=0.5 if tty else interval,
+        maxinterval=max(interval, 10.0),
+        dynamic_ncols=tty,
+        ascii=True,
+    )
     try:
         yield Bar(bar)
     finally:
@@ -107,6 +118,8 @@ def format_status(rows: list[dict]) -> str:
         pct = 100 * int(r["done"]) / max(1, int(r["total"]))
         rate = f"{r['rate']} tok/s" if r.get("rate") else "- tok/s"
         state = f"STALE, last line {r['age_s']} s ago" if r["stale"] else f"updated {r['age_s']} s ago"
-        lines.append(f"{r['log']}: {r['label']} {r['done']}/{r['total']} {r['unit']} ({pct:.0f}%), "
-                     f"{rate}, ETA {r['eta'].strip() or '?'}; {state}")
+        lines.append(
+            f"{r['log']}: {r['label']} {r['done']}/{r['total']} {r['unit']} ({pct:.0f}%), "
+            f"{rate}, ETA {r['eta'].strip() or '?'}; {state}"
+        )
     return "\n".join(lines)

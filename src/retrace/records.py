@@ -3,6 +3,7 @@
 All are plain frozen dataclasses that round-trip through JSON (`to_dict`/`from_dict`),
 because every one of them ends up in an artifact or a cache row.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,6 +23,7 @@ class Problem:
     letter of the right choice ("A", "B", ...). `metadata` keeps loader extras (level,
     subject, source file and line) and must be JSON-serialisable.
     """
+
     id: str
     question: str
     gold: str
@@ -36,9 +38,13 @@ class Problem:
     @classmethod
     def from_dict(cls, d: dict) -> "Problem":
         choices = d.get("choices")
-        return cls(id=str(d["id"]), question=d["question"], gold=str(d["gold"]),
-                   choices=tuple(choices) if choices is not None else None,
-                   metadata=dict(d.get("metadata") or {}))
+        return cls(
+            id=str(d["id"]),
+            question=d["question"],
+            gold=str(d["gold"]),
+            choices=tuple(choices) if choices is not None else None,
+            metadata=dict(d.get("metadata") or {}),
+        )
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class Sampling:
     batch: a slot that stops early idles). Serialised only when set, so no existing request
     key changes.
     """
+
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = -1
@@ -89,6 +96,7 @@ class Request:
     `sample_index` separates the N samples of one prompt in the cache key.
     `tag` is free-form bookkeeping for the caller (not part of the cache key).
     """
+
     messages: tuple[Message, ...] = ()
     sampling: Sampling = Sampling()
     sample_index: int = 0
@@ -98,9 +106,13 @@ class Request:
 
     def key_material(self) -> dict:
         """Everything about the request that determines its output (for the cache key)."""
-        return {"messages": [[m.role, m.content] for m in self.messages],
-                "prompt": self.prompt, "continue_final": self.continue_final,
-                "sampling": self.sampling.to_dict(), "sample_index": self.sample_index}
+        return {
+            "messages": [[m.role, m.content] for m in self.messages],
+            "prompt": self.prompt,
+            "continue_final": self.continue_final,
+            "sampling": self.sampling.to_dict(),
+            "sample_index": self.sample_index,
+        }
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,7 @@ class Completion:
     `cached_prompt_tokens` (prompt tokens whose KV the engine reused).
     `cache_hit` is True when retrace's request cache served it (no engine work).
     """
+
     text: str
     finish_reason: str
     prompt_tokens: int
@@ -138,6 +151,7 @@ class Completion:
     def from_dict(cls, d: dict) -> "Completion":
         d = dict(d)
         if d.get("logprobs") is not None:
-            d["logprobs"] = tuple(TokenLogprob(t, lp, tuple(tuple(x) for x in top))
-                                  for t, lp, top in d["logprobs"])
+            d["logprobs"] = tuple(
+                TokenLogprob(t, lp, tuple(tuple(x) for x in top)) for t, lp, top in d["logprobs"]
+            )
         return cls(**d)

@@ -5,6 +5,7 @@ Plugins are discovered by importing every module of their package, so adding a
 plugin means adding one file; no central list is edited. Heavy imports (torch,
 vllm) must stay inside the plugin's functions so discovery stays cheap.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -31,10 +32,10 @@ class Registry:
         def decorator(obj: Any) -> Any:
             if name in self._items and self._items[name] is not obj:
                 # lm-eval silently keeps the first of two same-named tasks; we refuse.
-                raise RegistryError(f"duplicate {self.kind} name {name!r}: "
-                                    f"{self._items[name]!r} and {obj!r}")
+                raise RegistryError(f"duplicate {self.kind} name {name!r}: {self._items[name]!r} and {obj!r}")
             self._items[name] = obj
             return obj
+
         return decorator
 
     def _discover(self) -> None:
@@ -59,12 +60,12 @@ class Registry:
     def module_files(self, name: str) -> list[str]:
         """Source files of plugin `name` and of its retrace base classes (hashed for reruns)."""
         import inspect
+
         obj = self.get(name)
         if inspect.isfunction(obj) or inspect.ismodule(obj):
             return [inspect.getsourcefile(obj)]
         cls = obj if inspect.isclass(obj) else type(obj)  # tasks register instances
-        return sorted({inspect.getsourcefile(c) for c in cls.__mro__
-                       if c.__module__.startswith("retrace.")})
+        return sorted({inspect.getsourcefile(c) for c in cls.__mro__ if c.__module__.startswith("retrace.")})
 
 
 METHODS = Registry("method", "retrace.methods")

@@ -27,6 +27,7 @@ mode (retrace.backends.base) makes the outputs independent of the order either w
 Progress (retrace.progress) is shown once the engine gets its first request: finished tasks
 out of all, and generated tokens per second; an all-cached run prints nothing.
 """
+
 from __future__ import annotations
 
 import time
@@ -38,7 +39,7 @@ from typing import Any, Generator, Iterable, Sequence
 from retrace.records import Completion, Request
 
 Task = Generator["Request | Sequence[Request]", "Completion | list[Completion]", Any]
-Waiter = tuple[int, "int | None"]   # (task, member of its fan-out; None for a single request)
+Waiter = tuple[int, "int | None"]  # (task, member of its fan-out; None for a single request)
 
 
 def one(request: Request) -> Task:
@@ -56,6 +57,7 @@ def drive(llm, tasks: Iterable[Task], unit: str = "tasks") -> list[Any]:
 @dataclass
 class _FanOut:
     """A task's fan-out in progress: its completions so far (None: not back yet)."""
+
     completions: list
     left: int
 
@@ -69,11 +71,11 @@ class _Driver:
         self.results: list[Any] = [None] * len(tasks)
         self.ready: list[tuple[Waiter, Request]] = []
         self.waiting: dict[str, list[Waiter]] = {}  # key in flight -> who awaits it
-        self.fanouts: dict[int, _FanOut] = {}       # task -> its fan-out in progress
+        self.fanouts: dict[int, _FanOut] = {}  # task -> its fan-out in progress
         self.requests: dict[str, Request] = {}
         self.futures: dict[Future, str] = {}
-        self.wave: list[str] = []                    # keys for a synchronous engine
-        self.looked_up: dict[str, float] = {}        # key in flight -> its last cache lookup
+        self.wave: list[str] = []  # keys for a synchronous engine
+        self.looked_up: dict[str, float] = {}  # key in flight -> its last cache lookup
         self.busy_since: float | None = None
 
     def run(self) -> list[Any]:
@@ -146,6 +148,7 @@ class _Driver:
 
     def open_bar(self) -> None:
         from retrace.progress import progress
+
         label = f"generate {self.llm.model.get('name', '')}".strip()
         self.bar = self.stack.enter_context(progress(label, len(self.tasks), unit=self.unit))
         self.bar.advance(self.finished)
@@ -163,7 +166,7 @@ class _Driver:
                 finished.append((key, future.result()))
             except BaseException:
                 self.commit(finished)  # what already came back in this round is kept too
-                self.drain()           # and what the engine still finishes; then fail
+                self.drain()  # and what the engine still finishes; then fail
                 raise
         if not self.futures and self.busy_since is not None:
             self.llm.usage.engine_seconds += time.perf_counter() - self.busy_since
@@ -175,7 +178,7 @@ class _Driver:
         keys, self.wave = self.wave, []
         size = max(1, self.llm.backend.batch_size())
         for start in range(0, len(keys), size):
-            chunk = keys[start:start + size]
+            chunk = keys[start : start + size]
             if start:  # a job sharing the cache may have published some since the lookup
                 chunk = self.serve_published(chunk)
                 if not chunk:
@@ -237,5 +240,7 @@ class _Driver:
                 finished.append((key, future.result()))
         self.futures.clear()
         if finished:
-            self.llm.store(((k, self.requests[k], c) for k, c in finished),
-                           looked_up=min(self.looked_up[k] for k, _ in finished))
+            self.llm.store(
+                ((k, self.requests[k], c) for k, c in finished),
+                looked_up=min(self.looked_up[k] for k, _ in finished),
+            )

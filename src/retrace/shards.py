@@ -11,6 +11,7 @@ the engine is deterministic.
     python -m retrace generate … --shard 1 --shards 4 --out results/shards/…/1of4.jsonl
     python -m retrace merge-shards --data D.jsonl --out results/generations/….jsonl SHARD…
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,8 +42,10 @@ def merge_rows(problems: list[Problem], shard_rows: dict[str, list[dict]]) -> li
             if pid in by_id:
                 raise ValueError(f"{path}: problem {pid!r} appears in two shards")
             if shard_of(pid, shards) != index:
-                raise ValueError(f"{path}: problem {pid!r} belongs to shard {shard_of(pid, shards)}, "
-                                 f"not {index} (shards given out of order?)")
+                raise ValueError(
+                    f"{path}: problem {pid!r} belongs to shard {shard_of(pid, shards)}, "
+                    f"not {index} (shards given out of order?)"
+                )
             by_id[pid] = row
     missing = [p.id for p in problems if p.id not in by_id]
     extra = sorted(set(by_id) - {p.id for p in problems})
@@ -68,4 +71,5 @@ def sum_usage(usages: list[dict]) -> dict:
 def load_shard(path: Path) -> tuple[list[dict], dict]:
     from retrace.atomic import read_jsonl
     from retrace.provenance import prov_path
+
     return read_jsonl(path), json.loads(prov_path(path).read_text())

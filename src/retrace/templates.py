@@ -6,6 +6,7 @@
 Templates are files (never string defaults in code) so a prompt change is a visible
 diff and its hash can enter provenance via `template_path(name)`.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -17,10 +18,14 @@ PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 @lru_cache(maxsize=1)
 def _env():
     import jinja2  # deferred: registry discovery should not pay for it
+
     # StrictUndefined: a misspelt variable must fail loudly, not render as "".
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)),
-                              undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=False, autoescape=False)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+        autoescape=False,
+    )
 
 
 def template_path(name: str) -> Path:

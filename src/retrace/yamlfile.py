@@ -10,6 +10,7 @@ Cached by resolved path, modification time and size, so an edited file is read a
 Parses with libyaml's safe loader where PyYAML was built with it (same results as
 yaml.safe_load; errors still carry the line and column).
 """
+
 from __future__ import annotations
 
 import copy

@@ -7,6 +7,7 @@ skipped with the reason, unless RETRACE_REQUIRE_SLURM=1 (CI), where that is a fa
 
     RETRACE_REQUIRE_SLURM=1 pytest -ra tests/cluster
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,8 +32,14 @@ EXPERIMENT = "cluster_smoke"
 # 10 s while nothing finishes) suit real clusters, not a 9-job smoke.
 # Two threads per shard fill the 2-CPU node, so one shard runs at a time and the cache
 # entries that appear while it runs are its own (the test cancels it after its first ones).
-TEST_ARGS = ["--slurm-init-seconds-before-status-checks", "5", "--seconds-between-status-checks", "3",
-             "--set-threads", "generate_shard=2"]
+TEST_ARGS = [
+    "--slurm-init-seconds-before-status-checks",
+    "5",
+    "--seconds-between-status-checks",
+    "3",
+    "--set-threads",
+    "generate_shard=2",
+]
 # Fields that differ between any two runs by design, local or not, and are left out of the
 # comparison: provenance records carry timings, hosts and the executor (SLURM job ids), so
 # hashes OF RECORDS differ (results.csv `prov_sha256`, claims.csv `evidence`, the hashes shown
@@ -52,8 +59,10 @@ def _slurm_problem() -> str | None:
         try:
             subprocess.run(cmd, check=True, capture_output=True, timeout=20)
         except (subprocess.SubprocessError, OSError) as e:
-            return f"`{' '.join(cmd)}` failed ({e}): no SLURM with accounting is running here " \
-                   "(start one with tests/cluster/slurm_up.sh)"
+            return (
+                f"`{' '.join(cmd)}` failed ({e}): no SLURM with accounting is running here "
+                "(start one with tests/cluster/slurm_up.sh)"
+            )
     return None
 
 
@@ -67,9 +76,15 @@ def slurm():
 
 
 def run_slurm(root: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([SNAKEMAKE, "--profile", "profiles/slurm", *TEST_ARGS, *args], cwd=root,
-                            env=env_for(root), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    return subprocess.Popen(
+        [SNAKEMAKE, "--profile", "profiles/slurm", *TEST_ARGS, *args],
+        cwd=root,
+        env=env_for(root),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _squeue() -> list[tuple[str, str, str]]:
@@ -89,8 +104,9 @@ def _scancel_a_generation_mid_run(proc, cache_dir: Path, timeout: float = 1200) 
     """Wait for a majority shard job that has committed requests but not finished; scancel it."""
     deadline, start_count = time.time() + timeout, {}
     while time.time() < deadline and proc.poll() is None:
-        running = [(i, c) for i, c, s in _squeue() if s == "RUNNING" and "generate_shard" in c
-                   and "_majority_" in c]
+        running = [
+            (i, c) for i, c, s in _squeue() if s == "RUNNING" and "generate_shard" in c and "_majority_" in c
+        ]
         cached = RequestCache(cache_dir).count() if (cache_dir / "objects").exists() else 0
         for job_id, _ in running:
             start_count.setdefault(job_id, cached)
@@ -102,8 +118,10 @@ def _scancel_a_generation_mid_run(proc, cache_dir: Path, timeout: float = 1200) 
 
 
 def _records(root: Path) -> dict[str, dict]:
-    return {str(p.relative_to(root)): json.loads(p.read_text())
-            for p in sorted((root / "results").rglob("*.prov.json"))}
+    return {
+        str(p.relative_to(root)): json.loads(p.read_text())
+        for p in sorted((root / "results").rglob("*.prov.json"))
+    }
 
 
 def _without(obj, keys=RUN_SPECIFIC):
@@ -119,12 +137,18 @@ def _artifacts(root: Path) -> dict[str, object]:
     out = {}
     for p in sorted((root / "results").rglob("*")):
         rel = str(p.relative_to(root))
-        if not p.is_file() or p.name.endswith(".prov.json") or \
-                not rel.startswith(("results/generations/", "results/shards/", "results/scores/", "results/data/")):
+        if (
+            not p.is_file()
+            or p.name.endswith(".prov.json")
+            or not rel.startswith(
+                ("results/generations/", "results/shards/", "results/scores/", "results/data/")
+            )
+        ):
             continue
         text = p.read_text()
-        out[rel] = _without([json.loads(line) for line in text.splitlines()] if p.suffix == ".jsonl"
-                            else json.loads(text))
+        out[rel] = _without(
+            [json.loads(line) for line in text.splitlines()] if p.suffix == ".jsonl" else json.loads(text)
+        )
     return out
 
 
@@ -142,8 +166,12 @@ def _html_without_record_hashes(path: Path) -> str:
 
 
 def _sacct_states() -> dict[str, str]:
-    out = subprocess.run(["sacct", "-n", "-X", "-P", "-S", "now-2hours", "-o", "JobID,State"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-S", "now-2hours", "-o", "JobID,State"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return dict(line.split("|", 1) for line in out.splitlines() if line)
 
 
@@ -165,7 +193,9 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     assert first.returncode != 0, "the workflow did not notice the cancelled job:\n" + out[-3000:]
     _wait_for_empty_queue()
     finished = RequestCache(cache_dir).keys()
-    done = [p for p in (root / "results").rglob("*.jsonl") if "/shards/" in str(p) or "/generations/" in str(p)]
+    done = [
+        p for p in (root / "results").rglob("*.jsonl") if "/shards/" in str(p) or "/generations/" in str(p)
+    ]
     in_done = {s["key"] for p in done for line in p.open() for s in json.loads(line)["samples"]}
     interrupted = finished - in_done  # requests the cancelled job had committed
     assert interrupted, "the scancel did not land after a committed batch"
@@ -205,13 +235,33 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     data = [p for p in mine if p.startswith("results/data/")]
     assert all((root / p).read_bytes() == (local / p).read_bytes() for p in data)
     for name, column in RECORD_HASH_COLUMNS.items():
-        assert _table(root / "results/report" / name, column) == _table(local / "results/report" / name, column)
-    assert _html_without_record_hashes(root / "results/report/index.html") == \
-        _html_without_record_hashes(local / "results/report/index.html")
-    audit = subprocess.run([sys.executable, "-m", "retrace", "audit", "--quiet",
-                            "results/report/results.csv", "results/report/claims.csv"],
-                           cwd=root, env=env_for(root), capture_output=True, text=True)
+        assert _table(root / "results/report" / name, column) == _table(
+            local / "results/report" / name, column
+        )
+    assert _html_without_record_hashes(root / "results/report/index.html") == _html_without_record_hashes(
+        local / "results/report/index.html"
+    )
+    audit = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "retrace",
+            "audit",
+            "--quiet",
+            "results/report/results.csv",
+            "results/report/claims.csv",
+        ],
+        cwd=root,
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+    )
     assert "audit: OK" in audit.stdout + audit.stderr, audit.stdout + audit.stderr
-    check = subprocess.run([SNAKEMAKE, "--profile", "profiles/slurm", "-n"], cwd=root, env=env_for(root),
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [SNAKEMAKE, "--profile", "profiles/slurm", "-n"],
+        cwd=root,
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+    )
     assert "Nothing to be done" in check.stdout + check.stderr

@@ -8,6 +8,7 @@ parse errors, the round limit (regenerate mode), self-consistency and AutoCoT.
 The script answers by what the prompt holds, never by turn, so any schedule gives the same
 text (a script keyed by turn would depend on the order requests reach the engine).
 """
+
 from __future__ import annotations
 
 import re
@@ -50,6 +51,7 @@ class Search(Tool):
 
 class Execute(Tool):
     """Stands in for the sandbox: 'runs' the latest generated code by naming what it holds."""
+
     def __call__(self, call):
         found = re.findall(r"CODE<(\w+)>", " ".join(s.output or "" for s in call.steps))
         return ToolOutput(f"EXEC<{found[-1]}>" if found else "Error: no code", ok=bool(found))
@@ -61,31 +63,56 @@ class Broken(Tool):
 
 
 def tools(llm) -> dict:
-    return {"search": Search(), "code_generate": TOOLS.get("code_generate")({"max_tokens": 64}, llm=llm),
-            "code_execute": Execute(), "lookup": Broken()}
+    return {
+        "search": Search(),
+        "code_generate": TOOLS.get("code_generate")({"max_tokens": 64}, llm=llm),
+        "code_execute": Execute(),
+        "lookup": Broken(),
+    }
 
 
 def embed(texts):
     import numpy as np
+
     vecs = np.array([POOL[t] for t in texts], dtype=float)
     return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
 
 
 def context(llm, problems, pool=(), **settings) -> Context:
-    return Context(llm, None, list(problems), list(pool), "Do the thing.",
-                   {**plan.SETTINGS, "max_steps": 4, "segment_tokens": 30, "program_tokens": 60,
-                    "sc_k": 2, "autocot_k": 2, **settings}, seed=7, demos=[DEMO], tools=tools(llm))
+    return Context(
+        llm,
+        None,
+        list(problems),
+        list(pool),
+        "Do the thing.",
+        {
+            **plan.SETTINGS,
+            "max_steps": 4,
+            "segment_tokens": 30,
+            "program_tokens": 60,
+            "sc_k": 2,
+            "autocot_k": 2,
+            **settings,
+        },
+        seed=7,
+        demos=[DEMO],
+        tools=tools(llm),
+    )
 
 
 def run_all(path, engine: dict, monkeypatch) -> tuple[dict, list]:
     """Rows of every ART method on the scenario, and (tag, cache key) of every request the
     engine got, sorted."""
     from retrace.art import autocot
+
     monkeypatch.setattr(autocot, "embed", embed)
     llm, engines = scripted_llm(path, {"script": SCRIPT, **engine})
     items = [Problem(q, q, "x") for q in ART_ITEMS]
     pool = [Problem(q, q, "x") for q in POOL]
-    rows = {m: METHOD_FNS[m](context(llm, items, pool)) for m in ("art", "art_regenerate", "art_notools", "art_sc")}
+    rows = {
+        m: METHOD_FNS[m](context(llm, items, pool))
+        for m in ("art", "art_regenerate", "art_notools", "art_sc")
+    }
     rows["autocot"] = METHOD_FNS["autocot"](context(llm, [Problem("t1", "t1", "4")], pool))
     return rows, sorted((r.tag, llm.key(r)) for r in engine_requests(engines))
 

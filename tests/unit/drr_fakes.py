@@ -1,11 +1,19 @@
 """Fakes for DRR unit tests: problems, settings, and a reasoner whose reply depends on the turn."""
+
 from __future__ import annotations
 
 from retrace.drr import settings
 from retrace.records import Completion, Problem
 
-PROBLEMS = [Problem(id=f"t/q{i}", question=f"Which planet is number {i}?",
-                    gold="B", choices=("Mars", "Jupiter", "Venus", "Mercury")) for i in range(4)]
+PROBLEMS = [
+    Problem(
+        id=f"t/q{i}",
+        question=f"Which planet is number {i}?",
+        gold="B",
+        choices=("Mars", "Jupiter", "Venus", "Mercury"),
+    )
+    for i in range(4)
+]
 
 
 def cfg(**changes) -> dict:
@@ -31,8 +39,15 @@ class TurnLLM:
             turn = user.count("Previous LLM Answer:") + user.count("Rationale ")
             answers = next((v for k, v in self.script.items() if k in user), ["0"])
             a = answers[min(turn, len(answers) - 1)]
-            out.append(Completion(text=f"Answer: {a} Rationale: because {turn}", finish_reason="stop",
-                                  prompt_tokens=10, generated_tokens=5, key=f"k{len(self.requests)}"))
+            out.append(
+                Completion(
+                    text=f"Answer: {a} Rationale: because {turn}",
+                    finish_reason="stop",
+                    prompt_tokens=10,
+                    generated_tokens=5,
+                    key=f"k{len(self.requests)}",
+                )
+            )
         return out
 
     def run_tasks(self, tasks):

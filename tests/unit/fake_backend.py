@@ -4,6 +4,7 @@ manifest, chat requests and a CachedLLM whose engine constructions are counted.
     llm, engines = scripted_llm(tmp_path, {"script": ["x"]})
     llm.generate([chat("hi")]); assert len(engines) == 1 and engines[0].calls == 1
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,17 +18,25 @@ FINGERPRINT = "f" * 64
 
 
 def manifest(fingerprint: str = FINGERPRINT, chat_template: str | None = None) -> dict:
-    return {"name": "fake-model", "fingerprint": fingerprint, "params": 1000,
-            "chat_template": chat_template, "gguf": None, "hf_dir": None}
+    return {
+        "name": "fake-model",
+        "fingerprint": fingerprint,
+        "params": 1000,
+        "chat_template": chat_template,
+        "gguf": None,
+        "hf_dir": None,
+    }
 
 
 def chat(text: str, sample_index: int = 0, **sampling) -> Request:
-    return Request(messages=(Message("user", text),), sampling=Sampling(**sampling),
-                   sample_index=sample_index, tag=text)
+    return Request(
+        messages=(Message("user", text),), sampling=Sampling(**sampling), sample_index=sample_index, tag=text
+    )
 
 
-def scripted_llm(cache: Path | RequestCache, engine: dict, model: dict | None = None
-                 ) -> tuple[CachedLLM, list[ScriptedBackend]]:
+def scripted_llm(
+    cache: Path | RequestCache, engine: dict, model: dict | None = None
+) -> tuple[CachedLLM, list[ScriptedBackend]]:
     """A CachedLLM on the scripted backend; the list collects every engine it constructs."""
     model = model or manifest()
     if not isinstance(cache, RequestCache):
@@ -52,6 +61,7 @@ CONFIG = Path(__file__).resolve().parents[2] / "config"
 def method_cfg(name: str, **changes) -> dict:
     """config/method/<name>.yaml as a dict, with top-level keys replaced by `changes`."""
     import yaml
+
     cfg = yaml.safe_load((CONFIG / "method" / f"{name}.yaml").read_text())
     cfg.update(changes)
     return cfg
@@ -60,8 +70,10 @@ def method_cfg(name: str, **changes) -> dict:
 def smoke_math_problems(n: int) -> list:
     """The first n problems of the bundled maths smoke set."""
     from retrace.registry import TASKS
-    loaded, _ = TASKS.get("smoke_math").load({"name": "smoke_math", "source": "bundled",
-                                              "bundled_path": "smoke_math.jsonl"}, mirror=None)
+
+    loaded, _ = TASKS.get("smoke_math").load(
+        {"name": "smoke_math", "source": "bundled", "bundled_path": "smoke_math.jsonl"}, mirror=None
+    )
     return loaded[:n]
 
 

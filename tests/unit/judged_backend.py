@@ -6,6 +6,7 @@ a float p (for a request with sampling.logprobs set) is a judge verdict: text "Y
 first token has top logprobs [("Yes", log p), ("No", log(1 - p))].
 Shares the scripted backend's cache identity, so it can read a cache a scripted run wrote.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,6 +27,7 @@ def is_judge(request: Request) -> bool:
 def verdict(p: float) -> tuple[TokenLogprob, ...]:
     def lp(x: float) -> float:
         return math.log(x) if x > 0 else float("-inf")
+
     return (TokenLogprob("Yes", lp(p), (("Yes", lp(p)), ("No", lp(1 - p)))),)
 
 
@@ -37,13 +39,19 @@ class JudgedBackend(ScriptedBackend):
         answer = self._text(request)
         if isinstance(answer, float):
             prompt = " ".join(m.content for m in request.messages)
-            return Completion(text="Yes", finish_reason="length", prompt_tokens=words(prompt),
-                              generated_tokens=1, logprobs=verdict(answer))
+            return Completion(
+                text="Yes",
+                finish_reason="length",
+                prompt_tokens=words(prompt),
+                generated_tokens=1,
+                logprobs=verdict(answer),
+            )
         return super()._complete(request)
 
 
-def judged_llm(cache: Path | RequestCache, respond: Callable[[Request], object], **engine
-               ) -> tuple[CachedLLM, list[JudgedBackend]]:
+def judged_llm(
+    cache: Path | RequestCache, respond: Callable[[Request], object], **engine
+) -> tuple[CachedLLM, list[JudgedBackend]]:
     """`engine`: more engine keys of the scripted backend (e.g. async=True, batch_size=3)."""
     if not isinstance(cache, RequestCache):
         cache = RequestCache(Path(cache) / "requests.sqlite", job="test")

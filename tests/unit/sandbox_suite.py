@@ -9,6 +9,7 @@ The bwrap binary is found on PATH, or given by RETRACE_TEST_BWRAP (CI keeps bwra
 test user's PATH so that nothing in the default configuration can find it; only these
 tests get its path). After each test, no process of the run may be left alive.
 """
+
 from __future__ import annotations
 
 import os

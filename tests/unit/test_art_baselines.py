@@ -1,5 +1,6 @@
 """ART's methods and baselines on the scripted backend: self-consistency draws k programs
 with k seeds, AutoCoT picks one demonstration per question cluster."""
+
 from __future__ import annotations
 
 from fake_backend import engine_requests, scripted_llm
@@ -22,8 +23,16 @@ class Exact:
 
 
 def _ctx(llm, problems, pool=(), **settings) -> Context:
-    return Context(llm, Exact(), list(problems), list(pool), "Add the numbers.",
-                   {**plan.SETTINGS, **settings}, seed=7, demos=[DEMO])
+    return Context(
+        llm,
+        Exact(),
+        list(problems),
+        list(pool),
+        "Add the numbers.",
+        {**plan.SETTINGS, **settings},
+        seed=7,
+        demos=[DEMO],
+    )
 
 
 def test_self_consistency_samples_each_get_their_own_seed(tmp_path):
@@ -40,19 +49,26 @@ def test_self_consistency_samples_each_get_their_own_seed(tmp_path):
 
 def _vec(x, y):
     import numpy as np
+
     v = np.array([x, y], dtype=float)
     return v / np.linalg.norm(v)
 
 
 def test_autocot_takes_one_demonstration_per_question_cluster(tmp_path, monkeypatch):
     from retrace.art import autocot as ac
+
     # two clusters of held-out questions: q0..q2 near (1, 0), q3..q5 near (0, 1); q1 and q4
     # sit nearest their centroids, q2 is the runner-up of the first cluster
     pos = {"q0": (1, 0.45), "q1": (1, 0.2), "q2": (1, 0.05), "q3": (0.3, 1), "q4": (0.1, 1), "q5": (-0.15, 1)}
     monkeypatch.setattr(ac, "embed", lambda texts: [_vec(*pos[t]) for t in texts])
-    long_chain = "\n".join(f"step {i}" for i in range(7))   # 7 reasoning steps: over AutoCoT's 5
-    script = {"Input: t1": " so 4.\nAns: 4", "Input: q1": f" {long_chain}\nAns: 1", "Input: q2": " q2 is two.\nAns: 2",
-              "Input: q4": " q4 is four.\nAns: 4", "": " none\nAns: 0"}
+    long_chain = "\n".join(f"step {i}" for i in range(7))  # 7 reasoning steps: over AutoCoT's 5
+    script = {
+        "Input: t1": " so 4.\nAns: 4",
+        "Input: q1": f" {long_chain}\nAns: 1",
+        "Input: q2": " q2 is two.\nAns: 2",
+        "Input: q4": " q4 is four.\nAns: 4",
+        "": " none\nAns: 0",
+    }
     llm, engines = scripted_llm(tmp_path, {"script": script})
     pool = [Problem(q, q, "x") for q in pos]
     rows = METHOD_FNS["autocot"](_ctx(llm, [Problem("t1", "t1", "4")], pool, autocot_k=2))
@@ -60,23 +76,33 @@ def test_autocot_takes_one_demonstration_per_question_cluster(tmp_path, monkeypa
     # q1's chain was too long, so its cluster fell back to the next nearest question
     assert rows[0]["demos"] == ["q2", "q4"] and rows[0]["answer"] == "4"
     asked = [r.prompt.split("Input: ")[-1].split("\n")[0] for r in engine_requests(engines)]
-    assert asked == ["q1", "q4", "q2", "t1"]          # rounds: nearest of each, then the runner-up
+    assert asked == ["q1", "q4", "q2", "t1"]  # rounds: nearest of each, then the runner-up
     final = engine_requests(engines)[-1].prompt
-    assert "Input: q2\nReasoning: Let's think step by step. q2 is two.\nAns: 2" in final and "Input: q0" not in final
+    assert (
+        "Input: q2\nReasoning: Let's think step by step. q2 is two.\nAns: 2" in final
+        and "Input: q0" not in final
+    )
 
 
 def test_autocot_heuristics():
     from retrace.art.autocot import passes
+
     assert passes("What is 2 plus 2?", "2 plus 2 is 4.", "4")
-    assert not passes(" ".join(["word"] * 61), "ok.", "4")            # question over 60 tokens
-    assert not passes("q", "\n".join("s" * 6), "4")                   # 6 steps
+    assert not passes(" ".join(["word"] * 61), "ok.", "4")  # question over 60 tokens
+    assert not passes("q", "\n".join("s" * 6), "4")  # 6 steps
     assert not passes("q", "fine.", None) and not passes("q", "", "4")
 
 
 def test_autocot_clusters_real_minilm_embeddings_by_topic():
     from retrace.art.autocot import cluster
-    texts = ["What is 46 plus 27?", "The cat sat on the warm mat and purred.", "What is 84 divided by 7?",
-             "A dog barked at the cat in the garden.", "What is 12 times 9?"]
+
+    texts = [
+        "What is 46 plus 27?",
+        "The cat sat on the warm mat and purred.",
+        "What is 84 divided by 7?",
+        "A dog barked at the cat in the garden.",
+        "What is 12 times 9?",
+    ]
     groups = cluster(texts, 2, seed=0)
     assert sorted(sorted(g) for g in groups) == [[0, 2, 4], [1, 3]]
-    assert cluster(texts, 2, seed=0) == groups        # fixed seed: the same clusters every run
+    assert cluster(texts, 2, seed=0) == groups  # fixed seed: the same clusters every run

@@ -1,4 +1,5 @@
 """ART scoring uses each task's own metric; never substring matching."""
+
 import pytest
 
 from retrace.art.metrics import choice_of, format_input, gold_answer, grade, vote
@@ -7,18 +8,34 @@ from retrace.registry import TASKS
 
 MC = Problem("q1", "Which planet is largest?", "B", ("Mars", "Jupiter", "A ball"))
 EXACT = Problem("q2", "What is 6 times 7?", "42", metadata={"targets": ["42"], "output_regex": None})
-PHYS = Problem("q3", "Momentum?", "540000 kg*m/s",
-               metadata={"targets": ["540000 kg*m/s"],
-                         "output_regex": r"(?:[0-9]+\.[0-9]+|[0-9]+)\s[a-zA-Z]+(?:\/[a-zA-Z]+)*"})
+PHYS = Problem(
+    "q3",
+    "Momentum?",
+    "540000 kg*m/s",
+    metadata={
+        "targets": ["540000 kg*m/s"],
+        "output_regex": r"(?:[0-9]+\.[0-9]+|[0-9]+)\s[a-zA-Z]+(?:\/[a-zA-Z]+)*",
+    },
+)
 mc_task, exact_task = TASKS.get("bigbench_mc"), TASKS.get("bigbench_exact")
 
 
-@pytest.mark.parametrize("answer, letter", [
-    ("(B) Jupiter", "B"), ("B", "B"), ("B)", "B"), ("b.", None), ("Jupiter", "B"), ("jupiter.", "B"),
-    ("A ball", "C"),           # a choice text that starts like a letter marker is that choice
-    ("(D) Saturn", None),      # no such option
-    ("Mars or Jupiter", None), ("", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "answer, letter",
+    [
+        ("(B) Jupiter", "B"),
+        ("B", "B"),
+        ("B)", "B"),
+        ("b.", None),
+        ("Jupiter", "B"),
+        ("jupiter.", "B"),
+        ("A ball", "C"),  # a choice text that starts like a letter marker is that choice
+        ("(D) Saturn", None),  # no such option
+        ("Mars or Jupiter", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_choice_of_names_exactly_one_option(answer, letter):
     assert choice_of(answer, MC) == letter
 
@@ -38,7 +55,7 @@ def test_exact_match_is_exact_not_substring():
 
 
 def test_exact_match_applies_the_tasks_output_regex():
-    assert grade(exact_task, PHYS, "It is 540000 kg*m/s")[0] is False   # regex keeps "540000 kg"
+    assert grade(exact_task, PHYS, "It is 540000 kg*m/s")[0] is False  # regex keeps "540000 kg"
     assert grade(exact_task, PHYS, "540000 kg*m/s")[1] == "540000 kg"
 
 

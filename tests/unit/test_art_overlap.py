@@ -1,5 +1,6 @@
 """Demonstration leak: splits leave out every item a library demonstration shows, and the
 leak check reports (and by default fails on) any such item a run used."""
+
 import json
 
 import pytest
@@ -11,23 +12,40 @@ from retrace.atomic import write_jsonl
 from retrace.provenance import Provenance
 from retrace.records import Problem
 
-CFG = plan.check({"models": ["m"], "backend": "llamacpp", "library_versions": {"base": ["base"]},
-                  "tasks": {"library": ["navigate"]}, "methods": ["art"], "pool": 2, "examples": 3})
+CFG = plan.check(
+    {
+        "models": ["m"],
+        "backend": "llamacpp",
+        "library_versions": {"base": ["base"]},
+        "tasks": {"library": ["navigate"]},
+        "methods": ["art"],
+        "pool": 2,
+        "examples": 3,
+    }
+)
 ASK = "If you follow these instructions, do you return to the starting point?\n\n"
 # BIG-bench navigate item 141 is the input of the shipped navigate demonstration #1
-SHOWN = Problem("bigbench_mc/navigate/141", ASK + "Take 3 steps.  Turn around. Take 3 steps.", "A", ("True", "False"))
+SHOWN = Problem(
+    "bigbench_mc/navigate/141", ASK + "Take 3 steps.  Turn around. Take 3 steps.", "A", ("True", "False")
+)
 
 
 def _problems(n=5):
-    return [Problem(f"n{i}", ASK + f"Take {i + 4} steps. Turn around. Take 3 steps.", "B", ("True", "False"))
-            for i in range(n)]
+    return [
+        Problem(f"n{i}", ASK + f"Take {i + 4} steps. Turn around. Take 3 steps.", "B", ("True", "False"))
+        for i in range(n)
+    ]
 
 
 def test_splits_leave_out_items_that_a_demonstration_shows():
     inputs = plan.library_inputs(CFG)
-    assert overlap.overlapping([SHOWN] + _problems(), inputs) == {SHOWN.id: ["base/arithmetic/navigate.txt#1"]}
+    assert overlap.overlapping([SHOWN] + _problems(), inputs) == {
+        SHOWN.id: ["base/arithmetic/navigate.txt#1"]
+    }
     # near misses are not overlaps: another count, or the demonstration as part of a longer walk
-    longer = Problem("x", ASK + "Turn around. Take 3 steps. Turn around. Take 3 steps.", "A", ("True", "False"))
+    longer = Problem(
+        "x", ASK + "Turn around. Take 3 steps. Turn around. Take 3 steps.", "A", ("True", "False")
+    )
     assert not overlap.overlapping([longer], inputs)
     for seed in range(6):
         cfg = {**CFG, "split_seed": seed}
@@ -40,22 +58,41 @@ def test_splits_leave_out_items_that_a_demonstration_shows():
 def test_an_options_only_input_and_every_library_version_count(tmp_path):
     lib = tmp_path / "edit" / "reasoning"
     lib.mkdir(parents=True)
-    (lib / "hyperbaton.txt").write_text("Input: (A) a red big car\n(B) a big red car\nQ1: [EOQ]\nAns: (B) a big red car\n")
-    cfg = plan.check({**{k: CFG[k] for k in ("models", "backend", "tasks", "methods")},
-                      "library_versions": {"base": ["base"], "edit": ["base", str(tmp_path / "edit")]}})
-    item = Problem("h1", "Which sentence has the correct adjective order?", "B", ("a red big car", "a big red car"))
-    assert overlap.overlapping([item], plan.library_inputs(cfg)) == {"h1": ["edit/reasoning/hyperbaton.txt#1"]}
+    (lib / "hyperbaton.txt").write_text(
+        "Input: (A) a red big car\n(B) a big red car\nQ1: [EOQ]\nAns: (B) a big red car\n"
+    )
+    cfg = plan.check(
+        {
+            **{k: CFG[k] for k in ("models", "backend", "tasks", "methods")},
+            "library_versions": {"base": ["base"], "edit": ["base", str(tmp_path / "edit")]},
+        }
+    )
+    item = Problem(
+        "h1", "Which sentence has the correct adjective order?", "B", ("a red big car", "a big red car")
+    )
+    assert overlap.overlapping([item], plan.library_inputs(cfg)) == {
+        "h1": ["edit/reasoning/hyperbaton.txt#1"]
+    }
     key = plan.split_key(cfg)
-    (lib / "hyperbaton.txt").write_text("Input: (A) a blue small cup\n(B) a small blue cup\nQ1: [EOQ]\nAns: (B) x\n")
-    assert plan.split_key(cfg) != key   # the split's rerun key follows the library's inputs
+    (lib / "hyperbaton.txt").write_text(
+        "Input: (A) a blue small cup\n(B) a small blue cup\nQ1: [EOQ]\nAns: (B) x\n"
+    )
+    assert plan.split_key(cfg) != key  # the split's rerun key follows the library's inputs
 
 
 def _run(tmp_path, ids):
     out = tmp_path / "runs" / "seed0.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl(out, [{"id": i, "answer": None} for i in ids])
-    Provenance("art_run", {}, [], extra={"job": {"model": "m", "task": "navigate", "label": "art", "seed": 0},
-                                         "data": {"test_ids": ids[1:], "pool_ids": ids[:1]}}).write(out)
+    Provenance(
+        "art_run",
+        {},
+        [],
+        extra={
+            "job": {"model": "m", "task": "navigate", "label": "art", "seed": 0},
+            "data": {"test_ids": ids[1:], "pool_ids": ids[:1]},
+        },
+    ).write(out)
     return out
 
 
@@ -74,6 +111,7 @@ def test_the_leak_check_reports_and_fails_on_a_used_overlap(tmp_path, monkeypatc
     assert result["findings"][0]["role"] == "test"
     assert stages.leakcheck("x", [leaky], d, tmp_path / "warn.json", strict=False)["n_findings"] == 1
     from retrace.art.summary import leak_table
+
     table = leak_table(tmp_path / "leak.json")
     assert table["rows"][0][:4] == ["leak", 1, len(plan.library_inputs(CFG)), 1]
     assert SHOWN.id in table["rows"][0][4]

@@ -1,4 +1,5 @@
 """The `art:` block: checked keys, jobs, and rerun keys that hash exactly the library files used."""
+
 import shutil
 
 import pytest
@@ -6,11 +7,17 @@ import pytest
 from retrace.art import plan
 from retrace.art.library import LIBRARY_DIR
 
-CFG = plan.check({"models": ["m"], "backend": "llamacpp",
-                  "library_versions": {"base": ["base"], "feedback": ["base", "feedback"]},
-                  "tasks": {"library": ["arithmetic"], "unseen": ["word_unscrambling"]},
-                  "methods": ["fewshot", "art", "art_sc"],
-                  "feedback": {"version": "feedback", "tasks": ["word_unscrambling"]}, "n_tasks": 2})
+CFG = plan.check(
+    {
+        "models": ["m"],
+        "backend": "llamacpp",
+        "library_versions": {"base": ["base"], "feedback": ["base", "feedback"]},
+        "tasks": {"library": ["arithmetic"], "unseen": ["word_unscrambling"]},
+        "methods": ["fewshot", "art", "art_sc"],
+        "feedback": {"version": "feedback", "tasks": ["word_unscrambling"]},
+        "n_tasks": 2,
+    }
+)
 
 
 def test_jobs_cover_tasks_methods_and_the_edited_library():
@@ -21,14 +28,17 @@ def test_jobs_cover_tasks_methods_and_the_edited_library():
     assert job.method == "art" and plan.job_version(CFG, job) == "feedback"
 
 
-@pytest.mark.parametrize("block, match", [
-    ({"methods": ["art", "magic"]}, "unknown method 'magic'"),
-    ({"tasks": {"unseen": ["nope"]}}, "unknown task 'nope'"),
-    ({"tasks": {"library": ["word_unscrambling"]}}, "not a library task"),
-    ({"colour": 1}, "unknown key"),
-    ({"settings": {"max_stepz": 3}}, "max_stepz"),
-    ({"feedback": {"version": "v9", "tasks": []}}, "v9"),
-])
+@pytest.mark.parametrize(
+    "block, match",
+    [
+        ({"methods": ["art", "magic"]}, "unknown method 'magic'"),
+        ({"tasks": {"unseen": ["nope"]}}, "unknown task 'nope'"),
+        ({"tasks": {"library": ["word_unscrambling"]}}, "not a library task"),
+        ({"colour": 1}, "unknown key"),
+        ({"settings": {"max_stepz": 3}}, "max_stepz"),
+        ({"feedback": {"version": "v9", "tasks": []}}, "v9"),
+    ],
+)
 def test_bad_blocks_are_refused_by_name(block, match):
     base = {"models": ["m"], "backend": "llamacpp", "tasks": {"library": ["arithmetic"]}, "methods": ["art"]}
     with pytest.raises(ValueError, match=match):
@@ -44,17 +54,24 @@ def test_library_tasks_use_their_own_cluster():
 def test_run_key_changes_with_exactly_the_files_it_reads(tmp_path):
     lib = tmp_path / "lib"
     shutil.copytree(LIBRARY_DIR / "base", lib)
-    cfg = plan.check({**{k: CFG[k] for k in ("models", "backend", "tasks", "methods")},
-                      "library_versions": {"v": [str(lib)]}, "n_tasks": 2})
+    cfg = plan.check(
+        {
+            **{k: CFG[k] for k in ("models", "backend", "tasks", "methods")},
+            "library_versions": {"v": [str(lib)]},
+            "n_tasks": 2,
+        }
+    )
     job = plan.ArtJob("m", "arithmetic", "art", 0)
     files = plan.library_files(cfg, "v", plan.own_cluster(cfg, "v", "arithmetic"))
     key = plan.run_key(cfg, job, files)
+
     def edit(rel):  # a change to a program's steps, not to its input (inputs key the split)
         f = lib / rel
         f.write_text(f.read_text().replace("Q1:", "Q1:  ", 1))
-    edit("reasoning/hyperbaton.txt")                                   # not in this prompt
+
+    edit("reasoning/hyperbaton.txt")  # not in this prompt
     assert plan.run_key(cfg, job, files) == key
-    edit("arithmetic/elementary_math_qa.txt")                          # in this prompt
+    edit("arithmetic/elementary_math_qa.txt")  # in this prompt
     assert plan.run_key(cfg, job, files) != key
     fewshot = plan.ArtJob("m", "arithmetic", "fewshot", 0)
     assert plan.run_key(cfg, fewshot, []) == plan.run_key(cfg, fewshot, [])
@@ -67,6 +84,7 @@ def test_versions_that_differ_only_in_demonstrations_share_a_selection():
 
 def test_the_default_run_has_an_art_smoke_with_every_baseline():
     from retrace.config import load_experiment
+
     cfg = plan.check(load_experiment("smoke")["art"])
     assert set(cfg["methods"]) >= {"fewshot", "autocot", "art", "art_notools"}
     # the variants left out of the default (time budget, issue 14) run one command away
@@ -80,8 +98,10 @@ def _tool_cfg(tmp_path):
     coll.write_text('{"id": "a", "title": "A", "text": "Alpha."}\n')
     words = tmp_path / "words"
     words.write_text("cat\nact\n")
-    block = {**{k: CFG[k] for k in ("models", "backend", "tasks", "methods", "library_versions")},
-             "tools": {"search": {"collection": str(coll)}, "lookup": {"words": str(words)}}}
+    block = {
+        **{k: CFG[k] for k in ("models", "backend", "tasks", "methods", "library_versions")},
+        "tools": {"search": {"collection": str(coll)}, "lookup": {"words": str(words)}},
+    }
     return plan.check(block), coll, words
 
 
@@ -100,6 +120,7 @@ def test_editing_a_tools_data_changes_the_tool_using_jobs_keys_only(tmp_path):
 
 def test_the_default_word_list_is_the_pinned_pypi_file_and_in_the_key():
     from retrace.tools.lookup import PACKAGED
+
     cfg = plan.check({k: CFG[k] for k in ("models", "backend", "tasks", "methods", "library_versions")})
     data = plan.tool_data(cfg)
     assert any(p.name == "en.json.gz" and p.parent.parent.name == "spellchecker" for p in data)
@@ -125,20 +146,27 @@ def test_the_default_runs_art_prompts_demonstrate_every_tool():
     from retrace.art.program import parse
     from retrace.config import load_experiment
     from retrace.tools._interface import tool_name
+
     cfg = plan.check(load_experiment("smoke")["art"])
     shown = set()
     for task in cfg["tasks"]["library"]:
         lib = load_library(plan.version_dirs(cfg, "base"))
         for name in plan.own_cluster(cfg, "base", task):
-            demos = lib.tasks[name].demos[:cfg["settings"]["demos_per_task"]]
+            demos = lib.tasks[name].demos[: cfg["settings"]["demos_per_task"]]
             shown |= {tool_name(t) for d in demos for t in parse(d).tags()}
     edited = load_library(plan.version_dirs(cfg, cfg["feedback"]["version"])).tasks["anagrams"]
-    shown |= {tool_name(t) for d in edited.demos[:cfg["settings"]["demos_per_task"]] for t in parse(d).tags()}
+    shown |= {
+        tool_name(t) for d in edited.demos[: cfg["settings"]["demos_per_task"]] for t in parse(d).tags()
+    }
     assert {"search", "lookup", "code_generate", "code_execute"} <= shown
 
 
 def test_art_paper_states_every_budget():
     from retrace.config import load_experiment
+
     block = load_experiment("art_paper")["art"]
     assert set(block["settings"]) == set(plan.SETTINGS)
-    assert block["tools"]["code_execute"]["output_chars"] and block["tools"]["lookup"]["words"] == "pyspellchecker:en"
+    assert (
+        block["tools"]["code_execute"]["output_chars"]
+        and block["tools"]["lookup"]["words"] == "pyspellchecker:en"
+    )

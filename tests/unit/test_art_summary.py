@@ -1,4 +1,5 @@
 """ART's summary: task-metric scores, claims rows whose evidence audits, the report section."""
+
 import csv
 import json
 
@@ -9,22 +10,41 @@ from retrace.provenance import Provenance, audit_results_table
 from retrace.records import Problem
 from retrace.report.sections import load_sections
 
-CFG = plan.check({"models": ["m"], "backend": "llamacpp",
-                  "library_versions": {"base": ["base"], "feedback": ["base", "feedback"]},
-                  "tasks": {"library": ["arithmetic"], "unseen": ["word_unscrambling"]},
-                  "methods": ["fewshot", "autocot", "art", "art_notools", "art_sc"],
-                  "feedback": {"version": "feedback", "tasks": ["word_unscrambling"]}})
+CFG = plan.check(
+    {
+        "models": ["m"],
+        "backend": "llamacpp",
+        "library_versions": {"base": ["base"], "feedback": ["base", "feedback"]},
+        "tasks": {"library": ["arithmetic"], "unseen": ["word_unscrambling"]},
+        "methods": ["fewshot", "autocot", "art", "art_notools", "art_sc"],
+        "feedback": {"version": "feedback", "tasks": ["word_unscrambling"]},
+    }
+)
 N = 12
 
 
 def _data(tmp_path):
     d = tmp_path / "data"
     d.mkdir()
-    data.write_problems(d / "bigbench_arithmetic.jsonl", [
-        Problem(f"a{i}", f"What is {i} plus 1?", str(i + 1), metadata={"targets": [str(i + 1)]}) for i in range(N)])
-    data.write_problems(d / "bigbench_word_unscrambling.jsonl", [
-        Problem(f"w{i}", "The word tca is a scrambled version of the English word", "cat",
-                metadata={"targets": ["cat"]}) for i in range(N)])
+    data.write_problems(
+        d / "bigbench_arithmetic.jsonl",
+        [
+            Problem(f"a{i}", f"What is {i} plus 1?", str(i + 1), metadata={"targets": [str(i + 1)]})
+            for i in range(N)
+        ],
+    )
+    data.write_problems(
+        d / "bigbench_word_unscrambling.jsonl",
+        [
+            Problem(
+                f"w{i}",
+                "The word tca is a scrambled version of the English word",
+                "cat",
+                metadata={"targets": ["cat"]},
+            )
+            for i in range(N)
+        ],
+    )
     return d
 
 
@@ -34,21 +54,37 @@ def _run(tmp_path, task, label, right: int, tool_ok=True):
     rows = []
     for i in range(N):
         calls = [{"tool": "code_execute", "ok": tool_ok}] if label.startswith("art") else []
-        rows.append({"id": f"{prefix}{i}", "answer": gold(i) if i < right else "wrong",
-                     "trace": {"tool_calls": calls}})
+        rows.append(
+            {
+                "id": f"{prefix}{i}",
+                "answer": gold(i) if i < right else "wrong",
+                "trace": {"tool_calls": calls},
+            }
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl(out, rows)
-    Provenance("art_run", {}, [], extra={"job": {"model": "m", "task": task, "label": label, "seed": 0},
-                                         "library": {"version": "base", "tasks": [], "files": []}}).write(out)
+    Provenance(
+        "art_run",
+        {},
+        [],
+        extra={
+            "job": {"model": "m", "task": task, "label": label, "seed": 0},
+            "library": {"version": "base", "tasks": [], "files": []},
+        },
+    ).write(out)
     return out
 
 
 def test_summary_scores_claims_and_section(tmp_path):
     from retrace.art.summary import summarize
+
     right = {"fewshot": 3, "autocot": 4, "art": 10, "art_notools": 6, "art_sc": 11, "art@feedback": 12}
-    runs = [_run(tmp_path, t, label, n, tool_ok=label != "art_notools")
-            for t in ("arithmetic", "word_unscrambling") for label, n in right.items()
-            if label != "art@feedback" or t == "word_unscrambling"]
+    runs = [
+        _run(tmp_path, t, label, n, tool_ok=label != "art_notools")
+        for t in ("arithmetic", "word_unscrambling")
+        for label, n in right.items()
+        if label != "art@feedback" or t == "word_unscrambling"
+    ]
     paths = summarize(CFG, runs, _data(tmp_path), tmp_path / "summary", {"test": 1})
     rows = {r["claim"]: r for r in csv.DictReader(open(paths["claims"]))}
     assert rows["ART beats few-shot on unseen tasks"]["verdict"] == "supported"
@@ -56,7 +92,7 @@ def test_summary_scores_claims_and_section(tmp_path):
     assert rows["tools help"]["n_questions"] == str(2 * N)
     assert rows["a library edit helps the edited task"]["baseline"] == "art"
     assert set(rows) >= {"ART beats AutoCoT", "self-consistency helps"}
-    assert audit_results_table(paths["claims"]) == []          # evidence = records of the runs
+    assert audit_results_table(paths["claims"]) == []  # evidence = records of the runs
     (sec,), _ = load_sections([paths["section"]], tmp_path / "out")
     acc = sec["tables"][0]
     assert acc["columns"][:3] == ["model", "task", "kind"] and acc["rows"][0][2] == "library"

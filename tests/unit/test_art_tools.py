@@ -1,4 +1,5 @@
 """ART's tools: BM25 search over the shipped collection, dictionary lookup, code tools."""
+
 import gzip
 import json
 from pathlib import Path
@@ -19,12 +20,15 @@ def test_tools_are_registered_plugins():
     assert tool_name("code execute") == "code_execute" and TOOLS.get("code_execute").executor is run_code
 
 
-@pytest.mark.parametrize("query, best", [
-    ("When was the telegram invented?", "telegram"),
-    ("Which deity is the destroyer in the Trimurti?", "trimurti"),
-    ("force on a charge in an electric field", "electric-force"),
-    ("momentum of a plane mass velocity", "momentum"),
-])
+@pytest.mark.parametrize(
+    "query, best",
+    [
+        ("When was the telegram invented?", "telegram"),
+        ("Which deity is the destroyer in the Trimurti?", "trimurti"),
+        ("force on a charge in an electric field", "electric-force"),
+        ("momentum of a plane mass velocity", "momentum"),
+    ],
+)
 def test_bm25_ranks_the_right_passage_first(query, best):
     hits = bm25_search(DEFAULT_COLLECTION, query, top_k=3)
     assert hits[0]["id"] == best
@@ -45,11 +49,14 @@ def test_search_with_no_match_says_so(tmp_path):
     assert not out.ok and out.text == "No result." and out.meta["hits"] == []
 
 
-@pytest.mark.parametrize("instruction, words", [
-    ('Which English words use exactly the letters "tac"?', {"act", "cat"}),
-    ("The word hte is a scrambled version of the English word hte", {"the"}),
-    ('Which English words use exactly the letters "oaltytl"?', {"totally"}),
-])
+@pytest.mark.parametrize(
+    "instruction, words",
+    [
+        ('Which English words use exactly the letters "tac"?', {"act", "cat"}),
+        ("The word hte is a scrambled version of the English word hte", {"the"}),
+        ('Which English words use exactly the letters "oaltytl"?', {"totally"}),
+    ],
+)
 def test_lookup_unscrambles_words(instruction, words):
     out = TOOLS.get("lookup")()(ToolCall("lookup", instruction))
     assert out.ok and words <= set(out.text.split())
@@ -96,11 +103,13 @@ needs_sandbox = pytest.mark.skipif(sandbox_problem() is not None, reason=str(san
 
 @needs_sandbox
 def test_code_execute_runs_the_referenced_code_in_the_sandbox():
-    steps = (Step(1, "code generate", "x", "ans = 46 + 27\nprint(ans)"),
-             Step(2, "code generate", "y", "```python\nans = 2 ** 10\nprint(ans)\n```"))
+    steps = (
+        Step(1, "code generate", "x", "ans = 46 + 27\nprint(ans)"),
+        Step(2, "code generate", "y", "```python\nans = 2 ** 10\nprint(ans)\n```"),
+    )
     run = TOOLS.get("code_execute")()
     assert run(ToolCall("code execute", "Execute the code in #1.", steps=steps)).text == "73"
-    assert run(ToolCall("code execute", "Execute it.", steps=steps)).text == "1024"   # the latest
+    assert run(ToolCall("code execute", "Execute it.", steps=steps)).text == "1024"  # the latest
 
 
 @needs_sandbox
@@ -116,10 +125,17 @@ def test_code_execute_reports_failures_and_timeouts():
 
 def test_code_generate_asks_the_llm_and_keeps_the_code(tmp_path):
     from fake_backend import engine_requests, scripted_llm
-    llm, engines = scripted_llm(tmp_path, {"script": ["Here:\n```python\nans = 6 * 7\nprint(ans)\n```\nDone."]})
+
+    llm, engines = scripted_llm(
+        tmp_path, {"script": ["Here:\n```python\nans = 6 * 7\nprint(ans)\n```\nDone."]}
+    )
     gen = TOOLS.get("code_generate")({"max_tokens": 64}, llm=llm)
-    outs = gen.run_batch([ToolCall("code generate", "Multiply 6 by 7.", input="What is 6 times 7?"),
-                          ToolCall("code generate", "Again.", input="What is 6 times 7?")])
+    outs = gen.run_batch(
+        [
+            ToolCall("code generate", "Multiply 6 by 7.", input="What is 6 times 7?"),
+            ToolCall("code generate", "Again.", input="What is 6 times 7?"),
+        ]
+    )
     assert [o.text for o in outs] == ["ans = 6 * 7\nprint(ans)"] * 2
     (req, req2) = engine_requests(engines)  # one batch, two requests
     assert "Multiply 6 by 7." in req.messages[0].content and "What is 6 times 7?" in req.messages[0].content
@@ -129,6 +145,7 @@ def test_code_generate_asks_the_llm_and_keeps_the_code(tmp_path):
 def test_code_execute_refuses_to_start_without_the_sandbox(monkeypatch):
     from retrace.tools import code
     from retrace.tools.code_exec import SandboxUnavailable
+
     monkeypatch.setattr(code, "sandbox_problem", lambda *a, **k: "bwrap not found; install it")
     with pytest.raises(SandboxUnavailable, match="bwrap not found"):
         TOOLS.get("code_execute")()
@@ -138,11 +155,13 @@ def test_web_search_is_used_when_endpoint_and_key_are_set(monkeypatch):
     import io
 
     from retrace.tools import search
+
     seen = {}
 
     def fake_urlopen(req, timeout):
         seen["url"], seen["auth"] = req.full_url, req.headers.get("Authorization")
         return io.BytesIO(json.dumps({"results": [{"url": "https://x", "snippet": "Morse, 1837."}]}).encode())
+
     monkeypatch.setattr(search.urllib.request, "urlopen", fake_urlopen)
     monkeypatch.setenv("RETRACE_SEARCH_ENDPOINT", "https://search.example/api")
     monkeypatch.setenv("RETRACE_SEARCH_KEY", "k")
@@ -155,22 +174,35 @@ def test_web_search_is_used_when_endpoint_and_key_are_set(monkeypatch):
 def _fake_execute(monkeypatch, stdout="", ans=None, ok=True, stderr=""):
     from retrace.tools import code
     from retrace.tools.code_exec import ExecResult
+
     monkeypatch.setattr(code, "sandbox_problem", lambda *a, **k: None)
-    result = ExecResult(ok=ok, ans=ans, stdout=stdout, stderr=stderr, exit_code=0 if ok else 1, signal=None,
-                        timed_out=False, killed_reason=None, truncated=False, wall_s=0.01)
+    result = ExecResult(
+        ok=ok,
+        ans=ans,
+        stdout=stdout,
+        stderr=stderr,
+        exit_code=0 if ok else 1,
+        signal=None,
+        timed_out=False,
+        killed_reason=None,
+        truncated=False,
+        wall_s=0.01,
+    )
     monkeypatch.setattr(code.CodeExecute, "executor", staticmethod(lambda src, limits, **options: result))
 
 
 def test_code_execute_output_keeps_head_and_tail_under_a_configured_cap(monkeypatch):
-    words = [f"word{i:03d}" for i in range(200)]                   # 1599 characters
+    words = [f"word{i:03d}" for i in range(200)]  # 1599 characters
     _fake_execute(monkeypatch, ans="\n".join(words))
     steps = (Step(1, "code generate", "x", "print('hi')"),)
     out = TOOLS.get("code_execute")({"output_chars": 200})(ToolCall("code execute", "#1", steps=steps))
     assert out.ok and out.text.startswith("word000\nword001") and out.text.endswith("word198\nword199")
     assert "[…1399 characters cut…]" in out.text
-    assert out.meta["output_chars"] == 1599 and out.meta["output_cap"] == 200 and out.meta["output_cut"] == 1399
+    assert (
+        out.meta["output_chars"] == 1599 and out.meta["output_cap"] == 200 and out.meta["output_cut"] == 1399
+    )
     full = TOOLS.get("code_execute")({"output_chars": 5000})(ToolCall("code execute", "#1", steps=steps))
-    assert full.text == "\n".join(words) and full.meta["output_cut"] == 0   # lines kept, nothing lost
+    assert full.text == "\n".join(words) and full.meta["output_cut"] == 0  # lines kept, nothing lost
 
 
 def test_code_execute_errors_are_capped_the_same_way(monkeypatch):

@@ -1,4 +1,5 @@
 """retrace.atomic: an artifact is written whole under its name or not at all."""
+
 from __future__ import annotations
 
 import errno
@@ -32,9 +33,12 @@ def test_a_full_disk_names_the_artifact_and_leaves_nothing(tmp_path, monkeypatch
     assert os.listdir(tmp_path / "gen") == []
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/bin/mount"), reason="needs root to mount a tmpfs")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/bin/mount"), reason="needs root to mount a tmpfs"
+)
 def test_a_real_full_tmpfs(tmp_path):
     import subprocess
+
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)]).returncode:

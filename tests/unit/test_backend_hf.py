@@ -1,4 +1,5 @@
 """The transformers backend on the real SmolLM2 weights (dequantized from its GGUF)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,11 +17,13 @@ def chat(text: str, **sampling) -> Request:
 def test_registered_under_hf():
     from retrace.registry import BACKENDS
     from retrace.backends.hf import HFBackend
+
     assert BACKENDS.get("hf") is HFBackend
 
 
 def test_model_source_prefers_hf_dir_then_hub_then_gguf():
     from retrace.backends.hf import model_source
+
     assert model_source({"hf_dir": "/m", "gguf": "/g/x.gguf"}) == ("/m", {})
     assert model_source({"hub": {"repo": "o/r", "revision": "abc"}}) == ("o/r", {"revision": "abc"})
     assert model_source({"gguf": "/g/x.gguf"}) == ("/g", {"gguf_file": "x.gguf"})
@@ -49,8 +52,9 @@ def test_ignore_eos_generates_the_whole_budget(hf_smollm2):
 def test_stop_string_truncates(hf_smollm2):
     [full] = hf_smollm2.generate([chat("Count from 1 to 10, separated by commas.", max_tokens=40)])
     assert "5" in full.text, full.text
-    [cut] = hf_smollm2.generate([chat("Count from 1 to 10, separated by commas.", max_tokens=40,
-                                      stop=("5",))])
+    [cut] = hf_smollm2.generate(
+        [chat("Count from 1 to 10, separated by commas.", max_tokens=40, stop=("5",))]
+    )
     assert cut.finish_reason == "stop" and "5" not in cut.text
     assert full.text.startswith(cut.text) and len(cut.text) < len(full.text)
 
@@ -76,9 +80,11 @@ def test_seed_reproducible_and_seeds_differ(hf_smollm2):
 
 def test_continue_final_continues_the_prefix(hf_smollm2):
     prefix = "The capital of France is"
-    req = Request(messages=(Message("user", "What is the capital of France?"),
-                            Message("assistant", prefix)),
-                  continue_final=True, sampling=Sampling(max_tokens=8))
+    req = Request(
+        messages=(Message("user", "What is the capital of France?"), Message("assistant", prefix)),
+        continue_final=True,
+        sampling=Sampling(max_tokens=8),
+    )
     ids = hf_smollm2.prompt_ids(req)
     # The prompt ends with the prefix itself: no end-of-turn, no new assistant header.
     assert hf_smollm2.tokenizer.decode(ids).endswith(prefix)
@@ -88,9 +94,15 @@ def test_continue_final_continues_the_prefix(hf_smollm2):
 
 def test_raw_prompt_and_multi_turn(hf_smollm2):
     raw = Request(prompt="The capital of France is", sampling=Sampling(max_tokens=4))
-    turns = Request(messages=(Message("system", "Answer with one word."),
-                              Message("user", "Capital of France?"), Message("assistant", "Paris"),
-                              Message("user", "Capital of Italy?")), sampling=Sampling(max_tokens=8))
+    turns = Request(
+        messages=(
+            Message("system", "Answer with one word."),
+            Message("user", "Capital of France?"),
+            Message("assistant", "Paris"),
+            Message("user", "Capital of Italy?"),
+        ),
+        sampling=Sampling(max_tokens=8),
+    )
     r, t = hf_smollm2.generate([raw, turns])
     assert r.prompt_tokens == 5 and "Paris" in r.text
     rendered = hf_smollm2.tokenizer.decode(hf_smollm2.prompt_ids(turns))

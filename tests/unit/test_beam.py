@@ -3,6 +3,7 @@
 The policy writes step "r{t}s{j}" (round t, sample j), or what a test's `steps` says; the
 judge scores a text by its last step label (higher j is better) unless a test overrides it.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,6 +32,7 @@ def label_score(solution: str) -> float:
 
 def responder(steps=lambda t, j, prefix: f"r{t}s{j}", judge=label_score, greedy=None):
     """respond(request) for JudgedBackend: policy steps (sampled or greedy) and judge scores."""
+
     def respond(request):
         if is_judge(request):
             return float(judge(solution_of(request)))
@@ -39,6 +41,7 @@ def responder(steps=lambda t, j, prefix: f"r{t}s{j}", judge=label_score, greedy=
         if request.sampling.temperature == 0 and greedy is not None:
             return greedy(t, prefix) + SEP + "never seen"
         return steps(t, request.sample_index, prefix) + SEP + "never seen"
+
     return respond
 
 
@@ -68,8 +71,10 @@ def test_beams_are_pruned_to_width_and_continue_from_their_prefix(tmp_path, prob
         best = sorted((c["score"] for c in step["candidates"]), reverse=True)[:2]
         assert sorted((c["score"] for c in kept), reverse=True) == best
     # Later rounds tie on score (the judge reads the last label): generation order decides.
-    assert [s["text"] for s in row["samples"]] == [SEP.join(["r0s3", "r1s1", "r2s1"]),
-                                                   SEP.join(["r0s2", "r1s1", "r2s1"])]
+    assert [s["text"] for s in row["samples"]] == [
+        SEP.join(["r0s3", "r1s1", "r2s1"]),
+        SEP.join(["r0s2", "r1s1", "r2s1"]),
+    ]
     assert row["extra"]["ends"] == ["max_steps", "max_steps"] and row["extra"]["chosen"] == 0
     assert row["extra"]["compute"]["policy"]["requests"] == 12
 
@@ -77,12 +82,15 @@ def test_beams_are_pruned_to_width_and_continue_from_their_prefix(tmp_path, prob
 def test_a_final_answer_ends_the_beam_and_the_search(tmp_path, problems):
     def steps(t, j, prefix):
         return "so \\boxed{5}" if (t, j) == (1, 1) else f"r{t}s{j}"
+
     llm, engines = judged_llm(tmp_path, responder(steps))
     [row] = METHODS.get("beam")(problems[:1], cfg(max_steps=4), llm, ctx())
     assert len(policy_requests(engines)) == 4 + 4  # both kept beams answered in round 1
     assert row["extra"]["ends"] == ["answer", "answer"]
-    assert [s["text"] for s in row["samples"]] == ["r0s3" + SEP + "so \\boxed{5}",
-                                                   "r0s2" + SEP + "so \\boxed{5}"]
+    assert [s["text"] for s in row["samples"]] == [
+        "r0s3" + SEP + "so \\boxed{5}",
+        "r0s2" + SEP + "so \\boxed{5}",
+    ]
     assert row["samples"][0]["generated_tokens"] == 1 + 2  # its own path: "r0s3", "so \boxed{5}"
     assert len(row["samples"][0]["step_keys"]) == 2
 
@@ -90,6 +98,7 @@ def test_a_final_answer_ends_the_beam_and_the_search(tmp_path, problems):
 def test_an_empty_step_ends_the_beam_as_eos(tmp_path, problems):
     def steps(t, j, prefix):
         return "" if t == 1 else f"r{t}s{j}"
+
     llm, engines = judged_llm(tmp_path, responder(steps))
     [row] = METHODS.get("beam")(problems[:1], cfg(), llm, ctx())
     assert row["extra"]["ends"] == ["eos", "eos"]
@@ -113,8 +122,9 @@ def test_reruns_are_served_from_the_cache(tmp_path, problems):
     first = METHODS.get("beam")(problems[:2], cfg(), llm, ctx(seed=4))
     again, engines = judged_llm(tmp_path, responder())
     second = METHODS.get("beam")(problems[:2], cfg(), again, ctx(seed=4))
-    assert engines == [] and first == [{**r, "samples": [{**s, "cache_hit": False} for s in r["samples"]]}
-                                        for r in second]
+    assert engines == [] and first == [
+        {**r, "samples": [{**s, "cache_hit": False} for s in r["samples"]]} for r in second
+    ]
 
 
 @pytest.mark.parametrize("bad", [{"width": 0}, {"expand": 0}, {"max_steps": 0}, {"separator": ""}])

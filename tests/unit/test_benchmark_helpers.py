@@ -1,4 +1,5 @@
 """Helpers of the scripts in benchmarks/ that print measured numbers."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -30,6 +31,7 @@ def test_raw_chains_submit_each_rollouts_next_request_after_its_previous():
     pytest.importorskip("xllamacpp")
     from fake_backend import chat, manifest
     from retrace.backends.scripted import ScriptedBackend
+
     bench = load("pipeline_vs_engine")
     engine = ScriptedBackend(manifest(), {"script": ["one two three"], "async": True})
     submitted, finished = [], []
@@ -40,10 +42,11 @@ def test_raw_chains_submit_each_rollouts_next_request_after_its_previous():
         future = submit(request)
         future.add_done_callback(lambda f: finished.append(request.tag))
         return future
+
     engine.submit = tracking
     chains = [[chat("a1"), chat("a2"), chat("a3")], [chat("b1")], [chat("c1"), chat("c2")]]
     tokens, seconds = bench.raw_chains(engine, chains)
     assert tokens == 6 * 3 and seconds >= 0
     seen = dict(submitted)
-    assert [t for t, _ in submitted[:3]] == ["a1", "b1", "c1"]          # every chain starts at once
-    assert "a1" in seen["a2"] and "a2" in seen["a3"] and "c1" in seen["c2"]   # then each waits for its own
+    assert [t for t, _ in submitted[:3]] == ["a1", "b1", "c1"]  # every chain starts at once
+    assert "a1" in seen["a2"] and "a2" in seen["a3"] and "c1" in seen["c2"]  # then each waits for its own

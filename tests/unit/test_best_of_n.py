@@ -1,4 +1,5 @@
 """RM@N (retrace.methods.best_of_n): reuses the Maj@N rollouts, scores them, keeps the argmax."""
+
 from __future__ import annotations
 
 import pytest
@@ -44,8 +45,9 @@ def test_rollouts_come_from_the_majority_cache_and_only_the_judge_runs(tmp_path,
         assert r["extra"]["scorer"]["name"] == "llm_judge"
         assert r["extra"]["scorer"]["model"] == FINGERPRINT
         assert r["extra"]["compute"]["scorer"]["requests"] == len({s["text"] for s in r["samples"]})
-        assert r["extra"]["compute"]["policy"]["generated_tokens"] == \
-            sum(s["generated_tokens"] for s in r["samples"])
+        assert r["extra"]["compute"]["policy"]["generated_tokens"] == sum(
+            s["generated_tokens"] for s in r["samples"]
+        )
 
 
 def test_argmax_breaks_ties_towards_the_first_sample():
@@ -54,6 +56,7 @@ def test_argmax_breaks_ties_towards_the_first_sample():
 
 def test_chosen_correct_reads_the_chosen_sample(problems):
     from retrace.registry import TASKS
+
     task, p = TASKS.get("smoke_math"), problems[0]
     right, wrong = f"so \\boxed{{{p.gold}}}", "so \\boxed{-12345}"
     row = {"samples": [{"text": wrong}, {"text": right}, {"text": wrong}], "extra": {"chosen": 1}}

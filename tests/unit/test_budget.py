@@ -1,4 +1,5 @@
 """Per-solution generation budgets from method configs (retrace.methods.budget)."""
+
 from __future__ import annotations
 
 from retrace.config import compose
@@ -10,8 +11,11 @@ def method(name, *over):
 
 
 def test_each_method_family_budget():
-    assert solution_budget(method("majority", "method.n=8", "method.sampling.max_tokens=4096")) == \
-        {"solutions": 8, "tokens_per_solution": 4096, "text": "N=8 x 4096 tok"}
+    assert solution_budget(method("majority", "method.n=8", "method.sampling.max_tokens=4096")) == {
+        "solutions": 8,
+        "tokens_per_solution": 4096,
+        "text": "N=8 x 4096 tok",
+    }
     assert solution_budget(method("greedy"))["solutions"] == 1
     refine = solution_budget(method("refine", "method.roles.correct.max_tokens=96", "method.n=2"))
     assert (refine["solutions"], refine["tokens_per_solution"]) == (2, 96)

@@ -1,5 +1,6 @@
 """The request cache (retrace.cache): keys, round trips, atomic batches, sharing between processes
 and hosts (no locks, first write wins, set-aside of damaged entries)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,14 +15,16 @@ from retrace.cache import RequestCache, request_key
 from retrace.records import Completion, Message, Request, Sampling, TokenLogprob
 
 IDENTITY = {"backend": "scripted", "chat_template": "embedded"}
-BASE = Request(messages=(Message("system", "be brief"), Message("user", "2+3?")),
-               sampling=Sampling(temperature=0.7, top_p=0.95, max_tokens=64, stop=("\n\n",), seed=11),
-               sample_index=2, tag="p#2")
+BASE = Request(
+    messages=(Message("system", "be brief"), Message("user", "2+3?")),
+    sampling=Sampling(temperature=0.7, top_p=0.95, max_tokens=64, stop=("\n\n",), seed=11),
+    sample_index=2,
+    tag="p#2",
+)
 
 
 def completion(text: str = "5", **changes) -> Completion:
-    return Completion(text=text, finish_reason="stop", prompt_tokens=9, generated_tokens=1,
-                      **changes)
+    return Completion(text=text, finish_reason="stop", prompt_tokens=9, generated_tokens=1, **changes)
 
 
 @pytest.fixture
@@ -32,9 +35,15 @@ def cache(tmp_path):
 
 
 def test_round_trip_keeps_every_field(cache):
-    full = Completion(text="the answer is \\boxed{5}", finish_reason="length", prompt_tokens=12,
-                      generated_tokens=7, cached_prompt_tokens=4, latency_s=0.25,
-                      logprobs=(TokenLogprob("5", -0.1, (("5", -0.1), ("6", -2.5))),))
+    full = Completion(
+        text="the answer is \\boxed{5}",
+        finish_reason="length",
+        prompt_tokens=12,
+        generated_tokens=7,
+        cached_prompt_tokens=4,
+        latency_s=0.25,
+        logprobs=(TokenLogprob("5", -0.1, (("5", -0.1), ("6", -2.5))),),
+    )
     plain = completion("no logprobs")
     cache.put_many([("k1", BASE, full), ("k2", BASE, plain)])
     found = cache.get_many(["k1", "k2", "absent"])
@@ -48,26 +57,47 @@ def key(request: Request = BASE, fingerprint: str = FINGERPRINT, identity: dict 
 
 def test_key_is_stable_and_ignores_the_tag():
     assert key() == key(dataclasses.replace(BASE, tag="another tag"))
-    rebuilt = Request(messages=tuple(BASE.messages), sampling=Sampling.from_dict(BASE.sampling.to_dict()),
-                      sample_index=2)
+    rebuilt = Request(
+        messages=tuple(BASE.messages), sampling=Sampling.from_dict(BASE.sampling.to_dict()), sample_index=2
+    )
     assert key() == key(rebuilt)
 
 
-@pytest.mark.parametrize("variant", [
-    {"fingerprint": "e" * 64},
-    {"identity": {**IDENTITY, "chat_template": "chatml"}},
-    {"identity": {**IDENTITY, "backend": "vllm"}},
-    {"request": dataclasses.replace(BASE, messages=(Message("user", "2+3?"),))},
-    {"request": dataclasses.replace(BASE, messages=(Message("system", "be brief"), Message("user", "2+4?")))},
-    {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, temperature=0.8))},
-    {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, max_tokens=65))},
-    {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, stop=()))},
-    {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, seed=12))},
-    {"request": dataclasses.replace(BASE, sample_index=3)},
-    {"request": dataclasses.replace(BASE, continue_final=True)},
-    {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, ignore_eos=True))},
-], ids=["fingerprint", "chat_template", "backend", "messages", "content", "temperature",
-        "max_tokens", "stop", "seed", "sample_index", "continue_final", "ignore_eos"])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"fingerprint": "e" * 64},
+        {"identity": {**IDENTITY, "chat_template": "chatml"}},
+        {"identity": {**IDENTITY, "backend": "vllm"}},
+        {"request": dataclasses.replace(BASE, messages=(Message("user", "2+3?"),))},
+        {
+            "request": dataclasses.replace(
+                BASE, messages=(Message("system", "be brief"), Message("user", "2+4?"))
+            )
+        },
+        {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, temperature=0.8))},
+        {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, max_tokens=65))},
+        {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, stop=()))},
+        {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, seed=12))},
+        {"request": dataclasses.replace(BASE, sample_index=3)},
+        {"request": dataclasses.replace(BASE, continue_final=True)},
+        {"request": dataclasses.replace(BASE, sampling=dataclasses.replace(BASE.sampling, ignore_eos=True))},
+    ],
+    ids=[
+        "fingerprint",
+        "chat_template",
+        "backend",
+        "messages",
+        "content",
+        "temperature",
+        "max_tokens",
+        "stop",
+        "seed",
+        "sample_index",
+        "continue_final",
+        "ignore_eos",
+    ],
+)
 def test_key_changes_with_anything_that_decides_the_output(variant):
     assert key(**variant) != key()
 
@@ -77,7 +107,10 @@ def test_a_field_added_later_leaves_existing_keys_alone():
     # before it keeps its key, and a round trip keeps the flag.
     assert "ignore_eos" not in BASE.sampling.to_dict()
     eos = dataclasses.replace(BASE.sampling, ignore_eos=True)
-    assert Sampling.from_dict(eos.to_dict()) == eos and Sampling.from_dict(BASE.sampling.to_dict()) == BASE.sampling
+    assert (
+        Sampling.from_dict(eos.to_dict()) == eos
+        and Sampling.from_dict(BASE.sampling.to_dict()) == BASE.sampling
+    )
 
 
 def test_put_many_refuses_a_bad_key_before_writing_anything(cache):
@@ -94,6 +127,7 @@ def test_put_many_writes_nothing_when_the_batch_fails_midway(cache):
     def batch():
         yield "k1", BASE, completion()
         raise RuntimeError("engine died")
+
     with pytest.raises(RuntimeError):
         cache.put_many(batch())
     assert cache.count() == 0 and cache.get_many(["k1"]) == {}
@@ -111,8 +145,14 @@ def test_two_handles_on_one_file_see_each_other(tmp_path):
     try:
         a.put_many([("from-a", BASE, completion("A"))])
         b.put_many([("from-b", BASE, completion("B"))])
-        assert {k: c.text for k, c in b.get_many(["from-a", "from-b"]).items()} == {"from-a": "A", "from-b": "B"}
-        assert {k: c.text for k, c in a.get_many(["from-a", "from-b"]).items()} == {"from-a": "A", "from-b": "B"}
+        assert {k: c.text for k, c in b.get_many(["from-a", "from-b"]).items()} == {
+            "from-a": "A",
+            "from-b": "B",
+        }
+        assert {k: c.text for k, c in a.get_many(["from-a", "from-b"]).items()} == {
+            "from-a": "A",
+            "from-b": "B",
+        }
         b.record_hits(["from-a"])
         assert a.hits_for("b") == 1
     finally:
@@ -168,7 +208,9 @@ def test_concurrent_writers_never_corrupt_and_the_first_write_wins(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), f"w{n}"]) for n in range(4)]
     assert [p.wait(timeout=120) for p in procs] == [0] * 4
     cache = RequestCache(path)
-    found = cache.get_many([f"shared{i}" for i in range(40)] + [f"w{n}-{i}" for n in range(4) for i in range(40)])
+    found = cache.get_many(
+        [f"shared{i}" for i in range(40)] + [f"w{n}-{i}" for n in range(4) for i in range(40)]
+    )
     assert len(found) == 200 and cache.count() == 200
     assert {c.text for k, c in found.items() if k.startswith("shared")} <= {"w0", "w1", "w2", "w3"}
     assert not list(path.rglob(".tmp-*")), "temporary files were left behind"
@@ -197,6 +239,7 @@ def test_hits_since_a_time(cache):
     cache.record_hits(["old"])
     mark = cache.hits()[0]["at"] + 1e-6
     import time
+
     time.sleep(0.01)
     cache.record_hits(["new"])
     assert [h["key"] for h in cache.hits(since=mark)] == ["new"]
@@ -211,6 +254,7 @@ def test_a_file_where_the_cache_directory_should_be_is_refused(tmp_path):
 def _damage(entry, kind: str) -> None:
     """Each way an entry file can be wrong: what a crash, a copy or a stray tool may leave."""
     import json
+
     good = entry.read_bytes()
     if kind == "truncated":
         entry.write_bytes(good[: len(good) // 2])
@@ -228,8 +272,9 @@ def _damage(entry, kind: str) -> None:
         entry.write_text(json.dumps(d))
 
 
-@pytest.mark.parametrize("kind", ["truncated", "zero-length", "garbage", "wrong-key",
-                                  "not-an-object", "wrong-types"])
+@pytest.mark.parametrize(
+    "kind", ["truncated", "zero-length", "garbage", "wrong-key", "not-an-object", "wrong-types"]
+)
 def test_a_damaged_entry_is_never_returned_but_kept_aside_and_regenerated(cache, kind):
     cache.put_many([("k1", BASE, completion("first"))])
     entry = next(cache.objects.glob("*/k1.json"))
@@ -268,6 +313,7 @@ def test_a_request_generated_while_its_entry_existed_is_logged_as_a_duplicate(tm
 
 def test_a_full_disk_fails_the_batch_clearly_and_leaves_no_file_behind(cache, monkeypatch):
     from pathlib import Path
+
     real = Path.write_text
 
     def full(self, data, *a, **k):  # what a full filesystem does: a partial write, then ENOSPC

@@ -1,12 +1,21 @@
 """Claim verdicts (retrace.scoring.claims) on constructed paired results."""
+
 from __future__ import annotations
 
 import csv
 
 import pytest
 
-from retrace.scoring.claims import (COLUMNS, adjust, claim_row, compare, per_question, verdict,
-                                    weaker_gains_more, write_claims_csv)
+from retrace.scoring.claims import (
+    COLUMNS,
+    adjust,
+    claim_row,
+    compare,
+    per_question,
+    verdict,
+    weaker_gains_more,
+    write_claims_csv,
+)
 
 
 def run(flags) -> dict[str, float]:
@@ -70,18 +79,22 @@ def test_ci_alone_does_not_decide_when_the_exact_test_does_not_reject():
     few = compare([run([1] * 4 + [0] * 6)], [run([0] * 10)], n_boot=2000)
     assert few["ci_low"] > 0 and few["p_value"] == pytest.approx(0.125)
     assert few["verdict"] == "inconclusive"
-    many = compare([run([1] * 9 + [0] * 2 + [1] * 40 + [0] * 49)],
-                   [run([0] * 9 + [1] * 2 + [1] * 40 + [0] * 49)], n_boot=2000)
+    many = compare(
+        [run([1] * 9 + [0] * 2 + [1] * 40 + [0] * 49)],
+        [run([0] * 9 + [1] * 2 + [1] * 40 + [0] * 49)],
+        n_boot=2000,
+    )
     assert many["ci_low"] > 0 and many["p_value"] == pytest.approx(0.0654, abs=1e-3)
     assert many["verdict"] == "inconclusive"
 
 
 def test_holm_over_the_experiment_can_turn_a_supported_row_inconclusive():
-    a, b = run([1] * 8 + [0] * 22), run([0] * 30)     # 8 wins, 0 losses: p = 0.0078
+    a, b = run([1] * 8 + [0] * 22), run([0] * 30)  # 8 wins, 0 losses: p = 0.0078
     alone = claim_row("beats greedy", "m", "d", "refine", "greedy", [a], [b], n_boot=500)
     assert alone["verdict"] == "supported" and alone["correction"] == "none"
-    null = claim_row("beats Maj@N", "m", "d", "refine", "majority", [run([1, 0] * 15)],
-                     [run([0, 1] * 15)], n_boot=500)
+    null = claim_row(
+        "beats Maj@N", "m", "d", "refine", "majority", [run([1, 0] * 15)], [run([0, 1] * 15)], n_boot=500
+    )
     family = adjust([alone] + [dict(null) for _ in range(9)])
     assert family[0]["p_value"] == alone["p_value"]
     assert family[0]["p_adjusted"] == pytest.approx(10 * alone["p_value"])
@@ -91,8 +104,9 @@ def test_holm_over_the_experiment_can_turn_a_supported_row_inconclusive():
 
 
 def test_adjust_reads_rows_back_from_csv(tmp_path):
-    row = claim_row("beats Maj@N", "m", "d", "refine", "majority", [run([1] * 30)],
-                    [run([0] * 30)], n_boot=100)
+    row = claim_row(
+        "beats Maj@N", "m", "d", "refine", "majority", [run([1] * 30)], [run([0] * 30)], n_boot=100
+    )
     path = tmp_path / "claims.csv"
     write_claims_csv([row], path)
     [read] = list(csv.DictReader(open(path)))
@@ -120,15 +134,24 @@ def test_mismatched_questions_are_refused():
 
 
 def test_weaker_model_gain_is_a_paired_gain_difference():
-    weak = ([run([1] * 40)], [run([0] * 30 + [1] * 10)])      # gains 30 questions
-    strong = ([run([1] * 40)], [run([0] * 2 + [1] * 38)])     # gains 2 questions
+    weak = ([run([1] * 40)], [run([0] * 30 + [1] * 10)])  # gains 30 questions
+    strong = ([run([1] * 40)], [run([0] * 2 + [1] * 38)])  # gains 2 questions
     out = weaker_gains_more(weak, strong, n_boot=300)
     assert out["delta"] == pytest.approx(28 / 40) and out["verdict"] == "supported"
 
 
 def test_claims_csv_round_trip(tmp_path):
-    row = claim_row("beats Maj@N", "m", "d", "refine", "majority", [run([1] * 12)],
-                    [run([0] * 12)], evidence=["abc", "def"], n_boot=100)
+    row = claim_row(
+        "beats Maj@N",
+        "m",
+        "d",
+        "refine",
+        "majority",
+        [run([1] * 12)],
+        [run([0] * 12)],
+        evidence=["abc", "def"],
+        n_boot=100,
+    )
     path = tmp_path / "report" / "claims.csv"
     write_claims_csv([row], path)
     with open(path) as f:

@@ -1,4 +1,5 @@
 """A small run of benchmarks/claims_calibration.py: the real claims code on simulated outcomes."""
+
 from __future__ import annotations
 
 import importlib.util

@@ -1,4 +1,5 @@
 """The claims stage on constructed score files: pairing, compute columns, evidence hashes."""
+
 from __future__ import annotations
 
 import csv
@@ -13,10 +14,15 @@ from retrace.stages import claims
 
 def write_score(tmp_path, label, correct, flops, model="m"):
     path = tmp_path / f"{model}-{label}.json"
-    path.write_text(json.dumps({
-        "job": {"model": model, "backend": "b", "dataset": "d", "method": label, "seed": 0},
-        "flops": {"effective": flops, "nominal": flops},
-        "per_problem": [{"id": f"q{i}", "vote_correct": bool(c)} for i, c in enumerate(correct)]}))
+    path.write_text(
+        json.dumps(
+            {
+                "job": {"model": model, "backend": "b", "dataset": "d", "method": label, "seed": 0},
+                "flops": {"effective": flops, "nominal": flops},
+                "per_problem": [{"id": f"q{i}", "vote_correct": bool(c)} for i, c in enumerate(correct)],
+            }
+        )
+    )
     prov_path(path).write_text(json.dumps({"artifact": {"sha256": sha256_file(path)}}))
     return path
 
@@ -37,10 +43,12 @@ def test_claims_rows_pair_questions_and_price_the_gain(tmp_path):
 
 
 def test_weaker_model_row_compares_gains_between_models(tmp_path):
-    files = [write_score(tmp_path, "refine", [1] * 15 + [0] * 5, 2e15, "weak"),
-             write_score(tmp_path, "majority", [1] * 5 + [0] * 15, 1e15, "weak"),
-             write_score(tmp_path, "refine", [1] * 19 + [0], 2e15, "strong"),
-             write_score(tmp_path, "majority", [1] * 18 + [0] * 2, 1e15, "strong")]
+    files = [
+        write_score(tmp_path, "refine", [1] * 15 + [0] * 5, 2e15, "weak"),
+        write_score(tmp_path, "majority", [1] * 5 + [0] * 15, 1e15, "weak"),
+        write_score(tmp_path, "refine", [1] * 19 + [0], 2e15, "strong"),
+        write_score(tmp_path, "majority", [1] * 18 + [0] * 2, 1e15, "strong"),
+    ]
     out = tmp_path / "claims.csv"
     claims.run(files, out)
     assert "weaker models gain most" not in {r["claim"] for r in csv.DictReader(open(out))}
@@ -54,10 +62,12 @@ def test_weaker_model_row_compares_gains_between_models(tmp_path):
 def test_the_weak_model_comes_from_the_experiment_not_the_data(tmp_path):
     # "strong" measures lower here; the pre-registered order is kept (delta negative), where
     # the old code re-ordered the pair by measured Maj@N accuracy
-    files = [write_score(tmp_path, "refine", [1] * 15 + [0] * 5, 2e15, "weak"),
-             write_score(tmp_path, "majority", [1] * 5 + [0] * 15, 1e15, "weak"),
-             write_score(tmp_path, "refine", [1] * 19 + [0], 2e15, "strong"),
-             write_score(tmp_path, "majority", [1] * 18 + [0] * 2, 1e15, "strong")]
+    files = [
+        write_score(tmp_path, "refine", [1] * 15 + [0] * 5, 2e15, "weak"),
+        write_score(tmp_path, "majority", [1] * 5 + [0] * 15, 1e15, "weak"),
+        write_score(tmp_path, "refine", [1] * 19 + [0], 2e15, "strong"),
+        write_score(tmp_path, "majority", [1] * 18 + [0] * 2, 1e15, "strong"),
+    ]
     out = tmp_path / "claims.csv"
     claims.run(files, out, weaker=[("strong", "weak")])
     [row] = [r for r in csv.DictReader(open(out)) if r["claim"] == "weaker models gain most"]

@@ -6,6 +6,7 @@ asserts the limit or error that contained the program and that nothing of it lea
 the host; where the two executors contain a program by different means (no socket module
 call vs a seccomp refusal), `ex.pick` names the expected outcome of each.
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,6 +25,7 @@ MIRROR = Path(os.environ.get("RETRACE_MIRROR") or REPO.parent / "shared" / "data
 
 
 # --- programs that must work -------------------------------------------------------
+
 
 def test_program_returns_ans(ex):
     r = ex.run("""
@@ -86,6 +88,7 @@ def test_wasm_refuses_a_runtime_with_another_hash(monkeypatch, tmp_path):
 
 # --- network -------------------------------------------------------------------------
 
+
 def test_cannot_reach_a_port_the_host_listens_on(ex):
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -101,8 +104,7 @@ def test_cannot_reach_a_port_the_host_listens_on(ex):
                 ans = e.strerror
         """)
         # bwrap: seccomp refuses AF_INET sockets; wasm: WASI has no socket creation
-        assert r.ans == ex.pick(bwrap="Address family not supported by protocol",
-                                wasm="Not supported"), r
+        assert r.ans == ex.pick(bwrap="Address family not supported by protocol", wasm="Not supported"), r
         with pytest.raises(socket.timeout):
             server.accept()
 
@@ -138,11 +140,11 @@ def test_no_dns_and_no_route_out(ex):
             out.append(type(e).__name__)
         ans = out
     """)
-    assert r.ans == ex.pick(bwrap="['gaierror', 'OSError']",
-                            wasm="['AttributeError', 'AttributeError']"), r
+    assert r.ans == ex.pick(bwrap="['gaierror', 'OSError']", wasm="['AttributeError', 'AttributeError']"), r
 
 
 # --- filesystem ----------------------------------------------------------------------
+
 
 def _problem_files() -> list[str]:
     bundled = sorted((REPO / "src/retrace/tasks/bundled").glob("*"))[:2]
@@ -155,8 +157,15 @@ def test_cannot_read_host_files_problems_or_the_data_mirror(ex):
     secret.write_text("s3cret")
     secret.chmod(0o644)  # world-readable on the host, still invisible in the sandbox
     try:
-        paths = ["/root/.bashrc", str(REPO / "pyproject.toml"), str(Path(__file__)),
-                 str(secret), "/etc/shadow", "/etc/hostname", *_problem_files()]
+        paths = [
+            "/root/.bashrc",
+            str(REPO / "pyproject.toml"),
+            str(Path(__file__)),
+            str(secret),
+            "/etc/shadow",
+            "/etc/hostname",
+            *_problem_files(),
+        ]
         r = ex.run(f"""
             import os
             ans = {{}}
@@ -177,16 +186,26 @@ def test_cannot_read_host_files_problems_or_the_data_mirror(ex):
     assert r.ans == "['FileNotFoundError']", r  # not mounted / not preopened at all
     # /home holds at most the (empty) parents bwrap made for a Python installation there
     made = sorted({Path(p).parts[2] for p in bwrap_exec._python_roots() if p.startswith("/home/")})
-    assert r.stdout.strip() == ex.pick(bwrap=str(made) if made else "FileNotFoundError",
-                                       wasm="FileNotFoundError"), r
+    assert r.stdout.strip() == ex.pick(
+        bwrap=str(made) if made else "FileNotFoundError", wasm="FileNotFoundError"
+    ), r
     if ex.name == "bwrap":  # documented allowance: world-readable files under /usr
         assert ex.run("ans = 'ID=' in open('/usr/lib/os-release').read()").ans == "True"
 
 
 def test_cannot_write_outside_scratch(ex):
     tag = f"retrace-pwned-{os.getpid()}"
-    targets = [f"/root/{tag}", f"{REPO}/{tag}", f"/usr/{tag}", f"/{tag}", f"/job/{tag}",
-               f"/dev/{tag}", f"/dev/shm/{tag}", f"/proc/{tag}", f"/etc/{tag}"]
+    targets = [
+        f"/root/{tag}",
+        f"{REPO}/{tag}",
+        f"/usr/{tag}",
+        f"/{tag}",
+        f"/job/{tag}",
+        f"/dev/{tag}",
+        f"/dev/shm/{tag}",
+        f"/proc/{tag}",
+        f"/etc/{tag}",
+    ]
     r = ex.run(f"""
         ans = {{}}
         for p in {targets!r}:
@@ -200,17 +219,20 @@ def test_cannot_write_outside_scratch(ex):
     """)
     # Under bwrap with the venv under /tmp (a CI clone there), /tmp is the sandbox's own
     # size-capped tmpfs holding the venv's parents: a write below them stays in that tmpfs.
-    under_tmp = ex.name == "bwrap" and any(r == "/tmp" or r.startswith("/tmp/")
-                                           for r in bwrap_exec._python_roots())
+    under_tmp = ex.name == "bwrap" and any(
+        r == "/tmp" or r.startswith("/tmp/") for r in bwrap_exec._python_roots()
+    )
     assert r.ok and all(under_tmp and p.startswith("/tmp/") for p in ast.literal_eval(r.ans)), r
     assert not any(os.path.exists(p) for p in targets)  # on the host: nothing written anywhere
     # $HOME (and under bwrap /tmp) is the scratch directory: writes never reach the host
-    r = ex.run(f"import os\nopen(os.environ['HOME'] + '/{tag}', 'w').write('x')\n"
-               f"ans = os.environ['HOME'], os.path.exists('/scratch/{tag}')")
+    r = ex.run(
+        f"import os\nopen(os.environ['HOME'] + '/{tag}', 'w').write('x')\n"
+        f"ans = os.environ['HOME'], os.path.exists('/scratch/{tag}')"
+    )
     assert r.ans == "('/scratch', True)" and not Path(f"/tmp/{tag}").exists(), r
     if ex.name == "bwrap":
         r = ex.run(f"import os\nopen('/tmp/{tag}', 'w').write('x')\nans = os.path.realpath('/tmp/{tag}')")
-        inside = "/tmp" if under_tmp else "/scratch"   # a venv under /tmp is bound inside /tmp
+        inside = "/tmp" if under_tmp else "/scratch"  # a venv under /tmp is bound inside /tmp
         assert r.ans == f"{inside}/{tag}" and not Path(f"/tmp/{tag}").exists()
 
 
@@ -240,10 +262,13 @@ def test_chdir_root_and_deleting_the_sandbox_fail(ex):
 def test_huge_file_hits_fsize_and_many_files_fill_scratch(ex):
     r = ex.run("open('big', 'wb').write(b'0' * (32 << 20))", Limits(wall_s=5, file_bytes=16 << 20))
     assert r.exit_code == 1 and "File too large" in r.stderr, r  # RLIMIT_FSIZE (EFBIG)
-    r = ex.run("""
+    r = ex.run(
+        """
         for i in range(100):
             open(f"f{i}", "wb").write(b"0" * (2 << 20))
-    """, Limits(wall_s=10, scratch_bytes=8 << 20))
+    """,
+        Limits(wall_s=10, scratch_bytes=8 << 20),
+    )
     # bwrap: the tmpfs is full; wasm: the caller's poll of the scratch directory kills it
     if ex.name == "bwrap":
         assert r.exit_code == 1 and "No space left on device" in r.stderr, r

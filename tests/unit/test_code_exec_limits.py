@@ -4,6 +4,7 @@ Run: `python -m pytest tests/unit/test_code_exec_limits.py -q` (see test_code_ex
 No test asserts how long a run took beyond what the limits guarantee (a killed run lasted
 at least its wall limit): on a loaded machine a second of CPU can take several of wall.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,10 @@ from sandbox_suite import REPO, ex  # noqa: F401  (ex: the fixture)
 
 # --- processes -----------------------------------------------------------------------
 
+
 def test_fork_bomb_is_stopped_by_nproc(ex):
-    r = ex.run("""
+    r = ex.run(
+        """
         import errno, os, time
         n = 0
         while True:
@@ -30,7 +33,9 @@ def test_fork_bomb_is_stopped_by_nproc(ex):
                 os._exit(0)
             n += 1
         ans = n
-    """, Limits(wall_s=10, max_tasks=8))
+    """,
+        Limits(wall_s=10, max_tasks=8),
+    )
     if ex.name == "bwrap":  # the sleeping children die with the PID namespace (fixture)
         assert r.ok and "fork failed: EAGAIN" in r.stdout and int(r.ans) < 8, r
     else:  # WASI has no processes
@@ -38,14 +43,17 @@ def test_fork_bomb_is_stopped_by_nproc(ex):
 
 
 def test_spinning_fork_bomb_ends_at_the_wall_limit(ex):
-    r = ex.run("""
+    r = ex.run(
+        """
         import os
         while True:
             try:
                 os.fork()
             except OSError:
                 pass
-    """, Limits(wall_s=2, cpu_s=10, max_tasks=8))
+    """,
+        Limits(wall_s=2, cpu_s=10, max_tasks=8),
+    )
     if ex.name == "bwrap":
         assert r.timed_out and r.killed_reason == "wall_time" and r.signal == 9, r
         assert r.wall_s >= 2
@@ -100,9 +108,12 @@ def test_cannot_kill_anything_outside(ex):
     """)
     # bwrap: pid 1 is the namespace's init (root's, or immune to signals from inside when it
     # is ours), our pid does not exist in there; wasm: no signals at all
-    assert r.ok and r.ans == ex.pick(bwrap="['SENT', 'ProcessLookupError']" if os.geteuid()
-                                     else "['PermissionError', 'ProcessLookupError']",
-                                     wasm="['AttributeError', 'AttributeError']"), r
+    assert r.ok and r.ans == ex.pick(
+        bwrap="['SENT', 'ProcessLookupError']"
+        if os.geteuid()
+        else "['PermissionError', 'ProcessLookupError']",
+        wasm="['AttributeError', 'AttributeError']",
+    ), r
     r = ex.run("import os, signal\nos.killpg(0, signal.SIGKILL)")
     assert not r.ok and r.killed_reason == ex.pick(bwrap="signal", wasm=None), r
     r = ex.run("import os, signal\nos.kill(-1, signal.SIGKILL)\nans = 'survived'")
@@ -115,13 +126,16 @@ def test_environment_secrets_do_not_leak(ex, monkeypatch):
     assert "hunter2" not in r.stdout + r.stderr + (r.ans or "")
     assert eval(r.ans) == ex.pick(
         bwrap=["HOME", "LANG", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PWD", "TMPDIR"],
-        wasm=["HOME", "LANG", "TMPDIR"]), r
+        wasm=["HOME", "LANG", "TMPDIR"],
+    ), r
 
 
 # --- namespaces and memory outside the caps (red-team findings) ----------------------
 
+
 def test_no_nested_user_namespace_so_no_own_tmpfs(ex):
-    r = ex.run("""
+    r = ex.run(
+        """
         import ctypes, os
         libc = ctypes.CDLL(None, use_errno=True)
         out = []
@@ -131,7 +145,9 @@ def test_no_nested_user_namespace_so_no_own_tmpfs(ex):
             open("/scratch/big", "wb").write(b"0" * (180 << 20))
             out.append("MOUNTED")
         ans = out
-    """, Limits(wall_s=10, memory_bytes=512 << 20))
+    """,
+        Limits(wall_s=10, memory_bytes=512 << 20),
+    )
     if ex.name == "bwrap":
         assert r.ans == "['Operation not permitted', 'Operation not permitted']", r
     else:  # no ctypes (no dynamic loading) in WASI CPython
@@ -161,6 +177,7 @@ def test_sysv_shared_memory_is_refused(ex):
 
 # --- time, memory, output ------------------------------------------------------------
 
+
 def test_infinite_loop_hits_cpu_limit(ex):
     r = ex.run("while True: pass", Limits(wall_s=30, cpu_s=1))
     assert r.timed_out and r.killed_reason == "cpu_time", r
@@ -168,7 +185,8 @@ def test_infinite_loop_hits_cpu_limit(ex):
 
 
 def test_cpu_burning_threads_share_one_cpu_budget(ex):
-    r = ex.run("""
+    r = ex.run(
+        """
         import threading
         def burn():
             while True:
@@ -176,7 +194,9 @@ def test_cpu_burning_threads_share_one_cpu_budget(ex):
         for _ in range(4):
             threading.Thread(target=burn, daemon=True).start()
         burn()
-    """, Limits(wall_s=30, cpu_s=1))
+    """,
+        Limits(wall_s=30, cpu_s=1),
+    )
     if ex.name == "bwrap":  # RLIMIT_CPU counts every thread of the process
         assert r.killed_reason == "cpu_time" and r.timed_out, r
     else:  # no threads in WASI
@@ -184,7 +204,8 @@ def test_cpu_burning_threads_share_one_cpu_budget(ex):
 
 
 def test_ignored_signals_do_not_prevent_the_cpu_kill(ex):
-    r = ex.run("""
+    r = ex.run(
+        """
         import signal
         for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGXCPU"):
             try:
@@ -193,19 +214,24 @@ def test_ignored_signals_do_not_prevent_the_cpu_kill(ex):
                 pass
         while True:
             pass
-    """, Limits(wall_s=30, cpu_s=1))
+    """,
+        Limits(wall_s=30, cpu_s=1),
+    )
     # SIGXCPU ignored: the kernel's SIGKILL at the hard CPU limit ends it, and it is
     # reported as the CPU limit (it was "signal" before), not as a crash
     assert r.timed_out and r.killed_reason == "cpu_time", r
     assert r.signal == ex.pick(bwrap=9, wasm=None), r
-    r = ex.run("""
+    r = ex.run(
+        """
         import signal, time
         try:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         except (AttributeError, OSError, ValueError):
             pass
         while True: time.sleep(0.01)
-    """, Limits(wall_s=1))
+    """,
+        Limits(wall_s=1),
+    )
     assert r.killed_reason == "wall_time" and r.timed_out and r.wall_s >= 1, r
 
 
@@ -215,7 +241,8 @@ def test_sleeping_forever_hits_the_wall_limit(ex):
 
 
 def test_closing_its_output_does_not_dodge_the_wall_limit(ex):
-    r = ex.run("""
+    r = ex.run(
+        """
         import os, time
         for fd in range(1024):
             try:
@@ -223,7 +250,9 @@ def test_closing_its_output_does_not_dodge_the_wall_limit(ex):
             except OSError:
                 pass
         time.sleep(10**6)
-    """, Limits(wall_s=1))
+    """,
+        Limits(wall_s=1),
+    )
     assert r.killed_reason == "wall_time" and r.wall_s >= 1, r
 
 
@@ -242,8 +271,7 @@ def test_output_flood_is_truncated_and_killed(ex):
     cap = 4096
     r = ex.run("while True: print('x' * 1000)", Limits(wall_s=10, output_bytes=cap))
     assert r.truncated and r.killed_reason == "output_limit" and len(r.stdout) == cap, r
-    r = ex.run("import sys\nwhile True: sys.stderr.write('e' * 1000)",
-               Limits(wall_s=10, output_bytes=cap))
+    r = ex.run("import sys\nwhile True: sys.stderr.write('e' * 1000)", Limits(wall_s=10, output_bytes=cap))
     assert r.truncated and r.killed_reason == "output_limit" and len(r.stderr) == cap, r
     assert ex.run(f"ans = 'a' * {cap}", Limits(output_bytes=cap)).ans == "a" * cap
     r = ex.run(f"ans = 'a' * {cap + 1}", Limits(output_bytes=cap))

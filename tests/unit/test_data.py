@@ -1,4 +1,5 @@
 """retrace.data: prepare, subsetting, fingerprints and the problems file."""
+
 import json
 
 import pytest
@@ -6,8 +7,7 @@ import pytest
 from retrace.data import fingerprint, prepare, read_problems, subset, write_problems
 from retrace.records import Problem
 
-SMOKE = {"name": "smoke_math", "task": "smoke_math", "source": "bundled",
-         "bundled_path": "smoke_math.jsonl"}
+SMOKE = {"name": "smoke_math", "task": "smoke_math", "source": "bundled", "bundled_path": "smoke_math.jsonl"}
 
 
 def problems(n):
@@ -47,20 +47,29 @@ def test_duplicate_ids_are_refused(tmp_path):
     row = {"id": "same", "question": "1+1?", "answer": "2"}
     (tmp_path / "dup.jsonl").write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
     cfg = {"task": "smoke_math", "source": "mirror", "mirror_path": "dup.jsonl"}
-    with pytest.raises(ValueError, match=r"mirror:dup.jsonl:2: duplicate problem id .*first at mirror:dup.jsonl:1"):
+    with pytest.raises(
+        ValueError, match=r"mirror:dup.jsonl:2: duplicate problem id .*first at mirror:dup.jsonl:1"
+    ):
         prepare(cfg, tmp_path)
 
 
 GOOD = json.dumps({"id": "a", "question": "1+1?", "answer": "2"}) + "\n"
 
 
-@pytest.mark.parametrize("second_line, message", [
-    (b'{"id": "b", "question": "2+2?", "ans', r"bad.jsonl:2: malformed JSON line"),  # truncated
-    (b'{"id": "b", "question": "2+2?"}\n', r"bad.jsonl:2: missing 'answer'"),
-    (b'{"id": "b", "question": 4, "answer": "4"}\n', r"bad.jsonl:2: question is int 4, expected text"),
-    (b'{"id": "b", "question": "caf\xe9?", "answer": "4"}\n', r"bad.jsonl:2: not UTF-8 \(byte 0xe9 at column 29\)"),
-    (b'["b", "2+2?", "4"]\n', r"bad.jsonl:2: expected a JSON object"),
-], ids=["truncated", "missing-gold", "wrong-type", "not-utf8", "not-an-object"])
+@pytest.mark.parametrize(
+    "second_line, message",
+    [
+        (b'{"id": "b", "question": "2+2?", "ans', r"bad.jsonl:2: malformed JSON line"),  # truncated
+        (b'{"id": "b", "question": "2+2?"}\n', r"bad.jsonl:2: missing 'answer'"),
+        (b'{"id": "b", "question": 4, "answer": "4"}\n', r"bad.jsonl:2: question is int 4, expected text"),
+        (
+            b'{"id": "b", "question": "caf\xe9?", "answer": "4"}\n',
+            r"bad.jsonl:2: not UTF-8 \(byte 0xe9 at column 29\)",
+        ),
+        (b'["b", "2+2?", "4"]\n', r"bad.jsonl:2: expected a JSON object"),
+    ],
+    ids=["truncated", "missing-gold", "wrong-type", "not-utf8", "not-an-object"],
+)
 def test_a_malformed_row_is_refused_naming_file_and_line(tmp_path, second_line, message):
     (tmp_path / "bad.jsonl").write_bytes(GOOD.encode() + second_line)
     cfg = {"task": "smoke_math", "source": "mirror", "mirror_path": "bad.jsonl"}

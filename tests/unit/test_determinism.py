@@ -1,4 +1,5 @@
 """The engine's deterministic mode: what each backend does with it and where it is reported."""
+
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ from retrace.stages.score import repeatable
 
 def test_vllm_arguments_in_deterministic_mode():
     from retrace.backends.vllm import llm_arguments
+
     engine = {"enable_prefix_caching": True, "deterministic": True}
     on_cpu = llm_arguments({"hf_dir": "/m"}, engine, cuda=False)
     # No batch-invariant kernels on CPU: one sequence at a time, no reused prefixes.
@@ -19,18 +21,25 @@ def test_vllm_arguments_in_deterministic_mode():
     on_gpu = llm_arguments({"hf_dir": "/m"}, engine, cuda=True)
     assert "max_num_seqs" not in on_gpu and on_gpu["enable_prefix_caching"] is True
     assert llm_arguments({"hf_dir": "/m"}, {"enable_prefix_caching": True}, cuda=False) == {
-        "model": "/m", "enable_prefix_caching": True, "enable_chunked_prefill": False}
+        "model": "/m",
+        "enable_prefix_caching": True,
+        "enable_chunked_prefill": False,
+    }
 
 
 def test_openai_client_sends_one_request_at_a_time_and_no_prompt_cache(smollm2_manifest):
     pytest.importorskip("openai")
     from retrace.backends.openai import OpenAIBackend
     from retrace.records import Message, Request, Sampling
+
     req = Request(messages=(Message("user", "Hi"),), sampling=Sampling(max_tokens=2))
-    det = OpenAIBackend(smollm2_manifest, {"base_url": "http://127.0.0.1:9/v1", "concurrency": 8,
-                                           "deterministic": True, "server": "llamacpp"})
-    plain = OpenAIBackend(smollm2_manifest, {"base_url": "http://127.0.0.1:9/v1", "concurrency": 8,
-                                             "server": "llamacpp"})
+    det = OpenAIBackend(
+        smollm2_manifest,
+        {"base_url": "http://127.0.0.1:9/v1", "concurrency": 8, "deterministic": True, "server": "llamacpp"},
+    )
+    plain = OpenAIBackend(
+        smollm2_manifest, {"base_url": "http://127.0.0.1:9/v1", "concurrency": 8, "server": "llamacpp"}
+    )
     try:
         assert det._pool._max_workers == 1 and plain._pool._max_workers == 8
         assert det._fields(req)[1]["cache_prompt"] is False
@@ -50,10 +59,15 @@ def test_scores_say_whether_their_generations_repeat_bitwise():
 
 def test_results_csv_has_the_repeatable_column(tmp_path):
     from retrace.report.tables import columns, result_row
-    score = {"job": {"model": "m", "dataset": "d", "method": "maj", "seed": 0}, "n_problems": 2,
-             "accuracy": {"value": 0.5, "ci_low": 0.0, "ci_high": 1.0},
-             "tokens": {"prompt": 10, "cached_prompt": 0, "generated": 5},
-             "flops": {"nominal": 1.0, "effective": 1.0}, "bitwise_repeatable": True}
+
+    score = {
+        "job": {"model": "m", "dataset": "d", "method": "maj", "seed": 0},
+        "n_problems": 2,
+        "accuracy": {"value": 0.5, "ci_low": 0.0, "ci_high": 1.0},
+        "tokens": {"prompt": 10, "cached_prompt": 0, "generated": 5},
+        "flops": {"nominal": 1.0, "effective": 1.0},
+        "bitwise_repeatable": True,
+    }
     path = tmp_path / "s.json"
     path.write_text(json.dumps(score))
     (tmp_path / "s.json.prov.json").write_text("{}")

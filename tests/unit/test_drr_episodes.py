@@ -1,4 +1,5 @@
 """Episodes per DRR method from one stored rejection path: stopping, abstention, falsifiers."""
+
 import pytest
 
 from retrace.drr import episodes
@@ -12,9 +13,12 @@ def turn(answer, letter=None, abstain=False):
     return {"answer": answer, "rationale": f"r{answer}", "letter": letter, "abstain": abstain}
 
 
-ROW = {"problem_id": P.id, "path": [turn("0", "A"), turn("1", "B"), turn("2", "C")],
-       "abstain": {**turn("none of the above", None, True), "messages": []},
-       "selfcritic": {"letter": "C", "steps": []}}
+ROW = {
+    "problem_id": P.id,
+    "path": [turn("0", "A"), turn("1", "B"), turn("2", "C")],
+    "abstain": {**turn("none of the above", None, True), "messages": []},
+    "selfcritic": {"letter": "C", "steps": []},
+}
 
 
 def test_dm_episode_stops_at_first_accept_and_scores_after():
@@ -71,6 +75,7 @@ def test_none_of_the_above_is_wrong_by_default_and_an_abstention_as_a_variant():
 
 def test_report_labels_the_other_nota_reading():
     from retrace.drr import report
+
     ab = episodes.episode("abstain", P, ROW, 3)
     label, eps = report.nota_variant([ab], "abstain", "wrong")
     assert label == "abstain [NOTA = abstention]" and eps[0]["status"] == "abstained"
@@ -92,6 +97,7 @@ def test_unknown_method_is_an_error():
 
 def test_acc_d_reads_nota_as_an_abstain_decision_while_acc_scores_it_wrong():
     from retrace.drr import report
+
     ab = episodes.episode("abstain", P, ROW, 3)
     row = report.metrics_row("m", "d", 0, "abstain", [ab])
     cols = dict(zip(report.COLUMNS, row))

@@ -1,4 +1,5 @@
 """The DRR leak check over stored prompts and DM rows: clean data passes, a planted gold fails."""
+
 import json
 
 import pytest
@@ -27,8 +28,18 @@ def test_real_prompts_with_correct_past_answers_pass(tmp_path):
 
 # Every shape a prompt can state the gold in (PROBLEMS' gold is B = index 1 = "Jupiter"):
 # text, letter, 0-based index, index + text, with and without a cue word.
-PLANTS = ["The correct answer is 1.", "Hint: Jupiter", "ground truth: (B)", "Answer: 1. Jupiter",
-          "Hint: 1", "Key: B", "Correct: 1", "1. Jupiter", "(B) Jupiter", "Jupiter"]
+PLANTS = [
+    "The correct answer is 1.",
+    "Hint: Jupiter",
+    "ground truth: (B)",
+    "Answer: 1. Jupiter",
+    "Hint: 1",
+    "Key: B",
+    "Correct: 1",
+    "1. Jupiter",
+    "(B) Jupiter",
+    "Jupiter",
+]
 
 
 @pytest.mark.parametrize("plant", PLANTS)
@@ -45,8 +56,14 @@ def test_a_planted_gold_in_a_prompt_fails_the_job_by_default(tmp_path, plant):
 
 
 def test_summarise_refuses_a_leaking_verdict_unless_report_only():
-    bad = {"verdict": "fail", "n_findings": 1, "n_unchecked": 0,
-           "findings": [{"file": "p.jsonl", "line": 3, "field": "f", "kind": "answer_statement", "excerpt": "Key: B"}]}
+    bad = {
+        "verdict": "fail",
+        "n_findings": 1,
+        "n_unchecked": 0,
+        "findings": [
+            {"file": "p.jsonl", "line": 3, "field": "f", "kind": "answer_statement", "excerpt": "Key: B"}
+        ],
+    }
     with pytest.raises(SystemExit, match="no claims are written"):
         leakcheck.refuse(bad, "fail", "leak.json")
     leakcheck.refuse(bad, "report", "leak.json")
@@ -56,9 +73,17 @@ def test_summarise_refuses_a_leaking_verdict_unless_report_only():
 def test_a_dm_row_with_the_gold_injected_as_a_final_turn_fails(tmp_path):
     """The upstream bug: the ground truth appended to the context of a training row."""
     p = PROBLEMS[0]
-    row = {"row_id": f"{p.id}#1", "id": p.id, "dataset": "t", "turn": 1, "question": prompts.question_text(p),
-           "context": [{"answer": "0", "rationale": "red"}, {"answer": "Jupiter", "rationale": "gold"}],
-           "answer": "2", "rationale": "hot", "label": 0}
+    row = {
+        "row_id": f"{p.id}#1",
+        "id": p.id,
+        "dataset": "t",
+        "turn": 1,
+        "question": prompts.question_text(p),
+        "context": [{"answer": "0", "rationale": "red"}, {"answer": "Jupiter", "rationale": "gold"}],
+        "answer": "2",
+        "rationale": "hot",
+        "label": 0,
+    }
     qfile, rows = tmp_path / "q.jsonl", tmp_path / "train.jsonl"
     data.write_problems(qfile, PROBLEMS)
     rows.write_text(json.dumps(row) + "\n")
@@ -70,7 +95,9 @@ def test_gradual_prompts_with_a_correct_past_answer_pass(tmp_path):
     """The gradual re-prompt echoes past attempts (one correct) between its Env: lines."""
     qfile = tmp_path / "q.jsonl"
     data.write_problems(qfile, PROBLEMS)
-    paths = reasoner.rejection_paths(PROBLEMS, TurnLLM({"": ["0", "1. Jupiter", "2"]}), cfg(strategy="gradual"), 0, 3)
+    paths = reasoner.rejection_paths(
+        PROBLEMS, TurnLLM({"": ["0", "1. Jupiter", "2"]}), cfg(strategy="gradual"), 0, 3
+    )
     recs = [r for p in PROBLEMS for r in stages.prompt_records(p.id, paths[p.id]["turns"])]
     assert any("Env:" in m["content"] and "1. Jupiter" in m["content"] for r in recs for m in r["messages"])
     pfile = tmp_path / "prompts.jsonl"

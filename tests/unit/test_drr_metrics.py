@@ -1,4 +1,5 @@
 """DRR metrics (scoring/drr_metrics.py) on constructed episodes with known answers."""
+
 import pytest
 
 from retrace.discriminator.loop import replay, NeedsMoreTurns
@@ -7,8 +8,11 @@ from retrace.scoring import drr_metrics as m
 
 def ep(qid, status, *turns):
     """turns: (correct, decision) pairs."""
-    return {"id": qid, "status": status,
-            "turns": [{"answer": str(i), "correct": c, "decision": d} for i, (c, d) in enumerate(turns)]}
+    return {
+        "id": qid,
+        "status": status,
+        "turns": [{"answer": str(i), "correct": c, "decision": d} for i, (c, d) in enumerate(turns)],
+    }
 
 
 # 4 questions: correct, wrong, abstain (last attempt correct), abstain (last attempt wrong).
@@ -42,7 +46,7 @@ def test_no_abstentions_matches_table1_identity():
 
 
 def test_accuracy_variants_are_labelled_apart():
-    assert m.accuracy(EPISODES) == 25.0               # only q1
+    assert m.accuracy(EPISODES) == 25.0  # only q1
     assert m.accuracy_last_attempt(EPISODES) == 50.0  # q1 and q3's last attempt
     s = m.drr_summary(EPISODES)
     assert s["accuracy_abstain_as_wrong"] == 25.0 and s["accuracy_abstain_as_last_attempt"] == 50.0
@@ -56,8 +60,11 @@ def test_acc_d_with_a_judge_uses_last_turn_decision():
 
 
 def test_acc_d_zero_shot_credits_correct_answers_and_abstentions():
-    eps = [ep("a", "answered", (True, None)), ep("b", "answered", (False, None)),
-           ep("c", "abstained", (False, None))]
+    eps = [
+        ep("a", "answered", (True, None)),
+        ep("b", "answered", (False, None)),
+        ep("c", "abstained", (False, None)),
+    ]
     assert m.critic_decision_accuracy(eps) == pytest.approx(200 / 3)
 
 
@@ -71,8 +78,10 @@ def test_discriminator_precision_recall_fpr_over_all_turns():
 
 
 def test_always_accept_and_always_reject_judges():
-    full = [ep("a", "abstained", *[(c, "reject") for c in (False, True, False, False, True)]),
-            ep("b", "abstained", *[(False, "reject")] * 5)]
+    full = [
+        ep("a", "abstained", *[(c, "reject") for c in (False, True, False, False, True)]),
+        ep("b", "abstained", *[(False, "reject")] * 5),
+    ]
     acc = [replay(e, m.always_accept) for e in full]
     rej = [replay(e, m.always_reject) for e in full]
     assert all(e["status"] == "answered" and len(e["turns"]) == 1 for e in acc)

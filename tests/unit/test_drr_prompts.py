@@ -1,4 +1,5 @@
 """DRR prompts (Appendix B templates) and reply parsing."""
+
 from retrace.discriminator.dataset import render_context
 from retrace.drr import prompts
 from tests.unit.drr_fakes import PROBLEMS
@@ -70,5 +71,8 @@ def test_loose_answers_without_the_format():
     days = ("364", "365", "367", "366")
     assert prompts.answer_letter(prompts.split_reply("The answer is 366.")[0], days) == "D"
     assert prompts.answer_letter("1", days) == "B"  # a bare number that is no choice's text: an index
-    assert prompts.answer_letter("2", ("1", "3", "2", "4")) == "C" and prompts.answer_letter("2", ("2", "3", "5", "4")) == "C"
+    assert (
+        prompts.answer_letter("2", ("1", "3", "2", "4")) == "C"
+        and prompts.answer_letter("2", ("2", "3", "5", "4")) == "C"
+    )
     assert prompts.answer_letter("3. Paris", ("Rome", "Madrid", "Berlin", "Paris")) == "D"

@@ -1,5 +1,6 @@
 """Rejection paths through a fake LLM: Algorithm 1's stopping rule, max_turns, sampling per turn;
 and their scheduling as per-question tasks (scripted engine, and one slow check on SmolLM2)."""
+
 import hashlib
 import json
 import threading
@@ -24,8 +25,12 @@ def test_distillation_stops_at_the_first_correct_answer_or_max_turns():
     # the same traces as Algorithm 1 (loop.distil) over the stored replies
     for p in PROBLEMS:
         turns = iter(paths[p.id]["turns"])
-        attempts = loop.distil(p.question, lambda q, ctx: (lambda t: (t["answer"], t["rationale"]))(next(turns)),
-                               lambda a: a == "1", 4)
+        attempts = loop.distil(
+            p.question,
+            lambda q, ctx: (lambda t: (t["answer"], t["rationale"]))(next(turns)),
+            lambda a: a == "1",
+            4,
+        )
         assert [a.answer for a in attempts] == [t["answer"] for t in paths[p.id]["turns"]]
     assert paths["t/q2"]["turns"][-1]["letter"] == "A"  # never right: stopped by max_turns
 
@@ -60,8 +65,11 @@ def test_baselines_abstain_and_selfcritic():
 def test_merged_eval_rounds_send_the_same_requests_in_fewer_calls():
     c = cfg()
     sep = TurnLLM({"number 1": ["none of the above", "1"]})
-    a = (reasoner.rejection_paths(PROBLEMS, sep, c, 0, 2), reasoner.abstain_answers(PROBLEMS, sep, c, 0),
-         reasoner.selfcritic_answers(PROBLEMS, sep, c, 0))
+    a = (
+        reasoner.rejection_paths(PROBLEMS, sep, c, 0, 2),
+        reasoner.abstain_answers(PROBLEMS, sep, c, 0),
+        reasoner.selfcritic_answers(PROBLEMS, sep, c, 0),
+    )
     merged = TurnLLM({"number 1": ["none of the above", "1"]})
     calls = []
     orig = merged.generate
@@ -69,7 +77,9 @@ def test_merged_eval_rounds_send_the_same_requests_in_fewer_calls():
     b = reasoner.eval_generations(PROBLEMS, merged, c, 0, 2)
     assert sorted(map(repr, sep.requests)) == sorted(map(repr, merged.requests))
     assert calls == [12, 8, 4]  # a synchronous engine's waves: path+abstain+critic, path+critic, critic
-    strip = lambda d: {k: {kk: vv for kk, vv in v.items() if kk != "key"} if "key" in v else v for k, v in d.items()}
+    strip = lambda d: {
+        k: {kk: vv for kk, vv in v.items() if kk != "key"} if "key" in v else v for k, v in d.items()
+    }
     assert strip(a[1]) == strip(b[1]) and a[2]["t/q1"]["letter"] == b[2]["t/q1"]["letter"]
     assert [t["answer"] for t in a[0]["t/q1"]["turns"]] == [t["answer"] for t in b[0]["t/q1"]["turns"]]
 
@@ -77,22 +87,40 @@ def test_merged_eval_rounds_send_the_same_requests_in_fewer_calls():
 # ---------------------------------------------------------------- scheduling (retrace.scheduler)
 # Replies chosen by (seed, sample_index), so the text of a request never depends on the order
 # in which an engine finishes requests.
-SCRIPT = {"seeded": True, "script": {"": ["Answer: 0 Rationale: first", "Answer: 1 Rationale: so (1)",
-                                          "Answer: none of the above Rationale: unsure", "I think (2)"]}}
+SCRIPT = {
+    "seeded": True,
+    "script": {
+        "": [
+            "Answer: 0 Rationale: first",
+            "Answer: 1 Rationale: so (1)",
+            "Answer: none of the above Rationale: unsure",
+            "I think (2)",
+        ]
+    },
+}
 # Frozen from the round-synchronised eval_generations (one llm.generate per round: path turn r,
 # Abstain at r = 0, Self-Critic step r) on PROBLEMS[:2], seed 5, 4 turns: tag -> key[:16] and
 # sha256 of the returned structures as JSON (key order included). A change that is meant to
 # alter the requests (prompt wording, DRR defaults, key scheme) refreezes these from the
 # values in the failure message.
 ROUND_KEYS = {
-    "t/q0#turn0": "5b4acc4cac945f2d", "t/q1#turn0": "694c71b1713df761",
-    "t/q0#abstain": "4736c2b8e5016886", "t/q1#abstain": "cd2081f1d3fbd215",
-    "t/q0#selfcritic0": "0346020e07a784d0", "t/q1#selfcritic0": "04e43c15a22228e9",
-    "t/q0#turn1": "9d4bcc9c7be93525", "t/q1#turn1": "d00e4a2d8c009220",
-    "t/q0#selfcritic1": "1bdf86b93d4b5134", "t/q1#selfcritic1": "5641e797ff1c4718",
-    "t/q0#turn2": "d1d4f13b9ee524d2", "t/q1#turn2": "ab62a6f3d3d5690f",
-    "t/q0#selfcritic2": "23b757f829c3b059", "t/q1#selfcritic2": "fb6cd0a7d69feadc",
-    "t/q0#turn3": "637feeb9e803bb65", "t/q1#turn3": "5f8c2ea43eecb8b4"}
+    "t/q0#turn0": "5b4acc4cac945f2d",
+    "t/q1#turn0": "694c71b1713df761",
+    "t/q0#abstain": "4736c2b8e5016886",
+    "t/q1#abstain": "cd2081f1d3fbd215",
+    "t/q0#selfcritic0": "0346020e07a784d0",
+    "t/q1#selfcritic0": "04e43c15a22228e9",
+    "t/q0#turn1": "9d4bcc9c7be93525",
+    "t/q1#turn1": "d00e4a2d8c009220",
+    "t/q0#selfcritic1": "1bdf86b93d4b5134",
+    "t/q1#selfcritic1": "5641e797ff1c4718",
+    "t/q0#turn2": "d1d4f13b9ee524d2",
+    "t/q1#turn2": "ab62a6f3d3d5690f",
+    "t/q0#selfcritic2": "23b757f829c3b059",
+    "t/q1#selfcritic2": "fb6cd0a7d69feadc",
+    "t/q0#turn3": "637feeb9e803bb65",
+    "t/q1#turn3": "5f8c2ea43eecb8b4",
+}
 ROUND_EVAL = "88cfa4f7e40927175463b8dcf527db292dc7cdba6f13bab15adb647bb58d059c"
 ROUND_DISTIL = "69f4d2eda7b74bca517fa4159dbbb47009157abf69490f90a94c2bbcefb46878"
 
@@ -140,6 +168,7 @@ class SlowFirstTurn(ScriptedBackend):
             completion = inner.result()
             self.log.append(("back", request.tag))
             outer.set_result(completion)
+
         threading.Thread(target=hold, daemon=True).start()
         return outer
 
@@ -154,11 +183,13 @@ def test_a_question_moves_on_without_waiting_for_a_slow_one(tmp_path):
 
 
 @pytest.mark.slow
-def test_task_and_round_barrier_schedules_give_identical_eval_generations(tmp_path, llamacpp_smollm2_det,
-                                                                          smollm2_manifest):
+def test_task_and_round_barrier_schedules_give_identical_eval_generations(
+    tmp_path, llamacpp_smollm2_det, smollm2_manifest
+):
     """Deterministic mode on SmolLM2: per-question tasks (each request submitted as soon as its
     question is ready) reproduce the round-barrier schedule (waves) byte for byte."""
     from test_refine import _Waves
+
     c = cfg(max_tokens=16)
     out = {}
     for name, engine in (("tasks", llamacpp_smollm2_det), ("barrier", _Waves(llamacpp_smollm2_det))):
@@ -166,6 +197,7 @@ def test_task_and_round_barrier_schedules_give_identical_eval_generations(tmp_pa
         out[name] = reasoner.eval_generations(PROBLEMS[:2], llm, c, 3, 3)
     assert json.dumps(out["tasks"]) == json.dumps(out["barrier"])
     paths, _, critic = out["tasks"]
-    texts = {t["text"] for p in paths.values() for t in p["turns"]} | \
-        {s["text"] for r in critic.values() for s in r["steps"]}
-    assert len(texts) > 1   # real, varied text
+    texts = {t["text"] for p in paths.values() for t in p["turns"]} | {
+        s["text"] for r in critic.values() for s in r["steps"]
+    }
+    assert len(texts) > 1  # real, varied text

@@ -1,5 +1,6 @@
 """The DRR report section from fake artifacts: the Accept-weighting table puts both DMs'
 false-positive rates side by side with the P(correct) threshold each weighting implies."""
+
 import json
 
 import pytest
@@ -12,7 +13,7 @@ pytest.importorskip("matplotlib")
 
 
 def test_implied_threshold_of_the_accept_weight():
-    assert implied_accept_threshold(3.0) == pytest.approx(0.25)   # the paper's 3:1 at argmax: lenient
+    assert implied_accept_threshold(3.0) == pytest.approx(0.25)  # the paper's 3:1 at argmax: lenient
     assert implied_accept_threshold(1.0) == pytest.approx(0.5)
     assert implied_accept_threshold(3.0, 0.9) == pytest.approx(0.75)  # the stricter reading
     assert implied_accept_threshold(1 / 3) == pytest.approx(0.75)
@@ -33,27 +34,58 @@ def _write(path, obj, jsonl=False):
 
 
 def episode(i, decision, correct):
-    return {"id": f"q{i}", "status": "answered" if decision == "accept" else "abstained",
-            "turns": [{"answer": "1", "letter": "B", "abstain": False, "decision": decision, "correct": correct}]}
+    return {
+        "id": f"q{i}",
+        "status": "answered" if decision == "accept" else "abstained",
+        "turns": [{"answer": "1", "letter": "B", "abstain": False, "decision": decision, "correct": correct}],
+    }
 
 
 def test_weighting_table_sets_both_weightings_side_by_side(tmp_path):
     root = tmp_path / "drr" / "m" / "llamacpp"
     ev = root / "eval" / "d" / "seed0" / "episodes"
-    files = [_write(ev / "drr.jsonl", [episode(0, "accept", False), episode(1, "accept", False)], True),
-             _write(ev / "drr_unweighted.jsonl", [episode(0, "reject", False), episode(1, "accept", False)], True),
-             _write(ev / "cot.jsonl", [{**e, "turns": [{**e["turns"][0], "decision": None}]}
-                                       for e in (episode(0, "accept", False), episode(1, "accept", True))], True)]
-    train = [_write(root / "dm" / "seed0" / v / "train.json",
-                    {"weights": {"1": w, "0": 1.0}, "n_train": 4, "n_dev": 2, "loss": [0.5],
-                     "dev": {"false_positive_rate": fpr}})
-             for v, w, fpr in (("weighted", 3.0, 1.0), ("unweighted", 1.0, 0.5))]
+    files = [
+        _write(ev / "drr.jsonl", [episode(0, "accept", False), episode(1, "accept", False)], True),
+        _write(ev / "drr_unweighted.jsonl", [episode(0, "reject", False), episode(1, "accept", False)], True),
+        _write(
+            ev / "cot.jsonl",
+            [
+                {**e, "turns": [{**e["turns"][0], "decision": None}]}
+                for e in (episode(0, "accept", False), episode(1, "accept", True))
+            ],
+            True,
+        ),
+    ]
+    train = [
+        _write(
+            root / "dm" / "seed0" / v / "train.json",
+            {
+                "weights": {"1": w, "0": 1.0},
+                "n_train": 4,
+                "n_dev": 2,
+                "loss": [0.5],
+                "dev": {"false_positive_rate": fpr},
+            },
+        )
+        for v, w, fpr in (("weighted", 3.0, 1.0), ("unweighted", 1.0, 0.5))
+    ]
     q = _write(tmp_path / "drr" / "questions" / "d" / "eval.jsonl", [], True)
-    leak = _write(tmp_path / "drr" / "leakcheck.json", {"verdict": "pass", "n_records": 1, "n_findings": 0,
-                                                          "n_rows_with_findings": 0, "by_kind": {}, "n_unchecked": 0,
-                                                          "findings": []})
+    leak = _write(
+        tmp_path / "drr" / "leakcheck.json",
+        {
+            "verdict": "pass",
+            "n_records": 1,
+            "n_findings": 0,
+            "n_rows_with_findings": 0,
+            "by_kind": {},
+            "n_unchecked": 0,
+            "findings": [],
+        },
+    )
     out = tmp_path / "out"
-    report.summarise(cfg(), files, train, [q], leak, out / "claims.csv", out / "section.json", out / "loss.png")
+    report.summarise(
+        cfg(), files, train, [q], leak, out / "claims.csv", out / "section.json", out / "loss.png"
+    )
     section = json.loads((out / "section.json").read_text())
     table = next(t for t in section["tables"] if t["caption"].startswith("Accept weighting"))
     row = dict(zip(table["columns"], table["rows"][0]))

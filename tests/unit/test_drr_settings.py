@@ -1,4 +1,5 @@
 """The drr: block, the question-level split and rerun keys."""
+
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,10 @@ def test_defaults_follow_the_paper():
     c = settings.load({})
     assert (c["max_turns_distil"], c["max_turns_infer"]) == (4, 5)
     assert c["dm"]["accept_weight_ratio"] == 3.0 and c["dm"]["dev_fraction"] == 0.2
-    assert settings.entries(settings.load({"datasets": ["a", {"name": "b", "train": "b_train"}]})) == \
-        [{"name": "a", "train": None}, {"name": "b", "train": "b_train"}]
+    assert settings.entries(settings.load({"datasets": ["a", {"name": "b", "train": "b_train"}]})) == [
+        {"name": "a", "train": None},
+        {"name": "b", "train": "b_train"},
+    ]
 
 
 def test_question_split_is_disjoint_and_deterministic():
@@ -41,8 +44,12 @@ def test_rerun_keys_see_config_templates_and_not_other_stages(tmp_path, monkeypa
     k = settings.stage_key("distil", c)
     assert settings.stage_key("distil", {**c, "max_tokens": 7}) != k
     assert settings.stage_key("distil", {**c, "dm": {**c["dm"], "epochs": 9}}) == k  # DM only
-    assert settings.stage_key("train", {**c, "dm": {**c["dm"], "epochs": 9}}) != settings.stage_key("train", c)
-    assert settings.stage_key("train", {**c, "dm": {**c["dm"], "threads": 1}}) == settings.stage_key("train", c)
+    assert settings.stage_key("train", {**c, "dm": {**c["dm"], "epochs": 9}}) != settings.stage_key(
+        "train", c
+    )
+    assert settings.stage_key("train", {**c, "dm": {**c["dm"], "threads": 1}}) == settings.stage_key(
+        "train", c
+    )
     names = {p.name for p in settings.stage_files("generate")}
     assert {"abstain_qa.j2", "selfcritic_review.j2", "exploration.j2"} <= names
     assert "abstain_qa.j2" not in {p.name for p in settings.stage_files("distil")}
@@ -50,6 +57,7 @@ def test_rerun_keys_see_config_templates_and_not_other_stages(tmp_path, monkeypa
 
 def test_dm_resources_ask_for_a_gpu_only_on_cuda_and_size_the_backbone():
     from tests.unit.drr_fakes import cfg
+
     small = settings.dm_resources(cfg())
     assert small["gpu"] == 0 and small["gpu_mem_mb"] == 0 and small["mem_mb"] >= 2000
     big = cfg(backbone="flan-t5-large")
@@ -64,6 +72,7 @@ def test_dm_resources_ask_for_a_gpu_only_on_cuda_and_size_the_backbone():
 
 def test_device_is_not_a_rerun_key():
     from tests.unit.drr_fakes import cfg
+
     a, b = cfg(), cfg()
     b["dm"] = {**b["dm"], "device": "cuda"}
     assert settings.stage_key("train", a) == settings.stage_key("train", b)
@@ -78,6 +87,7 @@ def test_drr_paper_distils_openbookqa_on_dev_and_keeps_its_test_set(tmp_path):
 
     from retrace import data
     from retrace.config import load_experiment
+
     paper = settings.load(load_experiment("drr_paper")["drr"])
     assert {e["name"]: e["train"] for e in settings.entries(paper)}["openbookqa"] == "openbookqa_dev"
     if not MIRROR.is_dir():
@@ -94,6 +104,7 @@ def test_drr_paper_distils_openbookqa_on_dev_and_keeps_its_test_set(tmp_path):
 
 def test_drr_paper_runs_flan_t5_large_on_the_gpu_with_an_explicit_input_length():
     from retrace.config import load_experiment
+
     block = load_experiment("drr_paper")["drr"]
     paper = settings.load(block)
     assert block["backbone"] == "flan-t5-large" and block["dm"]["max_length"] == 512

@@ -1,6 +1,7 @@
 """SFT-LoRA baseline on a tiny randomly initialised causal LM (no download): only the adapter
 trains, it learns to answer the training questions' gold index, the prompt tokens are masked,
 and the `drr sft` stage writes scored episodes per dataset when sft_lora is enabled."""
+
 import json
 
 import pytest
@@ -26,10 +27,17 @@ def one_thread():
 def make_tiny():
     tok = transformers.AutoTokenizer.from_pretrained(dm.backbone_path(cfg()["backbones"]["minilm"]))
     tok.eos_token = tok.sep_token
-    c = transformers.LlamaConfig(vocab_size=tok.vocab_size, hidden_size=32, intermediate_size=64,
-                                 num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-                                 max_position_embeddings=512, pad_token_id=tok.pad_token_id,
-                                 eos_token_id=tok.sep_token_id)
+    c = transformers.LlamaConfig(
+        vocab_size=tok.vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.sep_token_id,
+    )
     torch.manual_seed(0)
     return tok, transformers.AutoModelForCausalLM.from_config(c)
 
@@ -77,8 +85,16 @@ def test_enabled_sft_lora_needs_weights_and_adds_the_method():
 def test_sft_stage_writes_scored_episodes_per_dataset(tmp_path, monkeypatch):
     monkeypatch.setattr(sft, "load_reasoner", lambda spec: make_tiny())
     c = cfg()
-    c["sft_lora"] = {**c["sft_lora"], "enabled": True, "hf_model": "tiny", "lr": 0.1, "epochs": 12,
-                     "r": 4, "alpha": 8, "device": "cpu"}
+    c["sft_lora"] = {
+        **c["sft_lora"],
+        "enabled": True,
+        "hf_model": "tiny",
+        "lr": 0.1,
+        "epochs": 12,
+        "r": 4,
+        "alpha": 8,
+        "device": "cpu",
+    }
     train, ev = tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
     data.write_problems(train, PROBLEMS)
     data.write_problems(ev, PROBLEMS[:2])

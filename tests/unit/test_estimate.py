@@ -1,4 +1,5 @@
 """Cost estimates from configuration: problems × calls per problem × max_tokens."""
+
 from __future__ import annotations
 
 from retrace.config import check_global

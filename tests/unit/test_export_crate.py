@@ -1,6 +1,7 @@
 """`retrace export` and `retrace audit --crate` on a small run built through the real
 provenance code (the real data, claims and report stages; generation and scoring records
 written with `Provenance` as the stages do, without a model)."""
+
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ from export_run import MODEL, build_run, exported
 from retrace.cli import main
 from retrace.export.crate import MANIFEST, METADATA, export
 from retrace.export.verify import verify
+
 
 @pytest.fixture(scope="module")
 def crate(tmp_path_factory) -> Path:
@@ -44,7 +46,9 @@ def test_fresh_crate_verifies_in_an_empty_directory(crate, tmp_path, monkeypatch
 def test_contents_copied_and_referenced(crate):
     data = members(crate)
     g = graph(data)
-    assert "results/report/claims.csv" in data and "results/scores/m/fake/smoke_math/refine/seed0.json" in data
+    assert (
+        "results/report/claims.csv" in data and "results/scores/m/fake/smoke_math/refine/seed0.json" in data
+    )
     assert "results/generations/m/fake/smoke_math/refine/seed0.jsonl.prov.json" in data  # records always
     assert "results/generations/m/fake/smoke_math/refine/seed0.jsonl" not in data  # generations by checksum
     ref = g["#ref/results/generations/m/fake/smoke_math/refine/seed0.jsonl"]
@@ -55,8 +59,8 @@ def test_contents_copied_and_referenced(crate):
     assert "src/retrace/tasks/bundled/smoke_math.jsonl" in data  # a source still byte-identical
     assert {"Snakefile", "config/config.yaml", "workflow/rules/report.smk"} <= set(data)
     art = "results/art/m/word_unscrambling/art@feedback/seed0.jsonl"
-    assert f"{art}.prov.json" in data                                  # the file keeps its name,
-    assert g[f"{art}.prov.json".replace("@", "%40")]["about"]          # its @id is percent-encoded
+    assert f"{art}.prov.json" in data  # the file keeps its name,
+    assert g[f"{art}.prov.json".replace("@", "%40")]["about"]  # its @id is percent-encoded
 
 
 def test_one_action_per_record_with_parameters_times_and_fingerprints(crate):
@@ -64,12 +68,14 @@ def test_one_action_per_record_with_parameters_times_and_fingerprints(crate):
     g = graph(data)
     records = [n for n in data if n.endswith(".prov.json")]
     actions = {i: e for i, e in g.items() if i.startswith("#action/")}
-    pages = [n for n in records if "/report/prov/" in n]   # the report's per-record pages
+    pages = [n for n in records if "/report/prov/" in n]  # the report's per-record pages
     assert len(actions) == len(records) == 11 + len(pages) and pages
     # data, model, 2 generate, 2 score, an ART run, claims, 3 report files, and one per page
     for n in records:
         action = actions[f"#action/{sha256_file_bytes(data[n])}"]
-        assert action["subjectOf"] == {"@id": n.replace("@", "%40")} and action["startTime"] <= action["endTime"]
+        assert (
+            action["subjectOf"] == {"@id": n.replace("@", "%40")} and action["startTime"] <= action["endTime"]
+        )
     gen = next(e for e in actions.values() if e["name"].startswith("generate: ") and "refine" in e["name"])
     objs = {o["@id"] for o in gen["object"]}
     assert any(o.startswith("#pv/generate/method.sampling.temperature/") for o in objs)
@@ -81,12 +87,21 @@ def test_one_action_per_record_with_parameters_times_and_fingerprints(crate):
 
 def sha256_file_bytes(b: bytes) -> str:
     import hashlib
+
     return hashlib.sha256(b).hexdigest()
 
 
-@pytest.mark.parametrize("name", [METADATA, MANIFEST, "results/report/claims.csv",
-                                  "results/report/results.csv.prov.json", "Snakefile",
-                                  "results/scores/m/fake/smoke_math/greedy/seed0.json"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        METADATA,
+        MANIFEST,
+        "results/report/claims.csv",
+        "results/report/results.csv.prov.json",
+        "Snakefile",
+        "results/scores/m/fake/smoke_math/greedy/seed0.json",
+    ],
+)
 @pytest.mark.parametrize("where", [0, -1, "middle"])
 def test_any_flipped_byte_fails_the_audit(crate, tmp_path, name, where):
     data = members(crate)
@@ -102,7 +117,9 @@ def test_tampered_file_with_a_recomputed_manifest_is_caught_by_the_metadata(crat
     data["results/report/results.csv"] += b"x,y\n"
     data[MANIFEST] = _manifest(data)
     problems = verify(rezip(data, tmp_path / "t.zip"))
-    assert any("results/report/results.csv: sha256 differs from ro-crate-metadata.json" in p for p in problems)
+    assert any(
+        "results/report/results.csv: sha256 differs from ro-crate-metadata.json" in p for p in problems
+    )
 
 
 def test_swapped_record_with_consistent_hashes_breaks_the_lineage(crate, tmp_path):
@@ -170,11 +187,14 @@ def test_include_generations_copies_them(tmp_path):
 
 
 def _manifest(data: dict[str, bytes]) -> bytes:
-    return "".join(f"{sha256_file_bytes(b)}  {n}\n" for n, b in sorted(data.items()) if n != MANIFEST).encode()
+    return "".join(
+        f"{sha256_file_bytes(b)}  {n}\n" for n, b in sorted(data.items()) if n != MANIFEST
+    ).encode()
 
 
 def test_past_the_size_budget_the_largest_artifacts_are_referenced(tmp_path, monkeypatch):
     from retrace.export import collect
+
     monkeypatch.setattr(collect, "MAX_TOTAL_BYTES", 4000)
     out = exported(tmp_path)
     data = members(out)

@@ -6,6 +6,7 @@ RO-Crate 1.1), run offline; and the profile's MUST rules written out here, each 
 section of https://www.researchobject.org/workflow-run-crate/profiles/ (0.5), so a failure
 names the rule without the validator's SHACL output.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,12 +51,16 @@ def offline_context():
     maps every schema.org term as 1.1 does; 1.1 maps the Bioschemas terms below differently
     (https://w3id.org/ro/crate/1.1/context), so they are set back to 1.1's IRIs."""
     import rocrate
+
     ctx = json.loads((Path(rocrate.__file__).parent / "data" / "ro-crate.jsonld").read_text())
-    ctx["@context"].update({
-        "ComputationalWorkflow": "https://bioschemas.org/ComputationalWorkflow",
-        "input": "https://bioschemas.org/ComputationalWorkflow#input",
-        "output": "https://bioschemas.org/ComputationalWorkflow#output",
-        "FormalParameter": "https://bioschemas.org/FormalParameter"})
+    ctx["@context"].update(
+        {
+            "ComputationalWorkflow": "https://bioschemas.org/ComputationalWorkflow",
+            "input": "https://bioschemas.org/ComputationalWorkflow#input",
+            "output": "https://bioschemas.org/ComputationalWorkflow#output",
+            "FormalParameter": "https://bioschemas.org/FormalParameter",
+        }
+    )
     return ctx
 
 
@@ -63,6 +68,7 @@ def test_roc_validator_passes_the_required_level(crate_dir, monkeypatch):
     pytest.importorskip("rocrate_validator")
     from rocrate_validator import models, services
     from rocrate_validator.utils import document_loader, http
+
     ctx = offline_context()
 
     def fetch(url):  # the only remote document a crate of ours needs; anything else is a failure
@@ -75,13 +81,20 @@ def test_roc_validator_passes_the_required_level(crate_dir, monkeypatch):
         json = staticmethod(lambda: ctx)
 
     monkeypatch.setattr(document_loader, "_fetch_json_ld", fetch)
-    monkeypatch.setattr(http.HttpRequester, "get", lambda self, url, **kw: (fetch(url), Response())[1],
-                        raising=False)  # HttpRequester forwards get() to its session via __getattr__
-    result = services.validate(models.ValidationSettings(
-        rocrate_uri=str(crate_dir), profile_identifier="provenance-run-crate-0.5",
-        requirement_severity=models.Severity.REQUIRED))
-    issues = [f"{i.check.identifier}: {i.message} ({getattr(i, 'violatingEntity', '')})"
-              for i in result.get_issues()]
+    monkeypatch.setattr(
+        http.HttpRequester, "get", lambda self, url, **kw: (fetch(url), Response())[1], raising=False
+    )  # HttpRequester forwards get() to its session via __getattr__
+    result = services.validate(
+        models.ValidationSettings(
+            rocrate_uri=str(crate_dir),
+            profile_identifier="provenance-run-crate-0.5",
+            requirement_severity=models.Severity.REQUIRED,
+        )
+    )
+    issues = [
+        f"{i.check.identifier}: {i.message} ({getattr(i, 'violatingEntity', '')})"
+        for i in result.get_issues()
+    ]
     assert result.passed(), "\n".join(issues)
 
 
@@ -90,7 +103,11 @@ def test_conforms_to_the_profiles(g):
     # the root conformsTo each profile's versioned permalink.
     assert {"@id": "https://w3id.org/ro/crate/1.1"} in g["ro-crate-metadata.json"]["conformsTo"]
     profiles = set(ids(g["./"]["conformsTo"]))
-    assert {"https://w3id.org/ro/wfrun/process/0.5", "https://w3id.org/ro/wfrun/workflow/0.5", PROV} <= profiles
+    assert {
+        "https://w3id.org/ro/wfrun/process/0.5",
+        "https://w3id.org/ro/wfrun/workflow/0.5",
+        PROV,
+    } <= profiles
     assert all("CreativeWork" in types(g[p]) for p in profiles)
 
 
@@ -115,7 +132,9 @@ def test_steps_tools_and_their_actions(g):
         for tool in ids(step["workExample"]):
             assert "SoftwareApplication" in types(g[tool]) and tool in ids(wf["hasPart"])
             assert tool in instruments
-            assert all("FormalParameter" in types(g[p]) for p in ids(g[tool].get("input")) + ids(g[tool]["output"]))
+            assert all(
+                "FormalParameter" in types(g[p]) for p in ids(g[tool].get("input")) + ids(g[tool]["output"])
+            )
 
 
 def test_each_step_run_is_a_create_action_under_a_control_action(g):

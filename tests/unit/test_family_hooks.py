@@ -1,4 +1,5 @@
 """The hooks method families (DRR, ART) plug into: extra claims CSVs, report sections, CLI."""
+
 from __future__ import annotations
 
 import csv
@@ -20,9 +21,16 @@ def family_claims(tmp_path):
     score.write_text("{}")
     Provenance("fam_score", {}, {}).write(score)
     out = tmp_path / "fam_claims.csv"
-    row = claim_row("fam beats base", "m", "d", "fam", "base", [{f"q{i}": 1.0 for i in range(12)}],
-                    [{f"q{i}": float(i % 2) for i in range(12)}],
-                    evidence=[sha256_file(prov_path(score))])
+    row = claim_row(
+        "fam beats base",
+        "m",
+        "d",
+        "fam",
+        "base",
+        [{f"q{i}": 1.0 for i in range(12)}],
+        [{f"q{i}": float(i % 2) for i in range(12)}],
+        evidence=[sha256_file(prov_path(score))],
+    )
     write_claims_csv([row], out)
     Provenance("fam_claims", {}, {}, inputs=[str(score)]).write(out)
     return out
@@ -52,9 +60,15 @@ def test_sections_are_checked_and_images_copied(tmp_path):
     img = tmp_path / "curve.png"
     img.write_bytes(b"png")
     sec = tmp_path / "s.json"
-    sec.write_text(json.dumps({"title": "DRR: loop", "tables": [
-        {"caption": "c", "columns": ["a", "b"], "rows": [[1, 0.5]], "prov": ["f" * 64]}],
-        "images": [str(img)]}))
+    sec.write_text(
+        json.dumps(
+            {
+                "title": "DRR: loop",
+                "tables": [{"caption": "c", "columns": ["a", "b"], "rows": [[1, 0.5]], "prov": ["f" * 64]}],
+                "images": [str(img)],
+            }
+        )
+    )
     (loaded,), copies = load_sections([sec], tmp_path / "out")
     assert loaded["images"] == ["drr-loop-curve.png"] and copies[0][0] == img
     sec.write_text(json.dumps({"title": "x", "tabels": []}))
@@ -68,6 +82,7 @@ def test_sections_are_checked_and_images_copied(tmp_path):
 def test_family_commands_dispatch_to_their_module(monkeypatch):
     import sys
     import types
+
     seen = []
     mod = types.SimpleNamespace(main=lambda argv: seen.append(argv) or 3)
     monkeypatch.setitem(sys.modules, "retrace.fam.cli", mod)
@@ -77,8 +92,13 @@ def test_family_commands_dispatch_to_their_module(monkeypatch):
 
 def test_a_section_table_without_provenance_or_caption_renders(tmp_path):
     from retrace.report.html import render_html
+
     sec = tmp_path / "s.json"
     sec.write_text(json.dumps({"title": "Plain", "tables": [{"columns": ["a"], "rows": [[0.25]]}]}))
     sections, _ = load_sections([sec], tmp_path)
     html = render_html([], [], images={"accuracy_vs_compute": "a.png"}, sections=sections)
-    assert "<h2 id=\"plain\">Plain</h2>" in html and "0.250" in html and "provenance</th>" not in html.split("Plain")[1]
+    assert (
+        '<h2 id="plain">Plain</h2>' in html
+        and "0.250" in html
+        and "provenance</th>" not in html.split("Plain")[1]
+    )

@@ -2,6 +2,7 @@
 the dataset loader runs `datasets.load_dataset` on a local directory in the hub layout
 (parquet files built here from the bundled sets); the hub itself is never contacted (the
 commit lookup is a stand-in, the model download is patched)."""
+
 from __future__ import annotations
 
 import json
@@ -29,6 +30,7 @@ def lookup(answer):
     def fake(kind, repo, revision):
         calls.append((kind, repo, revision))
         return answer
+
     fake.calls = calls
     return fake
 
@@ -72,8 +74,11 @@ def test_hub_model_is_downloaded_at_the_locked_commit(lock, tmp_path, monkeypatc
     snapshot.mkdir()
     (snapshot / "config.json").write_text("{}")
     got = []
-    monkeypatch.setattr(huggingface_hub, "snapshot_download",
-                        lambda repo, revision: got.append((repo, revision)) or str(snapshot))
+    monkeypatch.setattr(
+        huggingface_hub,
+        "snapshot_download",
+        lambda repo, revision: got.append((repo, revision)) or str(snapshot),
+    )
     hub_lock.resolve("model", "org/m", None, write=True, lookup=lookup(SHA_A))
     cfg = {"name": "m", "params": 10, "source": {"kind": "hub"}, "hub": {"repo": "org/m", "revision": None}}
     manifest, _ = models.materialise(cfg, tmp_path / "out")
@@ -97,14 +102,20 @@ def test_hub_loader_reads_a_hub_layout_offline(lock, tmp_path, monkeypatch, name
     pytest.importorskip("datasets")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     repo = hub_layout(tmp_path, name)
-    cfg = {"name": name, "task": name, "source": "hub", "limit": None,
-           "hub": {"path": str(repo), "name": None, "split": "test", "revision": "main"}}
+    cfg = {
+        "name": name,
+        "task": name,
+        "source": "hub",
+        "limit": None,
+        "hub": {"path": str(repo), "name": None, "split": "test", "revision": "main"},
+    }
     with pytest.raises(hub_lock.UnlockedRevision):
         data.prepare(cfg, None)
     hub_lock.resolve("dataset", str(repo), "main", write=True, lookup=lookup(SHA_A))
     problems, _ = data.prepare(cfg, None)
     bundled, _ = data.prepare({**cfg, "source": "bundled", "bundled_path": f"{name}.jsonl"}, None)
     assert len(problems) == len(bundled) == 20
-    assert [(p.question, p.gold, p.choices) for p in problems] == \
-        [(p.question, p.gold, p.choices) for p in bundled]
+    assert [(p.question, p.gold, p.choices) for p in problems] == [
+        (p.question, p.gold, p.choices) for p in bundled
+    ]
     assert problems[0].metadata["source"] == f"hub:{repo}@{SHA_A}[test]"

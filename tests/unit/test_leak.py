@@ -1,22 +1,31 @@
 """Gold-leak check (discriminator/leak.py): planted leaks are found, innocent text is not."""
+
 import json
 
 from retrace.discriminator import dataset as ds
 from retrace.discriminator import leak
 from retrace.records import Problem
 
-P = Problem(id="q1", question="What is the capital of France?", gold="B",
-            choices=("Lyon", "Paris", "Nice", "Lille"))
+P = Problem(
+    id="q1", question="What is the capital of France?", gold="B", choices=("Lyon", "Paris", "Nice", "Lille")
+)
 QUESTION = "What is the capital of France?\nA. Lyon\nB. Paris\nC. Nice\nD. Lille"
-SYSTEM = ("You are a knowledgeable question-answering assistant. Provide your choice along with a "
-          "brief explanation. Respond only with: Answer: [Provide the answer here] "
-          "Rationale: [Provide the rationale here]")
+SYSTEM = (
+    "You are a knowledgeable question-answering assistant. Provide your choice along with a "
+    "brief explanation. Respond only with: Answer: [Provide the answer here] "
+    "Rationale: [Provide the rationale here]"
+)
 
 
 def prompt(*extra_user):
-    return {"problem_id": "q1", "key": "k1",
-            "messages": [{"role": "system", "content": SYSTEM},
-                         {"role": "user", "content": "\n".join((QUESTION, *extra_user))}]}
+    return {
+        "problem_id": "q1",
+        "key": "k1",
+        "messages": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "\n".join((QUESTION, *extra_user))},
+        ],
+    }
 
 
 def write(tmp_path, rows):
@@ -26,9 +35,16 @@ def write(tmp_path, rows):
 
 
 def test_clean_prompts_and_rows_pass(tmp_path):
-    rows = ds.rows_from_trace({"id": "q1", "question": QUESTION, "attempts": [
-        {"answer": "A", "rationale": "Lyon is large.", "verdict": "reject"},
-        {"answer": "B", "rationale": "Paris is the capital.", "verdict": "accept"}]})
+    rows = ds.rows_from_trace(
+        {
+            "id": "q1",
+            "question": QUESTION,
+            "attempts": [
+                {"answer": "A", "rationale": "Lyon is large.", "verdict": "reject"},
+                {"answer": "B", "rationale": "Paris is the capital.", "verdict": "accept"},
+            ],
+        }
+    )
     rows = [{**r, "text": ds.dm_input_text(r)} for r in rows]
     report = leak.scan_files([write(tmp_path, [prompt(), *rows])], [P])
     assert report["verdict"] == "pass" and report["n_records"] == 3, report["findings"]
@@ -51,9 +67,11 @@ def test_gold_option_text_triggers_outside_the_choice_listing():
 
 def test_innocent_letters_do_not_trigger():
     gold_a = Problem(id="q2", question="Pick one.", gold="A", choices=("red", "blue"))
-    innocent = ["A student wrote: the answer: A common mistake is to rush.",
-                "Choose option B or option A after reading. The answer is a bit tricky.",
-                "Answer: [Provide the answer here]"]
+    innocent = [
+        "A student wrote: the answer: A common mistake is to rush.",
+        "Choose option B or option A after reading. The answer is a bit tricky.",
+        "Answer: [Provide the answer here]",
+    ]
     for text in innocent:
         assert leak.scan_text(text, gold_a) == [], text
     for text in ("Consider option B carefully.", "Vitamin B and plan B.", "(B) is listed below"):
@@ -71,8 +89,8 @@ def test_explicit_statements_of_the_gold_letter_trigger():
 def test_zero_based_indices_are_checked_by_default():
     # The paper's prompts number choices from 0 and ask for the index (Appendix B); B is 1 there.
     assert [k for k, _ in leak.scan_text("Answer: 1", P)] == ["answer_statement"]
-    assert leak.scan_text("Answer: 2", P) == []                    # index 2 is C, not the gold
-    assert leak.scan_text("Answer: 1", P, index_bases=()) == []    # no numbering declared
+    assert leak.scan_text("Answer: 2", P) == []  # index 2 is C, not the gold
+    assert leak.scan_text("Answer: 1", P, index_bases=()) == []  # no numbering declared
     assert leak.scan_text("Answer: 2", P, index_bases=(1,)) != []  # a 1-based numbering
 
 
@@ -114,23 +132,41 @@ def test_the_full_choice_listing_is_not_a_leak_but_a_single_entry_is():
 def test_bare_letters_and_indices_without_a_cue_do_not_trigger():
     """Instructions are full of letters and numbers; without a cue or the option text they
     state nothing (the current intent, kept)."""
-    for text in ("Provide your choice (e.g., 0, 1, 2, etc).", "This is turn 1 of 3.", "Plan B.",
-                 "(B) is listed below", "LLM Answer 1: 0", "Answer: 1.5 units"):
+    for text in (
+        "Provide your choice (e.g., 0, 1, 2, etc).",
+        "This is turn 1 of 3.",
+        "Plan B.",
+        "(B) is listed below",
+        "LLM Answer 1: 0",
+        "Answer: 1.5 units",
+    ):
         assert leak.scan_text(text, P) == [], text
 
 
 def test_rejected_attempt_equal_to_gold_is_flagged_in_training_rows():
-    row = {"row_id": "q1#1", "id": "q1", "label": 1, "question": QUESTION,
-           "context": [{"answer": "B", "rationale": "injected final turn"}],
-           "answer": "B", "rationale": "Paris."}
+    row = {
+        "row_id": "q1#1",
+        "id": "q1",
+        "label": 1,
+        "question": QUESTION,
+        "context": [{"answer": "B", "rationale": "injected final turn"}],
+        "answer": "B",
+        "rationale": "Paris.",
+    }
     hits = leak.scan_record(row, P)
     assert [h.kind for h in hits] == ["rejected_attempt_is_gold"] and hits[0].field == "context[0].answer"
 
 
 def test_injected_feedback_in_context_is_found():
-    row = {"row_id": "q1#1", "id": "q1", "label": 0, "question": QUESTION,
-           "context": [{"answer": "A", "rationale": "Lyon.", "feedback": "No - the answer is B"}],
-           "answer": "C", "rationale": "Nice."}
+    row = {
+        "row_id": "q1#1",
+        "id": "q1",
+        "label": 0,
+        "question": QUESTION,
+        "context": [{"answer": "A", "rationale": "Lyon.", "feedback": "No - the answer is B"}],
+        "answer": "C",
+        "rationale": "Nice.",
+    }
     hits = leak.scan_record(row, P)
     assert [(h.field, h.kind) for h in hits] == [("context[0].feedback", "answer_statement")]
 

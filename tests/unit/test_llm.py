@@ -1,4 +1,5 @@
 """CachedLLM (retrace.llm): cached requests never reach the engine, batches commit one by one."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,7 +18,9 @@ def test_second_generate_is_served_from_the_cache(tmp_path):
     first = llm.generate(reqs)
     second = llm.generate(reqs)
     assert len(engine_requests(engines)) == 3
-    assert [c.text for c in second] == [c.text for c in first] == ["I count seven apples", "thirty eggs", "two"]
+    assert (
+        [c.text for c in second] == [c.text for c in first] == ["I count seven apples", "thirty eggs", "two"]
+    )
     assert not any(c.cache_hit for c in first) and all(c.cache_hit for c in second)
     assert [c.key for c in second] == [c.key for c in first] == [llm.key(r) for r in reqs]
     assert llm.cache.hits_for("test") == 3
@@ -78,7 +81,7 @@ def test_duplicate_requests_in_one_call_run_once(tmp_path):
 def test_usage_separates_engine_work_from_method_compute(tmp_path):
     llm, _ = scripted_llm(tmp_path, {"script": SCRIPT})
     llm.generate([chat("apples one two"), chat("eggs")])  # prompts of 3 and 1 words
-    llm.generate([chat("apples one two"), chat("cats")])   # first is a hit
+    llm.generate([chat("apples one two"), chat("cats")])  # first is a hit
     u = llm.usage
     assert (u.requests, u.cache_hits, u.engine_loads) == (4, 1, 1)
     assert u.prompt_tokens_all == 3 + 1 + 3 + 1
@@ -109,6 +112,7 @@ def test_a_request_another_job_published_meanwhile_is_not_generated(tmp_path):
     # Two jobs sharing one cache: the lookup is repeated before each batch, so the race
     # window is one batch, not the whole job.
     from retrace.records import Completion
+
     cache = RequestCache(tmp_path / "requests", job="test")
     llm, engines = scripted_llm(cache, {"script": SCRIPT, "batch_size": 1})
     reqs = [chat("apples?"), chat("eggs?")]

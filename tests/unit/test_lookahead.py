@@ -1,5 +1,6 @@
 """Lookahead search (retrace.methods.lookahead): candidates are scored at the end of a greedy
 rollout, which can overturn the ranking plain beam search would make on the same steps."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,7 +30,7 @@ def run(tmp_path, name, problems):
 def test_lookahead_overturns_the_beam_choice(tmp_path, problems):
     beam, _ = run(tmp_path, "beam", problems)
     ahead, sent = run(tmp_path, "lookahead", problems)
-    assert beam["samples"][0]["text"].startswith("r0s1")   # s1 looks better on its own
+    assert beam["samples"][0]["text"].startswith("r0s1")  # s1 looks better on its own
     assert ahead["samples"][0]["text"].startswith("r0s0")  # s0 leads to an answer
     round0 = ahead["extra"]["steps"][0]["candidates"]
     assert [c["lookahead"] for c in round0] == ["so \\boxed{5}", "r1g"]

@@ -1,4 +1,5 @@
 """Greedy and majority (retrace.methods) on the smoke_math task with the scripted backend."""
+
 from __future__ import annotations
 
 
@@ -33,8 +34,7 @@ def test_greedy_asks_once_per_problem_at_temperature_zero(tmp_path, problems):
     assert {r.sampling.seed for r in sent} == {5}
     assert [r["problem_id"] for r in rows] == [p.id for p in problems]
     assert all(len(r["samples"]) == 1 and r["method"] == "greedy" for r in rows)
-    assert [r["samples"][0]["text"] for r in rows] == [c.text for c in
-                                                       engines[0].generate(sent)]
+    assert [r["samples"][0]["text"] for r in rows] == [c.text for c in engines[0].generate(sent)]
 
 
 def test_prompt_is_the_rendered_task_template(tmp_path, problems):
@@ -102,6 +102,15 @@ def test_another_run_seed_draws_new_samples(tmp_path, problems):
 def test_derive_seed_depends_on_every_part():
     base = derive_seed(0, "smoke_math/m00", 0)
     assert base == derive_seed(0, "smoke_math/m00", 0)
-    assert len({base, derive_seed(1, "smoke_math/m00", 0), derive_seed(0, "smoke_math/m01", 0),
-                derive_seed(0, "smoke_math/m00", 1)}) == 4
-    assert 0 <= base < 2 ** 31
+    assert (
+        len(
+            {
+                base,
+                derive_seed(1, "smoke_math/m00", 0),
+                derive_seed(0, "smoke_math/m01", 0),
+                derive_seed(0, "smoke_math/m00", 1),
+            }
+        )
+        == 4
+    )
+    assert 0 <= base < 2**31

@@ -1,19 +1,28 @@
 """maj@k on the first k samples, the pass@k estimator, and bootstrap intervals."""
+
 from math import comb
 
 import numpy as np
 import pytest
 
-from retrace.scoring.metrics import (accuracy, bootstrap_means, estimate, ks_for,
-                                     maj_at_k_correct, pass_at_k)
+from retrace.scoring.metrics import accuracy, bootstrap_means, estimate, ks_for, maj_at_k_correct, pass_at_k
 
 
 def exact(a, b):
     return a == b
 
 
-@pytest.mark.parametrize("n,ks", [(1, [1]), (2, [1, 2]), (4, [1, 2, 4]), (5, [1, 2, 4, 5]),
-                                  (16, [1, 2, 4, 8, 16]), (12, [1, 2, 4, 8, 12])])
+@pytest.mark.parametrize(
+    "n,ks",
+    [
+        (1, [1]),
+        (2, [1, 2]),
+        (4, [1, 2, 4]),
+        (5, [1, 2, 4, 5]),
+        (16, [1, 2, 4, 8, 16]),
+        (12, [1, 2, 4, 8, 12]),
+    ],
+)
 def test_ks_for(n, ks):
     assert ks_for(n) == ks
 

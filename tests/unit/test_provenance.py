@@ -1,4 +1,5 @@
 """Provenance records and `audit` (retrace.provenance) on a chain source → A → B."""
+
 from __future__ import annotations
 
 import csv
@@ -34,8 +35,9 @@ def chain(tmp_path):
     a.write_text('{"id": 1, "answer": 7}\n')
     Provenance("data", {"dataset": "x"}, [str(code)], inputs=[str(source)]).write(a)
     b.write_text('{"accuracy": 1.0}\n')
-    Provenance("score", {"n_boot": 10}, [str(code)], inputs=[str(a)],
-               extra={"usage": {"requests": 1}}).write(b)
+    Provenance("score", {"n_boot": 10}, [str(code)], inputs=[str(a)], extra={"usage": {"requests": 1}}).write(
+        b
+    )
     return source, a, b
 
 
@@ -73,8 +75,9 @@ def test_changed_source_is_named(chain):
     flip_byte(source)
     node = audit(b)
     assert not node.all_ok()
-    assert culprits(node) == {f"{source}  (source)":
-                              ["input bytes differ from the hash recorded by its consumer"]}
+    assert culprits(node) == {
+        f"{source}  (source)": ["input bytes differ from the hash recorded by its consumer"]
+    }
 
 
 def test_changed_intermediate_artifact_is_named(chain):
@@ -129,8 +132,9 @@ def test_companion_by_product_is_checked(tmp_path):
     art, side = tmp_path / "gen.jsonl", tmp_path / "gen.log"
     art.write_text("x")
     side.write_text("log")
-    Provenance("generate", {}, [], extra={"companions": [
-        {"path": str(side), "sha256": sha256_file(side)}]}).write(art)
+    Provenance(
+        "generate", {}, [], extra={"companions": [{"path": str(side), "sha256": sha256_file(side)}]}
+    ).write(art)
     assert audit(art).all_ok()
     side.write_text("log edited")
     assert audit(art).problems == [f"by-product {side} changed or is missing"]
@@ -147,10 +151,14 @@ def test_results_table_detects_a_stale_prov_hash(chain, tmp_path):
     source, a, b = chain
     table = tmp_path / "results.csv"
     current = sha256_file(prov_path(b))
-    write_table(table, [{"method": "greedy", "score_file": str(b), "prov_sha256": current},
-                        {"method": "majority", "score_file": str(b), "prov_sha256": "0" * 64},
-                        {"method": "refine", "score_file": str(tmp_path / "nope.json"),
-                         "prov_sha256": current}])
+    write_table(
+        table,
+        [
+            {"method": "greedy", "score_file": str(b), "prov_sha256": current},
+            {"method": "majority", "score_file": str(b), "prov_sha256": "0" * 64},
+            {"method": "refine", "score_file": str(tmp_path / "nope.json"), "prov_sha256": current},
+        ],
+    )
     problems = audit_results_table(table)
     assert len(problems) == 2
     assert problems[0].startswith(f"{table}:3:") and "does not match" in problems[0]
@@ -160,8 +168,7 @@ def test_results_table_detects_a_stale_prov_hash(chain, tmp_path):
 def test_results_table_goes_stale_when_the_score_is_rewritten(chain, tmp_path):
     source, a, b = chain
     table = tmp_path / "results.csv"
-    write_table(table, [{"method": "greedy", "score_file": str(b),
-                         "prov_sha256": sha256_file(prov_path(b))}])
+    write_table(table, [{"method": "greedy", "score_file": str(b), "prov_sha256": sha256_file(prov_path(b))}])
     assert audit_results_table(table) == []
     b.write_text('{"accuracy": 0.5}\n')
     Provenance("score", {"n_boot": 10}, [], inputs=[str(a)]).write(b)
@@ -170,17 +177,30 @@ def test_results_table_goes_stale_when_the_score_is_rewritten(chain, tmp_path):
 
 def test_executor_names_the_slurm_job_and_node():
     from retrace.provenance import executor_info
-    env = {"SLURM_JOB_ID": "4242", "SLURMD_NODENAME": "gpu017", "SLURM_JOB_PARTITION": "gpu",
-           "SLURM_JOB_ACCOUNT": "lab", "HOME": "/root"}
+
+    env = {
+        "SLURM_JOB_ID": "4242",
+        "SLURMD_NODENAME": "gpu017",
+        "SLURM_JOB_PARTITION": "gpu",
+        "SLURM_JOB_ACCOUNT": "lab",
+        "HOME": "/root",
+    }
     info = executor_info(env)
-    assert info == {"kind": "slurm", "node": "gpu017", "SLURM_JOB_ID": "4242",
-                    "SLURMD_NODENAME": "gpu017", "SLURM_JOB_PARTITION": "gpu", "SLURM_JOB_ACCOUNT": "lab"}
+    assert info == {
+        "kind": "slurm",
+        "node": "gpu017",
+        "SLURM_JOB_ID": "4242",
+        "SLURMD_NODENAME": "gpu017",
+        "SLURM_JOB_PARTITION": "gpu",
+        "SLURM_JOB_ACCOUNT": "lab",
+    }
     local = executor_info({"HOME": "/root"})
     assert local["kind"] == "local" and local["node"]
 
 
 def test_every_record_carries_the_executor(tmp_path, monkeypatch):
     from retrace.provenance import SLURM_VARS
+
     for var in SLURM_VARS:  # the test itself may run inside a SLURM job
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("SLURM_JOB_ID", "7")
@@ -188,5 +208,9 @@ def test_every_record_carries_the_executor(tmp_path, monkeypatch):
     art = tmp_path / "a.txt"
     art.write_text("x")
     Provenance("stage", {}, []).write(art)
-    assert load(art)["host"]["executor"] == {"kind": "slurm", "node": "n1", "SLURM_JOB_ID": "7",
-                                             "SLURMD_NODENAME": "n1"}
+    assert load(art)["host"]["executor"] == {
+        "kind": "slurm",
+        "node": "n1",
+        "SLURM_JOB_ID": "7",
+        "SLURMD_NODENAME": "n1",
+    }

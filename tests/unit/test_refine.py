@@ -1,5 +1,6 @@
 """Breadth-depth refinement (retrace.methods.refine) on smoke_math with the scripted backend,
 plus one slow check on the real SmolLM2 engine."""
+
 from __future__ import annotations
 
 
@@ -18,11 +19,15 @@ CORRECT = render("refine_correct.j2", has_critique=True)
 CORRECT_ALONE = render("refine_correct.j2", has_critique=False)
 AFFIRM = render("refine_affirm.j2")
 # Keys are matched in the last user message, first match wins ("" = the depth-0 sample).
-SCRIPT = {"seeded": True, "script": {
-    "act as a corrector": ["corrected: \\boxed{5}", "corrected: \\boxed{7}"],
-    "act as a strict critic": ["step 2 is wrong", "the solution is correct"],
-    "Continue working": ["continuing, \\boxed{5}", "continuing"],
-    "": [f"so the answer is \\boxed{{{i}}}" for i in range(10)]}}
+SCRIPT = {
+    "seeded": True,
+    "script": {
+        "act as a corrector": ["corrected: \\boxed{5}", "corrected: \\boxed{7}"],
+        "act as a strict critic": ["step 2 is wrong", "the solution is correct"],
+        "Continue working": ["continuing, \\boxed{5}", "continuing"],
+        "": [f"so the answer is \\boxed{{{i}}}" for i in range(10)],
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +49,7 @@ def counted(llm):
         inner = engine.generate
         engine.generate = lambda requests: calls.append(len(requests)) or inner(requests)
         return engine
+
     llm._factory = factory
     return calls
 
@@ -100,7 +106,7 @@ def test_histories_are_append_only(tmp_path, problems, critic):
     for chain in chains.values():
         assert len(chain) == 1 + (3 if critic == "model" else 2) * 2
         for a, b in zip(chain, chain[1:]):
-            assert b.messages[:len(a.messages)] == a.messages
+            assert b.messages[: len(a.messages)] == a.messages
             assert b.messages[len(a.messages)].role == "assistant"
             assert b.messages[-1].role == "user"
 
@@ -110,8 +116,11 @@ def test_affirm_puts_the_fixed_text_in_the_critique_slot(tmp_path, problems):
     corrects = [r for r in sent if r.tag.endswith("/correct")]
     assert len(corrects) == 2 * len(problems) * 2
     for r in corrects:
-        assert r.messages[-3:] == (Message("user", CRITIQUE), Message("assistant", AFFIRM),
-                                   Message("user", CORRECT))
+        assert r.messages[-3:] == (
+            Message("user", CRITIQUE),
+            Message("assistant", AFFIRM),
+            Message("user", CORRECT),
+        )
     assert not any(r.messages[-1].content == CRITIQUE for r in sent)
 
 
@@ -151,16 +160,22 @@ def test_every_depth_is_stored_with_cumulative_tokens(tmp_path, problems):
             assert sample["generated_tokens"] == depths[2][i]["generated_tokens"]
         roles = row["extra"]["roles"]
         assert set(roles) == {"sample", "continue", "critique", "correct"}
-        assert sum(r["generated_tokens"] for r in roles.values()) == \
-            sum(s["generated_tokens"] for s in row["samples"])
+        assert sum(r["generated_tokens"] for r in roles.values()) == sum(
+            s["generated_tokens"] for s in row["samples"]
+        )
     assert sum(s["prompt_tokens"] for r in rows for s in r["samples"]) == llm.usage.prompt_tokens_all
 
 
 def test_carry_forward_keeps_an_answer_when_the_correction_has_none(tmp_path, problems):
-    script = {"seeded": True, "script": {"act as a corrector": ["I am not sure."],
-                                         "act as a strict critic": ["fine"],
-                                         "Continue working": ["still thinking"],
-                                         "": ["so the answer is \\boxed{4}"]}}
+    script = {
+        "seeded": True,
+        "script": {
+            "act as a corrector": ["I am not sure."],
+            "act as a strict critic": ["fine"],
+            "Continue working": ["still thinking"],
+            "": ["so the answer is \\boxed{4}"],
+        },
+    }
     rows, _, _, _ = refine(problems, tmp_path / "on", script=script, n=2, depth=2, carry_forward=True)
     assert {d["source"] for r in rows for d in r["extra"]["depths"][2]} == {"previous"}
     assert {s["text"] for r in rows for s in r["samples"]} == {"so the answer is \\boxed{4}"}
@@ -187,8 +202,9 @@ def test_unknown_critic_is_refused(tmp_path, problems):
 
 @pytest.mark.slow
 def test_refine_runs_on_a_real_model(tmp_path, problems, llamacpp_smollm2, smollm2_manifest):
-    llm = CachedLLM(lambda: llamacpp_smollm2, "llamacpp", smollm2_manifest,
-                    RequestCache(tmp_path / "requests.sqlite"))
+    llm = CachedLLM(
+        lambda: llamacpp_smollm2, "llamacpp", smollm2_manifest, RequestCache(tmp_path / "requests.sqlite")
+    )
     cfg = method_cfg("refine", n=2, depth=1)
     cfg["sampling"]["max_tokens"] = 24
     cfg["roles"] = {role: {"max_tokens": 24} for role in ("continue", "critique", "correct")}
@@ -213,6 +229,7 @@ def test_role_max_tokens_default_to_the_sampling_block(tmp_path, problems):
 
 def test_random_critic_length_follows_the_critique_budget():
     from retrace.methods.refine import random_critic_words
+
     cfg = method_cfg("refine")
     assert random_critic_words({**cfg, "roles": {"critique": {"max_tokens": 48}}}) == 36
     assert random_critic_words({**cfg, "roles": {"critique": {"max_tokens": 1024}}}) == 768
@@ -237,8 +254,9 @@ class _Waves:
 
 
 @pytest.mark.slow
-def test_per_rollout_and_turn_barrier_schedules_give_identical_rows(tmp_path, problems,
-                                                                    llamacpp_smollm2_det, smollm2_manifest):
+def test_per_rollout_and_turn_barrier_schedules_give_identical_rows(
+    tmp_path, problems, llamacpp_smollm2_det, smollm2_manifest
+):
     """Deterministic mode on SmolLM2: the per-rollout scheduler (requests submitted as each
     rollout is ready) reproduces the turn-barrier schedule byte for byte."""
     cfg = method_cfg("refine", n=2, depth=2)
@@ -248,7 +266,8 @@ def test_per_rollout_and_turn_barrier_schedules_give_identical_rows(tmp_path, pr
     for name, engine in (("per_rollout", llamacpp_smollm2_det), ("barrier", _Waves(llamacpp_smollm2_det))):
         llm = CachedLLM(lambda: engine, "llamacpp", smollm2_manifest, RequestCache(tmp_path / name))
         rows[name] = METHODS.get("refine")(problems[:1], cfg, llm, ctx(3))
-    strip = lambda rs: [{**r, "samples": [{k: v for k, v in s.items() if k != "latency_s"} for s in r["samples"]]}
-                        for r in rs]
+    strip = lambda rs: [
+        {**r, "samples": [{k: v for k, v in s.items() if k != "latency_s"} for s in r["samples"]]} for r in rs
+    ]
     assert strip(rows["per_rollout"]) == strip(rows["barrier"])
-    assert len({s["text"] for r in rows["barrier"] for s in r["samples"]}) > 1   # real, varied text
+    assert len({s["text"] for r in rows["barrier"] for s in r["samples"]}) > 1  # real, varied text

@@ -1,5 +1,6 @@
 """Refinement diagnostics (retrace.scoring.refine_diagnostics) on constructed refine rows
 with a fake exact-match task."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,9 +24,12 @@ class ExactTask:
 
 def refine_row(pid: str, *depths: list[str]) -> dict:
     """A refine row whose depth d holds rollout texts `depths[d]`."""
-    return {"problem_id": pid, "method": "refine",
-            "samples": [{"index": i, "text": t} for i, t in enumerate(depths[-1])],
-            "extra": {"depths": [[{"text": t} for t in texts] for texts in depths]}}
+    return {
+        "problem_id": pid,
+        "method": "refine",
+        "samples": [{"index": i, "text": t} for i, t in enumerate(depths[-1])],
+        "extra": {"depths": [[{"text": t} for t in texts] for texts in depths]},
+    }
 
 
 PROBLEMS = {p: Problem(p, "q", "1") for p in ("a", "b", "c", "d")}
@@ -69,7 +73,9 @@ def test_per_rollout_benefit(result):
 def test_diversity_counts_answer_classes_without_none(result):
     assert [d["answer_classes"] for d in result["depths"]] == [(2 + 2 + 1 + 3) / 4, (2 + 2 + 1 + 3) / 4, 1.0]
     # normalised by the 3 rollouts, as the paper's 0.80-0.97 values are (1 = all differ)
-    assert [d["diversity"] for d in result["depths"]] == pytest.approx([(2 + 2 + 1 + 3) / 12, (2 + 2 + 1 + 3) / 12, 1 / 3])
+    assert [d["diversity"] for d in result["depths"]] == pytest.approx(
+        [(2 + 2 + 1 + 3) / 12, (2 + 2 + 1 + 3) / 12, 1 / 3]
+    )
 
 
 def test_terminal_vs_depth0_is_a_paired_test(result):
@@ -90,10 +96,12 @@ def test_rows_without_depths_are_refused():
 
 def test_n_by_d_grid_reads_smaller_cells_from_the_stored_run():
     rows = [refine_row("a", ["1", "2", "2"], ["1", "1", "2"])]
-    cells = {(c["n"], c["depth"]): c["accuracy"] for c in
-             diagnose(rows, {"a": Problem("a", "q", "1")}, ExactTask(), n_boot=50)["grid"]}
+    cells = {
+        (c["n"], c["depth"]): c["accuracy"]
+        for c in diagnose(rows, {"a": Problem("a", "q", "1")}, ExactTask(), n_boot=50)["grid"]
+    }
     assert set(cells) == {(n, d) for n in (1, 2, 3) for d in (0, 1)}
-    assert cells[(1, 0)] == 1.0          # the first rollout alone is right
-    assert cells[(3, 0)] == 0.0          # all three vote "2" at depth 0
-    assert cells[(3, 1)] == 1.0          # refinement flips the vote
-    assert cells[(2, 0)] == 1.0          # a 1-1 tie goes to the earliest answer
+    assert cells[(1, 0)] == 1.0  # the first rollout alone is right
+    assert cells[(3, 0)] == 0.0  # all three vote "2" at depth 0
+    assert cells[(3, 1)] == 1.0  # refinement flips the vote
+    assert cells[(2, 0)] == 1.0  # a 1-1 tie goes to the earliest answer

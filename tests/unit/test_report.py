@@ -1,5 +1,6 @@
 """build_report: CSV rows and provenance hashes match the files; HTML shows the numbers,
 the claims and the refinement diagnostics; the PNGs are written beside it."""
+
 import csv
 import json
 import re
@@ -25,19 +26,26 @@ def cells(tr: str) -> list[str]:
 
 
 def make_score(tmp_path, model, dataset, method, seed, acc, maj=None, prov=True, **extra):
-    score = {**extra,"job": {"model": model, "dataset": dataset, "method": method, "seed": seed},
-             "n_problems": 40, "n_samples": 160,
-             "accuracy": {"value": acc, "ci_low": acc - 0.1, "ci_high": acc + 0.1},
-             "maj@k": maj or {"1": {"value": acc, "ci_low": 0.0, "ci_high": 1.0}},
-             "pass@k": {"1": acc},
-             "tokens": {"prompt": 4000, "cached_prompt": 1000, "generated": 2500,
-                        "per_problem_mean_generated": 62.5},
-             "flops": {"nominal": 2 * 10**9 * 6500, "effective": 2 * 10**9 * 5500}}
+    score = {
+        **extra,
+        "job": {"model": model, "dataset": dataset, "method": method, "seed": seed},
+        "n_problems": 40,
+        "n_samples": 160,
+        "accuracy": {"value": acc, "ci_low": acc - 0.1, "ci_high": acc + 0.1},
+        "maj@k": maj or {"1": {"value": acc, "ci_low": 0.0, "ci_high": 1.0}},
+        "pass@k": {"1": acc},
+        "tokens": {
+            "prompt": 4000,
+            "cached_prompt": 1000,
+            "generated": 2500,
+            "per_problem_mean_generated": 62.5,
+        },
+        "flops": {"nominal": 2 * 10**9 * 6500, "effective": 2 * 10**9 * 5500},
+    }
     path = tmp_path / "scores" / f"{model}_{dataset}_{method}_{seed}.json"
     write_json(path, score)
     if prov:
-        write_json(prov_path(path), {"artifact": {"path": str(path),
-                                                  "sha256": sha256_file(path)}})
+        write_json(prov_path(path), {"artifact": {"path": str(path), "sha256": sha256_file(path)}})
     return path
 
 
@@ -47,9 +55,18 @@ def read_csv(path):
 
 
 def test_csv_rows_and_prov_hashes(tmp_path):
-    files = [make_score(tmp_path, "qwen", "gsm8k", "greedy", 0, 0.625),
-             make_score(tmp_path, "qwen", "gsm8k", "majority", 0, 0.75,
-                        maj={"1": {"value": 0.6}, "2": {"value": 0.7}, "4": {"value": 0.75}})]
+    files = [
+        make_score(tmp_path, "qwen", "gsm8k", "greedy", 0, 0.625),
+        make_score(
+            tmp_path,
+            "qwen",
+            "gsm8k",
+            "majority",
+            0,
+            0.75,
+            maj={"1": {"value": 0.6}, "2": {"value": 0.7}, "4": {"value": 0.75}},
+        ),
+    ]
     out = tmp_path / "report"
     build_report(files, out)
     rows = read_csv(out / "results.csv")
@@ -76,8 +93,7 @@ def test_html_shows_numbers_and_short_hashes(tmp_path):
 
 
 def test_seed_aggregate_table(tmp_path):
-    files = [make_score(tmp_path, "m", "d", "greedy", s, a)
-             for s, a in [(0, 0.5), (1, 0.7), (2, 0.6)]]
+    files = [make_score(tmp_path, "m", "d", "greedy", s, a) for s, a in [(0, 0.5), (1, 0.7), (2, 0.6)]]
     build_report(files, tmp_path / "report")
     html = (tmp_path / "report" / "index.html").read_text()
     assert "Across seeds" in html
@@ -122,8 +138,11 @@ def test_backward_compatible_call_writes_accuracy_plot_only(tmp_path):
     written = build_report([f], out)
     pages = [p for p in written if p.parent.name == "prov"]
     assert [p.read_text().count("Provenance of") for p in pages] == [1]  # the score's record
-    assert sorted(p.name for p in written if p not in pages) == ["accuracy_vs_compute.png",
-                                                                 "index.html", "results.csv"]
+    assert sorted(p.name for p in written if p not in pages) == [
+        "accuracy_vs_compute.png",
+        "index.html",
+        "results.csv",
+    ]
     assert (out / "accuracy_vs_compute.png").read_bytes().startswith(PNG_MAGIC)
     assert not (out / "depth_curves.png").exists()
     html = (out / "index.html").read_text()
@@ -133,8 +152,16 @@ def test_backward_compatible_call_writes_accuracy_plot_only(tmp_path):
 
 def test_selection_and_scorer_columns(tmp_path):
     old = make_score(tmp_path, "m", "d", "greedy", 0, 0.5)  # written before "selection" existed
-    rm = make_score(tmp_path, "m", "d", "rm_at_n", 0, 0.7, selection="chosen by scorer",
-                    scorer={"name": "llm_judge", "model": "qwen", "params": 5 * 10**8})
+    rm = make_score(
+        tmp_path,
+        "m",
+        "d",
+        "rm_at_n",
+        0,
+        0.7,
+        selection="chosen by scorer",
+        scorer={"name": "llm_judge", "model": "qwen", "params": 5 * 10**8},
+    )
     build_report([old, rm], tmp_path / "report")
     rows = {r["method"]: r for r in read_csv(tmp_path / "report" / "results.csv")}
     assert (rows["greedy"]["selection"], rows["greedy"]["scorer"]) == ("plurality vote", "")
@@ -149,10 +176,30 @@ def claims_csv(tmp_path):
     better = [{f"q{i}": 1.0 for i in range(20)}]
     worse = [{f"q{i}": float(i < 5) for i in range(20)}]
     tiny_a, tiny_b = [{"q0": 1.0, "q1": 0.0, "q2": 1.0}], [{"q0": 0.0, "q1": 0.0, "q2": 1.0}]
-    rows = [claim_row("beats greedy", "qwen", "gsm8k", "refine", "greedy", better, worse,
-                      evidence=["a" * 64, "b" * 64], n_boot=200),
-            claim_row("beats Maj@N", "qwen", "gsm8k", "refine", "majority", tiny_a, tiny_b,
-                      evidence=["c" * 64], n_boot=200)]
+    rows = [
+        claim_row(
+            "beats greedy",
+            "qwen",
+            "gsm8k",
+            "refine",
+            "greedy",
+            better,
+            worse,
+            evidence=["a" * 64, "b" * 64],
+            n_boot=200,
+        ),
+        claim_row(
+            "beats Maj@N",
+            "qwen",
+            "gsm8k",
+            "refine",
+            "majority",
+            tiny_a,
+            tiny_b,
+            evidence=["c" * 64],
+            n_boot=200,
+        ),
+    ]
     path = tmp_path / "claims.csv"
     write_claims_csv(rows, path)
     return path, rows
@@ -163,12 +210,12 @@ def test_claims_section(tmp_path):
     f = make_score(tmp_path, "qwen", "gsm8k", "refine", 0, 0.5)
     build_report([f], tmp_path / "report", claims_csv=path)
     html = (tmp_path / "report" / "index.html").read_text()
-    section = html[html.index('<h2 id="claims">'):]
+    section = html[html.index('<h2 id="claims">') :]
     assert claims[0]["verdict"] == "supported" and claims[1]["verdict"] == "inconclusive"
     for c in claims:  # differences in percentage points
         assert f'class="verdict-{c["verdict"]}"' in section
-        assert f'{c["delta"] * 100:+.1f} [{c["ci_low"] * 100:+.1f}, {c["ci_high"] * 100:+.1f}]' in section
-        assert f'{c["method"]} vs {c["baseline"]}' in section
+        assert f"{c['delta'] * 100:+.1f} [{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]" in section
+        assert f"{c['method']} vs {c['baseline']}" in section
     assert "+75.0" in section  # 20/20 against 5/20
     assert f'<span title="{"a" * 64}">{"a" * 8}</span>' in section  # no record here: no link
 
@@ -184,12 +231,21 @@ def test_claims_csv_missing_columns_refused(tmp_path):
 
 def diagnostics_file(tmp_path, seed=0, prov=True):
     """A diagnostics JSON as the diagnose stage writes it: job + diagnose's output."""
+
     def row(pid, *depths):
-        return {"problem_id": pid, "samples": [{"text": t} for t in depths[-1]],
-                "extra": {"depths": [[{"text": t} for t in texts] for texts in depths]}}
+        return {
+            "problem_id": pid,
+            "samples": [{"text": t} for t in depths[-1]],
+            "extra": {"depths": [[{"text": t} for t in texts] for texts in depths]},
+        }
+
     problems = {p: Problem(p, "q", "1") for p in "abcd"}
-    rows = [row("a", ["2", "2", "1"], ["1", "1", "2"]), row("b", ["1", "1", "2"], ["2", "2", "1"]),
-            row("c", ["1", "1", "1"], ["1", "1", "1"]), row("d", ["3", "4", "5"], ["1", "1", "5"])]
+    rows = [
+        row("a", ["2", "2", "1"], ["1", "1", "2"]),
+        row("b", ["1", "1", "2"], ["2", "2", "1"]),
+        row("c", ["1", "1", "1"], ["1", "1", "1"]),
+        row("d", ["3", "4", "5"], ["1", "1", "5"]),
+    ]
     result = diagnose(rows, problems, ExactTask(), n_boot=50)
     path = tmp_path / "diagnostics" / f"refine_{seed}.json"
     job = {"model": "qwen", "backend": "llamacpp", "dataset": "gsm8k", "method": "refine", "seed": seed}
@@ -209,9 +265,9 @@ def test_diagnostics_table_and_plots(tmp_path):
         data = (out / name).read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 5_000
     html = (out / "index.html").read_text()
-    section = html[html.index("Refinement diagnostics"):]
+    section = html[html.index("Refinement diagnostics") :]
     assert '<img src="depth_curves.png"' in section
-    body = section[section.index("<tbody>"):section.index("</tbody>")]
+    body = section[section.index("<tbody>") : section.index("</tbody>")]
     trs = body.split("<tr>")[1:]
     assert len(trs) == len(depths) == 2
     d0, d1 = depths
@@ -237,8 +293,8 @@ def test_n_by_d_grid_table(tmp_path):
     out = tmp_path / "report"
     build_report([make_score(tmp_path, "qwen", "gsm8k", "refine", 0, 0.5)], out, diagnostics=[path])
     html = (out / "index.html").read_text()
-    grid = html[html.index("N &times; D grid"):]
-    grid = grid[grid.index("<tbody>"):grid.index("</tbody>")]
+    grid = html[html.index("N &times; D grid") :]
+    grid = grid[grid.index("<tbody>") : grid.index("</tbody>")]
     rows = [cells(tr) for tr in grid.split("<tr>")[1:]]
     # n = 1, 2, 3 rollouts × depth 0, 1; first rollouts at depth 0: a 2, b 1, c 1, d 3 -> 0.5
     assert [r[0] for r in rows] == ["1", "2", "3"]

@@ -13,6 +13,7 @@ $RETRACE_CHROMIUM pointing at a Chromium binary. Without one the test skips with
 reason, except in CI (CI=true or RETRACE_REQUIRE_BROWSER=1), where it fails: .ci/run
 installs chromium. Run: python -m pytest tests/unit/test_report_browser.py
 """
+
 from __future__ import annotations
 
 import os

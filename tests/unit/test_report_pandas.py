@@ -2,6 +2,7 @@
 hand-written code they replaced produced: same CSV columns and cells, same seed aggregates,
 same N x D grid, same plot points. The `_old_*` functions are frozen copies of that code
 (retrace 3a8b29f, report/tables.py, diagnostics_table.py, plots.py)."""
+
 from __future__ import annotations
 
 import csv
@@ -34,12 +35,20 @@ def _old_seed_aggregates(rows: list[dict]) -> list[dict]:
             continue
         accs = [m["accuracy"] for m in members]
         first = members[0]
-        out.append({"model": first["model"], "dataset": first["dataset"], "method": first["method"],
-                    "n_seeds": len(members), "seeds": [m["seed"] for m in members],
-                    "accuracy_mean": statistics.fmean(accs), "accuracy_sd": statistics.stdev(accs),
-                    "generated_tokens_mean": statistics.fmean(m["generated_tokens"] for m in members),
-                    "flops_effective_mean": statistics.fmean(m["flops_effective"] for m in members),
-                    "prov_sha256s": [m["prov_sha256"] for m in members]})
+        out.append(
+            {
+                "model": first["model"],
+                "dataset": first["dataset"],
+                "method": first["method"],
+                "n_seeds": len(members),
+                "seeds": [m["seed"] for m in members],
+                "accuracy_mean": statistics.fmean(accs),
+                "accuracy_sd": statistics.stdev(accs),
+                "generated_tokens_mean": statistics.fmean(m["generated_tokens"] for m in members),
+                "flops_effective_mean": statistics.fmean(m["flops_effective"] for m in members),
+                "prov_sha256s": [m["prov_sha256"] for m in members],
+            }
+        )
     return out
 
 
@@ -51,12 +60,17 @@ def _old_grid(grid: list[dict]) -> tuple[list, list]:
 
 @pytest.fixture
 def rows(tmp_path):
-    files = [make_score(tmp_path, "qwen", "gsm8k", "majority", s, a,
-                        maj={"1": {"value": a - 0.1}, "4": {"value": a}})
-             for s, a in [(10, 0.5), (2, 0.7), (0, 0.65)]]
-    files += [make_score(tmp_path, "qwen", "gsm8k", "greedy", 0, 0.55),
-              make_score(tmp_path, "smol", "math500", "greedy", "x", 0.1),
-              make_score(tmp_path, "smol", "math500", "greedy", 1, 0.3)]
+    files = [
+        make_score(
+            tmp_path, "qwen", "gsm8k", "majority", s, a, maj={"1": {"value": a - 0.1}, "4": {"value": a}}
+        )
+        for s, a in [(10, 0.5), (2, 0.7), (0, 0.65)]
+    ]
+    files += [
+        make_score(tmp_path, "qwen", "gsm8k", "greedy", 0, 0.55),
+        make_score(tmp_path, "smol", "math500", "greedy", "x", 0.1),
+        make_score(tmp_path, "smol", "math500", "greedy", 1, 0.3),
+    ]
     return result_rows(files)
 
 
@@ -79,10 +93,15 @@ def test_seed_aggregates_equal_old_code(rows):
 
 
 def test_grid_pivot_equals_old_code():
-    grid = [{"n": n, "depth": d, "accuracy": (n + d) / 10} for n in (4, 1, 2) for d in (1, 0)
-            if (n, d) != (2, 1)]  # one absent cell stays None
-    diag = {"job": {"model": "m", "dataset": "d", "method": "refine", "seed": 0},
-            "grid": grid, "prov_sha256": "p", "file": "f"}
+    grid = [
+        {"n": n, "depth": d, "accuracy": (n + d) / 10} for n in (4, 1, 2) for d in (1, 0) if (n, d) != (2, 1)
+    ]  # one absent cell stays None
+    diag = {
+        "job": {"model": "m", "dataset": "d", "method": "refine", "seed": 0},
+        "grid": grid,
+        "prov_sha256": "p",
+        "file": "f",
+    }
     (table,) = grid_tables([diag])
     depths, old_rows = _old_grid(grid)
     assert table["depths"] == depths and table["rows"] == old_rows
@@ -105,6 +124,7 @@ def test_extra_columns_are_written_not_dropped(rows, tmp_path):
     header = (tmp_path / "results.csv").read_text().splitlines()[0].split(",")
     assert header.index("pass@1") < header.index("answer_source_rate") < header.index("prompt_tokens")
     from retrace.report.html import render_html
+
     html = render_html(rows, [], images={})
     assert "answer_source_rate 0.250" in html
 
@@ -113,9 +133,19 @@ def test_claims_csv_same_cells_as_the_csv_module_wrote():
     """claims.csv is written with pandas too: the same header and cells as the DictWriter
     it replaced (evidence joined with ';', unknown keys left out, None empty)."""
     from retrace.scoring.claims import COLUMNS, write_claims_csv
-    rows = [{c: None for c in COLUMNS} | {"claim": "beats greedy", "delta": 0.125, "p_value": 9.765625e-04,
-                                          "verdict": "supported", "evidence": ["ab", "cd"], "not_a_column": 1},
-            {c: None for c in COLUMNS} | {"claim": 'a "quoted", claim', "delta": -0.1, "evidence": []}]
+
+    rows = [
+        {c: None for c in COLUMNS}
+        | {
+            "claim": "beats greedy",
+            "delta": 0.125,
+            "p_value": 9.765625e-04,
+            "verdict": "supported",
+            "evidence": ["ab", "cd"],
+            "not_a_column": 1,
+        },
+        {c: None for c in COLUMNS} | {"claim": 'a "quoted", claim', "delta": -0.1, "evidence": []},
+    ]
     old = io.StringIO()
     writer = csv.DictWriter(old, fieldnames=COLUMNS, extrasaction="ignore")
     writer.writeheader()
@@ -123,6 +153,7 @@ def test_claims_csv_same_cells_as_the_csv_module_wrote():
         writer.writerow({**r, "evidence": ";".join(r.get("evidence") or ())})
     import tempfile
     from pathlib import Path
+
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "claims.csv"
         write_claims_csv(rows, path)

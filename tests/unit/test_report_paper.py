@@ -1,6 +1,7 @@
 """The report a researcher reads first: summary per paper, the papers' numbers beside ours
 with the setting compared, provenance pages reachable from every number and linked up the
 lineage. Built on a fixture run (report_fixture.py), no model, no browser."""
+
 from __future__ import annotations
 
 import html as htmllib
@@ -30,8 +31,13 @@ def report(tmp_path_factory):
 
 def test_every_claim_retrace_tests_is_attributed_to_a_paper():
     listed = load_paper_numbers()["claims"]
-    names = [c[0] for c in PAPER_CLAIMS] + ["weaker models gain most"] + \
-        [c[0] for c in DRR_CLAIMS] + [c[0] for c in ART_CLAIMS] + ["a library edit helps the edited task"]
+    names = (
+        [c[0] for c in PAPER_CLAIMS]
+        + ["weaker models gain most"]
+        + [c[0] for c in DRR_CLAIMS]
+        + [c[0] for c in ART_CLAIMS]
+        + ["a library edit helps the edited task"]
+    )
     assert [n for n in names if n not in listed] == []
     for name, entry in listed.items():  # a ref or a note that says why there is none
         assert entry["refs"] or entry["note"], name
@@ -42,8 +48,12 @@ def test_every_claim_retrace_tests_is_attributed_to_a_paper():
 def test_reference_numbers_come_from_the_data_file():
     claims = load_paper_numbers()["claims"]
     greedy = claims["beats greedy"]["refs"][0]
-    assert (greedy["model"], greedy["dataset"], greedy["baseline"], greedy["method"]) == \
-        ("qwen2.5-1.5b-instruct", "math500", 29.6, 58.0)
+    assert (greedy["model"], greedy["dataset"], greedy["baseline"], greedy["method"]) == (
+        "qwen2.5-1.5b-instruct",
+        "math500",
+        29.6,
+        58.0,
+    )
     drr = {r["dataset"]: r for r in claims["DRR beats CoT on accuracy"]["refs"]}
     assert (drr["all"]["method"], drr["all"]["baseline"], drr["piqa"]["questions"]) == (81.8, 72.5, 1838)
     assert claims["ART beats few-shot on unseen tasks"]["refs"][0]["gain"] == 10.8
@@ -54,38 +64,44 @@ def test_bad_data_file_names_the_entry(tmp_path):
     bad.write_text("papers: {refine: {title: t}}\nclaims:\n  - {claim: x, paper: nope}\n")
     with pytest.raises(ValueError, match=r"numbers.yaml: claims\[0\] \('x'\): paper 'nope'"):
         load_paper_numbers(bad)
-    bad.write_text("papers: {refine: {title: t}}\nclaims:\n  - {claim: x, paper: refine, refs: [{methd: 1, source: s}]}\n")
+    bad.write_text(
+        "papers: {refine: {title: t}}\nclaims:\n  - {claim: x, paper: refine, refs: [{methd: 1, source: s}]}\n"
+    )
     with pytest.raises(ValueError, match="unknown key"):
         load_paper_numbers(bad)
 
 
 def test_summary_counts_and_plain_lines(report):
     html = report["html"]
-    summary = html[html.index('id="summary"'):html.index('id="claims"')]
-    refine = summary[summary.index("Refining over Resampling"):summary.index("DRR:")]
+    summary = html[html.index('id="summary"') : html.index('id="claims"')]
+    refine = summary[summary.index("Refining over Resampling") : summary.index("DRR:")]
     # Holm-corrected exact tests (retrace.scoring.claims); no "weaker models" row without claims.weaker
     assert "2 supported" in refine and "0 contradicted" in refine and "2 inconclusive" in refine
-    assert ("beats greedy (qwen2.5-1.5b-instruct, math500): supported; refine minus greedy = +52.5 pp"
-            in refine) and "the paper reported +28.4 pp (Qwen2.5-1.5B, math500)" in refine
+    assert (
+        "beats greedy (qwen2.5-1.5b-instruct, math500): supported; refine minus greedy = +52.5 pp" in refine
+    ) and "the paper reported +28.4 pp (Qwen2.5-1.5B, math500)" in refine
     # ART's 15 vs 11 of 20 is 4 wins, 0 losses: sign-test p = 0.125, so not supported
-    assert "0 supported" in summary[summary.index("ART:"):] and "1 inconclusive" in summary[summary.index("ART:"):]
+    assert (
+        "0 supported" in summary[summary.index("ART:") :]
+        and "1 inconclusive" in summary[summary.index("ART:") :]
+    )
 
 
 def claim_row_html(html: str, claim: str, model: str) -> str:
-    table = html[html.index('id="claims-table"'):html.index('id="results"')]
-    group = table[table.index(f"&mdash; {model} / math500"):]
-    return group[group.index(f"<td>{claim}<br>"):].split("</tr>", 1)[0]
+    table = html[html.index('id="claims-table"') : html.index('id="results"')]
+    group = table[table.index(f"&mdash; {model} / math500") :]
+    return group[group.index(f"<td>{claim}<br>") :].split("</tr>", 1)[0]
 
 
 def test_paper_vs_ours_with_setting_and_p_adj(report):
     row = claim_row_html(report["html"], "beats greedy", "qwen2.5-1.5b-instruct")
-    assert "+52.5 [+32.5, +75.0]" in row            # ours, pp
+    assert "+52.5 [+32.5, +75.0]" in row  # ours, pp
     assert "<strong>+28.4</strong> (58.0 vs 29.6)" in row and "outside our CI" in row
-    assert "29.6% to 58.0%" in row                   # the citation travels with the number
+    assert "29.6% to 58.0%" in row  # the citation travels with the number
     assert '<span class="same">&#10003; model</span>' in row
     assert "&#10007; questions</span> (20 vs 500)" in row
     assert "&#10007; N</span> (4 vs 8)" in row and "&#10007; D</span> (2 vs 4)" in row
-    assert "p<sub>adj</sub>" in report["html"] and "(0.006)" in row   # p_adj column of claims.csv
+    assert "p<sub>adj</sub>" in report["html"] and "(0.006)" in row  # p_adj column of claims.csv
     other = claim_row_html(report["html"], "beats greedy", "smollm2-135m-q41")
     assert "&#10007; model</span> (smollm2-135m-q41 vs Qwen2.5-1.5B)" in other
 
@@ -114,8 +130,8 @@ def test_provenance_page_shows_record_and_lineage(report):
     assert len(ups) == 3  # generations, data file, model manifest
     texts = [htmllib.unescape((out / "prov" / u).read_text()) for u in ups]
     gen = next(t for t in texts if "generations" in t.split("</h1>")[0])
-    assert '"depth": 2' in gen and '"n": 4' in gen          # config slice
-    assert any("data_fingerprint" in t for t in texts)       # data fingerprint section
+    assert '"depth": 2' in gen and '"n": 4' in gen  # config slice
+    assert any("data_fingerprint" in t for t in texts)  # data fingerprint section
     assert any("model_fingerprint" in t for t in texts)
     assert re.search(r'class="down" href="[0-9a-f]{16}\.html"', gen)  # and back down
     assert "commit <code>" in page and re.search(r"<th>timing</th><td>[0-9.]+ s</td>", page)

@@ -3,6 +3,7 @@
 Deterministic tests only: a custom engine whose Futures the test completes by hand (so
 "a rollout moved on before a slow one finished" is asserted by construction, not by timing),
 and the scripted engine in async mode against its synchronous mode."""
+
 from __future__ import annotations
 
 from concurrent.futures import Future
@@ -19,6 +20,7 @@ from retrace.records import Completion
 
 class HandEngine(Backend):
     """Every submitted request waits until the test finishes it (`finish(tag)`)."""
+
     name = "hand"
 
     def __init__(self):
@@ -40,8 +42,11 @@ class HandEngine(Backend):
         if error:
             future.set_exception(BackendError(f"engine failed on {tag}"))
         else:
-            future.set_result(Completion(text=text or f"out:{tag}", finish_reason="stop",
-                                         prompt_tokens=1, generated_tokens=1))
+            future.set_result(
+                Completion(
+                    text=text or f"out:{tag}", finish_reason="stop", prompt_tokens=1, generated_tokens=1
+                )
+            )
 
 
 def hand_llm(tmp_path: Path, engine: HandEngine) -> CachedLLM:
@@ -60,28 +65,32 @@ def test_a_rollout_moves_on_without_waiting_for_a_slow_one(tmp_path):
     # The engine finishes fast's first turn while slow's is still running: fast's second turn
     # must be submitted then (no turn barrier), before slow's first turn comes back.
     import threading
+
     order = []
 
     def drive():
         order.append(llm.run_tasks([two_turns("slow"), two_turns("fast")]))
+
     worker = threading.Thread(target=drive)
     worker.start()
     wait_for(lambda: set(engine.pending) == {"slow-1", "fast-1"})
     engine.finish("fast-1")
     wait_for(lambda: "fast-2 after out:fast-1" in engine.pending)
-    assert "slow-1" in engine.pending            # still running: fast did not wait for it
+    assert "slow-1" in engine.pending  # still running: fast did not wait for it
     engine.finish("fast-2 after out:fast-1")
     engine.finish("slow-1")
     wait_for(lambda: "slow-2 after out:slow-1" in engine.pending)
     engine.finish("slow-2 after out:slow-1")
     worker.join(timeout=60)
-    assert order == [[["out:slow-1", "out:slow-2 after out:slow-1"],
-                      ["out:fast-1", "out:fast-2 after out:fast-1"]]]   # results in task order
+    assert order == [
+        [["out:slow-1", "out:slow-2 after out:slow-1"], ["out:fast-1", "out:fast-2 after out:fast-1"]]
+    ]  # results in task order
 
 
 def wait_for(condition, limit: int = 6000) -> None:
     """Poll a condition another thread makes true (bounded; a hang fails, never flakes)."""
     import time
+
     for _ in range(limit):
         if condition():
             return
@@ -93,6 +102,7 @@ def test_each_completion_is_committed_and_an_engine_error_keeps_the_finished(tmp
     engine = HandEngine()
     llm = hand_llm(tmp_path, engine)
     import threading
+
     errors = []
 
     def drive():
@@ -100,6 +110,7 @@ def test_each_completion_is_committed_and_an_engine_error_keeps_the_finished(tmp
             llm.generate([chat("a"), chat("b"), chat("c")])
         except BackendError as e:
             errors.append(str(e))
+
     worker = threading.Thread(target=drive)
     worker.start()
     wait_for(lambda: set(engine.pending) == {"a", "b", "c"})
@@ -110,13 +121,14 @@ def test_each_completion_is_committed_and_an_engine_error_keeps_the_finished(tmp
     worker.join(timeout=60)
     assert errors == ["engine failed on b"]
     kept = llm.cache.get_many([llm.key(chat(t)) for t in "abc"])
-    assert sorted(c.text for c in kept.values()) == ["out:a", "out:c"]   # nothing finished is lost
+    assert sorted(c.text for c in kept.values()) == ["out:a", "out:c"]  # nothing finished is lost
 
 
 def test_identical_requests_in_flight_are_generated_once(tmp_path):
     engine = HandEngine()
     llm = hand_llm(tmp_path, engine)
     import threading
+
     out = []
     worker = threading.Thread(target=lambda: out.append(llm.generate([chat("x"), chat("x"), chat("y")])))
     worker.start()
@@ -137,6 +149,7 @@ def fan_out(name: str):
 def run_in_thread(run):
     """Start `run()` in a thread; returns (thread, list that receives its result)."""
     import threading
+
     out = []
     worker = threading.Thread(target=lambda: out.append(run()))
     worker.start()
@@ -151,7 +164,7 @@ def test_a_fan_out_is_answered_in_order_once_all_of_it_is_back(tmp_path):
     engine.finish("x-c")
     engine.finish("x-a")
     wait_for(lambda: llm.cache.get_many([llm.key(chat("x-a"))]) != {})  # committed at once
-    assert set(engine.pending) == {"x-b"}            # the task waits for its whole fan-out
+    assert set(engine.pending) == {"x-b"}  # the task waits for its whole fan-out
     engine.finish("x-b")
     wait_for(lambda: "x after out:x-a out:x-b out:x-c" in engine.pending)  # in request order
     engine.finish("x after out:x-a out:x-b out:x-c")
@@ -166,6 +179,7 @@ def test_a_fan_out_mixes_cache_hits_shared_and_generated_members(tmp_path):
 
     def task():
         return (yield [chat("a"), chat("b"), chat("b"), chat("c"), chat("a")])
+
     worker, out = run_in_thread(lambda: llm.run_tasks([task(), task()]))
     wait_for(lambda: set(engine.pending) == {"b", "c"})
     engine.finish("c")
@@ -173,7 +187,7 @@ def test_a_fan_out_mixes_cache_hits_shared_and_generated_members(tmp_path):
     worker.join(timeout=60)
     expected = ["cached:a", "out:b", "out:b", "out:c", "cached:a"]
     assert [[c.text for c in result] for result in out[0]] == [expected, expected]
-    assert engine.submitted == ["b", "c"]            # each key generated once for both tasks
+    assert engine.submitted == ["b", "c"]  # each key generated once for both tasks
     assert llm.usage.requests == 10 and llm.usage.cache_hits == 4
 
 
@@ -183,6 +197,7 @@ def test_an_empty_fan_out_is_answered_at_once(tmp_path):
     def task():
         nothing = yield []
         return nothing, (yield chat("q")).text
+
     assert llm.run_tasks([task()]) == [([], "x")]
 
 
@@ -195,13 +210,21 @@ def test_fan_outs_on_async_and_wave_engines(tmp_path):
         llm, engines = scripted_llm(tmp_path / mode, {**script, **engine})
         runs[mode] = llm.run_tasks([fan_out("p"), fan_out("q")]), engines[0]
     reference, _ = scripted_llm(tmp_path / "ref", script)
-    texts = [c.text for c in reference.generate([chat(f"p-{m}", sample_index=i) for i, m in enumerate("abc")])]
+    texts = [
+        c.text for c in reference.generate([chat(f"p-{m}", sample_index=i) for i, m in enumerate("abc")])
+    ]
     [last] = reference.generate([chat(f"p after {' '.join(texts)}")])
     assert runs["async"][0] == runs["wave"][0] and runs["wave"][0][0] == texts + [last.text]
-    assert len(set(texts)) > 1                       # the members' order is visible
+    assert len(set(texts)) > 1  # the members' order is visible
     wave = runs["wave"][1]
-    assert wave.calls == 2 and [r.tag for r in wave.requests_seen[:6]] == ["p-a", "p-b", "p-c",
-                                                                          "q-a", "q-b", "q-c"]
+    assert wave.calls == 2 and [r.tag for r in wave.requests_seen[:6]] == [
+        "p-a",
+        "p-b",
+        "p-c",
+        "q-a",
+        "q-b",
+        "q-c",
+    ]
 
 
 @pytest.mark.parametrize("critic", ["model", "affirm", "random", "none"])
@@ -211,12 +234,15 @@ def test_refinement_gives_the_same_rows_and_requests_on_async_and_wave_engines(t
     from retrace.methods.base import MethodContext
     from retrace.registry import METHODS, TASKS
     from test_refine import SCRIPT
+
     problems = smoke_math_problems(2)
     rows, seen = {}, {}
     for mode in ("wave", "async"):
         engine = {**SCRIPT, "batch_size": 3, **({"async": True} if mode == "async" else {})}
         llm, engines = scripted_llm(tmp_path / mode, engine)
         ctx = MethodContext(seed=7, task=TASKS.get("smoke_math"), template="math_cot.j2")
-        rows[mode] = METHODS.get("refine")(problems, method_cfg("refine", n=3, depth=2, critic=critic), llm, ctx)
+        rows[mode] = METHODS.get("refine")(
+            problems, method_cfg("refine", n=3, depth=2, critic=critic), llm, ctx
+        )
         seen[mode] = sorted(llm.key(r) for e in engines for r in e.requests_seen)
     assert rows["async"] == rows["wave"] and seen["async"] == seen["wave"] and seen["wave"]

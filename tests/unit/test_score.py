@@ -1,4 +1,5 @@
 """score_generations on hand-made rows with a fake exact-match task."""
+
 import pytest
 
 from retrace.records import Problem
@@ -22,18 +23,28 @@ class FakeTask:
 
 
 def sample(text, i=0, prompt=10, cached=4, gen=5, reason="stop"):
-    return {"index": i, "text": text, "finish_reason": reason, "prompt_tokens": prompt,
-            "cached_prompt_tokens": cached, "generated_tokens": gen, "cache_hit": False,
-            "key": f"k{i}"}
+    return {
+        "index": i,
+        "text": text,
+        "finish_reason": reason,
+        "prompt_tokens": prompt,
+        "cached_prompt_tokens": cached,
+        "generated_tokens": gen,
+        "cache_hit": False,
+        "key": f"k{i}",
+    }
 
 
 def row(pid, texts):
-    return {"problem_id": pid, "method": "majority",
-            "samples": [sample(t, i) for i, t in enumerate(texts)], "extra": {}}
+    return {
+        "problem_id": pid,
+        "method": "majority",
+        "samples": [sample(t, i) for i, t in enumerate(texts)],
+        "extra": {},
+    }
 
 
-PROBLEMS = {p: Problem(id=p, question="q", gold=g) for p, g in
-            [("p1", "1"), ("p2", "2"), ("p3", "3")]}
+PROBLEMS = {p: Problem(id=p, question="q", gold=g) for p, g in [("p1", "1"), ("p2", "2"), ("p3", "3")]}
 
 
 def test_greedy_accuracy_and_totals():
@@ -43,22 +54,38 @@ def test_greedy_accuracy_and_totals():
     assert s["accuracy"]["value"] == pytest.approx(1 / 3)
     assert s["accuracy"]["ci_low"] <= 1 / 3 <= s["accuracy"]["ci_high"]
     assert list(s["maj@k"]) == [1] and s["pass@k"] == {1: pytest.approx(1 / 3)}
-    assert s["tokens"] == {"prompt": 30, "cached_prompt": 12, "generated": 15,
-                           "per_problem_mean_generated": 5.0}
+    assert s["tokens"] == {
+        "prompt": 30,
+        "cached_prompt": 12,
+        "generated": 15,
+        "per_problem_mean_generated": 5.0,
+    }
     # one sample per problem shares no prefix: the structural price is the nominal one,
     # whatever the engine's cache happened to hold (its 12 cached tokens are kept apart)
-    assert s["flops"] == {"nominal": 2 * 1000 * 45, "effective": 2 * 1000 * 45,
-                          "effective_engine": 2 * 1000 * 33, "effective_basis": "request structure"}
+    assert s["flops"] == {
+        "nominal": 2 * 1000 * 45,
+        "effective": 2 * 1000 * 45,
+        "effective_engine": 2 * 1000 * 33,
+        "effective_basis": "request structure",
+    }
     assert s["finish_reasons"] == {"stop": 3}
-    assert s["per_problem"][2] == {"id": "p3", "answers": [None], "sources": ["none"],
-                                   "truncated": [False], "correct": [False],
-                                   "vote": None, "vote_correct": False}
+    assert s["per_problem"][2] == {
+        "id": "p3",
+        "answers": [None],
+        "sources": ["none"],
+        "truncated": [False],
+        "correct": [False],
+        "vote": None,
+        "vote_correct": False,
+    }
 
 
 def test_majority_first_k_and_pass_at_k():
     # p1: right in the first 2 samples, then outvoted by "9"; p2: never right.
-    rows = [row("p1", ["ANSWER: 1", "ANSWER: 1", "ANSWER: 9", "ANSWER: 9", "ANSWER: 9"]),
-            row("p2", ["ANSWER: 0"] * 5)]
+    rows = [
+        row("p1", ["ANSWER: 1", "ANSWER: 1", "ANSWER: 9", "ANSWER: 9", "ANSWER: 9"]),
+        row("p2", ["ANSWER: 0"] * 5),
+    ]
     s = score_generations(rows, PROBLEMS, FakeTask(), params=1, n_boot=200)
     assert list(s["maj@k"]) == [1, 2, 4, 5]
     assert s["maj@k"][1]["value"] == 0.5 and s["maj@k"][2]["value"] == 0.5
@@ -106,11 +133,14 @@ def test_finish_reasons_counted():
 def test_selecting_methods_are_scored_on_their_choice_and_full_cost():
     # The vote would pick "5" (two of three); the scorer chose the lone right answer.
     rows = [row("p1", ["ANSWER: 5", "ANSWER: 1", "ANSWER: 5"])]
-    rows[0]["extra"] = {"chosen": 1, "scorer": {"name": "llm_judge", "params": 10},
-                        "compute": {"policy": {"prompt_tokens": 100, "cached_prompt_tokens": 40,
-                                               "generated_tokens": 50},
-                                    "scorer": {"prompt_tokens": 30, "cached_prompt_tokens": 0,
-                                               "generated_tokens": 3}}}
+    rows[0]["extra"] = {
+        "chosen": 1,
+        "scorer": {"name": "llm_judge", "params": 10},
+        "compute": {
+            "policy": {"prompt_tokens": 100, "cached_prompt_tokens": 40, "generated_tokens": 50},
+            "scorer": {"prompt_tokens": 30, "cached_prompt_tokens": 0, "generated_tokens": 3},
+        },
+    }
     s = score_generations(rows, PROBLEMS, FakeTask(), params=1000, n_boot=50)
     assert s["selection"] == "chosen by scorer" and s["accuracy"]["value"] == 1.0
     assert s["per_problem"][0]["vote_correct"] is False
@@ -131,8 +161,12 @@ MATH = Problem(id="m", question="A box holds 6 eggs. How many eggs are in 5 boxe
 
 
 def math_row(texts, reasons=None):
-    r = {"problem_id": "m", "method": "majority", "extra": {},
-         "samples": [sample(t, i) for i, t in enumerate(texts)]}
+    r = {
+        "problem_id": "m",
+        "method": "majority",
+        "extra": {},
+        "samples": [sample(t, i) for i, t in enumerate(texts)],
+    }
     for s_, reason in zip(r["samples"], reasons or []):
         s_["finish_reason"] = reason
     return r
@@ -140,15 +174,20 @@ def math_row(texts, reasons=None):
 
 def test_paper_faithful_vote_counts_only_explicit_answers():
     from retrace.registry import TASKS
+
     task = TASKS.get("smoke_math")
-    texts = ["The eggs in 5 boxes: The solution is correct.",
-             "The eggs in 5 boxes: The solution is correct.", "6 x 5 = 30, so \\boxed{30}."]
+    texts = [
+        "The eggs in 5 boxes: The solution is correct.",
+        "The eggs in 5 boxes: The solution is correct.",
+        "6 x 5 = 30, so \\boxed{30}.",
+    ]
     s = score_generations([math_row(texts)], {"m": MATH}, task, params=1, n_boot=10)
     pp = s["per_problem"][0]
     assert pp["sources"] == ["fallback", "fallback", "boxed"]
     assert pp["answers"] == [None, None, "30"] and pp["vote"] == "30" and s["accuracy"]["value"] == 1.0
-    assert s["answer_sources"] == pytest.approx({"boxed": 1 / 3, "statement": 0.0,
-                                                 "fallback": 2 / 3, "none": 0.0})
+    assert s["answer_sources"] == pytest.approx(
+        {"boxed": 1 / 3, "statement": 0.0, "fallback": 2 / 3, "none": 0.0}
+    )
     assert s["extract_errors"] == 2 and s["vote"].startswith("explicit")
     loose = score_generations([math_row(texts)], {"m": MATH}, task, params=1, n_boot=10, vote="any")
     assert loose["per_problem"][0]["vote"] == "5" and loose["accuracy"]["value"] == 0.0
@@ -157,9 +196,11 @@ def test_paper_faithful_vote_counts_only_explicit_answers():
 
 def test_truncated_box_is_no_answer_and_truncation_is_recorded():
     from retrace.registry import TASKS
+
     texts = ["6 x 5 = 30, so \\boxed{3", "\\boxed{30}"]
-    s = score_generations([math_row(texts, ["length", "stop"])], {"m": MATH},
-                          TASKS.get("smoke_math"), params=1, n_boot=10)
+    s = score_generations(
+        [math_row(texts, ["length", "stop"])], {"m": MATH}, TASKS.get("smoke_math"), params=1, n_boot=10
+    )
     pp = s["per_problem"][0]
     assert pp["answers"] == [None, "30"] and pp["sources"] == ["none", "boxed"]
     assert pp["truncated"] == [True, False] and s["truncated_rate"] == 0.5
@@ -170,20 +211,35 @@ def test_truncated_box_is_no_answer_and_truncation_is_recorded():
 def test_results_columns_carry_source_rates_and_budget():
     from retrace.registry import TASKS
     from retrace.scoring.score import RESULT_COLUMNS, result_columns
-    s = score_generations([math_row(["\\boxed{30}", "5 boxes"], ["stop", "length"])], {"m": MATH},
-                          TASKS.get("smoke_math"), params=1, n_boot=10)
+
+    s = score_generations(
+        [math_row(["\\boxed{30}", "5 boxes"], ["stop", "length"])],
+        {"m": MATH},
+        TASKS.get("smoke_math"),
+        params=1,
+        n_boot=10,
+    )
     s["budget"] = {"solutions": 2, "tokens_per_solution": 64, "text": "N=2 x 64 tok"}
     cols = result_columns(s)
     assert tuple(cols) == RESULT_COLUMNS
-    assert (cols["answer_boxed_rate"], cols["answer_fallback_rate"], cols["truncated_rate"]) == (0.5, 0.5, 0.5)
+    assert (cols["answer_boxed_rate"], cols["answer_fallback_rate"], cols["truncated_rate"]) == (
+        0.5,
+        0.5,
+        0.5,
+    )
     assert cols["extract_errors"] == 1 and cols["budget_tokens_per_solution"] == 64
     assert cols["mean_generated_tokens_per_solution"] == 5.0
 
 
 def test_a_scorer_of_unknown_size_is_reported_unpriced_not_free():
     rows = [row("p1", ["ANSWER: 1", "ANSWER: 1"])]
-    rows[0]["extra"] = {"chosen": 0, "scorer": {"name": "hf_reward", "params": None},
-                        "compute": {"policy": {"prompt_tokens": 10, "cached_prompt_tokens": 0, "generated_tokens": 5},
-                                    "scorer": {"prompt_tokens": 40, "cached_prompt_tokens": 0, "generated_tokens": 0}}}
+    rows[0]["extra"] = {
+        "chosen": 0,
+        "scorer": {"name": "hf_reward", "params": None},
+        "compute": {
+            "policy": {"prompt_tokens": 10, "cached_prompt_tokens": 0, "generated_tokens": 5},
+            "scorer": {"prompt_tokens": 40, "cached_prompt_tokens": 0, "generated_tokens": 0},
+        },
+    }
     s = score_generations(rows, PROBLEMS, FakeTask(), params=100, n_boot=10)
     assert s["flops"]["nominal"] == 2 * 100 * 15 and s["flops"]["unpriced_tokens"] == 40

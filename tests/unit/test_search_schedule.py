@@ -4,6 +4,7 @@ Each problem's search moves on as soon as its own step is back (problem B's step
 wait for problem A's step 1), and the requests and rows are exactly those of the former
 lockstep implementation, on an async engine and on synchronous waves alike.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,15 +24,23 @@ from test_beam import SEP, responder
 from test_methods import ctx
 from test_scheduler import wait_for
 
-SETTINGS = {"beam": {"width": 2, "expand": 2, "max_steps": 4},
-            "lookahead": {"width": 2, "expand": 2, "max_steps": 3, "lookahead": 2}}
+SETTINGS = {
+    "beam": {"width": 2, "expand": 2, "max_steps": 4},
+    "lookahead": {"width": 2, "expand": 2, "max_steps": 3, "lookahead": 2},
+}
 # Frozen from the lockstep implementation (commit 794b60d) on `mixed` with seed 11 and four
 # problems: sha256 of the sorted (tag, cache key) pairs the engine saw, and of the rows.
 # A deliberate change to the requests (prompt, template, key material) must re-freeze them.
-FROZEN = {"beam": ("6aa5f6db6862670331f7f52e11fa7d3f60b6550e7793d6827f512435394904a5",
-                   "736729882ffed58c35bfd9a8e2d754a0d183fc84767fd982d9901c1e464012ed"),
-          "lookahead": ("8924ce1a6abfdae64b1d169b875686d563b1c45c55e8baa17ed63939d2a6d71a",
-                        "ab17b87d60a720754b01826dd18062cc61abcb4c633a3c1ec2b30637eae4f789")}
+FROZEN = {
+    "beam": (
+        "6aa5f6db6862670331f7f52e11fa7d3f60b6550e7793d6827f512435394904a5",
+        "736729882ffed58c35bfd9a8e2d754a0d183fc84767fd982d9901c1e464012ed",
+    ),
+    "lookahead": (
+        "8924ce1a6abfdae64b1d169b875686d563b1c45c55e8baa17ed63939d2a6d71a",
+        "ab17b87d60a720754b01826dd18062cc61abcb4c633a3c1ec2b30637eae4f789",
+    ),
+}
 
 
 def digest(value) -> str:
@@ -100,7 +109,7 @@ def test_a_problem_moves_on_while_another_problems_step_is_slow(tmp_path, name):
     try:
         # Lockstep would hold B's step 1 back until A's step 0 returns: a 5 s wait then fails.
         wait_for(lambda: any(t.startswith(f"{b.id}:step1") for t in engine.submitted), limit=1000)
-        assert all(not f.done() for f, _ in engine.held)    # A's step 0 is still running
+        assert all(not f.done() for f, _ in engine.held)  # A's step 0 is still running
     finally:
         engine.release()
         worker.join(timeout=60)
@@ -117,6 +126,7 @@ def test_a_judge_on_another_engine_is_called_from_the_task(tmp_path):
     def judge_engine():
         judge_engines.append(JudgedBackend(other, {"script": [""], "respond": mixed}))
         return judge_engines[-1]
+
     judge = CachedLLM(judge_engine, "scripted", other, RequestCache(tmp_path / "judge", job="t"))
     cfg = method_cfg("beam", **SETTINGS["beam"])
     same_llm, _ = judged_llm(tmp_path / "same", mixed)
@@ -127,18 +137,21 @@ def test_a_judge_on_another_engine_is_called_from_the_task(tmp_path):
     assert not any(is_judge(r) for e in engines for r in e.requests_seen)
     assert all(is_judge(r) for e in judge_engines for r in e.requests_seen) and judge_engines
     assert {r["extra"]["scorer"]["model_name"] for r in apart} == {"other-model"}
-    unnamed = lambda rows: [{**r, "extra": {**r["extra"], "scorer": {**r["extra"]["scorer"],
-                                                                     "model_name": None}}} for r in rows]
-    assert unnamed(apart) == unnamed(same)                 # same judge keys: same scores
+    unnamed = lambda rows: [
+        {**r, "extra": {**r["extra"], "scorer": {**r["extra"]["scorer"], "model_name": None}}} for r in rows
+    ]
+    assert unnamed(apart) == unnamed(same)  # same judge keys: same scores
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["beam", "lookahead"])
-def test_task_and_lockstep_schedules_give_identical_rows_on_smollm2(tmp_path, name, llamacpp_smollm2_det,
-                                                                   smollm2_manifest):
+def test_task_and_lockstep_schedules_give_identical_rows_on_smollm2(
+    tmp_path, name, llamacpp_smollm2_det, smollm2_manifest
+):
     """Deterministic mode on SmolLM2: per-problem tasks (each request submitted as soon as its
     problem is ready) reproduce the lockstep schedule (every ready request in one wave)."""
     from test_refine import _Waves
+
     # Small (two problems, 2 + 2 expansions each) because CPU time on a shared box is dear.
     cfg = method_cfg(name, **{**SETTINGS[name], "expand": 1, "max_steps": 2, "lookahead": 1})
     cfg["sampling"]["max_tokens"] = 12
@@ -148,4 +161,4 @@ def test_task_and_lockstep_schedules_give_identical_rows_on_smollm2(tmp_path, na
         rows[mode] = METHODS.get(name)(smoke_math_problems(2), cfg, llm, ctx(3))
     assert rows["tasks"] == rows["waves"]
     texts = {c["text"] for r in rows["waves"] for step in r["extra"]["steps"] for c in step["candidates"]}
-    assert len(texts) > 1 and len(rows["waves"]) == 2                 # real, varied text
+    assert len(texts) > 1 and len(rows["waves"]) == 2  # real, varied text

@@ -1,4 +1,5 @@
 """The judge scorer and beam search on the real small model (SmolLM2-135M, llama.cpp)."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,13 +16,16 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def llm(tmp_path, llamacpp_smollm2, smollm2_manifest):
     # The engine is the session's; this CachedLLM is never closed so the engine outlives it.
-    return CachedLLM(lambda: llamacpp_smollm2, "llamacpp", smollm2_manifest,
-                     RequestCache(tmp_path / "requests.sqlite"))
+    return CachedLLM(
+        lambda: llamacpp_smollm2, "llamacpp", smollm2_manifest, RequestCache(tmp_path / "requests.sqlite")
+    )
 
 
 def test_judge_reads_yes_and_no_from_real_logprobs(llm, problems):
     scorer = build_scorer(method_cfg("beam"), llm)
-    [score] = scorer.score([ScoreItem(problems[0], f"3 + 4 = 7, so the answer is \\boxed{{{problems[0].gold}}}.")])
+    [score] = scorer.score(
+        [ScoreItem(problems[0], f"3 + 4 = 7, so the answer is \\boxed{{{problems[0].gold}}}.")]
+    )
     assert score.valid and 0.0 < score.value < 1.0  # SmolLM2 puts both in its top 10
     assert score.prompt_tokens > 20 and score.generated_tokens == 1 and score.key
 

@@ -1,4 +1,5 @@
 """Data-parallel shards (retrace.shards): stable assignment, deterministic merge, summed usage."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,7 +15,9 @@ def test_every_problem_lands_in_exactly_one_shard_whatever_the_order():
     assert sorted(p.id for part in parts for p in part) == sorted(p.id for p in PROBLEMS)
     assert all(parts), "a shard of 30 problems came out empty"
     shuffled = list(reversed(PROBLEMS))
-    assert [{p.id for p in select(shuffled, s, 3)} for s in range(3)] == [{p.id for p in part} for part in parts]
+    assert [{p.id for p in select(shuffled, s, 3)} for s in range(3)] == [
+        {p.id for p in part} for part in parts
+    ]
 
 
 def test_assignment_is_a_fixed_function_of_the_id():
@@ -26,8 +29,10 @@ def test_assignment_is_a_fixed_function_of_the_id():
 
 
 def _rows(shards: int) -> dict[str, list[dict]]:
-    return {f"s{s}.jsonl": [{"problem_id": p.id, "text": p.gold} for p in select(PROBLEMS, s, shards)]
-            for s in range(shards)}
+    return {
+        f"s{s}.jsonl": [{"problem_id": p.id, "text": p.gold} for p in select(PROBLEMS, s, shards)]
+        for s in range(shards)
+    }
 
 
 def test_merge_restores_the_order_of_the_problems_file():
@@ -52,5 +57,9 @@ def test_merge_refuses_missing_duplicated_or_misplaced_rows():
 def test_usage_adds_up():
     a = {"requests": 3, "cache_hits": 1, "engine_seconds": 0.5, "extra": {"x": 1}}
     b = {"requests": 2, "cache_hits": 0, "engine_seconds": 0.25, "extra": {"y": 2}}
-    assert sum_usage([a, b]) == {"requests": 5, "cache_hits": 1, "engine_seconds": 0.75,
-                                 "extra": {"x": 1, "y": 2}}
+    assert sum_usage([a, b]) == {
+        "requests": 5,
+        "cache_hits": 1,
+        "engine_seconds": 0.75,
+        "extra": {"x": 1, "y": 2},
+    }

@@ -1,4 +1,5 @@
 """Paired bootstrap of a difference, and the exact McNemar test."""
+
 import numpy as np
 import pytest
 
@@ -73,10 +74,12 @@ def test_holm_matches_the_step_down_procedure():
 
 def test_binomial_agrees_with_exact_sum():
     from math import comb
-    assert binomial_two_sided(2, 11) == pytest.approx(2 * sum(comb(11, i) for i in range(3)) / 2 ** 11)
+
+    assert binomial_two_sided(2, 11) == pytest.approx(2 * sum(comb(11, i) for i in range(3)) / 2**11)
 
 
 def test_binomial_is_scipy_binomtest():
     from scipy.stats import binomtest
+
     for k, n in [(0, 1), (3, 7), (4, 4), (9, 11), (50, 120), (61, 120)]:
         assert binomial_two_sided(k, n) == pytest.approx(binomtest(k, n, 0.5).pvalue, rel=1e-9)

@@ -1,4 +1,5 @@
 """Multiple-choice letter extraction on realistic (and adversarial) model outputs."""
+
 import pytest
 
 from retrace.records import Problem
@@ -8,35 +9,41 @@ from retrace.tasks._choice import extract_choice
 CHOICES = ("bank", "library", "department store", "mall")
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Revolving doors keep air in.\nAnswer: B", "B"),
-    ("Let's think. Banks need security, so the answer is (C).", "C"),
-    ("After weighing the options, **B**", "B"),
-    ("B) library", "B"),
-    ("Option 2 is the best fit.", "B"),
-    ("answer: c", "C"),
-    ("The final answer is: (d)", "D"),
-    ("The correct option is **D**.", "D"),
-    ("Answer: Option 3", "C"),
-    ("Answer: $\\boxed{C}$", "C"),
-    ("So the answer is department store.", "C"),
-    ("Therefore the answer is C, the department store.", "C"),
-    ("library", "B"),
-    ("I first thought Answer: A.\nWait, that's wrong. Answer: B", "B"),
-    ("A common mistake is to pick the bank, so the answer is D.", "D"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Revolving doors keep air in.\nAnswer: B", "B"),
+        ("Let's think. Banks need security, so the answer is (C).", "C"),
+        ("After weighing the options, **B**", "B"),
+        ("B) library", "B"),
+        ("Option 2 is the best fit.", "B"),
+        ("answer: c", "C"),
+        ("The final answer is: (d)", "D"),
+        ("The correct option is **D**.", "D"),
+        ("Answer: Option 3", "C"),
+        ("Answer: $\\boxed{C}$", "C"),
+        ("So the answer is department store.", "C"),
+        ("Therefore the answer is C, the department store.", "C"),
+        ("library", "B"),
+        ("I first thought Answer: A.\nWait, that's wrong. Answer: B", "B"),
+        ("A common mistake is to pick the bank, so the answer is D.", "D"),
+    ],
+)
 def test_extract(text, expected):
     assert extract_choice(text, CHOICES) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "A common mistake is to think revolving doors are only for convenience.",  # "A" is a word
-    "The answer is a bit tricky here.",        # lower-case article, not a letter
-    "Answer: E",                               # no fifth choice
-    "the answer is 7 apples",                  # a bare number in prose
-    "The answer choices are all plausible.",
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A common mistake is to think revolving doors are only for convenience.",  # "A" is a word
+        "The answer is a bit tricky here.",  # lower-case article, not a letter
+        "Answer: E",  # no fifth choice
+        "the answer is 7 apples",  # a bare number in prose
+        "The answer choices are all plausible.",
+        "",
+    ],
+)
 def test_no_answer(text):
     assert extract_choice(text, CHOICES) is None
 
@@ -66,6 +73,7 @@ def test_task_is_correct_and_same_answer():
 
 def test_choice_sources_and_echoed_format_line():
     from retrace.tasks._choice import extract_choice_sourced as x
+
     ch = ("red", "green", "blue", "pink")
     assert x("Reasoning.\nAnswer: B", ch) == ("B", "statement")
     assert x("so \\boxed{C}", ch) == ("C", "boxed")
@@ -77,6 +85,7 @@ def test_choice_sources_and_echoed_format_line():
 
 def test_exact_placeholder_echo_is_not_an_answer():
     from retrace.tasks._exact import extract_exact_sourced as x
+
     assert x("Answer: dog\nformat: Answer: <your answer>") == ("dog", "statement")
     assert x("Answer: <your answer>") == (None, "none")
     assert x("thinking...\ncat") == ("cat", "fallback")

@@ -3,6 +3,7 @@
 Mirror datasets are read from $RETRACE_MIRROR (default: <repo>/../shared/data) and
 skipped when that directory is absent.
 """
+
 import os
 from pathlib import Path
 
@@ -17,10 +18,23 @@ REPO = Path(__file__).resolve().parents[2]
 MIRROR = Path(os.environ.get("RETRACE_MIRROR", REPO.parent / "shared" / "data"))
 CONFIGS = sorted((REPO / "config" / "dataset").glob("*.yaml"))
 # Full sizes per SOURCES.md; mmlu/bigbench depend on the subjects/task the config picks.
-EXPECTED_ROWS = {"smoke_math": 20, "smoke_mc": 20, "gsm8k": 1319, "math500": 500, "aime24": 30,
-                 "aime25": 30, "amc23": 40, "olympiadbench": 675, "commonsenseqa": 1221,
-                 "winogrande": 1267, "openbookqa": 500, "piqa": 1838,
-                 "mmlu": 100 + 270 + 102, "bigbench": 369, "bigbench_arithmetic": 1000}
+EXPECTED_ROWS = {
+    "smoke_math": 20,
+    "smoke_mc": 20,
+    "gsm8k": 1319,
+    "math500": 500,
+    "aime24": 30,
+    "aime25": 30,
+    "amc23": 40,
+    "olympiadbench": 675,
+    "commonsenseqa": 1221,
+    "winogrande": 1267,
+    "openbookqa": 500,
+    "piqa": 1838,
+    "mmlu": 100 + 270 + 102,
+    "bigbench": 369,
+    "bigbench_arithmetic": 1000,
+}
 
 
 def test_expected_configs_exist():
@@ -45,7 +59,7 @@ def check_golds(task, problems):
     for p in problems:
         assert p.gold.strip(), p.id
         if task.kind == "multiple_choice":
-            assert p.choices and p.gold in "ABCDEFGHIJ"[:len(p.choices)], p.id
+            assert p.choices and p.gold in "ABCDEFGHIJ"[: len(p.choices)], p.id
         if task.kind == "math":
             # math-verify must be able to read every gold, or nothing can ever match it.
             assert parsed(p.gold), (p.id, p.gold)

@@ -1,4 +1,5 @@
 """Loaders: file:line errors, missing mirror, hub path (monkeypatched), BIG-bench, exact match."""
+
 import json
 import sys
 import types
@@ -20,8 +21,9 @@ def gsm8k_cfg():
 
 
 def test_gsm8k_gold_after_hashes_without_commas(tmp_path):
-    write_lines(tmp_path / "gsm8k/test.jsonl",
-                [{"question": "How many?", "answer": "10 * 123.4 = 1234\n#### 1,234"}])
+    write_lines(
+        tmp_path / "gsm8k/test.jsonl", [{"question": "How many?", "answer": "10 * 123.4 = 1234\n#### 1,234"}]
+    )
     problems, files = TASKS.get("gsm8k").load(gsm8k_cfg(), tmp_path)
     assert problems[0].gold == "1234"
     assert problems[0].metadata == {"source": "mirror:gsm8k/test.jsonl", "line": 1}
@@ -45,8 +47,13 @@ def test_mmlu_bad_row_names_csv_line(tmp_path):
     folder = tmp_path / "mmlu/test"
     folder.mkdir(parents=True)
     (folder / "anatomy_test.csv").write_text('"Q1?",a,b,c,d,A\n"Q2?",a,b,c,d,Z\n')
-    cfg = {"task": "mmlu", "source": "mirror", "mirror_path": "mmlu", "split": "test",
-           "subjects": ["anatomy"]}
+    cfg = {
+        "task": "mmlu",
+        "source": "mirror",
+        "mirror_path": "mmlu",
+        "split": "test",
+        "subjects": ["anatomy"],
+    }
     with pytest.raises(ValueError, match=r"anatomy_test\.csv:2: answer 'Z'"):
         TASKS.get("mmlu").load(cfg, tmp_path)
 
@@ -70,14 +77,18 @@ def fake_datasets(monkeypatch, rows):
     def load_dataset(path, name=None, split=None, revision=None):
         calls.append((path, name, split, revision))
         return rows
+
     monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
     return calls
 
 
 def test_hub_source_calls_load_dataset_with_pinned_revision(monkeypatch):
     calls = fake_datasets(monkeypatch, [{"question": "2+2?", "answer": "2+2=4\n#### 4"}])
-    cfg = dict(gsm8k_cfg(), source="hub",
-               hub={"path": "openai/gsm8k", "name": "main", "split": "test", "revision": "abc123" * 6 + "abcd"})
+    cfg = dict(
+        gsm8k_cfg(),
+        source="hub",
+        hub={"path": "openai/gsm8k", "name": "main", "split": "test", "revision": "abc123" * 6 + "abcd"},
+    )
     problems, files = TASKS.get("gsm8k").load(cfg, None)
     assert calls == [("openai/gsm8k", "main", "test", "abc123" * 6 + "abcd")]
     assert problems[0].gold == "4" and files == []
@@ -85,10 +96,22 @@ def test_hub_source_calls_load_dataset_with_pinned_revision(monkeypatch):
 
 
 def test_hub_rows_of_other_layouts(monkeypatch):
-    fake_datasets(monkeypatch, [{"id": "x1", "question": "Where?", "answerKey": "B",
-                                 "choices": {"label": list("ABCDE"), "text": list("vwxyz")}}])
-    cfg = {"task": "commonsenseqa", "source": "hub",
-           "hub": {"path": "tau/commonsense_qa", "split": "validation", "revision": "f" * 40}}
+    fake_datasets(
+        monkeypatch,
+        [
+            {
+                "id": "x1",
+                "question": "Where?",
+                "answerKey": "B",
+                "choices": {"label": list("ABCDE"), "text": list("vwxyz")},
+            }
+        ],
+    )
+    cfg = {
+        "task": "commonsenseqa",
+        "source": "hub",
+        "hub": {"path": "tau/commonsense_qa", "split": "validation", "revision": "f" * 40},
+    }
     (p,), _ = TASKS.get("commonsenseqa").load(cfg, None)
     assert (p.gold, p.choices, p.question) == ("B", tuple("vwxyz"), "Where?")
 
@@ -101,9 +124,13 @@ def test_hub_without_revision_is_refused(monkeypatch):
 
 
 def test_bigbench_choice_and_exact(tmp_path):
-    task = {"task_prefix": "Answer the sum.", "output_regex": r"[-+]?\d+",
-            "examples": [{"input": "What is 1 plus 2?", "target": "3",
-                          "target_scores": {"2": 0, "3": 1, "banana": 0}}]}
+    task = {
+        "task_prefix": "Answer the sum.",
+        "output_regex": r"[-+]?\d+",
+        "examples": [
+            {"input": "What is 1 plus 2?", "target": "3", "target_scores": {"2": 0, "3": 1, "banana": 0}}
+        ],
+    }
     write_lines(tmp_path / "bigbench/arith/task.json", [task])
     cfg = {"task": "bigbench_mc", "source": "mirror", "mirror_path": "bigbench", "bigbench_task": "arith"}
     (mc,), _ = TASKS.get("bigbench_mc").load(cfg, tmp_path)
@@ -122,13 +149,16 @@ def test_bigbench_missing_target_scores_names_example(tmp_path):
         TASKS.get("bigbench_mc").load(cfg, tmp_path)
 
 
-@pytest.mark.parametrize("text, ok", [
-    ("unscrambled, it reads THE.\nAnswer: The", True),
-    ("The answer is: the", True),
-    ("the answer depends on context\nthe", True),
-    ("Answer: then", False),
-    ("", False),
-])
+@pytest.mark.parametrize(
+    "text, ok",
+    [
+        ("unscrambled, it reads THE.\nAnswer: The", True),
+        ("The answer is: the", True),
+        ("the answer depends on context\nthe", True),
+        ("Answer: then", False),
+        ("", False),
+    ],
+)
 def test_exact_match_normalises_case_and_space(text, ok):
     t = TASKS.get("bigbench_exact")
     p = Problem(id="w", question="q", gold="the", metadata={"targets": ["the"]})
@@ -137,6 +167,7 @@ def test_exact_match_normalises_case_and_space(text, ok):
 
 def test_registered_tasks_have_templates_and_kinds():
     from retrace.templates import template_path
+
     for name in TASKS.names():
         t = TASKS.get(name)
         assert t.name == name and t.kind in ("math", "multiple_choice", "exact")
@@ -145,6 +176,7 @@ def test_registered_tasks_have_templates_and_kinds():
 
 def test_prompt_renders_choices_and_fails_on_missing_variables():
     from retrace.templates import render
+
     p = Problem(id="x", question="Pick one.", gold="A", choices=("red", "blue"))
     text = TASKS.get("smoke_mc").prompt(p)
     assert "A) red\nB) blue" in text and "Answer: X" in text
@@ -155,7 +187,10 @@ def test_prompt_renders_choices_and_fails_on_missing_variables():
 
 def test_discovery_imports_no_heavy_modules():
     import subprocess
-    code = ("import sys; from retrace.registry import TASKS; TASKS.names(); "
-            "heavy = {'datasets', 'math_verify', 'sympy', 'jinja2'} & set(sys.modules); "
-            "assert not heavy, heavy")
+
+    code = (
+        "import sys; from retrace.registry import TASKS; TASKS.names(); "
+        "heavy = {'datasets', 'math_verify', 'sympy', 'jinja2'} & set(sys.modules); "
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, env={**__import__("os").environ})

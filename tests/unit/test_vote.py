@@ -1,4 +1,5 @@
 """Plurality vote: equivalence grouping, None handling, deterministic tie-break."""
+
 from retrace.scoring.vote import group_answers, plurality_index, plurality_vote
 
 
@@ -8,9 +9,11 @@ def exact(a, b):
 
 def numeric(a, b):
     """A fake same_answer under which "0.5" and "1/2" are the same answer."""
+
     def val(s):
         n, _, d = s.partition("/")
         return float(n) / float(d or 1)
+
     return abs(val(a) - val(b)) < 1e-9
 
 

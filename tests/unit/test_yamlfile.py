@@ -1,5 +1,6 @@
 """retrace.yamlfile: YAML read once per content (the no-op rerun's planning reads the same
 small files per job), yet an edited file is read again and callers get their own copy."""
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ def test_a_file_is_parsed_once_and_each_caller_gets_its_own_copy(tmp_path):
     before = _parsed.cache_info().misses
     first = load_yaml(path)
     first["arithmetic"]["tags"].append("changed by a caller")
-    second = load_yaml(tmp_path / "." / "tasks.yaml")        # the same file by another spelling
+    second = load_yaml(tmp_path / "." / "tasks.yaml")  # the same file by another spelling
     assert second == {"arithmetic": {"dataset": "bigbench_arithmetic", "tags": ["maths"]}}
     assert _parsed.cache_info().misses == before + 1
 
@@ -26,7 +27,7 @@ def test_an_edited_file_is_read_again(tmp_path):
     path.write_text("a: 1\n")
     assert load_yaml(path) == {"a": 1}
     stat = path.stat()
-    path.write_text("a: 2\n")                                  # same size: mtime tells them apart
+    path.write_text("a: 2\n")  # same size: mtime tells them apart
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     assert load_yaml(path) == {"a": 2}
 

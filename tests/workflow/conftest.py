@@ -4,6 +4,7 @@ Each test copies the tracked files (plus src/) into a temporary directory and ru
 Snakemake there with PYTHONPATH pointing at the copy, so tests may edit templates and
 sources without touching the checkout. The model is SmolLM2-135M (experiment `plumbing`).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,6 +35,7 @@ def copy_repo(dest: Path) -> Path:
 
 def write_config(root: Path, experiment: str = "plumbing", overrides: list[str] | None = None) -> Path:
     import yaml
+
     cfg = {"experiment": experiment, "mirror": MIRROR, "overrides": overrides or []}
     (root / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
     return root / "config" / "config.yaml"
@@ -49,10 +51,18 @@ TIMEOUT_SCALE = float(os.environ.get("RETRACE_TEST_TIMEOUT_SCALE", "1"))
 
 
 def snakemake(root: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run([SNAKEMAKE, "--cores", "2", *args], cwd=root, env=env_for(root),
-                          capture_output=True, text=True, timeout=timeout * TIMEOUT_SCALE)
+    proc = subprocess.run(
+        [SNAKEMAKE, "--cores", "2", *args],
+        cwd=root,
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+        timeout=timeout * TIMEOUT_SCALE,
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        raise AssertionError(
+            f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
     return proc
 
 
@@ -66,8 +76,14 @@ def planned_outputs(root: Path) -> set[str]:
 
 
 def retrace(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "retrace", *args], cwd=root, env=env_for(root),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "retrace", *args],
+        cwd=root,
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")

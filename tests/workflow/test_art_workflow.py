@@ -1,6 +1,7 @@
 """ART end to end on a real small model (SmolLM2-135M, experiment `art_plumbing`), then
 library edits as versioned inputs: a dry-run after editing one demonstration file plans
 exactly the ART runs whose prompts contain it (plus the summary and report downstream)."""
+
 from __future__ import annotations
 
 import csv
@@ -33,23 +34,37 @@ def art_run(tmp_path_factory):
 
 def test_art_smoke_runs_every_method_and_audits(art_run):
     root = art_run
-    audit = retrace(root, "audit", "results/report/results.csv", "results/report/claims.csv",
-                    "results/report/index.html")
+    audit = retrace(
+        root, "audit", "results/report/results.csv", "results/report/claims.csv", "results/report/index.html"
+    )
     assert "audit: OK" in audit.stdout, audit.stdout[-3000:]
     claims = {r["claim"] for r in csv.DictReader(open(root / "results/report/claims.csv"))}
-    assert {"ART beats few-shot on unseen tasks", "ART beats AutoCoT", "tools help",
-            "self-consistency helps", "a library edit helps the edited task"} <= claims
+    assert {
+        "ART beats few-shot on unseen tasks",
+        "ART beats AutoCoT",
+        "tools help",
+        "self-consistency helps",
+        "a library edit helps the edited task",
+    } <= claims
     assert "ART: programs with tool calls" in (root / "results/report/index.html").read_text()
-    rec = json.loads((root / f"results/{RUNS}/word_unscrambling/art@feedback/seed0.jsonl.prov.json").read_text())
+    rec = json.loads(
+        (root / f"results/{RUNS}/word_unscrambling/art@feedback/seed0.jsonl.prov.json").read_text()
+    )
     inputs = {i["path"] for i in rec["inputs"]}
     # the run traces back to the library files it read, the selection, the data and the model
-    assert f"{LIB}/feedback/string_ops/anagrams.txt" in {p[p.find("src/"):] for p in inputs}
+    assert f"{LIB}/feedback/string_ops/anagrams.txt" in {p[p.find("src/") :] for p in inputs}
     # the edit touches no index.yaml, so both versions share the base version's selection
     assert any(p.endswith("selection/base.json") for p in inputs)
     assert any(p.endswith("bigbench_word_unscrambling.jsonl") for p in inputs)
     assert any(p.endswith("manifest.json") for p in inputs)
-    assert rec["library"]["version"] == "feedback" and rec["tools"]["search"]["collection"] == "retrace-passages-v1"
-    rows = [json.loads(line) for line in (root / f"results/{RUNS}/arithmetic/art/seed0.jsonl").read_text().splitlines()]
+    assert (
+        rec["library"]["version"] == "feedback"
+        and rec["tools"]["search"]["collection"] == "retrace-passages-v1"
+    )
+    rows = [
+        json.loads(line)
+        for line in (root / f"results/{RUNS}/arithmetic/art/seed0.jsonl").read_text().splitlines()
+    ]
     seg = rows[0]["trace"]["segments"][0]
     assert "\n#" in seg["prompt_tail"] or seg["prompt_tail"].endswith("Q1:")
 
@@ -58,8 +73,11 @@ TOOL_USERS = {"art", "art_regenerate", "art_sc", "art@feedback"}
 
 
 def _planned_art_labels(root) -> set[tuple[str, str]]:
-    return {(p.split("/")[2], p.split("/")[3]) for p in planned_outputs(root)
-            if p.startswith(RUNS) and "/selection/" not in p}
+    return {
+        (p.split("/")[2], p.split("/")[3])
+        for p in planned_outputs(root)
+        if p.startswith(RUNS) and "/selection/" not in p
+    }
 
 
 def _restore(path, text, stat):
@@ -109,8 +127,13 @@ def test_editing_one_demonstration_reruns_only_the_art_jobs_that_use_it(art_run)
     base = root / LIB / "base/string_ops/anagrams.txt"
     base.write_text(base.read_text().replace("common English word", "usual English word"))
     art_runs = {p for p in planned_outputs(root) if p.startswith(RUNS)}
-    assert {p.split("/")[3] for p in art_runs} == {"art", "art_regenerate", "art_notools", "art_sc",
-                                                   "art@feedback"}
+    assert {p.split("/")[3] for p in art_runs} == {
+        "art",
+        "art_regenerate",
+        "art_notools",
+        "art_sc",
+        "art@feedback",
+    }
     assert all("/word_unscrambling/" in p for p in art_runs)
 
 
@@ -120,4 +143,3 @@ def test_changing_an_art_setting_reruns_the_art_runs(art_run):
     exp.write_text(exp.read_text().replace("sc_k: 2", "sc_k: 3"))
     planned = {p for p in planned_outputs(root) if p.startswith(RUNS) and "/selection/" not in p}
     assert {f"{RUNS}/{t}/art_sc/seed0.jsonl" for t in ("arithmetic", "word_unscrambling")} <= planned
-

@@ -1,4 +1,5 @@
 """Bad input reaches the user as a clear error before anything half-done is written."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,6 +2,7 @@
 MiniLM discriminator (+ unweighted, shuffled) -> generate -> infer every method -> leak check
 -> claims and report section; audited; every stored prompt and DM row scanned for the gold;
 a prompt edit reruns exactly its dependants."""
+
 from __future__ import annotations
 
 import csv
@@ -16,13 +17,34 @@ from tests.workflow.conftest import copy_repo, planned_outputs, retrace, snakema
 pytestmark = pytest.mark.slow
 
 EXPERIMENT = {
-    "runs": [{"models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smoke_math_mini"],
-              "methods": [{"label": "greedy", "overrides": ["method.sampling.max_tokens=4"]}], "seeds": [0]}],
-    "drr": {"models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smoke_mc_all"],
-            "train_fraction": 0.6, "backbone": "minilm", "max_turns_distil": 2, "max_turns_infer": 2,
-            "max_tokens": 16,
-            "dm": {"lr": 1.0e-4, "warmup_steps": 0, "epochs": 1, "batch_size": 8, "max_length": 128,
-                   "threads": 2}}}
+    "runs": [
+        {
+            "models": ["smollm2-135m-q41"],
+            "backend": "llamacpp",
+            "datasets": ["smoke_math_mini"],
+            "methods": [{"label": "greedy", "overrides": ["method.sampling.max_tokens=4"]}],
+            "seeds": [0],
+        }
+    ],
+    "drr": {
+        "models": ["smollm2-135m-q41"],
+        "backend": "llamacpp",
+        "datasets": ["smoke_mc_all"],
+        "train_fraction": 0.6,
+        "backbone": "minilm",
+        "max_turns_distil": 2,
+        "max_turns_infer": 2,
+        "max_tokens": 16,
+        "dm": {
+            "lr": 1.0e-4,
+            "warmup_steps": 0,
+            "epochs": 1,
+            "batch_size": 8,
+            "max_length": 128,
+            "threads": 2,
+        },
+    },
+}
 RUN = "results/drr/smollm2-135m-q41/llamacpp"
 
 
@@ -37,23 +59,43 @@ def drr_run(tmp_path_factory):
 
 
 def test_claims_section_and_audit(drr_run):
-    rows = [r for r in csv.DictReader(open(drr_run / "results/report/claims.csv")) if r["dataset"] == "smoke_mc_all"]
+    rows = [
+        r
+        for r in csv.DictReader(open(drr_run / "results/report/claims.csv"))
+        if r["dataset"] == "smoke_mc_all"
+    ]
     pairs = {(r["method"], r["baseline"]) for r in rows}
-    assert {("drr", "cot"), ("drr", "abstain"), ("drr", "selfcritic"), ("cot", "selfcritic"),
-            ("drr", "drr_shuffled")} <= pairs
-    assert len(rows) == 14 and all(r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows)
+    assert {
+        ("drr", "cot"),
+        ("drr", "abstain"),
+        ("drr", "selfcritic"),
+        ("cot", "selfcritic"),
+        ("drr", "drr_shuffled"),
+    } <= pairs
+    assert len(rows) == 14 and all(
+        r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows
+    )
     html = (drr_run / "results/report/index.html").read_text()
     assert "DRR: discriminator-guided reasoning" in html and "Gold-leak check" in html
     assert (drr_run / "results/report/drr-discriminator-guided-reasoning-loss_curve.png").exists()
-    out = retrace(drr_run, "audit", "results/report/results.csv", "results/report/claims.csv",
-                  "results/report/index.html")
+    out = retrace(
+        drr_run,
+        "audit",
+        "results/report/results.csv",
+        "results/report/claims.csv",
+        "results/report/index.html",
+    )
     assert out.returncode == 0 and "audit: OK" in out.stdout
 
 
 def test_every_drr_number_traces_to_traces_split_and_checkpoint(drr_run):
     out = retrace(drr_run, "audit", f"{RUN}/eval/smoke_mc_all/seed0/episodes/drr.jsonl").stdout
-    for needle in ("distil/smoke_mc_all/seed0/traces.jsonl", "dm/seed0/split/train.jsonl",
-                   "dm/seed0/weighted/checkpoint.json", "models/smollm2-135m-q41/manifest.json"):
+    for needle in (
+        "distil/smoke_mc_all/seed0/traces.jsonl",
+        "dm/seed0/split/train.jsonl",
+        "dm/seed0/weighted/checkpoint.json",
+        "models/smollm2-135m-q41/manifest.json",
+    ):
         assert needle in out, needle
     assert "audit: OK" in out
     prov = json.loads((drr_run / f"{RUN}/dm/seed0/weighted/checkpoint.json.prov.json").read_text())
@@ -78,8 +120,13 @@ def test_dm_rows_keep_the_judged_answer_and_the_report_shows_both_weightings(drr
 def test_no_stored_prompt_or_dm_row_carries_the_gold(drr_run):
     from retrace import data
     from retrace.discriminator import leak
-    problems = [p for f in (drr_run / "results/drr/questions").rglob("*.jsonl") for p in data.read_problems(f)]
-    files = sorted((drr_run / "results/drr").rglob("prompts.jsonl")) + sorted((drr_run / RUN).rglob("split/*.jsonl"))
+
+    problems = [
+        p for f in (drr_run / "results/drr/questions").rglob("*.jsonl") for p in data.read_problems(f)
+    ]
+    files = sorted((drr_run / "results/drr").rglob("prompts.jsonl")) + sorted(
+        (drr_run / RUN).rglob("split/*.jsonl")
+    )
     assert len(files) == 5
     result = leak.scan_files(files, problems)  # 0-based indices, as the prompts number choices
     assert result["verdict"] == "pass", result["findings"][:3]
@@ -88,12 +135,20 @@ def test_no_stored_prompt_or_dm_row_carries_the_gold(drr_run):
 
 
 def test_falsifiers_and_baselines_share_the_stored_turns(drr_run):
-    eps = {m: {e["id"]: e for e in map(json.loads, open(drr_run / f"{RUN}/eval/smoke_mc_all/seed0/episodes/{m}.jsonl"))}
-           for m in ("cot", "always_accept", "always_reject", "drr")}
+    eps = {
+        m: {
+            e["id"]: e
+            for e in map(json.loads, open(drr_run / f"{RUN}/eval/smoke_mc_all/seed0/episodes/{m}.jsonl"))
+        }
+        for m in ("cot", "always_accept", "always_reject", "drr")
+    }
     assert len(eps["cot"]) == 4
     for qid, e in eps["cot"].items():
         assert eps["always_accept"][qid]["turns"][0]["answer"] == e["turns"][0]["answer"]
-        assert eps["always_reject"][qid]["status"] == "abstained" and len(eps["always_reject"][qid]["turns"]) == 2
+        assert (
+            eps["always_reject"][qid]["status"] == "abstained"
+            and len(eps["always_reject"][qid]["turns"]) == 2
+        )
         assert eps["drr"][qid]["turns"][0]["answer"] == e["turns"][0]["answer"]
 
 

@@ -1,5 +1,6 @@
 """Round trip on the real plumbing run (SmolLM2): `snakemake --cores 2 export`, then
 `retrace audit --crate` in an empty directory passes, and fails once one byte is changed."""
+
 from __future__ import annotations
 
 import shutil
@@ -11,8 +12,14 @@ from tests.workflow.conftest import env_for, snakemake
 
 
 def audit_crate(crate, cwd, root):
-    return subprocess.run([sys.executable, "-m", "retrace", "audit", "--crate", str(crate)], cwd=cwd,
-                          env=env_for(root), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "retrace", "audit", "--crate", str(crate)],
+        cwd=cwd,
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_export_target_round_trip(pipeline, tmp_path):
@@ -28,8 +35,11 @@ def test_export_target_round_trip(pipeline, tmp_path):
     assert "OK" in ok.stdout
     with zipfile.ZipFile(fresh / "run.crate.zip") as z:
         members = {n: z.read(n) for n in z.namelist()}
-    score = next(n for n in members if n.startswith("results/scores/") and n.endswith(".json")
-                 and not n.endswith(".prov.json"))
+    score = next(
+        n
+        for n in members
+        if n.startswith("results/scores/") and n.endswith(".json") and not n.endswith(".prov.json")
+    )
     data = bytearray(members[score])
     data[len(data) // 2] ^= 0x01
     members[score] = bytes(data)

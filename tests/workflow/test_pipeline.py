@@ -1,4 +1,5 @@
 """End to end with a real model: outputs, no-op reruns, stale-only reruns, audit, report."""
+
 from __future__ import annotations
 
 import csv
@@ -12,15 +13,23 @@ pytestmark = pytest.mark.slow
 
 GEN = "generations/smollm2-135m-q41/llamacpp"
 SCORE = "scores/smollm2-135m-q41/llamacpp"
-REPORT = {"report/index.html", "report/results.csv", "report/audit.txt", "report/claims.csv",
-          "report/accuracy_vs_compute.png"}
+REPORT = {
+    "report/index.html",
+    "report/results.csv",
+    "report/audit.txt",
+    "report/claims.csv",
+    "report/accuracy_vs_compute.png",
+}
 
 
 def test_run_writes_report_with_traceable_numbers(pipeline):
     rows = list(csv.DictReader(open(pipeline / "results/report/results.csv")))
     assert {(r["dataset"], r["method"]) for r in rows} == {
-        ("smoke_math", "greedy"), ("smoke_math", "majority"),
-        ("smoke_mc", "greedy"), ("smoke_mc", "majority")}
+        ("smoke_math", "greedy"),
+        ("smoke_math", "majority"),
+        ("smoke_mc", "greedy"),
+        ("smoke_mc", "majority"),
+    }
     assert all(r["n"] == "4" and 0 <= float(r["accuracy"]) <= 1 for r in rows)
     html = (pipeline / "results/report/index.html").read_text()
     assert all(r["prov_sha256"][:12] in html for r in rows)
@@ -54,30 +63,51 @@ def _edit_and_plan(root, rel, edit):
 
 
 def test_sampling_change_reruns_only_that_method(pipeline):
-    planned = _edit_and_plan(pipeline, "config/method/majority.yaml",
-                             lambda s: s.replace("top_p: 0.95", "top_p: 0.9"))
-    assert planned == {f"{GEN}/smoke_math/majority/seed0.jsonl", f"{GEN}/smoke_mc/majority/seed0.jsonl",
-                       f"{SCORE}/smoke_math/majority/seed0.json", f"{SCORE}/smoke_mc/majority/seed0.json"} | REPORT
+    planned = _edit_and_plan(
+        pipeline, "config/method/majority.yaml", lambda s: s.replace("top_p: 0.95", "top_p: 0.9")
+    )
+    assert (
+        planned
+        == {
+            f"{GEN}/smoke_math/majority/seed0.jsonl",
+            f"{GEN}/smoke_mc/majority/seed0.jsonl",
+            f"{SCORE}/smoke_math/majority/seed0.json",
+            f"{SCORE}/smoke_mc/majority/seed0.json",
+        }
+        | REPORT
+    )
 
 
 def test_template_change_reruns_only_its_dataset(pipeline):
     planned = _edit_and_plan(pipeline, "src/retrace/prompts/mc_cot.j2", lambda s: s + "\nBe brief.\n")
-    assert planned == {f"{GEN}/smoke_mc/greedy/seed0.jsonl", f"{GEN}/smoke_mc/majority/seed0.jsonl",
-                       f"{SCORE}/smoke_mc/greedy/seed0.json", f"{SCORE}/smoke_mc/majority/seed0.json"} | REPORT
+    assert (
+        planned
+        == {
+            f"{GEN}/smoke_mc/greedy/seed0.jsonl",
+            f"{GEN}/smoke_mc/majority/seed0.jsonl",
+            f"{SCORE}/smoke_mc/greedy/seed0.json",
+            f"{SCORE}/smoke_mc/majority/seed0.json",
+        }
+        | REPORT
+    )
 
 
 def test_scoring_code_change_reruns_scoring_not_generation(pipeline):
     planned = _edit_and_plan(pipeline, "src/retrace/scoring/metrics.py", lambda s: s + "\n# changed\n")
-    assert planned == {f"{SCORE}/{d}/{m}/seed0.json" for d in ("smoke_math", "smoke_mc")
-                       for m in ("greedy", "majority")} | REPORT
+    assert (
+        planned
+        == {f"{SCORE}/{d}/{m}/seed0.json" for d in ("smoke_math", "smoke_mc") for m in ("greedy", "majority")}
+        | REPORT
+    )
 
 
 def test_engine_setting_change_reruns_only_the_probe(pipeline):
     """Engine settings do not change what is generated: no generation or score reruns; the
     raw-rate probe (measured with those settings) and the report pages that show it do;
     the claims do not."""
-    planned = _edit_and_plan(pipeline, "config/backend/llamacpp.yaml",
-                             lambda s: s.replace("n_threads: 2", "n_threads: 1"))
+    planned = _edit_and_plan(
+        pipeline, "config/backend/llamacpp.yaml", lambda s: s.replace("n_threads: 2", "n_threads: 1")
+    )
     assert planned == {"probe/smollm2-135m-q41/llamacpp.json"} | (REPORT - {"report/claims.csv"})
 
 

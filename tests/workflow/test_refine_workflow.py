@@ -1,5 +1,6 @@
 """The refinement suite through the real workflow with SmolLM2: every baseline and falsifier,
 Maj@N' priced from measured tokens, diagnostics, claims, and an audit of all of it."""
+
 from __future__ import annotations
 
 import csv
@@ -15,28 +16,62 @@ pytestmark = pytest.mark.slow
 SHORT = "method.sampling.max_tokens=24"
 JUDGE = "qwen2.5-coder-0.5b-q4km"
 SMALL = [SHORT, "method.n=2"]
-EXPERIMENT = {"runs": [{
-    "models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smoke_math_mini"], "seeds": [0],
-    "methods": [
-        {"label": "greedy", "overrides": [SHORT]},
-        {"label": "majority", "overrides": SMALL},
-        {"label": "refine", "overrides": SMALL + ["method.depth=1"]},
-        {"label": "refine_affirm", "method": "refine", "overrides": SMALL + ["method.depth=1", "method.critic=affirm"]},
-        {"label": "refine_nocritic", "method": "refine", "overrides": SMALL + ["method.depth=1", "method.critic=none"]},
-        {"label": "majority_eq", "method": "majority", "overrides": SMALL,
-         "equal_compute": {"refine": "refine", "majority": "majority", "kind": "effective"}},
-        {"label": "majority_eq_nominal", "method": "majority", "overrides": SMALL,
-         "equal_compute": {"refine": "refine", "majority": "majority", "kind": "nominal"}},
-        {"label": "best_of_n", "overrides": SMALL},
-        # the judge on another model than the policy: its engine is loaded beside SmolLM2
-        {"label": "best_of_n_qwen", "method": "best_of_n",
-         "overrides": SMALL + [f"method.scorer.model={JUDGE}"]},
-        {"label": "beam", "overrides": [SHORT, "method.max_steps=2", "method.expand=1"]},
-    ]},
-    # two more seeds of refinement and Maj@N: the claims compare seed means (mean ± sd)
-    {"models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smoke_math_mini"],
-     "seeds": [1, 2], "methods": [{"label": "majority", "overrides": SMALL},
-                                  {"label": "refine", "overrides": SMALL + ["method.depth=1"]}]}]}
+EXPERIMENT = {
+    "runs": [
+        {
+            "models": ["smollm2-135m-q41"],
+            "backend": "llamacpp",
+            "datasets": ["smoke_math_mini"],
+            "seeds": [0],
+            "methods": [
+                {"label": "greedy", "overrides": [SHORT]},
+                {"label": "majority", "overrides": SMALL},
+                {"label": "refine", "overrides": SMALL + ["method.depth=1"]},
+                {
+                    "label": "refine_affirm",
+                    "method": "refine",
+                    "overrides": SMALL + ["method.depth=1", "method.critic=affirm"],
+                },
+                {
+                    "label": "refine_nocritic",
+                    "method": "refine",
+                    "overrides": SMALL + ["method.depth=1", "method.critic=none"],
+                },
+                {
+                    "label": "majority_eq",
+                    "method": "majority",
+                    "overrides": SMALL,
+                    "equal_compute": {"refine": "refine", "majority": "majority", "kind": "effective"},
+                },
+                {
+                    "label": "majority_eq_nominal",
+                    "method": "majority",
+                    "overrides": SMALL,
+                    "equal_compute": {"refine": "refine", "majority": "majority", "kind": "nominal"},
+                },
+                {"label": "best_of_n", "overrides": SMALL},
+                # the judge on another model than the policy: its engine is loaded beside SmolLM2
+                {
+                    "label": "best_of_n_qwen",
+                    "method": "best_of_n",
+                    "overrides": SMALL + [f"method.scorer.model={JUDGE}"],
+                },
+                {"label": "beam", "overrides": [SHORT, "method.max_steps=2", "method.expand=1"]},
+            ],
+        },
+        # two more seeds of refinement and Maj@N: the claims compare seed means (mean ± sd)
+        {
+            "models": ["smollm2-135m-q41"],
+            "backend": "llamacpp",
+            "datasets": ["smoke_math_mini"],
+            "seeds": [1, 2],
+            "methods": [
+                {"label": "majority", "overrides": SMALL},
+                {"label": "refine", "overrides": SMALL + ["method.depth=1"]},
+            ],
+        },
+    ]
+}
 GEN = "results/generations/smollm2-135m-q41/llamacpp/smoke_math_mini"
 
 
@@ -51,15 +86,21 @@ def refined(tmp_path_factory):
 
 def test_equal_compute_extends_the_stored_sample_set(refined):
     from retrace.scoring.compute import equal_compute_n, structural_usage
+
     prov = json.loads((refined / f"{GEN}/majority_eq/seed0.jsonl.prov.json").read_text())
     eq = prov["equal_compute"]
     # N' is exactly what the stored rows' request structure prices (not just ">= N"), the
     # same on any engine, and it really extends the sample set
-    rows = {lab: [json.loads(l) for l in open(refined / f"{GEN}/{lab}/seed0.jsonl")] for lab in ("refine", "majority")}
+    rows = {
+        lab: [json.loads(l) for l in open(refined / f"{GEN}/{lab}/seed0.jsonl")]
+        for lab in ("refine", "majority")
+    }
     params = json.loads((refined / "results/models/smollm2-135m-q41/manifest.json").read_text())["params"]
     want = equal_compute_n(structural_usage(rows["refine"]), structural_usage(rows["majority"]), 2, params)
     assert eq["effective_basis"] == "request structure" and eq["n_prime"] == want["n_prime"] > 2
-    nominal = json.loads((refined / f"{GEN}/majority_eq_nominal/seed0.jsonl.prov.json").read_text())["equal_compute"]
+    nominal = json.loads((refined / f"{GEN}/majority_eq_nominal/seed0.jsonl.prov.json").read_text())[
+        "equal_compute"
+    ]
     assert nominal["kind"] == "nominal" and nominal["n_prime"] > 2
     maj = [json.loads(l) for l in open(refined / f"{GEN}/majority/seed0.jsonl")]
     ext = [json.loads(l) for l in open(refined / f"{GEN}/majority_eq/seed0.jsonl")]
@@ -79,15 +120,27 @@ def test_refinement_depth_zero_is_the_majority_sample_set(refined):
 def test_claims_and_diagnostics_are_written_and_audited(refined):
     rows = list(csv.DictReader(open(refined / "results/report/claims.csv")))
     claims = {(r["method"], r["baseline"]) for r in rows}
-    assert {("refine", "greedy"), ("refine", "majority"), ("refine", "majority_eq"),
-            ("refine", "majority_eq_nominal"), ("refine_affirm", "majority"),
-            ("refine", "refine_nocritic"), ("refine", "refine_affirm"), ("refine", "best_of_n"),
-            ("refine", "beam")} <= claims
+    assert {
+        ("refine", "greedy"),
+        ("refine", "majority"),
+        ("refine", "majority_eq"),
+        ("refine", "majority_eq_nominal"),
+        ("refine_affirm", "majority"),
+        ("refine", "refine_nocritic"),
+        ("refine", "refine_affirm"),
+        ("refine", "best_of_n"),
+        ("refine", "beam"),
+    } <= claims
     assert all(r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows)
-    diag = json.loads((refined / "results/diagnostics/smollm2-135m-q41/llamacpp/smoke_math_mini/"
-                                 "refine/seed0.json").read_text())
+    diag = json.loads(
+        (
+            refined / "results/diagnostics/smollm2-135m-q41/llamacpp/smoke_math_mini/refine/seed0.json"
+        ).read_text()
+    )
     assert len(diag["depths"]) == 2
-    assert retrace(refined, "audit", "results/report/claims.csv", "results/report/results.csv").returncode == 0
+    assert (
+        retrace(refined, "audit", "results/report/claims.csv", "results/report/results.csv").returncode == 0
+    )
 
 
 def test_a_judge_on_another_model_scores_the_same_rollouts(refined):
@@ -100,22 +153,39 @@ def test_a_judge_on_another_model_scores_the_same_rollouts(refined):
     assert any(i["path"].endswith(f"models/{JUDGE}/manifest.json") for i in prov["inputs"])
     assert prov["scorer_usage"]["model"] == JUDGE and prov["scorer_usage"]["requests"] > 0
     # the judge's tokens are priced with the judge's parameter count, not the policy's
-    scores = {lab: json.loads((refined / f"results/scores/smollm2-135m-q41/llamacpp/smoke_math_mini/"
-                                         f"{lab}/seed0.json").read_text()) for lab in ("best_of_n", "best_of_n_qwen")}
+    scores = {
+        lab: json.loads(
+            (
+                refined / f"results/scores/smollm2-135m-q41/llamacpp/smoke_math_mini/{lab}/seed0.json"
+            ).read_text()
+        )
+        for lab in ("best_of_n", "best_of_n_qwen")
+    }
     assert scores["best_of_n_qwen"]["flops"]["nominal"] > scores["best_of_n"]["flops"]["nominal"]
 
 
 def test_claims_average_three_seeds(refined):
-    rows = {(r["method"], r["baseline"]): r for r in csv.DictReader(open(refined / "results/report/claims.csv"))}
+    rows = {
+        (r["method"], r["baseline"]): r for r in csv.DictReader(open(refined / "results/report/claims.csv"))
+    }
     row = rows[("refine", "majority")]
     assert (row["n_seeds_method"], row["n_seeds_baseline"]) == ("3", "3")
     accs = []
     for seed in (0, 1, 2):
-        s = json.loads((refined / f"results/scores/smollm2-135m-q41/llamacpp/smoke_math_mini/refine/"
-                                  f"seed{seed}.json").read_text())
+        s = json.loads(
+            (
+                refined / f"results/scores/smollm2-135m-q41/llamacpp/smoke_math_mini/refine/seed{seed}.json"
+            ).read_text()
+        )
         accs.append(s["accuracy"]["value"])
     assert float(row["acc_method"]) == pytest.approx(sum(accs) / 3)
     # different seeds draw different rollouts (distinct request-cache keys)
-    keys = [[s["key"] for r in map(json.loads, open(refined / f"{GEN}/majority/seed{k}.jsonl"))
-             for s in r["samples"]] for k in (0, 1, 2)]
+    keys = [
+        [
+            s["key"]
+            for r in map(json.loads, open(refined / f"{GEN}/majority/seed{k}.jsonl"))
+            for s in r["samples"]
+        ]
+        for k in (0, 1, 2)
+    ]
     assert len({tuple(k) for k in keys}) == 3

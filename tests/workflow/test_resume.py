@@ -1,4 +1,5 @@
 """kill -9 during generation, then rerun: finished requests come from the cache, results match."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,14 @@ def _cached(db) -> int:
 
 
 def _kill_when_cached(root, at_least: int) -> int:
-    proc = subprocess.Popen([SNAKEMAKE, "--cores", "2"], cwd=root, env=env_for(root),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [SNAKEMAKE, "--cores", "2"],
+        cwd=root,
+        env=env_for(root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     db = root / "results/cache/requests"
     deadline = time.time() + 600
     while _cached(db) < at_least and proc.poll() is None and time.time() < deadline:
@@ -68,6 +75,7 @@ def test_kill_then_rerun_reuses_finished_requests(tmp_path):
     provs = [json.loads(p.read_text()) for p in (root / "results/generations").rglob("*.jsonl.prov.json")]
     assert sum(p["usage"]["cache_hits"] for p in provs) >= len(interrupted)
     assert _texts(root) == _texts(reference)
-    proc = subprocess.run([SNAKEMAKE, "--cores", "2", "-n"], cwd=root, env=env_for(root),
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [SNAKEMAKE, "--cores", "2", "-n"], cwd=root, env=env_for(root), capture_output=True, text=True
+    )
     assert "Nothing to be done" in proc.stdout + proc.stderr

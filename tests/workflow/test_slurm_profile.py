@@ -1,5 +1,6 @@
 """profiles/slurm without a cluster: dry-runs list the jobs, their sized resources and the
 estimate before anything is submitted (sbatch is never called by a dry-run)."""
+
 from __future__ import annotations
 
 import re
@@ -10,8 +11,14 @@ from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, write_config
 
 def dry_run(root, experiment: str) -> str:
     write_config(root, experiment=experiment)
-    proc = subprocess.run([SNAKEMAKE, "--profile", "profiles/slurm", "-n"], cwd=root, env=env_for(root),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [SNAKEMAKE, "--profile", "profiles/slurm", "-n"],
+        cwd=root,
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout + proc.stderr
 
@@ -33,7 +40,7 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     gen = [r for rule, r in planned if rule == "generate"]
     assert len(gen) == 660 and re.search(r"^total\s+1577$", out, re.M)
     assert all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in gen)
-    probes = [r for rule, r in planned if rule == "probe"]          # one per model, on its GPU
+    probes = [r for rule, r in planned if rule == "probe"]  # one per model, on its GPU
     assert len(probes) == 4 and all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 for r in probes)
     # a 7.6B model needs more host memory than a 1.5B one; nothing is capped by profiles/default
     assert len({r["mem_mb"] for r in gen}) >= 2 and max(int(r["mem_mb"]) for r in gen) > 20000

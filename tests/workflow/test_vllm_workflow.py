@@ -7,6 +7,7 @@ prompt-token counts must be equal (one chat template), greedy agreement is print
 reach GREEDY_AGREEMENT_FLOOR. Runs in the vLLM venv (it needs vllm and xllamacpp):
     make test-vllm          # or: .venv-vllm/bin/python -m pytest -s -m vllm tests/workflow/test_vllm_workflow.py
 """
+
 from __future__ import annotations
 
 import csv
@@ -49,7 +50,9 @@ def test_report_and_audit_cover_both_engines(both_engines):
     root = both_engines
     audit = retrace(root, "audit", "results/report/results.csv", "results/report/index.html")
     assert "audit: OK" in audit.stdout, audit.stdout[-3000:]
-    results = {(r["dataset"], r["method"]): r for r in csv.DictReader(open(root / "results/report/results.csv"))}
+    results = {
+        (r["dataset"], r["method"]): r for r in csv.DictReader(open(root / "results/report/results.csv"))
+    }
     for dataset in ("smoke_math", "smoke_mc"):
         for label in ("greedy", "majority", "greedy_llamacpp", "majority_llamacpp"):
             assert results[(dataset, label)]["n"] == "3"
@@ -71,8 +74,10 @@ def test_art_item_pauses_at_a_tool_call_on_vllm(both_engines):
     traces = [json.loads(line)["trace"] for line in path.read_text().splitlines()]
     segments = [s for t in traces for s in t["segments"]]
     calls = [c for t in traces for c in t["tool_calls"]]
-    print(f"ART on vLLM: {len(traces)} item(s), {len(segments)} segments, "
-          f"{[c['tool'] for c in calls]} tool calls")
+    print(
+        f"ART on vLLM: {len(traces)} item(s), {len(segments)} segments, "
+        f"{[c['tool'] for c in calls]} tool calls"
+    )
     # generation stopped at "\n#" after a tool step, the tool ran, and generation resumed from
     # the program so far with the tool's output written as "#1:" (measured here: code_generate,
     # itself a vLLM request, then code_execute)
@@ -89,13 +94,16 @@ def test_engines_agree_on_prompt_tokens_and_mostly_on_greedy_text(both_engines):
             assert ours.keys() == theirs.keys()
             for pid, row in ours.items():
                 # one chat template on both engines: the same prompt, token for token
-                assert [s["prompt_tokens"] for s in row["samples"]] == \
-                       [s["prompt_tokens"] for s in theirs[pid]["samples"]], (dataset, label, pid)
+                assert [s["prompt_tokens"] for s in row["samples"]] == [
+                    s["prompt_tokens"] for s in theirs[pid]["samples"]
+                ], (dataset, label, pid)
                 if label == "greedy":
                     a, b = row["samples"][0]["text"], theirs[pid]["samples"][0]["text"]
                     exact += a == b
                     shared.append(len(os.path.commonprefix([a, b])) / max(len(a), len(b), 1))
     agreement = sum(shared) / len(shared)
-    print(f"greedy agreement vLLM vs llama.cpp: exact {exact}/{len(shared)}, mean shared prefix "
-          f"{agreement:.2f} (floor {GREEDY_AGREEMENT_FLOOR})")
+    print(
+        f"greedy agreement vLLM vs llama.cpp: exact {exact}/{len(shared)}, mean shared prefix "
+        f"{agreement:.2f} (floor {GREEDY_AGREEMENT_FLOOR})"
+    )
     assert agreement >= GREEDY_AGREEMENT_FLOOR

@@ -34,9 +34,10 @@ if ART_CFG:
         job = art_job(w)
         if not _art.uses_library(job):
             return []
-        return [str(p) for p in _art.library_files(ART, art_version(w),
-                                                   _art.selected_tasks(ART, job, art_selection(w)))]
-
+        return [
+            str(p)
+            for p in _art.library_files(ART, art_version(w), _art.selected_tasks(ART, job, art_selection(w)))
+        ]
 
     def art_key(w):
         # A function of the wildcards only: Snakemake leaves params derived from `input` out of
@@ -62,12 +63,12 @@ if ART_CFG:
             sel=f"{RESULTS}/art/{{model}}/{{task}}/selection/{{version}}.json",
         log:
             f"{RESULTS}/logs/art/select/{{model}}/{{task}}/{{version}}.log",
-        params:
-            key=lambda w: _art.select_key(ART, w.task, w.version),
         threads: 2
         resources:
             mem_mb=3000,
             engine=1,
+        params:
+            key=lambda w: _art.select_key(ART, w.task, w.version),
         shell:
             "{PY} -m retrace art select --experiment {config[experiment]} --model {wildcards.model} "
             "--task {wildcards.task} --version {wildcards.version} --data {input.problems} "
@@ -89,13 +90,13 @@ if ART_CFG:
             f"{RESULTS}/logs/art/run/{{model}}/{{task}}/{{label}}/seed{{seed}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.tsv"
-        params:
-            key=art_key,
-            selection=lambda w, input: f"--selection {input.selection}" if input.selection else "",
         threads: 2
         resources:
             mem_mb=4000,
             engine=1,
+        params:
+            key=art_key,
+            selection=lambda w, input: f"--selection {input.selection}" if input.selection else "",
         shell:
             "{PY} -m retrace art run --experiment {config[experiment]} --model {wildcards.model} "
             "--task {wildcards.task} --label {wildcards.label} --seed {wildcards.seed} "
@@ -105,8 +106,12 @@ if ART_CFG:
     rule art_leakcheck:
         input:
             runs=ART_RUNS,
-            problems=sorted({f"{RESULTS}/data/{_art.dataset_of(t)}.jsonl" for t in
-                             ART["tasks"].get("library", []) + ART["tasks"].get("unseen", [])}),
+            problems=sorted(
+                {
+                    f"{RESULTS}/data/{_art.dataset_of(t)}.jsonl"
+                    for t in ART["tasks"].get("library", []) + ART["tasks"].get("unseen", [])
+                }
+            ),
         output:
             leak=f"{ART_SUMMARY}/leakcheck.json",
         log:

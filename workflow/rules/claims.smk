@@ -7,14 +7,15 @@ rule claims:
         scores=all_outputs("scores", ".json"),
         extra=EXTRA_CLAIMS,
     output:
-        csv=report(f"{RESULTS}/report/claims.csv", caption="../report/claims.rst",
-                   category="Claims"),
+        csv=report(f"{RESULTS}/report/claims.csv", caption="../report/claims.rst", category="Claims"),
         prov=f"{RESULTS}/report/claims.csv.prov.json",
     log:
         f"{RESULTS}/logs/claims.log",
     params:
         key=lambda w: _plan.rerun_key("claims", {"claims": family_config("claims")}),
         extra=lambda w, input: " ".join(f"--extra {p}" for p in input.extra),
-        weaker=" ".join(f"--weaker {w},{s}" for w, s in _claims_stage.weaker_pairs(EXPERIMENT, config["experiment"])),
+        weaker=" ".join(
+            f"--weaker {w},{s}" for w, s in _claims_stage.weaker_pairs(EXPERIMENT, config["experiment"])
+        ),
     shell:
         "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {input.scores} > {log} 2>&1"

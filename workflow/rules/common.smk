@@ -18,6 +18,7 @@ JOBS = _plan.jobs(config)
 if config.get("estimate", True):  # printed before anything runs (also on dry-runs)
     from snakemake.logging import logger
     from retrace.estimate import estimate as _estimate
+
     logger.info(_estimate(JOBS, config["mirror"], _plan.shared_overrides(config, "dataset")).line())
 JOB_PATH = "{model}/{backend}/{dataset}/{label}/seed{seed}"
 
@@ -45,6 +46,7 @@ def job_of(w):
 @functools.lru_cache(maxsize=None)
 def _engine_resources(job):
     from retrace.cluster import job_resources as sized
+
     return {"engine": 1, **sized(job, config["mirror"], _plan.shared_overrides(config, "dataset"))}
 
 

@@ -36,7 +36,9 @@ if _DRR_BLOCK:
     rule drr_questions:
         input:
             data=f"{RESULTS}/data/{{dataset}}.jsonl",
-            train=lambda w: [f"{RESULTS}/data/{DRR_TRAIN[w.dataset]}.jsonl"] if DRR_TRAIN.get(w.dataset) else [],
+            train=lambda w: (
+                [f"{RESULTS}/data/{DRR_TRAIN[w.dataset]}.jsonl"] if DRR_TRAIN.get(w.dataset) else []
+            ),
         output:
             train=f"{DRR_DIR}/questions/{{dataset}}/train.jsonl",
             eval=f"{DRR_DIR}/questions/{{dataset}}/eval.jsonl",
@@ -62,13 +64,13 @@ if _DRR_BLOCK:
             f"{RESULTS}/logs/drr/{DRR_RUN}/distil/{{dataset}}/seed{{seed}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/drr/{DRR_RUN}/distil/{{dataset}}/seed{{seed}}.tsv"
-        params:
-            key=drr_key("distil"),
         threads: 2
         resources:
             mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
             gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
             engine=1,
+        params:
+            key=drr_key("distil"),
         shell:
             "{PY} -m retrace drr distil --experiment {DRR_EXP} --dataset {wildcards.dataset} "
             "--problems {input.problems} --manifest {input.manifest} --backend {wildcards.backend} "
@@ -77,8 +79,10 @@ if _DRR_BLOCK:
 
     rule drr_split:
         input:
-            traces=lambda w: [f"{DRR_DIR}/{w.model}/{w.backend}/distil/{e['name']}/seed{w.seed}/traces.jsonl"
-                              for e in DRR_ENTRIES],
+            traces=lambda w: [
+                f"{DRR_DIR}/{w.model}/{w.backend}/distil/{e['name']}/seed{w.seed}/traces.jsonl"
+                for e in DRR_ENTRIES
+            ],
         output:
             train=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train.jsonl",
             dev=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/dev.jsonl",
@@ -107,12 +111,12 @@ if _DRR_BLOCK:
             f"{RESULTS}/logs/drr/{DRR_RUN}/train/seed{{seed}}/{{variant}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/drr/{DRR_RUN}/train/seed{{seed}}/{{variant}}.tsv"
-        params:
-            key=drr_key("train"),
         threads: DRR["dm"]["threads"]
         resources:  # the DM's device and size (drr/settings.dm_resources); gpu only with dm.device: cuda
             mem_mb=_drr.dm_resources(DRR)["mem_mb"],
             gpu=_drr.dm_resources(DRR)["gpu"],
+        params:
+            key=drr_key("train"),
         shell:
             "{PY} -m retrace drr train --experiment {DRR_EXP} --variant {wildcards.variant} "
             "--split-dir $(dirname {input.train}) --seed {wildcards.seed} --out {output.manifest} "
@@ -129,24 +133,28 @@ if _DRR_BLOCK:
             f"{RESULTS}/logs/drr/{DRR_RUN}/generate/{{dataset}}/seed{{seed}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/drr/{DRR_RUN}/generate/{{dataset}}/seed{{seed}}.tsv"
-        params:
-            key=drr_key("generate"),
         threads: 2
         resources:
             mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
             gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
             engine=1,
+        params:
+            key=drr_key("generate"),
         shell:
             "{PY} -m retrace drr generate --experiment {DRR_EXP} --problems {input.problems} "
             "--manifest {input.manifest} --backend {wildcards.backend} --seed {wildcards.seed} "
             "--cache {CACHE} --out {output.rows} --out-prompts {output.prompts} > {log} 2>&1"
 
     def drr_infer_inputs(w):
-        inputs = {"rows": f"{DRR_DIR}/{w.model}/{w.backend}/eval/{w.dataset}/seed{w.seed}/generations.jsonl",
-                  "problems": f"{DRR_DIR}/questions/{w.dataset}/eval.jsonl"}
+        inputs = {
+            "rows": f"{DRR_DIR}/{w.model}/{w.backend}/eval/{w.dataset}/seed{w.seed}/generations.jsonl",
+            "problems": f"{DRR_DIR}/questions/{w.dataset}/eval.jsonl",
+        }
         if w.drr_method in DRR_VARIANT_OF:
-            inputs["checkpoint"] = (f"{DRR_DIR}/{w.model}/{w.backend}/dm/seed{w.seed}/"
-                                    f"{DRR_VARIANT_OF[w.drr_method]}/checkpoint.json")
+            inputs["checkpoint"] = (
+                f"{DRR_DIR}/{w.model}/{w.backend}/dm/seed{w.seed}/"
+                f"{DRR_VARIANT_OF[w.drr_method]}/checkpoint.json"
+            )
         return inputs
 
     rule drr_infer:
@@ -158,44 +166,60 @@ if _DRR_BLOCK:
             f"{RESULTS}/logs/drr/{DRR_RUN}/infer/{{dataset}}/seed{{seed}}/{{drr_method}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/drr/{DRR_RUN}/infer/{{dataset}}/seed{{seed}}/{{drr_method}}.tsv"
-        params:
-            key=drr_key("infer"),
-            checkpoint=lambda w, input: f"--checkpoint {input.checkpoint}" if "checkpoint" in input.keys() else "",
         threads: 1
         resources:
-            mem_mb=lambda w: _drr.dm_resources(DRR, training=False)["mem_mb"] if w.drr_method in DRR_VARIANT_OF else 2000,
-            gpu=lambda w: _drr.dm_resources(DRR, training=False)["gpu"] if w.drr_method in DRR_VARIANT_OF else 0,
+            mem_mb=lambda w: (
+                _drr.dm_resources(DRR, training=False)["mem_mb"] if w.drr_method in DRR_VARIANT_OF else 2000
+            ),
+            gpu=lambda w: (
+                _drr.dm_resources(DRR, training=False)["gpu"] if w.drr_method in DRR_VARIANT_OF else 0
+            ),
+        params:
+            key=drr_key("infer"),
+            checkpoint=lambda w, input: (
+                f"--checkpoint {input.checkpoint}" if "checkpoint" in input.keys() else ""
+            ),
         shell:
             "{PY} -m retrace drr infer --experiment {DRR_EXP} --method {wildcards.drr_method} "
             "--generations {input.rows} --problems {input.problems} {params.checkpoint} "
             "--out {output} > {log} 2>&1"
 
     if DRR["sft_lora"]["enabled"]:
+
         rule drr_sft:  # SFT-LoRA baseline: one LoRA on every DRR-train question, episodes per dataset
             input:
                 train=[f"{DRR_DIR}/questions/{e['name']}/train.jsonl" for e in DRR_ENTRIES],
                 eval=[f"{DRR_DIR}/questions/{e['name']}/eval.jsonl" for e in DRR_ENTRIES],
             output:
-                [f"{DRR_DIR}/{DRR_RUN}/eval/{e['name']}/seed{{seed}}/episodes/sft_lora.jsonl" for e in DRR_ENTRIES],
+                [
+                    f"{DRR_DIR}/{DRR_RUN}/eval/{e['name']}/seed{{seed}}/episodes/sft_lora.jsonl"
+                    for e in DRR_ENTRIES
+                ],
             log:
                 f"{RESULTS}/logs/drr/{DRR_RUN}/sft/seed{{seed}}.log",
             benchmark:
                 f"{RESULTS}/benchmarks/drr/{DRR_RUN}/sft/seed{{seed}}.tsv"
-            params:
-                key=drr_key("sft"),
             threads: DRR["dm"]["threads"]
             resources:
                 mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
                 gpu=int(DRR["sft_lora"]["device"] == "cuda"),
+            params:
+                key=drr_key("sft"),
             shell:
                 "{PY} -m retrace drr sft --experiment {DRR_EXP} --seed {wildcards.seed} "
                 "--train {input.train} --eval {input.eval} --out {output} > {log} 2>&1"
 
-    DRR_QUESTIONS = [f"{DRR_DIR}/questions/{e['name']}/{part}.jsonl" for e in DRR_ENTRIES for part in ("train", "eval")]
-    DRR_SPLITS = [f for part in ("train", "dev", "train_shuffled")
-                  for f in drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/dm/seed{{seed}}/split/{part}.jsonl", False)]
-    DRR_PROMPTS = drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/distil/{{dataset}}/seed{{seed}}/prompts.jsonl") + \
-        drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/eval/{{dataset}}/seed{{seed}}/prompts.jsonl")
+    DRR_QUESTIONS = [
+        f"{DRR_DIR}/questions/{e['name']}/{part}.jsonl" for e in DRR_ENTRIES for part in ("train", "eval")
+    ]
+    DRR_SPLITS = [
+        f
+        for part in ("train", "dev", "train_shuffled")
+        for f in drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/dm/seed{{seed}}/split/{part}.jsonl", False)
+    ]
+    DRR_PROMPTS = drr_files(
+        f"{DRR_DIR}/{{model}}/{{backend}}/distil/{{dataset}}/seed{{seed}}/prompts.jsonl"
+    ) + drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/eval/{{dataset}}/seed{{seed}}/prompts.jsonl")
 
     rule drr_leakcheck:
         input:
@@ -213,10 +237,18 @@ if _DRR_BLOCK:
             "{PY} -m retrace drr leakcheck --experiment {DRR_EXP} --problems {input.questions} "
             "--scan {input.scan} --out {output} > {log} 2>&1"
 
-    DRR_EPISODES = [f for meth in DRR_METHODS
-                    for f in drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/eval/{{dataset}}/seed{{seed}}/episodes/{meth}.jsonl")]
-    DRR_TRAIN_METRICS = [f for v in DRR["variants"]
-                         for f in drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/dm/seed{{seed}}/{v}/train.json", False)]
+    DRR_EPISODES = [
+        f
+        for meth in DRR_METHODS
+        for f in drr_files(
+            f"{DRR_DIR}/{{model}}/{{backend}}/eval/{{dataset}}/seed{{seed}}/episodes/{meth}.jsonl"
+        )
+    ]
+    DRR_TRAIN_METRICS = [
+        f
+        for v in DRR["variants"]
+        for f in drr_files(f"{DRR_DIR}/{{model}}/{{backend}}/dm/seed{{seed}}/{v}/train.json", False)
+    ]
 
     rule drr_summarise:
         input:

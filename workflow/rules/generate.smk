@@ -10,8 +10,10 @@ from retrace.stages.generate import scorer_model
 
 def engine_inputs(w):
     job = job_of(w)
-    inputs = {"problems": f"{RESULTS}/data/{w.dataset}.jsonl",
-              "manifest": f"{RESULTS}/models/{w.model}/manifest.json"}
+    inputs = {
+        "problems": f"{RESULTS}/data/{w.dataset}.jsonl",
+        "manifest": f"{RESULTS}/models/{w.model}/manifest.json",
+    }
     if job.equal_compute:
         for role, label in zip(("refine", "majority"), job.equal_compute[:2]):
             inputs[role] = f"{RESULTS}/generations/{_plan.sibling(job, label).path}.jsonl"
@@ -25,8 +27,10 @@ def generate_inputs(w):
     job = job_of(w)
     if job.shards == 1:
         return engine_inputs(w)
-    return {"problems": f"{RESULTS}/data/{w.dataset}.jsonl",
-            "shards": [f"{RESULTS}/shards/{job.path}/{i}of{job.shards}.jsonl" for i in range(job.shards)]}
+    return {
+        "problems": f"{RESULTS}/data/{w.dataset}.jsonl",
+        "shards": [f"{RESULTS}/shards/{job.path}/{i}of{job.shards}.jsonl" for i in range(job.shards)],
+    }
 
 
 def scorer_args(w, input):
@@ -37,18 +41,23 @@ def equal_compute_args(w, input):
     job = job_of(w)
     if not job.equal_compute:
         return ""
-    return (f"--equal-compute-from {input.refine} {input.majority} "
-            f"--equal-compute-kind {job.equal_compute[2]}")
+    return (
+        f"--equal-compute-from {input.refine} {input.majority} "
+        f"--equal-compute-kind {job.equal_compute[2]}"
+    )
 
 
 def generate_command(w, input, output):
     job = job_of(w)
     if job.shards > 1:
-        return (f"merge-shards {job.cli_args()} --data {input.problems} --out {output.rows} "
-                + " ".join(input.shards))
-    return (f"generate {job.cli_args()} {equal_compute_args(w, input)} {scorer_args(w, input)} "
-            f"--data {input.problems} "
-            f"--manifest {input.manifest} --cache {CACHE} --out {output.rows}")
+        return f"merge-shards {job.cli_args()} --data {input.problems} --out {output.rows} " + " ".join(
+            input.shards
+        )
+    return (
+        f"generate {job.cli_args()} {equal_compute_args(w, input)} {scorer_args(w, input)} "
+        f"--data {input.problems} "
+        f"--manifest {input.manifest} --cache {CACHE} --out {output.rows}"
+    )
 
 
 def engine_threads(w):
@@ -61,7 +70,9 @@ def engine_threads(w):
 
 def engine_resource(name, merge_value=0):
     """A resource of the job's engine (retrace.cluster); a merge of shards needs none."""
-    return lambda w: merge_value if job_of(w).shards > 1 and not hasattr(w, "shard") else job_resources(w)[name]
+    return lambda w: (
+        merge_value if job_of(w).shards > 1 and not hasattr(w, "shard") else job_resources(w)[name]
+    )
 
 
 rule generate:
@@ -74,15 +85,15 @@ rule generate:
         f"{RESULTS}/logs/generate/{JOB_PATH}.log",
     benchmark:
         f"{RESULTS}/benchmarks/generate/{JOB_PATH}.tsv"
-    params:
-        key=job_key("generate"),
-        command=generate_command,
     threads: engine_threads
     resources:
         mem_mb=engine_resource("mem_mb", 2000),
         engine=engine_resource("engine"),
         gpu=engine_resource("gpu"),
         runtime=engine_resource("runtime", 30),
+    params:
+        key=job_key("generate"),
+        command=generate_command,
     shell:
         "{PY} -m retrace {params.command} > {log} 2>&1"
 
@@ -97,17 +108,17 @@ rule generate_shard:
         f"{RESULTS}/logs/generate/{JOB_PATH}.shard{{shard}}of{{shards}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/generate/{JOB_PATH}.shard{{shard}}of{{shards}}.tsv"
-    params:
-        key=job_key("generate"),
-        job=lambda w: job_of(w).cli_args(),
-        equal_compute=equal_compute_args,
-        scorer=scorer_args,
     threads: engine_threads
     resources:
         mem_mb=engine_resource("mem_mb"),
         engine=1,
         gpu=engine_resource("gpu"),
         runtime=engine_resource("runtime"),
+    params:
+        key=job_key("generate"),
+        job=lambda w: job_of(w).cli_args(),
+        equal_compute=equal_compute_args,
+        scorer=scorer_args,
     shell:
         "{PY} -m retrace generate {params.job} {params.equal_compute} {params.scorer} --shard {wildcards.shard} "
         "--shards {wildcards.shards} --data {input.problems} --manifest {input.manifest} "

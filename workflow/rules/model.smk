@@ -7,11 +7,11 @@ rule model:
         f"{RESULTS}/logs/model/{{model}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/model/{{model}}.tsv"
+    resources:
+        mem_mb=2000,
     params:
         key=lambda w: _plan.shared_key("model", w.model, config),
         overrides=shared_args("model"),
-    resources:
-        mem_mb=2000,
     shell:
         "{PY} -m retrace model --model {wildcards.model} {params.overrides} "
         "--out {output.manifest} > {log} 2>&1"
@@ -31,12 +31,12 @@ rule probe:
         f"{RESULTS}/logs/probe/{{model}}/{{backend}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/probe/{{model}}/{{backend}}.tsv"
-    params:
-        key=lambda w: _plan.job_rerun_key("probe", PROBES[(w.model, w.backend)]),
-        job=lambda w: PROBES[(w.model, w.backend)].cli_args(),
     resources:  # sized as the engine of the jobs it stands for (retrace.cluster), GPU included
         engine=1,
         gpu=lambda w: _engine_resources(PROBES[(w.model, w.backend)])["gpu"],
         mem_mb=lambda w: _engine_resources(PROBES[(w.model, w.backend)])["mem_mb"],
+    params:
+        key=lambda w: _plan.job_rerun_key("probe", PROBES[(w.model, w.backend)]),
+        job=lambda w: PROBES[(w.model, w.backend)].cli_args(),
     shell:
         "{PY} -m retrace probe {params.job} --manifest {input.manifest} --out {output} > {log} 2>&1"

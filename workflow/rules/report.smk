@@ -10,12 +10,11 @@ rule report:
         sections=EXTRA_SECTIONS,
         probes=[f"{RESULTS}/probe/{m}/{b}.json" for m, b in PROBES],
     output:
-        html=report(f"{RESULTS}/report/index.html", caption="../report/results.rst",
-                    category="Results"),
-        csv=report(f"{RESULTS}/report/results.csv", caption="../report/results.rst",
-                   category="Results"),
-        plot=report(f"{RESULTS}/report/accuracy_vs_compute.png", caption="../report/plots.rst",
-                    category="Plots"),
+        html=report(f"{RESULTS}/report/index.html", caption="../report/results.rst", category="Results"),
+        csv=report(f"{RESULTS}/report/results.csv", caption="../report/results.rst", category="Results"),
+        plot=report(
+            f"{RESULTS}/report/accuracy_vs_compute.png", caption="../report/plots.rst", category="Plots"
+        ),
         depth=[f"{RESULTS}/report/depth_curves.png"] if REFINE_DIAGNOSTICS else [],
     log:
         f"{RESULTS}/logs/report.log",

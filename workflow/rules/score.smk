@@ -5,8 +5,7 @@ rule score:
         problems=f"{RESULTS}/data/{{dataset}}.jsonl",
         manifest=f"{RESULTS}/models/{{model}}/manifest.json",
     output:
-        score=report(f"{RESULTS}/scores/{JOB_PATH}.json", caption="../report/scores.rst",
-                     category="Scores"),
+        score=report(f"{RESULTS}/scores/{JOB_PATH}.json", caption="../report/scores.rst", category="Scores"),
         prov=f"{RESULTS}/scores/{JOB_PATH}.json.prov.json",
     log:
         f"{RESULTS}/logs/score/{JOB_PATH}.log",

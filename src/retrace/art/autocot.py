@@ -19,15 +19,17 @@ demonstration per cluster, the representative question nearest its centroid.
    clusters are doing (the requests are those of asking in rounds).
 Here the clustered questions are the task's held-out pool (never its test items).
 """
+
 from __future__ import annotations
 
-MAX_QUESTION_TOKENS = 60   # run_demo.py: len(question.split()) <= 60
-MAX_RATIONALE_STEPS = 5    # run_demo.py: max_ra_len = 5 lines
+MAX_QUESTION_TOKENS = 60  # run_demo.py: len(question.split()) <= 60
+MAX_RATIONALE_STEPS = 5  # run_demo.py: max_ra_len = 5 lines
 
 
 def embed(texts: list[str]):
     """Normalised MiniLM sentence embeddings (numpy array, one row per text)."""
     from retrace.art.select import minilm
+
     model, _ = minilm()
     return model.encode(texts, normalize_embeddings=True)
 
@@ -37,6 +39,7 @@ def cluster(texts: list[str], k: int, seed: int = 0, embed_fn=None) -> list[list
     first); clusters ordered by their nearest member's index (stable across runs)."""
     import numpy as np
     from sklearn.cluster import KMeans
+
     vecs = np.asarray((embed_fn or embed)(texts), dtype=np.float64)
     k = max(1, min(k, len(texts)))
     km = KMeans(n_clusters=k, random_state=seed, n_init=10).fit(vecs)
@@ -48,8 +51,11 @@ def cluster(texts: list[str], k: int, seed: int = 0, embed_fn=None) -> list[list
 def passes(question: str, rationale: str, answer: str | None) -> bool:
     """AutoCoT's heuristics (module doc, step 3)."""
     steps = [ln for ln in rationale.splitlines() if ln.strip()]
-    return (len(question.split()) <= MAX_QUESTION_TOKENS and 0 < len(steps) <= MAX_RATIONALE_STEPS
-            and bool(answer and answer.strip()))
+    return (
+        len(question.split()) <= MAX_QUESTION_TOKENS
+        and 0 < len(steps) <= MAX_RATIONALE_STEPS
+        and bool(answer and answer.strip())
+    )
 
 
 def choose(cot, questions: list[str], groups: list[list[int]], run_tasks) -> list[dict]:

@@ -15,6 +15,7 @@ each program (ART methods, art/runner.py) and each AutoCoT cluster's search for 
 demonstration is one task.
 Every row keeps the prompts' tails and the traces; scoring happens in the summary stage.
 """
+
 from __future__ import annotations
 
 import random
@@ -30,23 +31,27 @@ from retrace.templates import render
 @dataclass
 class Context:
     llm: object
-    task: object                    # the dataset's task plugin (kind, extract_answer, is_correct)
-    problems: list[Problem]         # test problems
-    pool: list[Problem]             # held-out problems (demonstrations, AutoCoT seeds)
+    task: object  # the dataset's task plugin (kind, extract_answer, is_correct)
+    problems: list[Problem]  # test problems
+    pool: list[Problem]  # held-out problems (demonstrations, AutoCoT seeds)
     description: str
     settings: dict
     seed: int = 0
-    demos: list[str] = field(default_factory=list)   # library demonstrations (ART methods)
+    demos: list[str] = field(default_factory=list)  # library demonstrations (ART methods)
     tools: dict = field(default_factory=dict)
 
 
 def _request(ctx: Context, prompt: str, max_tokens: int, stop=END_STOPS, temperature: float = 0.0) -> Request:
-    return Request(prompt=prompt, tag="art-baseline", sampling=Sampling(
-        temperature=temperature, max_tokens=max_tokens, stop=tuple(stop), seed=ctx.seed))
+    return Request(
+        prompt=prompt,
+        tag="art-baseline",
+        sampling=Sampling(temperature=temperature, max_tokens=max_tokens, stop=tuple(stop), seed=ctx.seed),
+    )
 
 
-def _complete(ctx: Context, prompts: list[str], max_tokens: int, stop=END_STOPS,
-              temperature: float = 0.0) -> list:
+def _complete(
+    ctx: Context, prompts: list[str], max_tokens: int, stop=END_STOPS, temperature: float = 0.0
+) -> list:
     return ctx.llm.generate([_request(ctx, p, max_tokens, stop, temperature) for p in prompts])
 
 
@@ -58,11 +63,15 @@ def fewshot(ctx: Context) -> list[dict]:
     rng = random.Random(ctx.seed)
     shots = rng.sample(ctx.pool, min(ctx.settings["fewshot_k"], len(ctx.pool)))
     examples = [(format_input(s), gold_answer(s)) for s in shots]
-    prompts = [render("art_fewshot.j2", description=ctx.description, examples=examples,
-                      input=format_input(p)) for p in ctx.problems]
+    prompts = [
+        render("art_fewshot.j2", description=ctx.description, examples=examples, input=format_input(p))
+        for p in ctx.problems
+    ]
     done = _complete(ctx, prompts, ctx.settings["answer_tokens"], stop=("\n",))
-    return [_row(p, c.text.strip() or None, text=c.text, key=c.key, shots=[s.id for s in shots])
-            for p, c in zip(ctx.problems, done)]
+    return [
+        _row(p, c.text.strip() or None, text=c.text, key=c.key, shots=[s.id for s in shots])
+        for p, c in zip(ctx.problems, done)
+    ]
 
 
 def _answer_of(text: str) -> tuple[str, str | None]:
@@ -77,6 +86,7 @@ def _answer_of(text: str) -> tuple[str, str | None]:
 def autocot(ctx: Context) -> list[dict]:
     """AutoCoT (art/autocot.py): one zero-shot chain per cluster of held-out questions."""
     from retrace.art import autocot as ac
+
     texts = [format_input(s) for s in ctx.pool]
     groups = ac.cluster(texts, ctx.settings["autocot_k"], ctx.seed)
 
@@ -88,28 +98,41 @@ def autocot(ctx: Context) -> list[dict]:
 
     picked = ac.choose(cot, texts, groups, ctx.llm.run_tasks)
     demos = [(texts[d["index"]], " ".join(d["rationale"].split()), d["answer"]) for d in picked]
-    prompts = [render("art_autocot.j2", description=ctx.description, demos=demos, input=format_input(p))
-               for p in ctx.problems]
+    prompts = [
+        render("art_autocot.j2", description=ctx.description, demos=demos, input=format_input(p))
+        for p in ctx.problems
+    ]
     done = _complete(ctx, prompts, ctx.settings["cot_tokens"])
-    about = {"demos": [ctx.pool[d["index"]].id for d in picked],
-             "clusters": [[ctx.pool[i].id for i in g] for g in groups]}
-    return [_row(p, _answer_of(c.text)[1], text=c.text, key=c.key, **about)
-            for p, c in zip(ctx.problems, done)]
+    about = {
+        "demos": [ctx.pool[d["index"]].id for d in picked],
+        "clusters": [[ctx.pool[i].id for i in g] for g in groups],
+    }
+    return [
+        _row(p, _answer_of(c.text)[1], text=c.text, key=c.key, **about) for p, c in zip(ctx.problems, done)
+    ]
 
 
 def _programs(ctx: Context, mode: str, k: int = 1, temperature: float = 0.0) -> list[list]:
     s = ctx.settings
-    runner = ProgramRunner(ctx.llm, ctx.tools if mode != "notools" else {}, mode=mode,
-                           max_steps=s["max_steps"], segment_tokens=s["segment_tokens"],
-                           program_tokens=s["program_tokens"], temperature=temperature, seed=ctx.seed)
+    runner = ProgramRunner(
+        ctx.llm,
+        ctx.tools if mode != "notools" else {},
+        mode=mode,
+        max_steps=s["max_steps"],
+        segment_tokens=s["segment_tokens"],
+        program_tokens=s["program_tokens"],
+        temperature=temperature,
+        seed=ctx.seed,
+    )
     prefix = render("art_demos.j2", demos=ctx.demos) + "\n"
     heads = [render("art_head.j2", description=ctx.description, input=format_input(p)) for p in ctx.problems]
     # sample j of a problem gets the spine's per-sample seed (methods/base.py derive_seed), so
     # self-consistency's k programs are k draws, not k copies of one seeded draw
     seeds = [derive_seed(ctx.seed, p.id, j) for p in ctx.problems for j in range(k)]
-    traces = runner.run(prefix, [h for h in heads for _ in range(k)],
-                        [j for _ in heads for j in range(k)], seeds)
-    return [traces[i * k:(i + 1) * k] for i in range(len(heads))]
+    traces = runner.run(
+        prefix, [h for h in heads for _ in range(k)], [j for _ in heads for j in range(k)], seeds
+    )
+    return [traces[i * k : (i + 1) * k] for i in range(len(heads))]
 
 
 def _program_rows(ctx: Context, mode: str) -> list[dict]:
@@ -138,5 +161,11 @@ def art_sc(ctx: Context) -> list[dict]:
     return rows
 
 
-METHOD_FNS = {"fewshot": fewshot, "autocot": autocot, "art": art, "art_regenerate": art_regenerate,
-              "art_notools": art_notools, "art_sc": art_sc}
+METHOD_FNS = {
+    "fewshot": fewshot,
+    "autocot": autocot,
+    "art": art,
+    "art_regenerate": art_regenerate,
+    "art_notools": art_notools,
+    "art_sc": art_sc,
+}

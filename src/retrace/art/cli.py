@@ -9,6 +9,7 @@
     retrace art summarize --experiment E --data-dir results/data --out-dir DIR [--leak L.json] RUN.jsonl …
     retrace art check FILE…                             # parse library files (errors name file:line)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,23 +58,29 @@ def main(argv: list[str]) -> int:
     if a.command == "jobs":
         from retrace.art import plan
         from retrace.art.stages import art_config
+
         for j in plan.jobs(art_config(a.experiment)):
             print(j.path)
     elif a.command == "select":
         from retrace.art import stages
+
         stages.select(a.experiment, a.model, a.task, a.version, a.data, a.manifest, a.cache, a.out)
     elif a.command == "run":
         from retrace.art import plan, stages
+
         job = plan.ArtJob(a.model, a.task, a.label, a.seed)
         stages.run(a.experiment, job, a.data, a.manifest, a.cache, a.out, a.selection)
     elif a.command == "leakcheck":
         from retrace.art import stages
+
         stages.leakcheck(a.experiment, a.runs, a.data_dir, a.out, a.strict)
     elif a.command == "summarize":
         from retrace.art import summary
+
         summary.run(a.experiment, a.runs, a.data_dir, a.out_dir, a.leak)
     elif a.command == "check":
         from retrace.art.library import read_demos
+
         for f in a.files:
             print(f"{f}: {len(read_demos(f))} programs")
     return 0

@@ -12,6 +12,7 @@ Each directory may hold `index.yaml` ({cluster: {task: description}}; the last o
 `<cluster>/<task>.txt` files of demonstrations separated by lines of `----`. Every
 demonstration must parse as a complete program; an error names the file and its line.
 """
+
 from __future__ import annotations
 
 import re

@@ -16,6 +16,7 @@
   whether the gold string occurs anywhere in the output, so "A" matched every MMLU item
   whose gold was A regardless of what the model said; `test_art_metrics.py` guards that.
 """
+
 from __future__ import annotations
 
 import re

@@ -21,6 +21,7 @@ instruction, which a program keeps in its Description), or to its options (an in
 only of options). Not caught: paraphrases, the same item with other numbers or names, and a
 question that a demonstration embeds in a longer input or that differs by one word.
 """
+
 from __future__ import annotations
 
 import re
@@ -44,6 +45,7 @@ def problem_keys(p: Problem) -> set[str]:
     its paragraphs (BIG-bench questions lead with the task's instruction, which a library
     program puts in its Description), and the question with its options."""
     from retrace.art.metrics import format_input
+
     paragraphs = [par for par in re.split(r"\n\s*\n", p.question) if par.strip()]
     keys = {key(p.question), normalise(format_input(p))} | {key(par) for par in paragraphs}
     if p.choices:
@@ -54,6 +56,7 @@ def problem_keys(p: Problem) -> set[str]:
 def library_inputs(dirs) -> dict[str, list[str]]:
     """{input key: ["<dir>/<cluster>/<task>.txt#<n>", …]} over every demonstration file."""
     from retrace.art.library import read_demos
+
     out: dict[str, list[str]] = {}
     for d in dirs:
         d = Path(d)
@@ -83,8 +86,9 @@ def exclude(problems: list[Problem], inputs: dict[str, list[str]]) -> tuple[list
     return [p for p in problems if p.id not in hits], hits
 
 
-def check_runs(runs: list[dict], problems_by_task: dict[str, list[Problem]],
-               inputs: dict[str, list[str]]) -> dict:
+def check_runs(
+    runs: list[dict], problems_by_task: dict[str, list[Problem]], inputs: dict[str, list[str]]
+) -> dict:
     """Overlaps between library inputs and what each run used (`runs`: their provenance's
     job and data records). Verdict "clean" when no used item overlaps."""
     findings, excluded = [], {}
@@ -95,16 +99,29 @@ def check_runs(runs: list[dict], problems_by_task: dict[str, list[Problem]],
         for role in ("test_ids", "pool_ids"):
             for pid in r["data"].get(role, []):
                 if pid in hits:
-                    findings.append({"run": r["path"], "task": r["job"]["task"], "id": pid,
-                                     "role": role[:-4], "demonstrations": hits[pid]})
-    return {"verdict": "leak" if findings else "clean", "n_runs": len(runs), "n_findings": len(findings),
-            "findings": findings, "n_library_inputs": len(inputs),
-            "excluded": {t: sorted(h) for t, h in excluded.items()},
-            "method": "whole-input match after removing option lines and normalising (art/overlap.py)"}
+                    findings.append(
+                        {
+                            "run": r["path"],
+                            "task": r["job"]["task"],
+                            "id": pid,
+                            "role": role[:-4],
+                            "demonstrations": hits[pid],
+                        }
+                    )
+    return {
+        "verdict": "leak" if findings else "clean",
+        "n_runs": len(runs),
+        "n_findings": len(findings),
+        "findings": findings,
+        "n_library_inputs": len(inputs),
+        "excluded": {t: sorted(h) for t, h in excluded.items()},
+        "method": "whole-input match after removing option lines and normalising (art/overlap.py)",
+    }
 
 
 def load_runs(paths) -> list[dict]:
     from retrace.provenance import load
+
     runs = []
     for p in paths:
         rec = load(p)

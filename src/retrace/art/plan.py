@@ -17,6 +17,7 @@ library version. Library tasks take their own cluster's demonstrations (§5.1); 
 take the tasks a selection job chose. A job's rerun key hashes its settings, the source files
 it runs, the templates it renders and exactly the library files its prompt contains.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,20 +32,73 @@ PKG = Path(__file__).resolve().parent
 SRC = PKG.parent
 METHODS = ("fewshot", "autocot", "art", "art_regenerate", "art_notools", "art_sc")
 SELECTIONS = ("cluster", "similarity", "llm_similarity")
-KEYS = {"models", "backend", "library_versions", "tasks", "methods", "feedback", "selection",
-        "seeds", "settings", "tools", "n_tasks", "examples", "pool", "split_seed", "overrides"}
-DEFAULTS = {"n_tasks": 3, "examples": 5, "pool": 6, "split_seed": 0, "selection": "similarity",
-            "seeds": [0], "tools": {}}
-SETTINGS = {"max_steps": 6, "segment_tokens": 96, "program_tokens": 320, "answer_tokens": 24,
-            "cot_tokens": 160, "fewshot_k": 3, "autocot_k": 3, "sc_k": 5, "sc_temperature": 0.7,
-            "cluster_examples": 2, "demos_per_task": 2}
-TEMPLATES = {"fewshot": ["art_fewshot.j2"], "autocot": ["art_autocot.j2"],
-             "art": ["art_demos.j2", "art_head.j2", "art_code_generate.j2"]}
-CODE = ["art/program.py", "art/program.lark", "art/library.py", "art/metrics.py", "art/plan.py",
-        "art/stages.py", "art/baselines.py", "art/autocot.py", "art/select.py", "art/overlap.py",
-        "art/runner.py", "llm.py", "scheduler.py", "cache.py", "templates.py", "records.py", "hashing.py", "atomic.py",
-        "backends/base.py", "methods/base.py"]
-TOOLS_DIR = SRC / "tools"   # every module in it is tool code (a newly added tool included)
+KEYS = {
+    "models",
+    "backend",
+    "library_versions",
+    "tasks",
+    "methods",
+    "feedback",
+    "selection",
+    "seeds",
+    "settings",
+    "tools",
+    "n_tasks",
+    "examples",
+    "pool",
+    "split_seed",
+    "overrides",
+}
+DEFAULTS = {
+    "n_tasks": 3,
+    "examples": 5,
+    "pool": 6,
+    "split_seed": 0,
+    "selection": "similarity",
+    "seeds": [0],
+    "tools": {},
+}
+SETTINGS = {
+    "max_steps": 6,
+    "segment_tokens": 96,
+    "program_tokens": 320,
+    "answer_tokens": 24,
+    "cot_tokens": 160,
+    "fewshot_k": 3,
+    "autocot_k": 3,
+    "sc_k": 5,
+    "sc_temperature": 0.7,
+    "cluster_examples": 2,
+    "demos_per_task": 2,
+}
+TEMPLATES = {
+    "fewshot": ["art_fewshot.j2"],
+    "autocot": ["art_autocot.j2"],
+    "art": ["art_demos.j2", "art_head.j2", "art_code_generate.j2"],
+}
+CODE = [
+    "art/program.py",
+    "art/program.lark",
+    "art/library.py",
+    "art/metrics.py",
+    "art/plan.py",
+    "art/stages.py",
+    "art/baselines.py",
+    "art/autocot.py",
+    "art/select.py",
+    "art/overlap.py",
+    "art/runner.py",
+    "llm.py",
+    "scheduler.py",
+    "cache.py",
+    "templates.py",
+    "records.py",
+    "hashing.py",
+    "atomic.py",
+    "backends/base.py",
+    "methods/base.py",
+]
+TOOLS_DIR = SRC / "tools"  # every module in it is tool code (a newly added tool included)
 
 
 @dataclass(frozen=True)
@@ -75,8 +129,10 @@ def check(cfg: dict, where: str = "art") -> dict:
     out = {**DEFAULTS, **cfg}
     out["settings"] = {**SETTINGS, **(cfg.get("settings") or {})}
     if set(out["settings"]) - set(SETTINGS):
-        raise ValueError(f"{where}.settings: unknown key(s) {sorted(set(out['settings']) - set(SETTINGS))}; "
-                         f"valid: {sorted(SETTINGS)}")
+        raise ValueError(
+            f"{where}.settings: unknown key(s) {sorted(set(out['settings']) - set(SETTINGS))}; "
+            f"valid: {sorted(SETTINGS)}"
+        )
     for m in out.get("methods", []):
         if m not in METHODS:
             raise ValueError(f"{where}.methods: unknown method {m!r}; valid: {', '.join(METHODS)}")
@@ -86,8 +142,10 @@ def check(cfg: dict, where: str = "art") -> dict:
     for kind in ("library", "unseen"):
         for t in (out.get("tasks") or {}).get(kind, []):
             if t not in known:
-                raise ValueError(f"{where}.tasks.{kind}: unknown task {t!r}; known (in {EVAL_TASKS.name}): "
-                                 f"{', '.join(known)}")
+                raise ValueError(
+                    f"{where}.tasks.{kind}: unknown task {t!r}; known (in {EVAL_TASKS.name}): "
+                    f"{', '.join(known)}"
+                )
             if kind == "library" and not known[t].get("library"):
                 raise ValueError(f"{where}.tasks.library: {t!r} is not a library task in {EVAL_TASKS.name}")
     versions = out.get("library_versions") or {"base": ["base"]}
@@ -155,13 +213,20 @@ def library_inputs(cfg: dict) -> dict[str, list[str]]:
 @functools.lru_cache(maxsize=8)
 def _library_inputs(dirs: tuple[str, ...], digest: str) -> dict[str, list[str]]:
     from retrace.art.overlap import library_inputs as read
+
     return read([Path(d) for d in dirs])
 
 
 def split_key(cfg: dict) -> str:
     """What a task's split depends on besides the data: sizes, seed, the excluded inputs."""
-    return sha256_json({"pool": cfg["pool"], "examples": cfg["examples"], "split_seed": cfg["split_seed"],
-                        "excluded_inputs": sorted(library_inputs(cfg))})
+    return sha256_json(
+        {
+            "pool": cfg["pool"],
+            "examples": cfg["examples"],
+            "split_seed": cfg["split_seed"],
+            "excluded_inputs": sorted(library_inputs(cfg)),
+        }
+    )
 
 
 def own_cluster(cfg: dict, version: str, task: str) -> list[str]:
@@ -170,7 +235,7 @@ def own_cluster(cfg: dict, version: str, task: str) -> list[str]:
     lib_task = eval_tasks()[task]["library"]
     cluster = index[lib_task][0]
     same = [lib_task] + [n for n, (c, _) in index.items() if c == cluster and n != lib_task]
-    return same[:cfg["n_tasks"]]
+    return same[: cfg["n_tasks"]]
 
 
 def selection_inputs(cfg: dict, version: str) -> list[Path]:
@@ -180,7 +245,9 @@ def selection_inputs(cfg: dict, version: str) -> list[Path]:
     files = [index_path]
     if cfg["selection"] == "cluster":
         for name, (cluster, _) in index.items():
-            files.append([d / cluster / f"{name}.txt" for d in dirs if (d / cluster / f"{name}.txt").is_file()][-1])
+            files.append(
+                [d / cluster / f"{name}.txt" for d in dirs if (d / cluster / f"{name}.txt").is_file()][-1]
+            )
     return files
 
 
@@ -224,6 +291,7 @@ def tool_data(cfg: dict) -> list[Path]:
     """Files besides code that decide the tools' outputs: the search collection, the word
     list, the code-generation template (each tool's `data_files`). Rule inputs and rerun keys."""
     from retrace.tools import TOOLS
+
     settings = tool_settings(cfg)
     files = [p for name in TOOLS.names() for p in TOOLS.get(name).data_files(settings.get(name))]
     return list(dict.fromkeys(files))
@@ -238,38 +306,70 @@ def sources(job: ArtJob | None = None) -> list[Path]:
 
 def templates(job: ArtJob) -> list[Path]:
     from retrace.templates import template_path
+
     names = TEMPLATES.get(job.method, TEMPLATES["art"])
     return [template_path(n) for n in names]
 
 
 def config_slice(cfg: dict, job: ArtJob, dataset_cfg: dict | None = None) -> dict:
     """What can change a job's output besides code, templates and library files."""
-    s = {"model": job.model, "task": job.task, "method": job.method, "seed": job.seed,
-         "backend": cfg["backend"], "settings": cfg["settings"], "examples": cfg["examples"],
-         "pool": cfg["pool"], "split_seed": cfg["split_seed"], "eval_task": eval_tasks()[job.task],
-         "split": split_key(cfg)}
+    s = {
+        "model": job.model,
+        "task": job.task,
+        "method": job.method,
+        "seed": job.seed,
+        "backend": cfg["backend"],
+        "settings": cfg["settings"],
+        "examples": cfg["examples"],
+        "pool": cfg["pool"],
+        "split_seed": cfg["split_seed"],
+        "eval_task": eval_tasks()[job.task],
+        "split": split_key(cfg),
+    }
     if uses_library(job):
-        s.update(tools=tool_settings(cfg), n_tasks=cfg["n_tasks"],
-                 selection=cfg["selection"] if needs_selection(job.task) else "own_cluster")
+        s.update(
+            tools=tool_settings(cfg),
+            n_tasks=cfg["n_tasks"],
+            selection=cfg["selection"] if needs_selection(job.task) else "own_cluster",
+        )
     return s
 
 
 def run_key(cfg: dict, job: ArtJob, library: list[Path]) -> str:
     """Rerun key of one job: settings, code, templates, and exactly the library files it reads."""
     code = sources(job) + templates(job)
-    return sha256_json({"config": config_slice(cfg, job), "code": hash_sources(code),
-                        "library": hash_sources(library) if library else None,
-                        "tool_data": hash_sources(tool_data(cfg)) if uses_tools(job) else None})
+    return sha256_json(
+        {
+            "config": config_slice(cfg, job),
+            "code": hash_sources(code),
+            "library": hash_sources(library) if library else None,
+            "tool_data": hash_sources(tool_data(cfg)) if uses_tools(job) else None,
+        }
+    )
 
 
 def select_key(cfg: dict, task: str, version: str) -> str:
     files = [SRC / f for f in ("art/select.py", "art/library.py", "art/plan.py", "art/stages.py")]
     runs_art = cfg["selection"] == "cluster"  # it runs ART with tools on held-out examples
-    return sha256_json({"task": task, "selection": cfg["selection"], "n_tasks": cfg["n_tasks"],
-                        "eval_task": eval_tasks()[task], "code": hash_sources(files),
-                        "library": hash_sources(selection_inputs(cfg, version)), "split": split_key(cfg),
-                        "art": {"code": hash_sources(sources()), "tool_data": hash_sources(tool_data(cfg)),
-                                "settings": cfg["settings"], "tools": tool_settings(cfg)} if runs_art else None})
+    return sha256_json(
+        {
+            "task": task,
+            "selection": cfg["selection"],
+            "n_tasks": cfg["n_tasks"],
+            "eval_task": eval_tasks()[task],
+            "code": hash_sources(files),
+            "library": hash_sources(selection_inputs(cfg, version)),
+            "split": split_key(cfg),
+            "art": {
+                "code": hash_sources(sources()),
+                "tool_data": hash_sources(tool_data(cfg)),
+                "settings": cfg["settings"],
+                "tools": tool_settings(cfg),
+            }
+            if runs_art
+            else None,
+        }
+    )
 
 
 def select_tool_data(cfg: dict) -> list[Path]:
@@ -278,14 +378,33 @@ def select_tool_data(cfg: dict) -> list[Path]:
 
 
 def leakcheck_key(cfg: dict) -> str:
-    files = [SRC / f for f in ("art/overlap.py", "art/plan.py", "art/library.py", "art/program.py",
-                               "tasks/_exact.py")]
+    files = [
+        SRC / f
+        for f in ("art/overlap.py", "art/plan.py", "art/library.py", "art/program.py", "tasks/_exact.py")
+    ]
     return sha256_json({"tasks": cfg["tasks"], "code": hash_sources(files), "split": split_key(cfg)})
 
 
 def summary_key(cfg: dict) -> str:
-    files = [SRC / f for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "art/overlap.py", "scoring/claims.py",
-                               "scoring/stats.py", "tasks/_exact.py", "tasks/_choice.py", "tasks/bigbench.py")]
-    return sha256_json({"tasks": cfg["tasks"], "feedback": cfg.get("feedback"), "models": cfg["models"],
-                        "code": hash_sources(files)})
-
+    files = [
+        SRC / f
+        for f in (
+            "art/summary.py",
+            "art/metrics.py",
+            "art/plan.py",
+            "art/overlap.py",
+            "scoring/claims.py",
+            "scoring/stats.py",
+            "tasks/_exact.py",
+            "tasks/_choice.py",
+            "tasks/bigbench.py",
+        )
+    ]
+    return sha256_json(
+        {
+            "tasks": cfg["tasks"],
+            "feedback": cfg.get("feedback"),
+            "models": cfg["models"],
+            "code": hash_sources(files),
+        }
+    )

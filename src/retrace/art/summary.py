@@ -7,6 +7,7 @@ use), claims.csv (rows for retrace.scoring.claims) and section.json (report/sect
 each with a provenance record whose inputs are the run files (whose records lead to the
 library files, the data and the model).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,15 +51,22 @@ def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
                 n, f = calls.get(c["tool"], (0, 0))
                 calls[c["tool"]] = (n + 1, f + (0 if c["ok"] else 1))
         tool_rows += used
-    return {"path": str(path), "prov_sha256": sha256_file(prov_path(path)), **rec["job"],
-            "library": rec.get("library", {}), "correct": correct,
-            "accuracy": sum(correct.values()) / max(1, len(correct)),
-            "tool_use_rate": tool_rows / max(1, len(rows)), "tool_calls": calls}
+    return {
+        "path": str(path),
+        "prov_sha256": sha256_file(prov_path(path)),
+        **rec["job"],
+        "library": rec.get("library", {}),
+        "correct": correct,
+        "accuracy": sum(correct.values()) / max(1, len(correct)),
+        "tool_use_rate": tool_rows / max(1, len(rows)),
+        "tool_calls": calls,
+    }
 
 
 def _problems(cfg: dict, task: str, data_dir: Path) -> tuple[dict, object]:
     ds = compose({"dataset": plan.dataset_of(task)})["dataset"]
     from retrace import data
+
     probs = data.read_problems(Path(data_dir) / f"{ds['name']}.jsonl")
     return {p.id: p for p in probs}, TASKS.get(ds["task"])
 
@@ -84,8 +92,15 @@ def claims(cfg: dict, scores: list[dict]) -> list[dict]:
             rows += _claim(claim, model, mine, a, b, groups[group], f"{group} tasks")
         fb = cfg.get("feedback") or {}
         if fb:
-            rows += _claim("a library edit helps the edited task", model, mine, f"art@{fb['version']}",
-                           "art", set(fb.get("tasks", [])), "edited tasks")
+            rows += _claim(
+                "a library edit helps the edited task",
+                model,
+                mine,
+                f"art@{fb['version']}",
+                "art",
+                set(fb.get("tasks", [])),
+                "edited tasks",
+            )
     return rows
 
 
@@ -105,53 +120,95 @@ def section(cfg: dict, scores: list[dict]) -> dict:
         for task in tasks:
             cells = {s["label"]: s for s in scores if s["model"] == model and s["task"] == task}
             kind = "library" if task in cfg["tasks"].get("library", []) else "unseen"
-            acc_rows.append([model, task, kind] + [_fmt(cells[l]["accuracy"]) if l in cells else "" for l in labels])
+            acc_rows.append(
+                [model, task, kind] + [_fmt(cells[l]["accuracy"]) if l in cells else "" for l in labels]
+            )
             acc_prov.append(next(iter(cells.values()))["prov_sha256"] if cells else "")
     tool_rows, tool_prov, fail = [], [], {}
     for s in scores:
         if s["label"].startswith("art"):
-            tool_rows.append([s["model"], s["task"], s["label"], _fmt(s["tool_use_rate"]),
-                              sum(n for n, _ in s["tool_calls"].values())])
+            tool_rows.append(
+                [
+                    s["model"],
+                    s["task"],
+                    s["label"],
+                    _fmt(s["tool_use_rate"]),
+                    sum(n for n, _ in s["tool_calls"].values()),
+                ]
+            )
             tool_prov.append(s["prov_sha256"])
             for tool, (n, f) in s["tool_calls"].items():
                 a, b = fail.get((s["label"], tool), (0, 0))
                 fail[(s["label"], tool)] = (a + n, b + f)
-    fail_rows = [[label, tool, n, f, _fmt(f / n if n else 0.0)] for (label, tool), (n, f) in sorted(fail.items())]
-    fail_prov = [";".join(s["prov_sha256"] for s in scores if s["label"] == label and tool in s["tool_calls"])
-                 for (label, tool) in sorted(fail)]
+    fail_rows = [
+        [label, tool, n, f, _fmt(f / n if n else 0.0)] for (label, tool), (n, f) in sorted(fail.items())
+    ]
+    fail_prov = [
+        ";".join(s["prov_sha256"] for s in scores if s["label"] == label and tool in s["tool_calls"])
+        for (label, tool) in sorted(fail)
+    ]
     per_tool = tool_table(scores)
     ver_rows, ver_prov = [], []
     for s in scores:
         if s["label"].startswith("art") and s.get("library"):
             lib = s["library"]
-            ver_rows.append([s["model"], s["task"], s["label"], lib.get("version", ""), ", ".join(lib.get("tasks", [])),
-                             "; ".join(_short(f) for f in lib.get("files", [])), _fmt(s["accuracy"])])
+            ver_rows.append(
+                [
+                    s["model"],
+                    s["task"],
+                    s["label"],
+                    lib.get("version", ""),
+                    ", ".join(lib.get("tasks", [])),
+                    "; ".join(_short(f) for f in lib.get("files", [])),
+                    _fmt(s["accuracy"]),
+                ]
+            )
             ver_prov.append(s["prov_sha256"])
-    return {"title": "ART: programs with tool calls (task library, pause and resume)",
-            "intro": "Accuracy under each task's own metric (BIG-bench exact string match or multiple-choice "
-                     "grade, MMLU accuracy) on the held-out test items of each task, per method; tool-use "
-                     "and tool-failure rates; and the library version each ART run read.",
-            "tables": [
-                {"caption": "Accuracy per task and method", "columns": ["model", "task", "kind"] + labels,
-                 "rows": acc_rows, "prov": acc_prov},
-                {"caption": "Tool use per run (share of items whose program called a tool)",
-                 "columns": ["model", "task", "label", "tool use rate", "tool calls"], "rows": tool_rows,
-                 "prov": tool_prov},
-                per_tool,
-                {"caption": "Tool failures", "columns": ["label", "tool", "calls", "failed", "failure rate"],
-                 "rows": fail_rows, "prov": fail_prov},
-                {"caption": "Library versions side by side (files each ART run read, sha256 prefix)",
-                 "columns": ["model", "task", "label", "version", "library tasks", "files", "accuracy"],
-                 "rows": ver_rows, "prov": ver_prov}],
-            "notes": ["Small samples: with fewer than 10 questions a claim is inconclusive by design.",
-                      "Multiple choice is graded on the generated answer (it must name exactly one option), "
-                      "not by log-likelihood ranking as in BIG-bench; never by substring."]}
+    return {
+        "title": "ART: programs with tool calls (task library, pause and resume)",
+        "intro": "Accuracy under each task's own metric (BIG-bench exact string match or multiple-choice "
+        "grade, MMLU accuracy) on the held-out test items of each task, per method; tool-use "
+        "and tool-failure rates; and the library version each ART run read.",
+        "tables": [
+            {
+                "caption": "Accuracy per task and method",
+                "columns": ["model", "task", "kind"] + labels,
+                "rows": acc_rows,
+                "prov": acc_prov,
+            },
+            {
+                "caption": "Tool use per run (share of items whose program called a tool)",
+                "columns": ["model", "task", "label", "tool use rate", "tool calls"],
+                "rows": tool_rows,
+                "prov": tool_prov,
+            },
+            per_tool,
+            {
+                "caption": "Tool failures",
+                "columns": ["label", "tool", "calls", "failed", "failure rate"],
+                "rows": fail_rows,
+                "prov": fail_prov,
+            },
+            {
+                "caption": "Library versions side by side (files each ART run read, sha256 prefix)",
+                "columns": ["model", "task", "label", "version", "library tasks", "files", "accuracy"],
+                "rows": ver_rows,
+                "prov": ver_prov,
+            },
+        ],
+        "notes": [
+            "Small samples: with fewer than 10 questions a claim is inconclusive by design.",
+            "Multiple choice is graded on the generated answer (it must name exactly one option), "
+            "not by log-likelihood ranking as in BIG-bench; never by substring.",
+        ],
+    }
 
 
 def tool_table(scores: list[dict]) -> dict:
     """Calls and failures per tool over every ART run, one row per registered tool (a tool
     no program called shows 0: "a library edit helps" means little if its tool never ran)."""
     from retrace.tools import TOOLS
+
     rows, prov = [], []
     for tool in sorted(TOOLS.names()):
         used = [s for s in scores if s["label"].startswith("art") and tool in s["tool_calls"]]
@@ -159,8 +216,12 @@ def tool_table(scores: list[dict]) -> dict:
         f = sum(s["tool_calls"][tool][1] for s in used)
         rows.append([tool, n, f, _fmt(f / n) if n else "", len(used)])
         prov.append(";".join(s["prov_sha256"] for s in used))
-    return {"caption": "Calls per tool over all ART runs (every tool, zero included)",
-            "columns": ["tool", "calls", "failed", "failure rate", "runs calling it"], "rows": rows, "prov": prov}
+    return {
+        "caption": "Calls per tool over all ART runs (every tool, zero included)",
+        "columns": ["tool", "calls", "failed", "failure rate", "runs calling it"],
+        "rows": rows,
+        "prov": prov,
+    }
 
 
 def _fmt(x: float) -> float:
@@ -174,20 +235,26 @@ def _short(path: str) -> str:
 
 def run(experiment: str, runs: list[Path], data_dir: Path, out_dir: Path, leak: Path | None = None) -> None:
     from retrace.art.stages import art_config
+
     summarize(art_config(experiment), runs, data_dir, out_dir, {"experiment": experiment}, leak)
 
 
 def leak_table(leak: Path) -> dict:
     from retrace.art.overlap import summary_rows
+
     result = json.loads(Path(leak).read_text())
-    return {"caption": "Demonstration leak check: library demonstration inputs among the test and held-out "
-                       "items the runs used (art/overlap.py; splits leave such items out)",
-            "columns": ["verdict", "runs checked", "library inputs", "overlaps used", "left out of the splits"],
-            "rows": summary_rows(result), "prov": [sha256_file(prov_path(leak))]}
+    return {
+        "caption": "Demonstration leak check: library demonstration inputs among the test and held-out "
+        "items the runs used (art/overlap.py; splits leave such items out)",
+        "columns": ["verdict", "runs checked", "library inputs", "overlaps used", "left out of the splits"],
+        "rows": summary_rows(result),
+        "prov": [sha256_file(prov_path(leak))],
+    }
 
 
-def summarize(cfg: dict, runs: list[Path], data_dir: Path, out_dir: Path, about: dict,
-              leak: Path | None = None) -> dict:
+def summarize(
+    cfg: dict, runs: list[Path], data_dir: Path, out_dir: Path, about: dict, leak: Path | None = None
+) -> dict:
     out_dir = Path(out_dir)
     cache: dict = {}
     scores = []
@@ -196,10 +263,16 @@ def summarize(cfg: dict, runs: list[Path], data_dir: Path, out_dir: Path, about:
         if task not in cache:
             cache[task] = _problems(cfg, task, data_dir)
         scores.append(score_run(path, *cache[task]))
-    code = [str(plan.SRC / f) for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "scoring/claims.py",
-                                           "scoring/stats.py")]
+    code = [
+        str(plan.SRC / f)
+        for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "scoring/claims.py", "scoring/stats.py")
+    ]
     inputs = [str(p) for p in runs] + ([str(leak)] if leak else [])
-    paths = {"scores": out_dir / "scores.json", "claims": out_dir / "claims.csv", "section": out_dir / "section.json"}
+    paths = {
+        "scores": out_dir / "scores.json",
+        "claims": out_dir / "claims.csv",
+        "section": out_dir / "section.json",
+    }
     write_json(paths["scores"], scores)
     Provenance("art_scores", about, code, inputs=inputs).write(paths["scores"])
     write_claims_csv(claims(cfg, scores), paths["claims"])

@@ -5,6 +5,7 @@ built from a materialised model manifest (see retrace.models) and an *engine* co
 (threads, slots, context size, dtype) that is kept apart from *sampling* settings,
 which travel inside each Request.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -84,8 +85,7 @@ def messages_payload(request: Request) -> list[dict]:
 def openai_sampling(request: Request) -> dict:
     """OpenAI-compatible sampling fields for one request (llama.cpp and vLLM servers accept them)."""
     s = request.sampling
-    body = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens,
-            "seed": s.seed}
+    body = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": s.seed}
     if s.top_k > 0:
         body["top_k"] = s.top_k
     if s.stop:
@@ -103,9 +103,14 @@ def parse_logprobs(block: dict | None) -> tuple[TokenLogprob, ...] | None:
     """Parse an OpenAI chat-style `logprobs.content` list."""
     if not block or block.get("content") is None:
         return None
-    return tuple(TokenLogprob(t["token"], float(t["logprob"]),
-                              tuple((a["token"], float(a["logprob"])) for a in t.get("top_logprobs") or ()))
-                 for t in block["content"])
+    return tuple(
+        TokenLogprob(
+            t["token"],
+            float(t["logprob"]),
+            tuple((a["token"], float(a["logprob"])) for a in t.get("top_logprobs") or ()),
+        )
+        for t in block["content"]
+    )
 
 
 def completion_from_openai(reply: dict, request: Request, latency_s: float) -> Completion:
@@ -115,11 +120,15 @@ def completion_from_openai(reply: dict, request: Request, latency_s: float) -> C
     choice, usage = reply["choices"][0], reply.get("usage") or {}
     text = choice["message"]["content"] if "message" in choice else choice["text"]
     details = usage.get("prompt_tokens_details") or {}
-    return Completion(text=text or "", finish_reason=choice.get("finish_reason") or "unknown",
-                      prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                      generated_tokens=int(usage.get("completion_tokens", 0)),
-                      cached_prompt_tokens=int(details.get("cached_tokens") or 0),
-                      logprobs=parse_logprobs(choice.get("logprobs")), latency_s=latency_s)
+    return Completion(
+        text=text or "",
+        finish_reason=choice.get("finish_reason") or "unknown",
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        generated_tokens=int(usage.get("completion_tokens", 0)),
+        cached_prompt_tokens=int(details.get("cached_tokens") or 0),
+        logprobs=parse_logprobs(choice.get("logprobs")),
+        latency_s=latency_s,
+    )
 
 
 def drop_echoed_prefill(text: str, request: Request) -> str:
@@ -131,5 +140,5 @@ def drop_echoed_prefill(text: str, request: Request) -> str:
     if request.continue_final and request.messages and request.prompt is None:
         prefix = request.messages[-1].content
         if prefix and text.startswith(prefix):
-            return text[len(prefix):]
+            return text[len(prefix) :]
     return text

@@ -15,6 +15,7 @@ one may change its last float bits, so a seed repeats exactly only for the same 
 `deterministic: true` decodes one request at a time (no padding neighbours) with torch's
 deterministic algorithms on (and cuBLAS's fixed workspace on CUDA).
 """
+
 from __future__ import annotations
 
 import os
@@ -30,6 +31,7 @@ from retrace.registry import BACKENDS
 @dataclass
 class _Row:
     """Decoding state of one request inside a batch."""
+
     request: Request
     prompt_ids: list[int]
     generator: object = None
@@ -47,6 +49,7 @@ class HFBackend(Backend):
         super().__init__(model, engine)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
         if self.deterministic:
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
             torch.use_deterministic_algorithms(True)
@@ -57,17 +60,19 @@ class HFBackend(Backend):
             self.tokenizer.chat_template = model["chat_template"]
         dtype = self.engine.get("dtype", "auto")
         self.lm = AutoModelForCausalLM.from_pretrained(
-            source, dtype=dtype if dtype == "auto" else getattr(torch, dtype), **kwargs)
+            source, dtype=dtype if dtype == "auto" else getattr(torch, dtype), **kwargs
+        )
         self.lm.to(self.device).eval()
         self.eos_ids = _eos_ids(self.lm, self.tokenizer)
-        self.pad_id = (self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None
-                       else min(self.eos_ids))
+        self.pad_id = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
+        )
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         size = 1 if self.deterministic else max(1, self.batch_size())
         out: list[Completion] = []
         for i in range(0, len(requests), size):
-            out.extend(self._batch(requests[i:i + size]))
+            out.extend(self._batch(requests[i : i + size]))
         return out
 
     def prompt_ids(self, request: Request) -> list[int]:
@@ -76,28 +81,39 @@ class HFBackend(Backend):
             return self.tokenizer(request.prompt)["input_ids"]
         msgs = [{"role": m.role, "content": m.content} for m in request.messages]
         text = self.tokenizer.apply_chat_template(
-            msgs, tokenize=False, add_generation_prompt=not request.continue_final,
-            continue_final_message=request.continue_final)
+            msgs,
+            tokenize=False,
+            add_generation_prompt=not request.continue_final,
+            continue_final_message=request.continue_final,
+        )
         # The template already writes its special tokens; adding BOS again would double it.
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def _batch(self, requests: Sequence[Request]) -> list[Completion]:
         import torch
+
         start = time.perf_counter()
         rows = [self._row(r) for r in requests]
         width = max(len(r.prompt_ids) for r in rows)
-        ids = torch.tensor([[self.pad_id] * (width - len(r.prompt_ids)) + r.prompt_ids for r in rows],
-                           device=self.device)
-        mask = torch.tensor([[0] * (width - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in rows],
-                            device=self.device)
+        ids = torch.tensor(
+            [[self.pad_id] * (width - len(r.prompt_ids)) + r.prompt_ids for r in rows], device=self.device
+        )
+        mask = torch.tensor(
+            [[0] * (width - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in rows], device=self.device
+        )
         past, steps = None, max(r.request.sampling.max_tokens for r in rows)
         with torch.inference_mode():
             for _ in range(steps):
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
                 if past is not None:
                     positions = positions[:, -1:]
-                out = self.lm(input_ids=ids, attention_mask=mask, position_ids=positions,
-                              past_key_values=past, use_cache=True)
+                out = self.lm(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    past_key_values=past,
+                    use_cache=True,
+                )
                 past = out.past_key_values
                 chosen = [self._step(row, out.logits[j, -1].float()) for j, row in enumerate(rows)]
                 if all(r.finish_reason for r in rows):
@@ -109,6 +125,7 @@ class HFBackend(Backend):
 
     def _row(self, request: Request) -> _Row:
         import torch
+
         if request.prompt is None and not request.messages:
             raise BackendError(f"request tag={request.tag!r} has neither messages nor a prompt")
         row = _Row(request, self.prompt_ids(request))
@@ -138,6 +155,7 @@ class HFBackend(Backend):
 
     def _logprob(self, logits, token: int, k: int) -> TokenLogprob:
         import torch
+
         lp = torch.log_softmax(logits, dim=-1)
         top = ()
         if k > 0:
@@ -150,9 +168,15 @@ class HFBackend(Backend):
         # A byte-level token cut at max_tokens leaves half a UTF-8 character, decoded as
         # U+FFFD; llama.cpp and vLLM hold such bytes back, and so do we.
         text = row.text.rstrip("\ufffd")
-        return Completion(text=text, finish_reason=row.finish_reason or "length",
-                          prompt_tokens=len(row.prompt_ids), generated_tokens=len(row.ids),
-                          cached_prompt_tokens=0, logprobs=logprobs, latency_s=latency)
+        return Completion(
+            text=text,
+            finish_reason=row.finish_reason or "length",
+            prompt_tokens=len(row.prompt_ids),
+            generated_tokens=len(row.ids),
+            cached_prompt_tokens=0,
+            logprobs=logprobs,
+            latency_s=latency,
+        )
 
     def close(self) -> None:
         self.lm = None
@@ -171,6 +195,7 @@ def model_source(model: dict) -> tuple[str, dict]:
 
 def _device(name: str) -> str:
     import torch
+
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return name
@@ -187,6 +212,7 @@ def _eos_ids(lm, tokenizer) -> set[int]:
 def _choose(logits, temperature: float, top_p: float, top_k: int, generator) -> int:
     """Greedy argmax at temperature 0, else sample after temperature, top-k and top-p."""
     import torch
+
     if temperature <= 0:
         return int(logits.argmax())
     scaled = logits / temperature

@@ -17,6 +17,7 @@ batch-invariant kernels to keep the slots, so this mode costs the parallel-slot 
 `make bench` prints the ratio. It does not cover a change of thread count, CPU kind or
 llama.cpp build, which are recorded in provenance rather than held fixed.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,9 +26,15 @@ from typing import Sequence
 
 from dataclasses import replace
 
-from retrace.backends.base import (Backend, BackendError, completion_from_openai,
-                                   drop_echoed_prefill, is_deterministic, messages_payload,
-                                   openai_sampling)
+from retrace.backends.base import (
+    Backend,
+    BackendError,
+    completion_from_openai,
+    drop_echoed_prefill,
+    is_deterministic,
+    messages_payload,
+    openai_sampling,
+)
 from retrace.records import Completion, Request
 from retrace.registry import BACKENDS
 
@@ -39,6 +46,7 @@ class LlamaCppBackend(Backend):
     def __init__(self, model: dict, engine: dict | None = None):
         super().__init__(model, engine)
         import xllamacpp  # lazy: the wheel carries a native library
+
         if not model.get("gguf"):
             raise BackendError(f"model {model.get('name')!r} has no GGUF file; llamacpp needs one")
         p = xllamacpp.CommonParams()
@@ -106,6 +114,7 @@ def prompt_cache_on(engine: dict) -> bool:
 
 def _free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

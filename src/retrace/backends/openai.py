@@ -13,6 +13,7 @@ concurrency, timeout_s, max_retries, batch_size. Does not cover: checking that t
 weights are the manifest's (the server is trusted to serve `model`), nor providers that
 reject the extra sampling fields (top_k, seed) that vLLM and llama.cpp accept.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Sequence
 
-from retrace.backends.base import (Backend, BackendError, completion_from_openai,
-                                   drop_echoed_prefill, messages_payload, openai_sampling)
+from retrace.backends.base import (
+    Backend,
+    BackendError,
+    completion_from_openai,
+    drop_echoed_prefill,
+    messages_payload,
+    openai_sampling,
+)
 from retrace.records import Completion, Request, TokenLogprob
 from retrace.registry import BACKENDS
 
@@ -37,14 +44,18 @@ class OpenAIBackend(Backend):
     def __init__(self, model: dict, engine: dict | None = None):
         super().__init__(model, engine)
         import openai  # lazy: only this plugin needs the client
+
         if not self.engine.get("base_url"):
             raise BackendError("openai backend needs engine.base_url (e.g. http://127.0.0.1:8000/v1)")
         self.base_url = str(self.engine["base_url"]).rstrip("/")
         self.served = self.engine.get("model") or model.get("name")
         self.server = self.engine.get("server", "llamacpp")
-        self._client = openai.OpenAI(api_key=_api_key(self.engine), base_url=self.base_url,
-                                     timeout=float(self.engine.get("timeout_s", 600)),
-                                     max_retries=int(self.engine.get("max_retries", 2)))
+        self._client = openai.OpenAI(
+            api_key=_api_key(self.engine),
+            base_url=self.base_url,
+            timeout=float(self.engine.get("timeout_s", 600)),
+            max_retries=int(self.engine.get("max_retries", 2)),
+        )
         # Deterministic mode sends one request at a time: a server batches concurrent requests
         # by arrival time, which no client controls (the server must also run deterministically:
         # one slot for llama-server, VLLM_BATCH_INVARIANT=1 for `vllm serve`).
@@ -63,6 +74,7 @@ class OpenAIBackend(Backend):
 
     def _one(self, request: Request) -> Completion:
         import openai
+
         start = time.perf_counter()
         try:
             if request.prompt is not None:
@@ -70,11 +82,13 @@ class OpenAIBackend(Backend):
             else:
                 reply = self._chat(request)
         except openai.APIStatusError as e:
-            raise BackendError(f"{self.base_url}: HTTP {e.status_code} for request "
-                               f"tag={request.tag!r}: {e.message}") from e
+            raise BackendError(
+                f"{self.base_url}: HTTP {e.status_code} for request tag={request.tag!r}: {e.message}"
+            ) from e
         except openai.APIConnectionError as e:  # includes timeouts
-            raise BackendError(f"{self.base_url}: no reply for request tag={request.tag!r} "
-                               f"({type(e).__name__}: {e})") from e
+            raise BackendError(
+                f"{self.base_url}: no reply for request tag={request.tag!r} ({type(e).__name__}: {e})"
+            ) from e
         completion = completion_from_openai(reply, request, time.perf_counter() - start)
         logprobs = parse_any_logprobs(reply["choices"][0].get("logprobs"), request.sampling.logprobs)
         text = completion.text if self.server == "vllm" else drop_echoed_prefill(completion.text, request)
@@ -92,7 +106,8 @@ class OpenAIBackend(Backend):
         if request.continue_final and self.server == "vllm":
             extra.update(continue_final_message=True, add_generation_prompt=False)
         reply = self._client.chat.completions.create(
-            model=self.served, messages=messages_payload(request), extra_body=extra or None, **args)
+            model=self.served, messages=messages_payload(request), extra_body=extra or None, **args
+        )
         return reply.model_dump()
 
     def _complete(self, request: Request) -> dict:
@@ -101,7 +116,8 @@ class OpenAIBackend(Backend):
             # The completions endpoint takes a count; ask for at least one to get the chosen token.
             args["logprobs"] = max(1, args.pop("top_logprobs"))
         reply = self._client.completions.create(
-            model=self.served, prompt=request.prompt, extra_body=extra or None, **args)
+            model=self.served, prompt=request.prompt, extra_body=extra or None, **args
+        )
         return reply.model_dump()
 
     def close(self) -> None:
@@ -136,10 +152,16 @@ def parse_any_logprobs(block: dict | None, k: int | None) -> tuple[TokenLogprob,
     if k is None or not block:
         return None
     if block.get("content") is not None:
-        return tuple(TokenLogprob(t["token"], float(t["logprob"]),
-                                  tuple((a["token"], float(a["logprob"]))
-                                        for a in (t.get("top_logprobs") or ())[:k]))
-                     for t in block["content"])
+        return tuple(
+            TokenLogprob(
+                t["token"],
+                float(t["logprob"]),
+                tuple((a["token"], float(a["logprob"])) for a in (t.get("top_logprobs") or ())[:k]),
+            )
+            for t in block["content"]
+        )
     tops = block.get("top_logprobs") or [None] * len(block.get("tokens") or ())
-    return tuple(TokenLogprob(tok, float(lp), tuple(sorted((top or {}).items(), key=lambda x: -x[1]))[:k])
-                 for tok, lp, top in zip(block.get("tokens") or (), block.get("token_logprobs") or (), tops))
+    return tuple(
+        TokenLogprob(tok, float(lp), tuple(sorted((top or {}).items(), key=lambda x: -x[1]))[:k])
+        for tok, lp, top in zip(block.get("tokens") or (), block.get("token_logprobs") or (), tops)
+    )

@@ -18,6 +18,7 @@ order (ranked by a hash of seed and tag), as a slotted engine's would; results m
 depend on that order, which is what the scheduler tests check. Counters: `calls` and `requests_seen` per instance; `ScriptedBackend.requests_total`
 across all instances (take a difference: it is never reset).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,10 +49,10 @@ def truncate(text: str, stop: Sequence[str], max_tokens: int) -> tuple[str, str]
     """(text, finish_reason) as an engine would end it: at a stop string or at max_tokens words."""
     cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
     if cuts:
-        text = text[:min(cuts)]
+        text = text[: min(cuts)]
     spans = list(WORD.finditer(text))
     if len(spans) > max_tokens:
-        return text[:spans[max_tokens - 1].end()] if max_tokens > 0 else "", "length"
+        return text[: spans[max_tokens - 1].end()] if max_tokens > 0 else "", "length"
     return text, "stop"
 
 
@@ -70,7 +71,7 @@ class ScriptedBackend(Backend):
         self.requests_seen: list[Request] = []
         self._turns: dict[str | None, int] = {}
         self._lock = threading.Lock()
-        self._held: list[tuple[Future, Request]] = []   # async: submitted, not yet finished
+        self._held: list[tuple[Future, Request]] = []  # async: submitted, not yet finished
 
     def _pick(self, slot: str | None, options, request: Request) -> str:
         if isinstance(options, str):
@@ -91,19 +92,26 @@ class ScriptedBackend(Backend):
         for key, options in script.items():
             if key in user:
                 return self._pick(key, options, request)
-        raise BackendError(f"scripted backend: no script key found in request tag={request.tag!r} "
-                           f"(keys: {list(script)})")
+        raise BackendError(
+            f"scripted backend: no script key found in request tag={request.tag!r} (keys: {list(script)})"
+        )
 
     def _complete(self, request: Request) -> Completion:
         s = request.sampling
         text, finish = truncate(self._text(request), s.stop, s.max_tokens)
-        prompt = request.prompt if request.prompt is not None else \
-            " ".join(m.content for m in request.messages)
+        prompt = (
+            request.prompt if request.prompt is not None else " ".join(m.content for m in request.messages)
+        )
         logprobs = None
         if s.logprobs is not None:
             logprobs = tuple(TokenLogprob(w, 0.0) for w in WORD.findall(text))
-        return Completion(text=text, finish_reason=finish, prompt_tokens=words(prompt),
-                          generated_tokens=words(text), logprobs=logprobs)
+        return Completion(
+            text=text,
+            finish_reason=finish,
+            prompt_tokens=words(prompt),
+            generated_tokens=words(text),
+            logprobs=logprobs,
+        )
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         self.calls += 1

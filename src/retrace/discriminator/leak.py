@@ -46,6 +46,7 @@ What it cannot catch (say so in the report):
   own; a partial listing that includes the gold is reported (a false positive, safe side).
 - Leakage through labels or ordering (e.g. the Accept row always last) rather than text.
 """
+
 from __future__ import annotations
 
 import re
@@ -60,22 +61,39 @@ from retrace.records import Problem
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MIN_CHARS = 3
 MODEL_FIELDS = ("answer", "rationale")  # the reasoner's own output: trusted, not scanned
-META_FIELDS = ("row_id", "id", "problem_id", "dataset", "turn", "label", "verdict", "decision",
-               "status", "correct", "label_shuffled", "role", "key", "tag")
+META_FIELDS = (
+    "row_id",
+    "id",
+    "problem_id",
+    "dataset",
+    "turn",
+    "label",
+    "verdict",
+    "decision",
+    "status",
+    "correct",
+    "label_shuffled",
+    "role",
+    "key",
+    "tag",
+)
 INDEX_BASES = (0,)  # the DRR prompts number choices from 0 (Appendix B)
 # An explicit answer statement's lead-in ("answer is", "Answer:", "correct option =", "ground
 # truth:", "Hint:", "Key:", "Correct:"); the answer forms are the family tasks/_choice.py parses
 # as a model's committed answer, the bare cue words those answer keys and injected hints use.
-CUE = (r"(?i:\b(?:(?:the\s+)?(?:correct|right|best|final|true|gold(?:en)?|expected|target|reference)"
-       r"\s+(?:answer|option|choice|label|index|response)|answer(?:\s+key)?|ground[\s_-]*truth|"
-       r"gold(?:en)?|label|solution|hint|key|correct|right|truth|target)\b"
-       r"(?:\s+(?:is|was|would\s+be|should\s+be|=))?\s*[:=\-–]?\s*)")
+CUE = (
+    r"(?i:\b(?:(?:the\s+)?(?:correct|right|best|final|true|gold(?:en)?|expected|target|reference)"
+    r"\s+(?:answer|option|choice|label|index|response)|answer(?:\s+key)?|ground[\s_-]*truth|"
+    r"gold(?:en)?|label|solution|hint|key|correct|right|truth|target)\b"
+    r"(?:\s+(?:is|was|would\s+be|should\s+be|=))?\s*[:=\-–]?\s*)"
+)
 MARK_END = r"\s*[.):\]\-]\s*"  # after a choice marker: "1." "(B)" "2:" "C -"
 
 
 @dataclass(frozen=True)
 class Finding:
     """One leak: where it is (file, 1-based line, row id, field) and what matched."""
+
     file: str
     line: int | None
     row_id: str
@@ -93,7 +111,7 @@ def normalise(text: str) -> str:
 def gold_letter(problem: Problem) -> str | None:
     """The gold choice letter of a multiple-choice problem, else None."""
     g = problem.gold.strip().upper()
-    return g if problem.choices and len(g) == 1 and g in LETTERS[:len(problem.choices)] else None
+    return g if problem.choices and len(g) == 1 and g in LETTERS[: len(problem.choices)] else None
 
 
 def gold_text(problem: Problem) -> str:
@@ -111,8 +129,7 @@ def statement_pattern(problem: Problem, index_bases: Iterable[int] = INDEX_BASES
     """A cue word followed by the gold (its letter, or its index under each of index_bases)."""
     letter = gold_letter(problem)
     if letter is None:  # open-ended: "answer is 42", "answer: Paris"
-        return re.compile(CUE + r"[(\[$]?" + re.escape(normalise(problem.gold)) + r"(?!\w)",
-                          re.IGNORECASE)
+        return re.compile(CUE + r"[(\[$]?" + re.escape(normalise(problem.gold)) + r"(?!\w)", re.IGNORECASE)
     # Upper-case letter; "A"/"I" must end their clause (they are English words otherwise).
     tail = r"(?=\s*(?:[.,;:!?)\]*]|$))" if letter in "AI" else r"(?![A-Za-z0-9])"
     names = [rf"\*{{0,2}}{letter}{tail}", rf"[(\[]\s*(?i:{letter})\s*[)\]]"]
@@ -161,11 +178,16 @@ def _strip(text: str, intervals: list[tuple[int, int]]) -> str:
 
 
 def _excerpt(text: str, start: int, end: int, pad: int = 40) -> str:
-    return text[max(0, start - pad):end + pad].replace("\n", " ")
+    return text[max(0, start - pad) : end + pad].replace("\n", " ")
 
 
-def scan_text(text: str, problem: Problem, index_bases: Iterable[int] = INDEX_BASES,
-              min_chars: int = MIN_CHARS, model_spans: Iterable[str] = ()) -> list[tuple[str, str]]:
+def scan_text(
+    text: str,
+    problem: Problem,
+    index_bases: Iterable[int] = INDEX_BASES,
+    min_chars: int = MIN_CHARS,
+    model_spans: Iterable[str] = (),
+) -> list[tuple[str, str]]:
     """[(kind, excerpt)] of leaks in one piece of harness-written text.
 
     `model_spans` are verbatim pieces of the reasoner's own output echoed into this text (the
@@ -173,15 +195,21 @@ def scan_text(text: str, problem: Problem, index_bases: Iterable[int] = INDEX_BA
     blanked before the search (see _covered).
     """
     text = _strip(text, _covered(text, problem, model_spans))
-    hits = [("answer_statement", _excerpt(text, m.start(), m.end()))
-            for m in statement_pattern(problem, index_bases).finditer(text)]
+    hits = [
+        ("answer_statement", _excerpt(text, m.start(), m.end()))
+        for m in statement_pattern(problem, index_bases).finditer(text)
+    ]
     pair = index_text_pattern(problem, index_bases)
-    hits += [("index_text", _excerpt(text, m.start(), m.end())) for m in (pair.finditer(text) if pair else ())]
+    hits += [
+        ("index_text", _excerpt(text, m.start(), m.end())) for m in (pair.finditer(text) if pair else ())
+    ]
     gold = normalise(gold_text(problem))
     if len(gold) >= min_chars:
         flat = normalise(text)
-        hits += [("option_text", _excerpt(flat, m.start(), m.end()))
-                 for m in re.finditer(rf"(?<!\w){re.escape(gold)}(?!\w)", flat)]
+        hits += [
+            ("option_text", _excerpt(flat, m.start(), m.end()))
+            for m in re.finditer(rf"(?<!\w){re.escape(gold)}(?!\w)", flat)
+        ]
     return hits
 
 
@@ -220,8 +248,11 @@ def _model_spans(record: Mapping) -> list[str]:
     """Verbatim renderings of the reasoner's own output that harness text may echo: assistant
     messages, and each past/current attempt as dataset.render_context / dm_input_text print it."""
     attempts = [c for c in record.get("context") or () if isinstance(c, Mapping) and "answer" in c]
-    spans = [str(m.get("content", "")) for m in record.get("messages") or ()
-             if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    spans = [
+        str(m.get("content", ""))
+        for m in record.get("messages") or ()
+        if isinstance(m, Mapping) and m.get("role") == "assistant"
+    ]
     if "answer" in record:
         attempts.append({"answer": record["answer"], "rationale": record.get("rationale", "")})
     for i, a in enumerate(attempts, 1):
@@ -232,19 +263,36 @@ def _model_spans(record: Mapping) -> list[str]:
     return spans
 
 
-def scan_record(record: Mapping, problem: Problem, file: str = "", line: int | None = None,
-                index_bases: Iterable[int] = INDEX_BASES, min_chars: int = MIN_CHARS) -> list[Finding]:
+def scan_record(
+    record: Mapping,
+    problem: Problem,
+    file: str = "",
+    line: int | None = None,
+    index_bases: Iterable[int] = INDEX_BASES,
+    min_chars: int = MIN_CHARS,
+) -> list[Finding]:
     """Every leak in one stored prompt record ({"messages"} or {"prompt"}) or DM row."""
     row_id = str(record.get("row_id") or record.get("key") or record.get("id") or "")
     spans = _model_spans(record)
-    found = [Finding(file, line, row_id, problem.id, field, kind, excerpt)
-             for field, text in _harness_fields(record)
-             for kind, excerpt in scan_text(text, problem, index_bases, min_chars, spans)]
+    found = [
+        Finding(file, line, row_id, problem.id, field, kind, excerpt)
+        for field, text in _harness_fields(record)
+        for kind, excerpt in scan_text(text, problem, index_bases, min_chars, spans)
+    ]
     if "label" in record:  # a DM training row: its past attempts were all rejected
         for i, past in enumerate(record.get("context") or ()):
             if isinstance(past, Mapping) and names_gold(str(past.get("answer", "")), problem):
-                found.append(Finding(file, line, row_id, problem.id, f"context[{i}].answer",
-                                     "rejected_attempt_is_gold", str(past.get("answer"))[:80]))
+                found.append(
+                    Finding(
+                        file,
+                        line,
+                        row_id,
+                        problem.id,
+                        f"context[{i}].answer",
+                        "rejected_attempt_is_gold",
+                        str(past.get("answer"))[:80],
+                    )
+                )
     return found
 
 
@@ -253,8 +301,13 @@ def _problem_id(record: Mapping) -> str | None:
     return None if pid is None else str(pid)
 
 
-def scan_records(records: Iterable[Mapping], problems: Mapping[str, Problem], file: str = "",
-                 index_bases: Iterable[int] = INDEX_BASES, min_chars: int = MIN_CHARS) -> dict:
+def scan_records(
+    records: Iterable[Mapping],
+    problems: Mapping[str, Problem],
+    file: str = "",
+    index_bases: Iterable[int] = INDEX_BASES,
+    min_chars: int = MIN_CHARS,
+) -> dict:
     """{"findings", "n_records", "unchecked"}; a record whose problem is unknown is unchecked."""
     findings, unchecked, n = [], [], 0
     for line, record in enumerate(records, 1):
@@ -267,8 +320,12 @@ def scan_records(records: Iterable[Mapping], problems: Mapping[str, Problem], fi
     return {"findings": findings, "n_records": n, "unchecked": unchecked}
 
 
-def scan_files(paths: Iterable[str | Path], problems: Iterable[Problem],
-               index_bases: Iterable[int] = INDEX_BASES, min_chars: int = MIN_CHARS) -> dict:
+def scan_files(
+    paths: Iterable[str | Path],
+    problems: Iterable[Problem],
+    index_bases: Iterable[int] = INDEX_BASES,
+    min_chars: int = MIN_CHARS,
+) -> dict:
     """Scan JSONL files of prompts / DM rows; returns `verdict(...)` with the findings.
 
     Line numbers count non-blank JSON lines (blank lines are skipped by read_jsonl).
@@ -294,7 +351,13 @@ def verdict(findings: list[Finding], n_records: int, unchecked: list | None = No
     for f in findings:
         by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
     status = "fail" if findings else ("incomplete" if unchecked else "pass")
-    return {"verdict": status, "n_records": n_records, "n_findings": len(findings),
-            "n_rows_with_findings": len({(f.file, f.line, f.row_id) for f in findings}),
-            "by_kind": by_kind, "n_unchecked": len(unchecked), "unchecked": unchecked[:20],
-            "findings": [asdict(f) for f in findings]}
+    return {
+        "verdict": status,
+        "n_records": n_records,
+        "n_findings": len(findings),
+        "n_rows_with_findings": len({(f.file, f.line, f.row_id) for f in findings}),
+        "by_kind": by_kind,
+        "n_unchecked": len(unchecked),
+        "unchecked": unchecked[:20],
+        "findings": [asdict(f) for f in findings],
+    }

@@ -16,18 +16,20 @@ The reasoner and the judge are never given the gold; `is_correct` is called only
 is rendered into a prompt (environment message, exploration vs gradual strategy, Appendix B)
 is the prompt template's business, not the loop's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
 DISTIL_MAX_TURNS = 4  # Appendix A, "Maximum Turns": four for generation
-INFER_MAX_TURNS = 5   # ... and five for inference
+INFER_MAX_TURNS = 5  # ... and five for inference
 
 
 @dataclass(frozen=True)
 class Attempt:
     """One turn: the reasoner's answer and rationale, and the verdict on it."""
+
     answer: str
     rationale: str
     verdict: str  # "accept" | "reject"
@@ -45,8 +47,9 @@ def _check_turns(max_turns: int) -> None:
         raise ValueError(f"max_turns must be >= 1, got {max_turns}")
 
 
-def distil(question: str, reasoner: Reasoner, is_correct: Callable[[str], bool],
-           max_turns: int = DISTIL_MAX_TURNS) -> list[Attempt]:
+def distil(
+    question: str, reasoner: Reasoner, is_correct: Callable[[str], bool], max_turns: int = DISTIL_MAX_TURNS
+) -> list[Attempt]:
     """Algorithm 1 for one question: the attempts, each Reject until an Accept or max_turns.
 
     Line 9–13: verdict = Accept iff A' = A; line 15: C ← C ∪ {A', r}; line 16: stop at the
@@ -63,8 +66,7 @@ def distil(question: str, reasoner: Reasoner, is_correct: Callable[[str], bool],
     return attempts
 
 
-def infer(question: str, reasoner: Reasoner, judge: Judge,
-          max_turns: int = INFER_MAX_TURNS) -> dict:
+def infer(question: str, reasoner: Reasoner, judge: Judge, max_turns: int = INFER_MAX_TURNS) -> dict:
     """Section 3.3 for one question: {"status": "answered"|"abstained", "turns": [...]}.
 
     Stops at the first turn the judge accepts; if the judge rejected all `max_turns` answers
@@ -83,8 +85,10 @@ def infer(question: str, reasoner: Reasoner, judge: Judge,
         if decision == "accept":
             break
     status = "answered" if attempts[-1].verdict == "accept" else "abstained"
-    return {"status": status, "turns": [{"answer": a.answer, "rationale": a.rationale,
-                                         "decision": a.verdict} for a in attempts]}
+    return {
+        "status": status,
+        "turns": [{"answer": a.answer, "rationale": a.rationale, "decision": a.verdict} for a in attempts],
+    }
 
 
 def label_turns(episode: dict, is_correct: Callable[[str], bool]) -> dict:
@@ -97,8 +101,7 @@ class NeedsMoreTurns(Exception):
     """Replaying a judge over stored turns ran past the turns that were generated."""
 
 
-def replay(episode: dict, judge: Judge, question: str = "",
-           max_turns: int = INFER_MAX_TURNS) -> dict:
+def replay(episode: dict, judge: Judge, question: str = "", max_turns: int = INFER_MAX_TURNS) -> dict:
     """Re-judge stored turns with another judge, without generating (sample once, score many).
 
     Valid because the reasoner's turn t depends only on turns < t, which the new judge
@@ -115,7 +118,8 @@ def replay(episode: dict, judge: Judge, question: str = "",
         if decision == "accept":
             return {**episode, "status": "answered", "turns": kept}
     if len(kept) < max_turns:
-        raise NeedsMoreTurns(f"episode {episode.get('id')!r}: {len(kept)} stored turns, "
-                             f"judge rejected all, max_turns={max_turns}")
+        raise NeedsMoreTurns(
+            f"episode {episode.get('id')!r}: {len(kept)} stored turns, "
+            f"judge rejected all, max_turns={max_turns}"
+        )
     return {**episode, "status": "abstained", "turns": kept}
-

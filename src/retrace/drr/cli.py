@@ -11,6 +11,7 @@
     drr summarise --episodes E... --train-metrics T... --questions Q... --leak L --claims-out C --section-out S --plot-out P
 Every sub-command takes --experiment NAME (whose `drr:` block is merged over config/drr/defaults.yaml).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,27 +24,72 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="retrace drr", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     specs = {
-        "questions": [("--dataset", {}), ("--data", {"type": Path}), ("--train-data", {"type": Path, "required": False}),
-                      ("--out-train", {"type": Path}), ("--out-eval", {"type": Path})],
-        "distil": [("--dataset", {}), ("--problems", {"type": Path}), ("--manifest", {"type": Path}),
-                   ("--backend", {}), ("--seed", {"type": int}), ("--cache", {"type": Path}),
-                   ("--out-traces", {"type": Path}), ("--out-prompts", {"type": Path})],
-        "split": [("--seed", {"type": int}), ("--out-dir", {"type": Path}), ("traces", {"type": Path, "nargs": "+"})],
-        "train": [("--variant", {"choices": ("weighted", "unweighted", "shuffled")}), ("--split-dir", {"type": Path}),
-                  ("--seed", {"type": int}), ("--out", {"type": Path}), ("--ckpt-dir", {"type": Path}),
-                  ("--metrics-out", {"type": Path})],
-        "generate": [("--problems", {"type": Path}), ("--manifest", {"type": Path}), ("--backend", {}),
-                     ("--seed", {"type": int}), ("--cache", {"type": Path}), ("--out", {"type": Path}),
-                     ("--out-prompts", {"type": Path})],
-        "infer": [("--method", {}), ("--generations", {"type": Path}), ("--problems", {"type": Path}),
-                  ("--out", {"type": Path}), ("--checkpoint", {"type": Path, "required": False})],
-        "sft": [("--seed", {"type": int}), ("--train", {"type": Path, "nargs": "+"}),
-                ("--eval", {"type": Path, "nargs": "+"}), ("--out", {"type": Path, "nargs": "+"})],
-        "leakcheck": [("--problems", {"type": Path, "nargs": "+"}), ("--scan", {"type": Path, "nargs": "+"}),
-                      ("--out", {"type": Path})],
-        "summarise": [("--episodes", {"type": Path, "nargs": "+"}), ("--train-metrics", {"type": Path, "nargs": "+"}),
-                      ("--questions", {"type": Path, "nargs": "+"}), ("--leak", {"type": Path}),
-                      ("--claims-out", {"type": Path}), ("--section-out", {"type": Path}), ("--plot-out", {"type": Path})],
+        "questions": [
+            ("--dataset", {}),
+            ("--data", {"type": Path}),
+            ("--train-data", {"type": Path, "required": False}),
+            ("--out-train", {"type": Path}),
+            ("--out-eval", {"type": Path}),
+        ],
+        "distil": [
+            ("--dataset", {}),
+            ("--problems", {"type": Path}),
+            ("--manifest", {"type": Path}),
+            ("--backend", {}),
+            ("--seed", {"type": int}),
+            ("--cache", {"type": Path}),
+            ("--out-traces", {"type": Path}),
+            ("--out-prompts", {"type": Path}),
+        ],
+        "split": [
+            ("--seed", {"type": int}),
+            ("--out-dir", {"type": Path}),
+            ("traces", {"type": Path, "nargs": "+"}),
+        ],
+        "train": [
+            ("--variant", {"choices": ("weighted", "unweighted", "shuffled")}),
+            ("--split-dir", {"type": Path}),
+            ("--seed", {"type": int}),
+            ("--out", {"type": Path}),
+            ("--ckpt-dir", {"type": Path}),
+            ("--metrics-out", {"type": Path}),
+        ],
+        "generate": [
+            ("--problems", {"type": Path}),
+            ("--manifest", {"type": Path}),
+            ("--backend", {}),
+            ("--seed", {"type": int}),
+            ("--cache", {"type": Path}),
+            ("--out", {"type": Path}),
+            ("--out-prompts", {"type": Path}),
+        ],
+        "infer": [
+            ("--method", {}),
+            ("--generations", {"type": Path}),
+            ("--problems", {"type": Path}),
+            ("--out", {"type": Path}),
+            ("--checkpoint", {"type": Path, "required": False}),
+        ],
+        "sft": [
+            ("--seed", {"type": int}),
+            ("--train", {"type": Path, "nargs": "+"}),
+            ("--eval", {"type": Path, "nargs": "+"}),
+            ("--out", {"type": Path, "nargs": "+"}),
+        ],
+        "leakcheck": [
+            ("--problems", {"type": Path, "nargs": "+"}),
+            ("--scan", {"type": Path, "nargs": "+"}),
+            ("--out", {"type": Path}),
+        ],
+        "summarise": [
+            ("--episodes", {"type": Path, "nargs": "+"}),
+            ("--train-metrics", {"type": Path, "nargs": "+"}),
+            ("--questions", {"type": Path, "nargs": "+"}),
+            ("--leak", {"type": Path}),
+            ("--claims-out", {"type": Path}),
+            ("--section-out", {"type": Path}),
+            ("--plot-out", {"type": Path}),
+        ],
     }
     for name, args in specs.items():
         p = sub.add_parser(name)
@@ -57,13 +103,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     from retrace.config import load_experiment
+
     a = _parser().parse_args(argv)
-    cfg = settings.load(load_experiment(a.experiment).get("drr"), f"config/experiment/{a.experiment}.yaml: drr")
+    cfg = settings.load(
+        load_experiment(a.experiment).get("drr"), f"config/experiment/{a.experiment}.yaml: drr"
+    )
     from retrace.drr import stages
+
     if a.command == "questions":
         stages.questions(cfg, a.dataset, a.data, a.train_data, a.out_train, a.out_eval)
     elif a.command == "distil":
-        stages.distil(cfg, a.dataset, a.problems, a.manifest, a.backend, a.seed, a.cache, a.out_traces, a.out_prompts)
+        stages.distil(
+            cfg, a.dataset, a.problems, a.manifest, a.backend, a.seed, a.cache, a.out_traces, a.out_prompts
+        )
     elif a.command == "split":
         stages.split(cfg, a.traces, a.seed, a.out_dir)
     elif a.command == "train":
@@ -72,17 +124,22 @@ def main(argv: list[str]) -> int:
         stages.generate(cfg, a.problems, a.manifest, a.backend, a.seed, a.cache, a.out, a.out_prompts)
     elif a.command == "infer":
         from retrace.drr import episodes
+
         episodes.run(cfg, a.method, a.generations, a.problems, a.out, a.checkpoint)
     elif a.command == "sft":
         from retrace.drr import sft
+
         if len(a.eval) != len(a.out):
             raise SystemExit(f"drr sft: {len(a.eval)} --eval files but {len(a.out)} --out files")
         sft.run(cfg, a.train, a.eval, a.out, a.seed)
     elif a.command == "leakcheck":
         from retrace.drr import leakcheck
+
         leakcheck.run(cfg, a.problems, a.scan, a.out)
     elif a.command == "summarise":
         from retrace.drr import report
-        report.summarise(cfg, a.episodes, a.train_metrics, a.questions, a.leak, a.claims_out,
-                         a.section_out, a.plot_out)
+
+        report.summarise(
+            cfg, a.episodes, a.train_metrics, a.questions, a.leak, a.claims_out, a.section_out, a.plot_out
+        )
     return 0

@@ -18,6 +18,7 @@ right-side truncation (which drops the judged answer, the last part of the input
 the oldest context gives way first, and the judged answer and rationale are kept. Training
 and inference run on `dm.device` (auto: CUDA when torch sees a GPU, else the CPU).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -40,8 +41,9 @@ def backbone_path(spec: Mapping) -> str:
         try:
             mod = importlib.import_module(spec["package"])
         except ImportError:
-            raise ValueError(f"DM backbone package {spec['package']!r} is not installed "
-                             "(pip install -r envs/cpu.txt)") from None
+            raise ValueError(
+                f"DM backbone package {spec['package']!r} is not installed (pip install -r envs/cpu.txt)"
+            ) from None
         return str(Path(mod.__file__).parent / spec.get("subdir", ""))
     if kind in ("hub", "local"):
         return str(spec["repo"] if kind == "hub" else spec["path"])
@@ -53,6 +55,7 @@ def backbone_files(spec: Mapping, where: str | None = None) -> list[Path]:
     folder (local), or the hub snapshot of the pinned revision as from_pretrained cached it."""
     if spec.get("source") == "hub" and where is None:
         from huggingface_hub import snapshot_download
+
         where = snapshot_download(spec["repo"], revision=spec.get("revision"), local_files_only=True)
     folder = Path(where or backbone_path(spec))
     return sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
@@ -61,10 +64,12 @@ def backbone_files(spec: Mapping, where: str | None = None) -> list[Path]:
 def load_backbone(spec: Mapping, path: str | None = None):
     """(tokenizer, model with a 2-way classification head); `path` loads a saved checkpoint."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
     where = path or backbone_path(spec)
     kwargs = {}
     if spec.get("source") == "hub" and not path:  # pinned, or locked in config/hub.lock
         from retrace import hub_lock
+
         kwargs = {"revision": hub_lock.resolve("model", spec["repo"], spec.get("revision"))}
     tok = AutoTokenizer.from_pretrained(where, **kwargs)
     model = AutoModelForSequenceClassification.from_pretrained(where, num_labels=2, **kwargs)
@@ -83,8 +88,10 @@ def fit_ids(tok, segments: Mapping[str, str], max_length: int) -> tuple[list[int
     """Token ids of one DM input within max_length (special tokens included), and the tokens
     cut from each part (CUT_ORDER says which parts give way first)."""
     present = [k for k, v in segments.items() if v]
-    ids = {k: tok(segments[k] + ("" if k == present[-1] else SEPARATOR),
-                  add_special_tokens=False)["input_ids"] for k in present}
+    ids = {
+        k: tok(segments[k] + ("" if k == present[-1] else SEPARATOR), add_special_tokens=False)["input_ids"]
+        for k in present
+    }
     prefix, suffix = _special_tokens(tok)
     over = sum(map(len, ids.values())) - (max_length - len(prefix) - len(suffix))
     cut = {k: 0 for k, _ in CUT_ORDER}
@@ -102,13 +109,14 @@ def _special_tokens(tok) -> tuple[list[int], list[int]]:
     build_inputs_with_special_tokens from the Python tokenizers)."""
     full, bare = tok("x")["input_ids"], tok("x", add_special_tokens=False)["input_ids"]
     for i in range(len(full) - len(bare) + 1):
-        if full[i:i + len(bare)] == bare:
-            return full[:i], full[i + len(bare):]
+        if full[i : i + len(bare)] == bare:
+            return full[:i], full[i + len(bare) :]
     raise ValueError(f"cannot locate the special tokens of tokenizer {type(tok).__name__}")
 
 
-def encode_rows(tok, rows: Sequence[Mapping], max_length: int,
-                strategy: str = "exploration") -> dict[str, list]:
+def encode_rows(
+    tok, rows: Sequence[Mapping], max_length: int, strategy: str = "exploration"
+) -> dict[str, list]:
     """{"ids": token ids per row, "cut": {part: tokens cut} per row} (see fit_ids)."""
     instruction = render("drr/dm_instruction.j2")
     fitted = [fit_ids(tok, dm_input_segments(r, instruction, strategy), max_length) for r in rows]
@@ -117,15 +125,22 @@ def encode_rows(tok, rows: Sequence[Mapping], max_length: int,
 
 def truncation_summary(rows: Sequence[Mapping], cuts: Sequence[Mapping[str, int]]) -> dict:
     """Per-row tokens cut ({row_id: {part: n}}, rows with a cut only) and totals."""
-    per_row = {str(r.get("row_id", i)): dict(c) for i, (r, c) in enumerate(zip(rows, cuts)) if any(c.values())}
-    return {"rows": len(cuts), "rows_cut": len(per_row),
-            "tokens_cut": sum(sum(c.values()) for c in cuts),
-            "rows_judged_cut": sum(1 for c in cuts if c.get("judged")), "per_row": per_row}
+    per_row = {
+        str(r.get("row_id", i)): dict(c) for i, (r, c) in enumerate(zip(rows, cuts)) if any(c.values())
+    }
+    return {
+        "rows": len(cuts),
+        "rows_cut": len(per_row),
+        "tokens_cut": sum(sum(c.values()) for c in cuts),
+        "rows_judged_cut": sum(1 for c in cuts if c.get("judged")),
+        "per_row": per_row,
+    }
 
 
 def resolve_device(name: str | None = "auto") -> str:
     """The torch device of the DM: "auto" is CUDA when torch sees a GPU, else the CPU."""
     import torch
+
     if name in (None, "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
     if str(name).startswith("cuda") and not torch.cuda.is_available():
@@ -137,6 +152,7 @@ def weighted_loss(logits, labels, weights: Mapping[int, float]):
     """Eq. (1): mean over examples of w_y · (−log softmax(z)_y) (divides by n, not by Σw,
     unlike torch's weighted `reduction="mean"`; see dataset.weighted_cross_entropy)."""
     import torch
+
     w = torch.tensor([weights[0], weights[1]], dtype=logits.dtype, device=logits.device)
     nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
     return (w[labels] * nll).mean()
@@ -149,15 +165,25 @@ def _batch(tok, ids: Sequence[list[int]], device: str):
 
 def _schedule(opt, warmup: int):
     import torch
+
     return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup > 0 else 1.0)
 
 
-def train(model, tok, train_rows: Sequence[Mapping], dev_rows: Sequence[Mapping],
-          weights: Mapping[int, float], opts: Mapping, seed: int = 0,
-          strategy: str = "exploration", device: str | None = None) -> dict:
+def train(
+    model,
+    tok,
+    train_rows: Sequence[Mapping],
+    dev_rows: Sequence[Mapping],
+    weights: Mapping[int, float],
+    opts: Mapping,
+    seed: int = 0,
+    strategy: str = "exploration",
+    device: str | None = None,
+) -> dict:
     """Fine-tune in place with Adam (Appendix A) on `device` (default: opts["device"], else
     auto); returns the loss per step, dev metrics per epoch and the tokens cut per row."""
     import torch
+
     torch.manual_seed(seed)
     device = resolve_device(device or opts.get("device", "auto"))
     hist = {"loss": [], "epochs": [], "degenerate": degenerate(train_rows), "device": device}
@@ -177,7 +203,7 @@ def train(model, tok, train_rows: Sequence[Mapping], dev_rows: Sequence[Mapping]
             model.train()
             rng.shuffle(order)
             for i in range(0, len(order), bs):
-                idx = order[i:i + bs]
+                idx = order[i : i + bs]
                 logits = model(**_batch(tok, [enc["ids"][j] for j in idx], device)).logits
                 loss = weighted_loss(logits, torch.tensor([y[j] for j in idx], device=device), weights)
                 opt.zero_grad()
@@ -186,8 +212,19 @@ def train(model, tok, train_rows: Sequence[Mapping], dev_rows: Sequence[Mapping]
                 sched.step()
                 hist["loss"].append(float(loss.detach()))
                 bar.advance(1)
-            dev = evaluate(model, tok, dev_rows, max_length, strategy, device,
-                           float(opts.get("accept_threshold", 0.5))) if dev_rows else {}
+            dev = (
+                evaluate(
+                    model,
+                    tok,
+                    dev_rows,
+                    max_length,
+                    strategy,
+                    device,
+                    float(opts.get("accept_threshold", 0.5)),
+                )
+                if dev_rows
+                else {}
+            )
             hist["epochs"].append({"epoch": epoch + 1, "step": len(hist["loss"]), **dev})
             log.info("DM epoch %d: last loss %.4f, dev %s", epoch + 1, hist["loss"][-1], dev)
     return hist
@@ -202,23 +239,32 @@ def degenerate(rows: Sequence[Mapping]) -> str:
     return ""
 
 
-def predict(model, tok, rows: Sequence[Mapping], max_length: int = 512,
-            strategy: str = "exploration", device: str | None = None, batch_size: int = 16) -> list[float]:
+def predict(
+    model,
+    tok,
+    rows: Sequence[Mapping],
+    max_length: int = 512,
+    strategy: str = "exploration",
+    device: str | None = None,
+    batch_size: int = 16,
+) -> list[float]:
     """P(Accept) for each row (inputs fitted by fit_ids; on `device`, default auto)."""
     return predict_ids(model, tok, encode_rows(tok, rows, max_length, strategy)["ids"], device, batch_size)
 
 
-def predict_ids(model, tok, ids: Sequence[list[int]], device: str | None = None,
-                batch_size: int = 16) -> list[float]:
+def predict_ids(
+    model, tok, ids: Sequence[list[int]], device: str | None = None, batch_size: int = 16
+) -> list[float]:
     """P(Accept) for each encoded input (encode_rows(...)["ids"])."""
     import torch
+
     device = resolve_device(device)
     model.to(device)
     model.eval()
     out: list[float] = []
     with torch.no_grad():
         for i in range(0, len(ids), batch_size):
-            logits = model(**_batch(tok, ids[i:i + batch_size], device)).logits
+            logits = model(**_batch(tok, ids[i : i + batch_size], device)).logits
             out += torch.softmax(logits.float(), dim=-1)[:, ACCEPT].tolist()
     return out
 
@@ -231,15 +277,28 @@ def binary_metrics(labels: Sequence[int], probs: Sequence[float], threshold: flo
     fn = sum(1 for y, q in zip(labels, pred) if y == 1 and q == 0)
     n = len(labels)
     tn = n - tp - fp - fn
-    return {"n": n, "accuracy": (sum(y == q for y, q in zip(labels, pred)) / n) if n else None,
-            "precision_accept": tp / (tp + fp) if tp + fp else None,
-            "recall_accept": tp / (tp + fn) if tp + fn else None,
-            "false_positive_rate": fp / (fp + tn) if fp + tn else None,
-            "tp": tp, "fp": fp, "fn": fn, "tn": tn}
+    return {
+        "n": n,
+        "accuracy": (sum(y == q for y, q in zip(labels, pred)) / n) if n else None,
+        "precision_accept": tp / (tp + fp) if tp + fp else None,
+        "recall_accept": tp / (tp + fn) if tp + fn else None,
+        "false_positive_rate": fp / (fp + tn) if fp + tn else None,
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
+    }
 
 
-def evaluate(model, tok, rows: Sequence[Mapping], max_length: int = 512,
-             strategy: str = "exploration", device: str | None = None, threshold: float = 0.5) -> dict:
+def evaluate(
+    model,
+    tok,
+    rows: Sequence[Mapping],
+    max_length: int = 512,
+    strategy: str = "exploration",
+    device: str | None = None,
+    threshold: float = 0.5,
+) -> dict:
     probs = predict(model, tok, rows, max_length, strategy, device)
     return binary_metrics([int(r["label"]) for r in rows], probs, threshold)
 

@@ -18,6 +18,7 @@ CommonSenseQA: 73.1 → 46.2 / −7.6, printed 46.3 / −7.5), so the paper coun
 labelled rows (`nota_reading`). A DM that rejects every turn is an abstention either way
 (Section 4.2). `correct` is added after judging.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,9 +35,18 @@ METHODS = tuple(DM_METHODS) + ("cot", "always_accept", "always_reject", "abstain
 
 
 def _path_episode(row: Mapping) -> dict:
-    return {"id": row["problem_id"], "turns": [{"answer": t["answer"], "rationale": t["rationale"],
-                                                "letter": t["letter"], "abstain": t["abstain"]}
-                                               for t in row["path"]]}
+    return {
+        "id": row["problem_id"],
+        "turns": [
+            {
+                "answer": t["answer"],
+                "rationale": t["rationale"],
+                "letter": t["letter"],
+                "abstain": t["abstain"],
+            }
+            for t in row["path"]
+        ],
+    }
 
 
 NOTA_READINGS = ("wrong", "abstain")
@@ -63,9 +73,16 @@ def dm_rows(problem, row: Mapping) -> list[dict]:
     """DM inputs for every turn of a path: context = the earlier (rejected) turns."""
     q = prompts.question_text(problem)
     turns = row["path"]
-    return [{"id": problem.id, "question": q, "answer": t["answer"], "rationale": t["rationale"],
-             "context": [{"answer": c["answer"], "rationale": c["rationale"]} for c in turns[:i]]}
-            for i, t in enumerate(turns)]
+    return [
+        {
+            "id": problem.id,
+            "question": q,
+            "answer": t["answer"],
+            "rationale": t["rationale"],
+            "context": [{"answer": c["answer"], "rationale": c["rationale"]} for c in turns[:i]],
+        }
+        for i, t in enumerate(turns)
+    ]
 
 
 def replay_with(row: Mapping, decide: Callable[[int], str], max_turns: int) -> dict:
@@ -73,8 +90,14 @@ def replay_with(row: Mapping, decide: Callable[[int], str], max_turns: int) -> d
     return loop.replay(_path_episode(row), lambda q, ctx, a, r: decide(len(ctx)), max_turns=max_turns)
 
 
-def episode(method: str, problem, row: Mapping, max_turns: int,
-            decisions: list[str] | None = None, nota: str = "wrong") -> dict:
+def episode(
+    method: str,
+    problem,
+    row: Mapping,
+    max_turns: int,
+    decisions: list[str] | None = None,
+    nota: str = "wrong",
+) -> dict:
     ep0 = _path_episode(row)
     if method in DM_METHODS:
         ep = replay_with(row, lambda t: decisions[t], max_turns)
@@ -86,22 +109,44 @@ def episode(method: str, problem, row: Mapping, max_turns: int,
         ep = {**ep0, "status": "answered", "turns": [{**ep0["turns"][0], "decision": None}]}
     elif method == "abstain":
         a = row["abstain"]
-        turn = {"answer": a["answer"], "rationale": a["rationale"], "letter": a["letter"],
-                "abstain": a["abstain"], "decision": None}
+        turn = {
+            "answer": a["answer"],
+            "rationale": a["rationale"],
+            "letter": a["letter"],
+            "abstain": a["abstain"],
+            "decision": None,
+        }
         ep = {"id": problem.id, "status": "answered", "turns": [turn]}
     elif method == "selfcritic":
         s = row["selfcritic"]
-        ep = {"id": problem.id, "status": "answered",
-              "turns": [{"answer": s["letter"] or "", "rationale": "", "letter": s["letter"],
-                         "abstain": False, "decision": None}]}
+        ep = {
+            "id": problem.id,
+            "status": "answered",
+            "turns": [
+                {
+                    "answer": s["letter"] or "",
+                    "rationale": "",
+                    "letter": s["letter"],
+                    "abstain": False,
+                    "decision": None,
+                }
+            ],
+        }
     else:
         raise ValueError(f"unknown DRR method {method!r}; valid: {', '.join(METHODS)}")
     return _finish(ep, problem.gold, nota)
 
 
-def run(cfg: Mapping, method: str, generations: Path, problems_path: Path, out: Path,
-        checkpoint: Path | None = None) -> dict:
+def run(
+    cfg: Mapping,
+    method: str,
+    generations: Path,
+    problems_path: Path,
+    out: Path,
+    checkpoint: Path | None = None,
+) -> dict:
     from retrace.drr.stages import _prov
+
     problems = {p.id: p for p in data.read_problems(problems_path)}
     rows = read_jsonl(generations)
     max_turns = int(cfg["max_turns_infer"])
@@ -114,11 +159,12 @@ def run(cfg: Mapping, method: str, generations: Path, problems_path: Path, out: 
         decisions, probs, cuts = judge_paths(cfg, checkpoint, problems, rows)
     episodes = []
     for row in rows:
-        ep = episode(method, problems[row["problem_id"]], row, max_turns, decisions.get(row["problem_id"]),
-                     cfg["nota"])
+        ep = episode(
+            method, problems[row["problem_id"]], row, max_turns, decisions.get(row["problem_id"]), cfg["nota"]
+        )
         if probs:
-            ep["p_accept"] = probs[row["problem_id"]][:len(ep["turns"])]
-            ep["dm_tokens_cut"] = cuts[row["problem_id"]][:len(ep["turns"])]
+            ep["p_accept"] = probs[row["problem_id"]][: len(ep["turns"])]
+            ep["dm_tokens_cut"] = cuts[row["problem_id"]][: len(ep["turns"])]
         episodes.append(ep)
     summary = drr_metrics.drr_summary(episodes)
     write_jsonl(out, episodes)
@@ -139,6 +185,7 @@ def judge_paths(cfg: Mapping, checkpoint: Path, problems: Mapping, rows: list) -
 
     import torch
     from retrace.drr import dm
+
     torch.set_num_threads(int(cfg["dm"]["threads"]))
     info = json.loads(Path(checkpoint).read_text())
     tok, model = dm.load_backbone(info["spec"], path=info["folder"])
@@ -155,5 +202,8 @@ def judge_paths(cfg: Mapping, checkpoint: Path, problems: Mapping, rows: list) -
         probs.setdefault(pid, []).append(x)
         cuts.setdefault(pid, []).append(c)
     threshold = accept_threshold(cfg)
-    return ({pid: ["accept" if x > threshold else "reject" for x in xs] for pid, xs in probs.items()},
-            probs, cuts)
+    return (
+        {pid: ["accept" if x > threshold else "reject" for x in xs] for pid, xs in probs.items()},
+        probs,
+        cuts,
+    )

@@ -10,6 +10,7 @@ job after logging the findings, so no claims are written from a leaking run (drr
 needs this job's output, and refuses a non-pass verdict itself too); `leak_check: report`
 writes the verdict and lets the run go on (the report shows it).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,15 +29,20 @@ def refuse(result: Mapping, mode: str, where: str) -> None:
     if mode not in MODES:
         raise ValueError(f"drr.leak_check: {mode!r} ({' | '.join(MODES)})")
     if mode == "fail" and result["verdict"] != "pass":
-        shown = "\n".join(f"  {f['file']}:{f['line']} {f['field']} {f['kind']}: {f['excerpt']!r}"
-                          for f in result["findings"][:20])
-        raise SystemExit(f"gold leak check: {result['verdict']} ({result['n_findings']} findings, "
-                         f"{result['n_unchecked']} unchecked records) in {where}; no claims are "
-                         f"written from this run (set drr.leak_check: report to only report)\n{shown}")
+        shown = "\n".join(
+            f"  {f['file']}:{f['line']} {f['field']} {f['kind']}: {f['excerpt']!r}"
+            for f in result["findings"][:20]
+        )
+        raise SystemExit(
+            f"gold leak check: {result['verdict']} ({result['n_findings']} findings, "
+            f"{result['n_unchecked']} unchecked records) in {where}; no claims are "
+            f"written from this run (set drr.leak_check: report to only report)\n{shown}"
+        )
 
 
 def run(cfg: Mapping, problem_files: list[Path], scan_files: list[Path], out: Path) -> dict:
     from retrace.drr.stages import _prov
+
     problems = [p for f in problem_files for p in data.read_problems(f)]
     result = leak.scan_files(scan_files, problems)
     result["files"] = [str(f) for f in scan_files]

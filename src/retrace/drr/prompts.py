@@ -9,6 +9,7 @@ Prompt wording lives in prompts/drr/*.j2. Choices are numbered from 0 because th
 prompts ask for "your choice (e.g., 0, 1, 2, etc)" (Appendix B); an answer is read as that
 0-based index, else as a bare choice letter, else as a choice's text.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,9 @@ from retrace.templates import render
 NOTA = "none of the above"  # the Abstain prompt's abstention answer (Appendix B)
 # The paper's output format "Answer: [...] Rationale: [...]" (Appendix B); models often put
 # them on separate lines or in markdown bold, hence the tolerance for * and whitespace.
-REPLY = re.compile(r"(?is)\**answer\**\s*:\**\s*(?P<answer>.*?)\s*(?:\**rationale\**\s*:\**\s*(?P<rationale>.*))?$")
+REPLY = re.compile(
+    r"(?is)\**answer\**\s*:\**\s*(?P<answer>.*?)\s*(?:\**rationale\**\s*:\**\s*(?P<rationale>.*))?$"
+)
 # Self-Critic asks for "a single number ... in the form (answer)" (Appendix B, after Huang et al.)
 PAREN_NUMBER = re.compile(r"\((\d{1,2})\)")
 
@@ -34,7 +37,7 @@ def question_text(problem: Problem) -> str:
 def system_prompt(turn: int, strategy: str) -> str:
     if strategy == "exploration":  # turn 1 mimics zero-shot; later turns explore (Appendix B)
         return render("drr/standard_qa.j2" if turn == 0 else "drr/exploration.j2")
-    if strategy == "gradual":      # "All turns use the Standard QA Prompt as a system prefix"
+    if strategy == "gradual":  # "All turns use the Standard QA Prompt as a system prefix"
         return render("drr/standard_qa_gpt.j2")
     raise ValueError(f"unknown strategy {strategy!r} (exploration | gradual)")
 
@@ -47,13 +50,16 @@ def context_text(context: Sequence[Mapping], strategy: str) -> str:
     return render(name, context=[{"answer": c["answer"], "rationale": c["rationale"]} for c in context])
 
 
-def turn_messages(problem: Problem, context: Sequence[Mapping], turn: int,
-                  strategy: str) -> tuple[Message, ...]:
+def turn_messages(
+    problem: Problem, context: Sequence[Mapping], turn: int, strategy: str
+) -> tuple[Message, ...]:
     """System prefix + user message (question, then the past attempts' environment messages)."""
     user = question_text(problem)
     env = context_text(context, strategy)
-    return (Message("system", system_prompt(turn, strategy)),
-            Message("user", f"{user}\n\n{env}" if env else user))
+    return (
+        Message("system", system_prompt(turn, strategy)),
+        Message("user", f"{user}\n\n{env}" if env else user),
+    )
 
 
 def abstain_messages(problem: Problem) -> tuple[Message, ...]:
@@ -62,9 +68,11 @@ def abstain_messages(problem: Problem) -> tuple[Message, ...]:
 
 def selfcritic_messages(problem: Problem, replies: Sequence[str]) -> tuple[Message, ...]:
     """Huang et al.'s three turns: answer, review, improve; `replies` are the model's so far."""
-    users = [render("drr/selfcritic_answer.j2", question=problem.question,
-                    choices=list(problem.choices or ())),
-             render("drr/selfcritic_review.j2"), render("drr/selfcritic_improve.j2")]
+    users = [
+        render("drr/selfcritic_answer.j2", question=problem.question, choices=list(problem.choices or ())),
+        render("drr/selfcritic_review.j2"),
+        render("drr/selfcritic_improve.j2"),
+    ]
     msgs = [Message("user", users[0])]
     for i, reply in enumerate(replies):
         msgs += [Message("assistant", reply), Message("user", users[i + 1])]
@@ -74,8 +82,10 @@ def selfcritic_messages(problem: Problem, replies: Sequence[str]) -> tuple[Messa
 # Without the requested format (small models drift): the rest of the line after "the answer
 # is" (lm-eval's CoT answer form, see tasks/_choice.py), else a first line that opens with a
 # choice number ("2. Dolphin").
-LOOSE = (re.compile(r"(?i)\banswer\s+(?:is|would\s+be)\s*:?[ \t]*([^\n]+)"),
-         re.compile(r"^\s*(\(?\d{1,2}[.)][ \t][^\n]*)"))
+LOOSE = (
+    re.compile(r"(?i)\banswer\s+(?:is|would\s+be)\s*:?[ \t]*([^\n]+)"),
+    re.compile(r"^\s*(\(?\d{1,2}[.)][ \t][^\n]*)"),
+)
 
 
 def split_reply(text: str) -> tuple[str, str]:
@@ -120,7 +130,7 @@ def answer_letter(answer: str, choices: Sequence[str]) -> str | None:
         i = int(m.group(1))
         return LETTERS[i] if i < len(choices) else None
     m = re.match(r"^\(?([A-Z])(?![A-Za-z])", a)
-    if m and m.group(1) in LETTERS[:len(choices)]:
+    if m and m.group(1) in LETTERS[: len(choices)]:
         return m.group(1)
     low = a.lower().rstrip(".")
     for i, c in enumerate(choices):

@@ -19,6 +19,7 @@ returned, whatever the other questions are doing, so one slow reply holds up onl
 question. A task builds each request from its own history only, so the requests (and cache
 keys) are those of a turn-by-turn batched loop; the results are returned in problem order.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
@@ -36,30 +37,47 @@ def turn_sampling(cfg: Mapping, turn: int, seed: int, problem_id: str) -> Sampli
         chosen = s["exploration_first"] if turn == 0 else s["exploration_later"]
     else:
         chosen = s["gradual"]
-    return Sampling(temperature=float(chosen["temperature"]), top_p=float(chosen["top_p"]),
-                    max_tokens=int(cfg["max_tokens"]), seed=derive_seed(seed, problem_id, turn))
+    return Sampling(
+        temperature=float(chosen["temperature"]),
+        top_p=float(chosen["top_p"]),
+        max_tokens=int(cfg["max_tokens"]),
+        seed=derive_seed(seed, problem_id, turn),
+    )
 
 
 def turn_record(problem: Problem, turn: int, messages, completion) -> dict:
     answer, rationale = prompts.split_reply(completion.text)
-    return {"turn": turn, "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "text": completion.text, "answer": answer, "rationale": rationale,
-            "letter": prompts.answer_letter(answer, problem.choices or ()),
-            "abstain": prompts.is_abstention(answer), "key": completion.key,
-            "cache_hit": completion.cache_hit, "prompt_tokens": completion.prompt_tokens,
-            "generated_tokens": completion.generated_tokens}
+    return {
+        "turn": turn,
+        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "text": completion.text,
+        "answer": answer,
+        "rationale": rationale,
+        "letter": prompts.answer_letter(answer, problem.choices or ()),
+        "abstain": prompts.is_abstention(answer),
+        "key": completion.key,
+        "cache_hit": completion.cache_hit,
+        "prompt_tokens": completion.prompt_tokens,
+        "generated_tokens": completion.generated_tokens,
+    }
 
 
 def turn_request(problem: Problem, turns: Sequence[dict], cfg: Mapping, seed: int) -> tuple[tuple, Request]:
     """(messages, request) of the problem's next turn, built from its own turns so far."""
     turn = len(turns)
     m = prompts.turn_messages(problem, turns, turn, cfg["strategy"])
-    return m, Request(messages=m, sampling=turn_sampling(cfg, turn, seed, problem.id),
-                      tag=f"{problem.id}#turn{turn}")
+    return m, Request(
+        messages=m, sampling=turn_sampling(cfg, turn, seed, problem.id), tag=f"{problem.id}#turn{turn}"
+    )
 
 
-def path_task(problem: Problem, cfg: Mapping, seed: int, max_turns: int,
-              stop: Callable[[Problem, dict], bool] | None = None) -> Task:
+def path_task(
+    problem: Problem,
+    cfg: Mapping,
+    seed: int,
+    max_turns: int,
+    stop: Callable[[Problem, dict], bool] | None = None,
+) -> Task:
     """One problem's rejection path as a scheduler task: turn after turn until `stop` says
     so after a turn, else `max_turns`; returns {"problem_id", "turns"}."""
     path = {"problem_id": problem.id, "turns": []}
@@ -72,8 +90,14 @@ def path_task(problem: Problem, cfg: Mapping, seed: int, max_turns: int,
     return path
 
 
-def rejection_paths(problems: Sequence[Problem], llm, cfg: Mapping, seed: int, max_turns: int,
-                    stop: Callable[[Problem, dict], bool] | None = None) -> dict[str, dict]:
+def rejection_paths(
+    problems: Sequence[Problem],
+    llm,
+    cfg: Mapping,
+    seed: int,
+    max_turns: int,
+    stop: Callable[[Problem, dict], bool] | None = None,
+) -> dict[str, dict]:
     """{problem id: {"problem_id", "turns": [...]}}; a question stops when `stop` says so
     after a turn (distillation: its answer was right), else after `max_turns`."""
     paths = llm.run_tasks([path_task(p, cfg, seed, max_turns, stop) for p in problems])
@@ -84,10 +108,16 @@ def abstain_request(problem: Problem, cfg: Mapping, seed: int) -> tuple[tuple, R
     """(messages, request) of the Abstain baseline: 'none of the above' allowed, T=0.1."""
     s = cfg["sampling"]["abstain"]
     m = prompts.abstain_messages(problem)
-    return m, Request(messages=m, sampling=Sampling(
-        temperature=float(s["temperature"]), top_p=float(s["top_p"]),
-        max_tokens=int(cfg["max_tokens"]), seed=derive_seed(seed, problem.id, 1000)),
-        tag=f"{problem.id}#abstain")
+    return m, Request(
+        messages=m,
+        sampling=Sampling(
+            temperature=float(s["temperature"]),
+            top_p=float(s["top_p"]),
+            max_tokens=int(cfg["max_tokens"]),
+            seed=derive_seed(seed, problem.id, 1000),
+        ),
+        tag=f"{problem.id}#abstain",
+    )
 
 
 def abstain_task(problem: Problem, cfg: Mapping, seed: int) -> Task:
@@ -102,15 +132,22 @@ def abstain_answers(problems: Sequence[Problem], llm, cfg: Mapping, seed: int) -
     return {p.id: rec for p, rec in zip(problems, records)}
 
 
-def selfcritic_request(problem: Problem, replies: Sequence[str], cfg: Mapping,
-                       seed: int) -> tuple[tuple, Request]:
+def selfcritic_request(
+    problem: Problem, replies: Sequence[str], cfg: Mapping, seed: int
+) -> tuple[tuple, Request]:
     """(messages, request) of step len(replies) of Huang et al.'s answer/review/improve loop, T=0."""
     s, step = cfg["sampling"]["selfcritic"], len(replies)
     m = prompts.selfcritic_messages(problem, replies)
-    return m, Request(messages=m, sampling=Sampling(
-        temperature=float(s["temperature"]), top_p=float(s["top_p"]),
-        max_tokens=int(cfg["max_tokens"]), seed=derive_seed(seed, problem.id, 2000 + step)),
-        tag=f"{problem.id}#selfcritic{step}")
+    return m, Request(
+        messages=m,
+        sampling=Sampling(
+            temperature=float(s["temperature"]),
+            top_p=float(s["top_p"]),
+            max_tokens=int(cfg["max_tokens"]),
+            seed=derive_seed(seed, problem.id, 2000 + step),
+        ),
+        tag=f"{problem.id}#selfcritic{step}",
+    )
 
 
 def selfcritic_task(problem: Problem, cfg: Mapping, seed: int) -> Task:
@@ -121,13 +158,23 @@ def selfcritic_task(problem: Problem, cfg: Mapping, seed: int) -> Task:
     for step in range(3):
         m, request = selfcritic_request(problem, replies, cfg, seed)
         c = yield request
-        steps.append({"step": step, "messages": [{"role": x.role, "content": x.content} for x in m],
-                      "text": c.text, "key": c.key, "cache_hit": c.cache_hit,
-                      "generated_tokens": c.generated_tokens})
+        steps.append(
+            {
+                "step": step,
+                "messages": [{"role": x.role, "content": x.content} for x in m],
+                "text": c.text,
+                "key": c.key,
+                "cache_hit": c.cache_hit,
+                "generated_tokens": c.generated_tokens,
+            }
+        )
         replies.append(c.text)
     choices = problem.choices or ()
-    return {"steps": steps, "initial_letter": prompts.selfcritic_letter(replies[0], choices),
-            "letter": prompts.selfcritic_letter(replies[2], choices)}
+    return {
+        "steps": steps,
+        "initial_letter": prompts.selfcritic_letter(replies[0], choices),
+        "letter": prompts.selfcritic_letter(replies[2], choices),
+    }
 
 
 def selfcritic_answers(problems: Sequence[Problem], llm, cfg: Mapping, seed: int) -> dict[str, dict]:
@@ -144,9 +191,11 @@ def eval_generations(problems: Sequence[Problem], llm, cfg: Mapping, seed: int, 
     Returns (paths, abstain, critic), each {problem id: ...} in problem order."""
     # In this order a synchronous engine's waves are the old rounds, request for request
     # (path turn r of every question, their Abstain answers at r = 0, Self-Critic step r).
-    tasks = ([path_task(p, cfg, seed, max_turns) for p in problems]
-             + [abstain_task(p, cfg, seed) for p in problems]
-             + [selfcritic_task(p, cfg, seed) for p in problems])
+    tasks = (
+        [path_task(p, cfg, seed, max_turns) for p in problems]
+        + [abstain_task(p, cfg, seed) for p in problems]
+        + [selfcritic_task(p, cfg, seed) for p in problems]
+    )
     done, n = llm.run_tasks(tasks), len(problems)
-    per_problem = lambda part: {p.id: r for p, r in zip(problems, done[part * n:(part + 1) * n])}
+    per_problem = lambda part: {p.id: r for p, r in zip(problems, done[part * n : (part + 1) * n])}
     return per_problem(0), per_problem(1), per_problem(2)

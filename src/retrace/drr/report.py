@@ -7,6 +7,7 @@ Episode files are named results/drr/<model>/<backend>/eval/<dataset>/seed<s>/epi
 and train metrics results/drr/<model>/<backend>/dm/seed<s>/<variant>/train.json; the parts
 of those paths say which run a file belongs to.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,19 +22,45 @@ from retrace.scoring import drr_metrics
 from retrace.scoring.claims import claim_row, write_claims_csv
 
 # (claim, method, baseline, metric, k): metric as drr_metrics.per_question names it.
-CLAIMS = [(f"DRR beats {name} on {label}", "drr", base, metric, k)
-          for metric, k, label in (("accuracy", 1, "accuracy"), ("fs", 1, "FS(1)"), ("fs", 3, "FS(3)"))
-          for base, name in (("cot", "CoT"), ("abstain", "Abstain"), ("selfcritic", "Self-Critic"))]
-CLAIMS += [("DRR beats SFT-LoRA on accuracy", "drr", "sft_lora", "accuracy", 1),
-           ("DRR beats SFT-LoRA on FS(3)", "drr", "sft_lora", "fs", 3)]
-CLAIMS += [("DRR's Acc(D) above Abstain", "drr", "abstain", "acc_d", 1),
-           ("DRR's Acc(D) above Self-Critic", "drr", "selfcritic", "acc_d", 1),
-           ("self-critique does not beat CoT (CoT minus Self-Critic; Huang et al.)", "cot", "selfcritic", "accuracy", 1),
-           ("real DM beats shuffled-label DM on accuracy", "drr", "drr_shuffled", "accuracy", 1),
-           ("real DM beats shuffled-label DM on FS(3)", "drr", "drr_shuffled", "fs", 3)]
-COLUMNS = ["model", "dataset", "seed", "method", "n", "acc (abstain = wrong) %",
-           "acc (abstain = last attempt) %", "abstain %", "FS(1)", "FS(3)", "Acc(D)",
-           "DM precision", "DM recall", "DM FPR", "mean turns"]
+CLAIMS = [
+    (f"DRR beats {name} on {label}", "drr", base, metric, k)
+    for metric, k, label in (("accuracy", 1, "accuracy"), ("fs", 1, "FS(1)"), ("fs", 3, "FS(3)"))
+    for base, name in (("cot", "CoT"), ("abstain", "Abstain"), ("selfcritic", "Self-Critic"))
+]
+CLAIMS += [
+    ("DRR beats SFT-LoRA on accuracy", "drr", "sft_lora", "accuracy", 1),
+    ("DRR beats SFT-LoRA on FS(3)", "drr", "sft_lora", "fs", 3),
+]
+CLAIMS += [
+    ("DRR's Acc(D) above Abstain", "drr", "abstain", "acc_d", 1),
+    ("DRR's Acc(D) above Self-Critic", "drr", "selfcritic", "acc_d", 1),
+    (
+        "self-critique does not beat CoT (CoT minus Self-Critic; Huang et al.)",
+        "cot",
+        "selfcritic",
+        "accuracy",
+        1,
+    ),
+    ("real DM beats shuffled-label DM on accuracy", "drr", "drr_shuffled", "accuracy", 1),
+    ("real DM beats shuffled-label DM on FS(3)", "drr", "drr_shuffled", "fs", 3),
+]
+COLUMNS = [
+    "model",
+    "dataset",
+    "seed",
+    "method",
+    "n",
+    "acc (abstain = wrong) %",
+    "acc (abstain = last attempt) %",
+    "abstain %",
+    "FS(1)",
+    "FS(3)",
+    "Acc(D)",
+    "DM precision",
+    "DM recall",
+    "DM FPR",
+    "mean turns",
+]
 
 
 def run_of(path: Path, marker: str) -> tuple[str, str, str, str, str]:
@@ -54,21 +81,36 @@ def decision_view(eps: list) -> list:
     whatever Acc/FS score it as. Figure 2 needs this: Abstain (Llama3) has Acc(D) 67.2 against
     Acc 66.5 overall, so some NOTA answers counted as right abstain decisions."""
     from retrace.drr.episodes import nota_reading
+
     return [nota_reading(e, "abstain") for e in eps]
 
 
 def metrics_row(model, dataset, seed, method, eps) -> list:
     s = {**drr_metrics.drr_summary(eps), "acc_d": drr_metrics.critic_decision_accuracy(decision_view(eps))}
-    return [model, dataset, seed, method, s["n_questions"], _r(s["accuracy_abstain_as_wrong"]),
-            _r(s["accuracy_abstain_as_last_attempt"]), _r(s["abstention_rate"]), _r(s["fs_1"]),
-            _r(s["fs_3"]), _r(s["acc_d"]), _r(s["dm_precision_accept"], 3), _r(s["dm_recall_accept"], 3),
-            _r(s["dm_false_positive_rate"], 3), _r(sum(len(e["turns"]) for e in eps) / max(1, len(eps)), 2)]
+    return [
+        model,
+        dataset,
+        seed,
+        method,
+        s["n_questions"],
+        _r(s["accuracy_abstain_as_wrong"]),
+        _r(s["accuracy_abstain_as_last_attempt"]),
+        _r(s["abstention_rate"]),
+        _r(s["fs_1"]),
+        _r(s["fs_3"]),
+        _r(s["acc_d"]),
+        _r(s["dm_precision_accept"], 3),
+        _r(s["dm_recall_accept"], 3),
+        _r(s["dm_false_positive_rate"], 3),
+        _r(sum(len(e["turns"]) for e in eps) / max(1, len(eps)), 2),
+    ]
 
 
 def nota_variant(eps: list, method: str, nota: str) -> tuple[str, list] | None:
     """(label, episodes) of the other "none of the above" reading, for the Abstain baseline and
     any method that ended an episode on NOTA; None otherwise (drr/episodes.py)."""
     from retrace.drr.episodes import NOTA_READINGS, nota_reading
+
     if method != "abstain" and not any(e["turns"] and e["turns"][-1].get("abstain") for e in eps):
         return None
     other = next(r for r in NOTA_READINGS if r != nota)
@@ -86,9 +128,21 @@ def claims(runs: Mapping, hashes: Mapping) -> list[dict]:
             view = decision_view if metric == "acc_d" else list
             ra = [drr_metrics.per_question(view(e), metric, k) for e in methods[a]]
             rb = [drr_metrics.per_question(view(e), metric, k) for e in methods[b]]
-            row = claim_row(claim, model, dataset, a, b, ra, rb,
-                            evidence=hashes[(model, dataset)][a] + hashes[(model, dataset)][b])
-            unit = {"accuracy": "0/1 correct", "fs": f"FS points (+1/0/-{k:g})", "acc_d": "0/1 right decision"}[metric]
+            row = claim_row(
+                claim,
+                model,
+                dataset,
+                a,
+                b,
+                ra,
+                rb,
+                evidence=hashes[(model, dataset)][a] + hashes[(model, dataset)][b],
+            )
+            unit = {
+                "accuracy": "0/1 correct",
+                "fs": f"FS points (+1/0/-{k:g})",
+                "acc_d": "0/1 right decision",
+            }[metric]
             row["note"] = "; ".join(filter(None, [row["note"], f"per-question {unit}"]))
             rows.append(row)
     return rows
@@ -98,16 +152,22 @@ def falsifier_notes(rows: list[dict]) -> list[str]:
     notes = []
     for r in rows:
         if r["baseline"] == "drr_shuffled":
-            what = ("the real DM beats the shuffled-label DM beyond its CI" if r["verdict"] == "supported"
-                    else "the real DM does NOT beat the shuffled-label DM beyond its CI: the gain is not "
-                         "shown to come from learned behaviour")
-            notes.append(f"{r['model']} / {r['dataset']}: {r['claim']}: Δ = {r['delta']:.3f} "
-                         f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}], {r['verdict']} — {what}.")
+            what = (
+                "the real DM beats the shuffled-label DM beyond its CI"
+                if r["verdict"] == "supported"
+                else "the real DM does NOT beat the shuffled-label DM beyond its CI: the gain is not "
+                "shown to come from learned behaviour"
+            )
+            notes.append(
+                f"{r['model']} / {r['dataset']}: {r['claim']}: Δ = {r['delta']:.3f} "
+                f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}], {r['verdict']} — {what}."
+            )
     return notes
 
 
 def loss_plot(train_files: list[Path], out_png: Path) -> Path:
     from retrace.report.plots import _figure, save_png
+
     fig, axes = _figure(1, 6.0, 3.6)
     for f in train_files:
         model, _, _, seed, variant = run_of(f, "dm")
@@ -127,67 +187,146 @@ def train_table(train_files: list[Path], notes: list[str]) -> dict:
         m = json.loads(Path(f).read_text())
         dev = m.get("dev") or {}
         if m.get("degenerate"):
-            notes.append(f"{model} seed {seed} {variant} DM: {m['degenerate']}; its head is untrained, "
-                         "so its decisions are arbitrary.")
+            notes.append(
+                f"{model} seed {seed} {variant} DM: {m['degenerate']}; its head is untrained, "
+                "so its decisions are arbitrary."
+            )
         cut = m.get("truncation") or {}
-        rows.append([model, seed, variant, f"{m['weights']['1']:g}:{m['weights']['0']:g}", m["n_train"],
-                     m["n_dev"], _r(dev.get("accuracy"), 3), _r(dev.get("precision_accept"), 3),
-                     _r(dev.get("recall_accept"), 3), _r(m["loss"][-1] if m["loss"] else None, 4),
-                     cut.get("rows_cut"), cut.get("rows_judged_cut")])
+        rows.append(
+            [
+                model,
+                seed,
+                variant,
+                f"{m['weights']['1']:g}:{m['weights']['0']:g}",
+                m["n_train"],
+                m["n_dev"],
+                _r(dev.get("accuracy"), 3),
+                _r(dev.get("precision_accept"), 3),
+                _r(dev.get("recall_accept"), 3),
+                _r(m["loss"][-1] if m["loss"] else None, 4),
+                cut.get("rows_cut"),
+                cut.get("rows_judged_cut"),
+            ]
+        )
         prov.append(sha256_file(prov_path(f)))
-    return {"caption": "Discriminator training (dev split grouped by question id; dev labels are never shuffled)",
-            "columns": ["model", "seed", "variant", "w_accept:w_reject", "train rows", "dev rows",
-                        "dev accuracy", "dev precision (Accept)", "dev recall (Accept)", "final train loss",
-                        "train rows cut to max_length", "of them with the judged answer/rationale cut"],
-            "rows": rows, "prov": prov}
+    return {
+        "caption": "Discriminator training (dev split grouped by question id; dev labels are never shuffled)",
+        "columns": [
+            "model",
+            "seed",
+            "variant",
+            "w_accept:w_reject",
+            "train rows",
+            "dev rows",
+            "dev accuracy",
+            "dev precision (Accept)",
+            "dev recall (Accept)",
+            "final train loss",
+            "train rows cut to max_length",
+            "of them with the judged answer/rationale cut",
+        ],
+        "rows": rows,
+        "prov": prov,
+    }
 
 
 def _fpr(eps) -> float | None:
     return drr_metrics.discriminator_stats(eps)["false_positive_rate"] if eps else None
 
 
-def weighting_table(runs: Mapping, seeds: Mapping, hashes: Mapping, train_files: list[Path],
-                    cfg: Mapping) -> dict:
+def weighting_table(
+    runs: Mapping, seeds: Mapping, hashes: Mapping, train_files: list[Path], cfg: Mapping
+) -> dict:
     """The weighted (w_accept:w_reject = r:1) and unweighted DMs' false-positive rates side by
     side, on the dev rows and on the evaluation turns, with the P(correct) threshold each
     weighting implies (dataset.implied_accept_threshold)."""
     from retrace.discriminator.dataset import implied_accept_threshold
+
     ratio, t = float(cfg["dm"]["accept_weight_ratio"]), float(cfg["dm"].get("accept_threshold", 0.5))
     dev = {}
     for f in train_files:
         model, _, _, seed, variant = run_of(f, "dm")
-        dev[(model, seed, variant)] = (json.loads(Path(f).read_text()).get("dev") or {}).get("false_positive_rate")
+        dev[(model, seed, variant)] = (json.loads(Path(f).read_text()).get("dev") or {}).get(
+            "false_positive_rate"
+        )
     rows, prov = [], []
     for (model, dataset), methods in sorted(runs.items()):
-        unweighted = dict(zip(seeds[(model, dataset)].get("drr_unweighted", []), methods.get("drr_unweighted", [])))
-        for seed, w_eps, h in zip(seeds[(model, dataset)].get("drr", []), methods.get("drr", []),
-                                  hashes[(model, dataset)].get("drr", [])):
+        unweighted = dict(
+            zip(seeds[(model, dataset)].get("drr_unweighted", []), methods.get("drr_unweighted", []))
+        )
+        for seed, w_eps, h in zip(
+            seeds[(model, dataset)].get("drr", []),
+            methods.get("drr", []),
+            hashes[(model, dataset)].get("drr", []),
+        ):
             u_eps = unweighted.get(seed)
             prov.append(h)
-            rows.append([model, dataset, seed, _r(implied_accept_threshold(ratio, t), 3), _r(_fpr(w_eps), 3),
-                         _r(implied_accept_threshold(1.0, t), 3), _r(_fpr(u_eps), 3),
-                         _r(dev.get((model, seed, "weighted")), 3), _r(dev.get((model, seed, "unweighted")), 3)])
-    return {"caption": (f"Accept weighting: the {ratio:g}:1 DM (Section 4.2, as printed) against the 1:1 DM. "
-                        f"Accepting at P(Accept) > {t:g}, a {ratio:g}:1 weight on 1:1 downsampled rows accepts "
-                        "when P(correct) exceeds the implied threshold (lower = more lenient); FPR = share of "
-                        "wrong answers accepted"),
-            "columns": ["model", "dataset", "seed", f"{ratio:g}:1 implied P(correct) threshold",
-                        f"{ratio:g}:1 FPR (eval turns)", "1:1 implied P(correct) threshold",
-                        "1:1 FPR (eval turns)", f"{ratio:g}:1 FPR (dev rows)", "1:1 FPR (dev rows)"],
-            "rows": rows, "prov": prov}
+            rows.append(
+                [
+                    model,
+                    dataset,
+                    seed,
+                    _r(implied_accept_threshold(ratio, t), 3),
+                    _r(_fpr(w_eps), 3),
+                    _r(implied_accept_threshold(1.0, t), 3),
+                    _r(_fpr(u_eps), 3),
+                    _r(dev.get((model, seed, "weighted")), 3),
+                    _r(dev.get((model, seed, "unweighted")), 3),
+                ]
+            )
+    return {
+        "caption": (
+            f"Accept weighting: the {ratio:g}:1 DM (Section 4.2, as printed) against the 1:1 DM. "
+            f"Accepting at P(Accept) > {t:g}, a {ratio:g}:1 weight on 1:1 downsampled rows accepts "
+            "when P(correct) exceeds the implied threshold (lower = more lenient); FPR = share of "
+            "wrong answers accepted"
+        ),
+        "columns": [
+            "model",
+            "dataset",
+            "seed",
+            f"{ratio:g}:1 implied P(correct) threshold",
+            f"{ratio:g}:1 FPR (eval turns)",
+            "1:1 implied P(correct) threshold",
+            "1:1 FPR (eval turns)",
+            f"{ratio:g}:1 FPR (dev rows)",
+            "1:1 FPR (dev rows)",
+        ],
+        "rows": rows,
+        "prov": prov,
+    }
 
 
 def leak_table(leak: dict, leak_file: Path) -> dict:
-    return {"caption": "Gold-leak check over every stored prompt and DM row (discriminator/leak.py)",
-            "columns": ["verdict", "records scanned", "findings", "rows with findings", "by kind", "unchecked"],
-            "rows": [[leak["verdict"], leak["n_records"], leak["n_findings"], leak["n_rows_with_findings"],
-                      json.dumps(leak["by_kind"]), leak["n_unchecked"]]],
-            "prov": [sha256_file(prov_path(leak_file))]}
+    return {
+        "caption": "Gold-leak check over every stored prompt and DM row (discriminator/leak.py)",
+        "columns": ["verdict", "records scanned", "findings", "rows with findings", "by kind", "unchecked"],
+        "rows": [
+            [
+                leak["verdict"],
+                leak["n_records"],
+                leak["n_findings"],
+                leak["n_rows_with_findings"],
+                json.dumps(leak["by_kind"]),
+                leak["n_unchecked"],
+            ]
+        ],
+        "prov": [sha256_file(prov_path(leak_file))],
+    }
 
 
-def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], question_files: list[Path],
-              leak_file: Path, claims_out: Path, section_out: Path, plot_out: Path) -> dict:
+def summarise(
+    cfg: Mapping,
+    episode_files: list[Path],
+    train_files: list[Path],
+    question_files: list[Path],
+    leak_file: Path,
+    claims_out: Path,
+    section_out: Path,
+    plot_out: Path,
+) -> dict:
     from retrace.drr.stages import _prov
+
     runs: dict = defaultdict(lambda: defaultdict(list))
     hashes: dict = defaultdict(lambda: defaultdict(list))
     seeds: dict = defaultdict(lambda: defaultdict(list))
@@ -207,6 +346,7 @@ def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], 
             table_prov.append(h)
     leak = json.loads(Path(leak_file).read_text())
     from retrace.drr.leakcheck import refuse
+
     refuse(leak, cfg["leak_check"], str(leak_file))  # no claims from a leaking run
     rows = claims(runs, hashes)
     write_claims_csv(rows, claims_out)
@@ -215,40 +355,60 @@ def summarise(cfg: Mapping, episode_files: list[Path], train_files: list[Path], 
     split_notes = sorted({load(q)["split"]["note"] for q in question_files})
     section = {
         "title": "DRR: discriminator-guided reasoning",
-        "intro": ("Distillation-Reinforcement-Reasoning (drr.paper.txt): the reasoner's own accept/reject "
-                  "behaviour on training questions (Algorithm 1) trains a small discriminator that then "
-                  "stops or re-prompts the reasoner at inference. All methods share the reasoner and the "
-                  "questions; CoT is the first DRR turn (Appendix B); always-accept/always-reject and a "
-                  "DM trained on shuffled labels are falsifiers judged over the same stored turns. "
-                  f"Gold-leak check: {leak['verdict'].upper()}."),
-        "tables": [{"caption": "Methods on the evaluation questions (FS(k): +1 correct, -k wrong, 0 abstain, "
-                               "percent; Acc(D): critic-decision accuracy; DM columns over all judged turns)",
-                    "columns": COLUMNS, "rows": table, "prov": table_prov},
-                   train_table(train_files, dm_notes), weighting_table(runs, seeds, hashes, train_files, cfg),
-                   leak_table(leak, leak_file)],
+        "intro": (
+            "Distillation-Reinforcement-Reasoning (drr.paper.txt): the reasoner's own accept/reject "
+            "behaviour on training questions (Algorithm 1) trains a small discriminator that then "
+            "stops or re-prompts the reasoner at inference. All methods share the reasoner and the "
+            "questions; CoT is the first DRR turn (Appendix B); always-accept/always-reject and a "
+            "DM trained on shuffled labels are falsifiers judged over the same stored turns. "
+            f"Gold-leak check: {leak['verdict'].upper()}."
+        ),
+        "tables": [
+            {
+                "caption": "Methods on the evaluation questions (FS(k): +1 correct, -k wrong, 0 abstain, "
+                "percent; Acc(D): critic-decision accuracy; DM columns over all judged turns)",
+                "columns": COLUMNS,
+                "rows": table,
+                "prov": table_prov,
+            },
+            train_table(train_files, dm_notes),
+            weighting_table(runs, seeds, hashes, train_files, cfg),
+            leak_table(leak, leak_file),
+        ],
         "images": [str(plot_out)],
-        "notes": split_notes + dm_notes + falsifier_notes(rows) + [
-            ("A final 'none of the above' answer is scored as "
-             + ("WRONG (as Table 1's Abstain rows imply: their FS(1) = 2·Acc − 100 and FS(3) = 4·Acc − 300, "
-                "i.e. no abstentions); rows labelled [NOTA = abstention] show the abstention reading."
-                if cfg["nota"] == "wrong" else
-                "an ABSTENTION (drr.nota: abstain; Table 1's Abstain rows imply it was scored as wrong); "
-                "rows labelled [NOTA = wrong] show the paper's reading.")
-             + " Claims use the configured reading. Acc(D) always counts a NOTA as a decision to abstain "
-               "(Figure 2: Abstain's Acc(D) exceeds its Acc)."),
-            (f"Accept weight: w_accept = {cfg['dm']['accept_weight_ratio']:g} x w_reject as Section 4.2 prints it, "
-             f"accepting at P(Accept) > {cfg['dm'].get('accept_threshold', 0.5):g}. On 1:1 downsampled rows "
-             "this accepts when P(correct) exceeds the 'implied threshold' of the weighting table (0.25 for 3:1 "
-             "at 0.5), more lenient than the unweighted DM, not the stricter acceptance Sections 3.2 and 6 "
-             "intend; the table gives both weightings' false-positive rates side by side "
-             "(discriminator/dataset.implied_accept_threshold)."),
+        "notes": split_notes
+        + dm_notes
+        + falsifier_notes(rows)
+        + [
+            (
+                "A final 'none of the above' answer is scored as "
+                + (
+                    "WRONG (as Table 1's Abstain rows imply: their FS(1) = 2·Acc − 100 and FS(3) = 4·Acc − 300, "
+                    "i.e. no abstentions); rows labelled [NOTA = abstention] show the abstention reading."
+                    if cfg["nota"] == "wrong"
+                    else "an ABSTENTION (drr.nota: abstain; Table 1's Abstain rows imply it was scored as wrong); "
+                    "rows labelled [NOTA = wrong] show the paper's reading."
+                )
+                + " Claims use the configured reading. Acc(D) always counts a NOTA as a decision to abstain "
+                "(Figure 2: Abstain's Acc(D) exceeds its Acc)."
+            ),
+            (
+                f"Accept weight: w_accept = {cfg['dm']['accept_weight_ratio']:g} x w_reject as Section 4.2 prints it, "
+                f"accepting at P(Accept) > {cfg['dm'].get('accept_threshold', 0.5):g}. On 1:1 downsampled rows "
+                "this accepts when P(correct) exceeds the 'implied threshold' of the weighting table (0.25 for 3:1 "
+                "at 0.5), more lenient than the unweighted DM, not the stricter acceptance Sections 3.2 and 6 "
+                "intend; the table gives both weightings' false-positive rates side by side "
+                "(discriminator/dataset.implied_accept_threshold)."
+            ),
             "Accuracy is reported twice, labelled: abstentions scored as wrong (Section 6) and as what "
             "the last attempt answered (consistent with Table 1's DRR rows; scoring/drr_metrics.py).",
             "always_accept gives CoT's answers with the judge's Acc(D) rule; always_reject abstains on "
             "every question (FS = 0 by construction).",
             "The leak scanner cannot see paraphrased golds or leaks through labels/ordering (see "
             "discriminator/leak.py); the reasoner's own answers echoed in re-prompts are trusted.",
-            "Claims with fewer than 10 questions are inconclusive by rule (scoring/claims.py)."]}
+            "Claims with fewer than 10 questions are inconclusive by rule (scoring/claims.py).",
+        ],
+    }
     write_json(section_out, section)
     inputs = list(episode_files) + list(train_files) + list(question_files) + [leak_file]
     for out in (claims_out, plot_out, section_out):

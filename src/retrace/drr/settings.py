@@ -1,11 +1,12 @@
 """The DRR block of an experiment: config/drr/defaults.yaml overlaid by `drr:`, and rerun keys.
 
-    cfg = settings.load(experiment["drr"])        # unknown keys -> ValueError naming them
-    settings.entries(cfg)                         # [{"name", "train"|None}, ...]
-    settings.stage_key("distil", cfg)             # hash of config slice + sources + templates
-    settings.dm_resources(cfg)                    # {"gpu", "mem_mb", "gpu_mem_mb"} of a DM job
-    settings.reasoner_resources(cfg, model)       # {"gpu", "mem_mb"} of a distil/generate job
+cfg = settings.load(experiment["drr"])        # unknown keys -> ValueError naming them
+settings.entries(cfg)                         # [{"name", "train"|None}, ...]
+settings.stage_key("distil", cfg)             # hash of config slice + sources + templates
+settings.dm_resources(cfg)                    # {"gpu", "mem_mb", "gpu_mem_mb"} of a DM job
+settings.reasoner_resources(cfg, model)       # {"gpu", "mem_mb"} of a distil/generate job
 """
+
 from __future__ import annotations
 
 import copy
@@ -19,8 +20,17 @@ from retrace.yamlfile import load_yaml
 PKG = Path(__file__).resolve().parents[1]
 DEFAULTS = PKG.parents[1] / "config" / "drr" / "defaults.yaml"
 COMMON = ["records.py", "hashing.py", "atomic.py", "drr/settings.py", "drr/stages.py"]
-LLM = ["llm.py", "scheduler.py", "cache.py", "templates.py", "backends/base.py", "methods/base.py",
-       "drr/prompts.py", "drr/reasoner.py", "discriminator/loop.py"]
+LLM = [
+    "llm.py",
+    "scheduler.py",
+    "cache.py",
+    "templates.py",
+    "backends/base.py",
+    "methods/base.py",
+    "drr/prompts.py",
+    "drr/reasoner.py",
+    "discriminator/loop.py",
+]
 DM = ["drr/dm.py", "discriminator/dataset.py", "drr/prompts.py", "templates.py"]
 STAGE_FILES = {
     "questions": ["data.py", "discriminator/dataset.py"],
@@ -31,18 +41,36 @@ STAGE_FILES = {
     "infer": DM + ["drr/episodes.py", "discriminator/loop.py", "scoring/drr_metrics.py"],
     "leakcheck": ["discriminator/leak.py", "discriminator/dataset.py", "drr/leakcheck.py"],
     "sft": ["drr/sft.py", "drr/prompts.py", "drr/dm.py", "data.py", "templates.py"],
-    "summarise": ["scoring/drr_metrics.py", "scoring/claims.py", "scoring/stats.py", "drr/report.py",
-                  "report/plots.py", "drr/episodes.py", "drr/leakcheck.py", "discriminator/dataset.py"],
+    "summarise": [
+        "scoring/drr_metrics.py",
+        "scoring/claims.py",
+        "scoring/stats.py",
+        "drr/report.py",
+        "report/plots.py",
+        "drr/episodes.py",
+        "drr/leakcheck.py",
+        "discriminator/dataset.py",
+    ],
 }
 TEMPLATES = {  # prompt files each stage reads (a template edit reruns exactly these)
-    "distil": ["standard_qa.j2", "standard_qa_gpt.j2", "exploration.j2", "question.j2",
-               "env_exploration.j2", "env_gradual.j2"],
+    "distil": [
+        "standard_qa.j2",
+        "standard_qa_gpt.j2",
+        "exploration.j2",
+        "question.j2",
+        "env_exploration.j2",
+        "env_gradual.j2",
+    ],
     "train": ["dm_instruction.j2"],
     "sft": ["standard_qa.j2", "question.j2"],
     "infer": ["dm_instruction.j2"],
 }
-TEMPLATES["generate"] = TEMPLATES["distil"] + ["abstain_qa.j2", "selfcritic_answer.j2",
-                                               "selfcritic_review.j2", "selfcritic_improve.j2"]
+TEMPLATES["generate"] = TEMPLATES["distil"] + [
+    "abstain_qa.j2",
+    "selfcritic_answer.j2",
+    "selfcritic_review.j2",
+    "selfcritic_improve.j2",
+]
 # The config keys each stage's output depends on (engine settings are not among them).
 SLICES = {
     "questions": ("train_fraction", "split_seed"),
@@ -84,8 +112,10 @@ def load(block: dict | None, where: str = "drr") -> dict:
         raise ValueError(f"{where}.backbone: {cfg['backbone']!r} not in backbones {sorted(cfg['backbones'])}")
     spec = cfg["backbones"][cfg["backbone"]]
     if spec.get("source") == "hub" and not re.fullmatch(r"[0-9a-f]{40}", str(spec.get("revision", ""))):
-        raise ValueError(f"{where}.backbones.{cfg['backbone']}.revision: {spec.get('revision')!r} is not a "
-                         "pinned hub commit (40 hex digits); a moving branch makes the DM unreproducible")
+        raise ValueError(
+            f"{where}.backbones.{cfg['backbone']}.revision: {spec.get('revision')!r} is not a "
+            "pinned hub commit (40 hex digits); a moving branch makes the DM unreproducible"
+        )
     bad = set(cfg["variants"]) - {"weighted", "unweighted", "shuffled"}
     if bad or "weighted" not in cfg["variants"]:
         raise ValueError(f"{where}.variants: need 'weighted'; unknown {sorted(bad)}")
@@ -93,8 +123,10 @@ def load(block: dict | None, where: str = "drr") -> dict:
         raise ValueError(f"{where}.dm.device: {cfg['dm']['device']!r} (auto | cpu | cuda)")
     sft = cfg["sft_lora"]
     if sft["enabled"] and not sft.get("hf_model"):
-        raise ValueError(f"{where}.sft_lora.enabled needs sft_lora.hf_model (the reasoner's HF weights: "
-                         "a hub id at a pinned revision, or a local folder)")
+        raise ValueError(
+            f"{where}.sft_lora.enabled needs sft_lora.hf_model (the reasoner's HF weights: "
+            "a hub id at a pinned revision, or a local folder)"
+        )
     if cfg["nota"] not in ("wrong", "abstain"):
         raise ValueError(f"{where}.nota: {cfg['nota']!r} (wrong | abstain)")
     if cfg["leak_check"] not in ("fail", "report"):
@@ -107,6 +139,7 @@ def methods(cfg: dict) -> list[str]:
     """The DRR methods an experiment reports: the DM methods of its variants, the judge-free
     baselines and falsifiers (all from `drr infer`), and SFT-LoRA when it is enabled (`drr sft`)."""
     from retrace.drr.episodes import DM_METHODS, METHODS
+
     out = [m for m in METHODS if DM_METHODS.get(m, "weighted") in cfg["variants"]]
     return out + (["sft_lora"] if cfg["sft_lora"]["enabled"] else [])
 
@@ -135,6 +168,7 @@ def config_slice(stage: str, cfg: dict) -> dict:
 
 def stage_files(stage: str) -> list[Path]:
     from retrace.templates import PROMPTS_DIR
+
     files = [PKG / f for f in COMMON + STAGE_FILES[stage]]
     files += [PROMPTS_DIR / "drr" / t for t in TEMPLATES.get(stage, ())]
     return [f for f in files if f.exists()]
@@ -142,8 +176,9 @@ def stage_files(stage: str) -> list[Path]:
 
 def stage_key(stage: str, cfg: dict, **extra) -> str:
     """Rerun key of a DRR stage: config slice + its source files + the templates it reads."""
-    return sha256_json({"config": config_slice(stage, cfg), "extra": extra,
-                        "code": hash_sources(sorted(stage_files(stage)))})
+    return sha256_json(
+        {"config": config_slice(stage, cfg), "extra": extra, "code": hash_sources(sorted(stage_files(stage)))}
+    )
 
 
 # Bytes per DM parameter: fp32 weights as loaded; training adds fp32 gradients and Adam's two
@@ -159,8 +194,11 @@ def dm_resources(cfg: dict, training: bool = True) -> dict:
     state_mb = params * (DM_TRAIN_BYTES if training else DM_BYTES) / 1e6
     on_gpu = cfg["dm"]["device"] == "cuda"
     host_mb = params * DM_BYTES / 1e6 * 1.5 if on_gpu else state_mb * 1.25
-    return {"gpu": int(on_gpu), "mem_mb": max(2000, math.ceil(host_mb) + 2000),
-            "gpu_mem_mb": math.ceil(state_mb * 1.25) + 1024 if on_gpu else 0}
+    return {
+        "gpu": int(on_gpu),
+        "mem_mb": max(2000, math.ceil(host_mb) + 2000),
+        "gpu_mem_mb": math.ceil(state_mb * 1.25) + 1024 if on_gpu else 0,
+    }
 
 
 def reasoner_resources(cfg: dict, model: str) -> dict:
@@ -168,5 +206,6 @@ def reasoner_resources(cfg: dict, model: str) -> dict:
     sizing of the model on the DRR block's backend."""
     from retrace import cluster
     from retrace.config import compose
+
     job = compose({"model": model, "backend": cfg["backend"]})
     return {"gpu": cluster.gpus(job), "mem_mb": cluster.mem_mb(job)}

@@ -15,6 +15,7 @@ fine-tuning); these examples are training data, never prompts, so the leak check
 apply to them. The paper does not print its SFT target format; here it is the Standard QA
 Prompt's own format with the gold index and no rationale.
 """
+
 from __future__ import annotations
 
 import random
@@ -27,7 +28,9 @@ from retrace.tasks.base import LETTERS
 
 def prompt_text(problem: Problem, tokenizer) -> str:
     """The Standard QA prompt as the causal LM sees it (its chat template when it has one)."""
-    msgs = [{"role": m.role, "content": m.content} for m in prompts.turn_messages(problem, [], 0, "exploration")]
+    msgs = [
+        {"role": m.role, "content": m.content} for m in prompts.turn_messages(problem, [], 0, "exploration")
+    ]
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     return "\n\n".join(m["content"] for m in msgs) + "\n\n"
@@ -49,8 +52,14 @@ def sft_examples(problems: Sequence[Problem], tokenizer, max_length: int = 512) 
 
 def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_modules=None):
     from peft import LoraConfig, get_peft_model
-    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, task_type="CAUSAL_LM",
-                     target_modules=target_modules or ["q_proj", "v_proj"])
+
+    cfg = LoraConfig(
+        r=r,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        task_type="CAUSAL_LM",
+        target_modules=target_modules or ["q_proj", "v_proj"],
+    )
     return get_peft_model(model, cfg)
 
 
@@ -58,10 +67,13 @@ def _device(model):
     return next(model.parameters()).device
 
 
-def train_lora(model, examples: Sequence[dict], lr: float = 2e-4, epochs: int = 1, seed: int = 0) -> list[float]:
+def train_lora(
+    model, examples: Sequence[dict], lr: float = 2e-4, epochs: int = 1, seed: int = 0
+) -> list[float]:
     """Plain AdamW over the trainable (adapter) parameters, one example per step, on the
     model's device; the losses."""
     import torch
+
     torch.manual_seed(seed)
     dev = _device(model)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -72,8 +84,10 @@ def train_lora(model, examples: Sequence[dict], lr: float = 2e-4, epochs: int = 
         rng.shuffle(order)
         for i in order:
             ex = examples[i]
-            out = model(input_ids=torch.tensor([ex["input_ids"]], device=dev),
-                        labels=torch.tensor([ex["labels"]], device=dev))
+            out = model(
+                input_ids=torch.tensor([ex["input_ids"]], device=dev),
+                labels=torch.tensor([ex["labels"]], device=dev),
+            )
             opt.zero_grad()
             out.loss.backward()
             opt.step()
@@ -84,29 +98,49 @@ def train_lora(model, examples: Sequence[dict], lr: float = 2e-4, epochs: int = 
 def answer(model, tokenizer, problem: Problem, max_new_tokens: int = 16) -> str | None:
     """Greedy reply to the Standard QA prompt, parsed as a DRR reply (None if unparseable)."""
     import torch
-    ids = tokenizer(prompt_text(problem, tokenizer), add_special_tokens=False,
-                    return_tensors="pt")["input_ids"].to(_device(model))
+
+    ids = tokenizer(prompt_text(problem, tokenizer), add_special_tokens=False, return_tensors="pt")[
+        "input_ids"
+    ].to(_device(model))
     model.eval()
     with torch.no_grad():
-        out = model.generate(input_ids=ids, max_new_tokens=max_new_tokens, do_sample=False,
-                             pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
-    text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+        out = model.generate(
+            input_ids=ids,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
+        )
+    text = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
     return prompts.answer_letter(prompts.split_reply(text)[0], problem.choices or ())
 
 
 def load_reasoner(spec: dict):
     """(tokenizer, causal LM) of `sft_lora.hf_model` at `sft_lora.revision`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     kw = {"revision": spec["revision"]} if spec.get("revision") else {}
-    return (AutoTokenizer.from_pretrained(spec["hf_model"], **kw),
-            AutoModelForCausalLM.from_pretrained(spec["hf_model"], **kw))
+    return (
+        AutoTokenizer.from_pretrained(spec["hf_model"], **kw),
+        AutoModelForCausalLM.from_pretrained(spec["hf_model"], **kw),
+    )
 
 
 def episode(problem: Problem, letter: str | None) -> dict:
     """A one-turn episode (no judge), scored like the other zero-judge baselines."""
-    return {"id": problem.id, "status": "answered",
-            "turns": [{"answer": letter or "", "rationale": "", "letter": letter, "abstain": False,
-                       "decision": None, "correct": letter == problem.gold}]}
+    return {
+        "id": problem.id,
+        "status": "answered",
+        "turns": [
+            {
+                "answer": letter or "",
+                "rationale": "",
+                "letter": letter,
+                "abstain": False,
+                "decision": None,
+                "correct": letter == problem.gold,
+            }
+        ],
+    }
 
 
 def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, seed: int = 0) -> dict:
@@ -116,16 +150,25 @@ def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, 
     from retrace.atomic import write_jsonl
     from retrace.drr import dm
     from retrace.drr.stages import _prov
+
     spec = cfg["sft_lora"]
     tok, model = load_reasoner(spec)
     model.to(dm.resolve_device(spec.get("device", "auto")))
     lora = add_lora(model, r=int(spec["r"]), alpha=int(spec["alpha"]))
     train = [p for f in train_files for p in data.read_problems(f)]
-    losses = train_lora(lora, sft_examples(train, tok, int(spec["max_length"])), float(spec["lr"]),
-                        int(spec["epochs"]), seed)
+    losses = train_lora(
+        lora, sft_examples(train, tok, int(spec["max_length"])), float(spec["lr"]), int(spec["epochs"]), seed
+    )
     for f, out in zip(eval_files, outs):
         eps = [episode(p, answer(lora, tok, p)) for p in data.read_problems(f)]
         write_jsonl(out, eps)
-        _prov("sft", cfg, list(train_files) + [f], seeds={"run": seed}, losses=losses,
-              device=str(_device(lora)), hf_model={k: spec.get(k) for k in ("hf_model", "revision")}).write(out)
+        _prov(
+            "sft",
+            cfg,
+            list(train_files) + [f],
+            seeds={"run": seed},
+            losses=losses,
+            device=str(_device(lora)),
+            hf_model={k: spec.get(k) for k in ("hf_model", "revision")},
+        ).write(out)
     return {"losses": losses}

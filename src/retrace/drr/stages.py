@@ -5,6 +5,7 @@ variant) ; generate (rejection paths + Abstain + Self-Critic on the eval questio
 infer (episodes per method) ; leakcheck ; summarise (report.py).
 Every artifact gets a provenance record whose inputs chain back to the data and model.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,14 +28,14 @@ log = logging.getLogger(__name__)
 
 def _prov(stage: str, cfg: Mapping, inputs, **extra) -> Provenance:
     files = [str(f) for f in settings.stage_files(stage)]
-    p = Provenance(f"drr.{stage}", settings.config_slice(stage, cfg), files,
-                   inputs=[str(i) for i in inputs])
+    p = Provenance(f"drr.{stage}", settings.config_slice(stage, cfg), files, inputs=[str(i) for i in inputs])
     p.extra.update(extra)
     return p
 
 
 def _templates(stage: str) -> list[str]:
     from retrace.templates import PROMPTS_DIR
+
     return [str(PROMPTS_DIR / "drr" / t) for t in settings.TEMPLATES.get(stage, ())]
 
 
@@ -44,12 +45,13 @@ def split_questions(problems: list[Problem], fraction: float, seed: int, name: s
     train; one question (one id) is never on both sides. Order of `problems` is kept."""
     ids = sorted(p.id for p in problems)
     random.Random(f"{seed}:drr-questions:{name}").shuffle(ids)
-    train_ids = set(ids[:round(fraction * len(ids))])
+    train_ids = set(ids[: round(fraction * len(ids))])
     return [p for p in problems if p.id in train_ids], [p for p in problems if p.id not in train_ids]
 
 
-def questions(cfg: Mapping, name: str, data_path: Path, train_path: Path | None,
-              out_train: Path, out_eval: Path) -> dict:
+def questions(
+    cfg: Mapping, name: str, data_path: Path, train_path: Path | None, out_train: Path, out_eval: Path
+) -> dict:
     problems = data.read_problems(data_path)
     if train_path:
         train, evals = data.read_problems(train_path), problems
@@ -59,8 +61,10 @@ def questions(cfg: Mapping, name: str, data_path: Path, train_path: Path | None,
             raise ValueError(f"{train_path} and {data_path} share question ids {sorted(overlap)[:5]}")
     else:
         train, evals = split_questions(problems, float(cfg["train_fraction"]), int(cfg["split_seed"]), name)
-        note = (f"{name}: no training split used; its {len(problems)} questions were split by id "
-                f"{len(train)}/{len(evals)} into DRR-train / evaluation (seed {cfg['split_seed']})")
+        note = (
+            f"{name}: no training split used; its {len(problems)} questions were split by id "
+            f"{len(train)}/{len(evals)} into DRR-train / evaluation (seed {cfg['split_seed']})"
+        )
     inputs = [data_path] + ([train_path] if train_path else [])
     info = {"note": note, "n_train": len(train), "n_eval": len(evals)}
     for rows, out in ((train, out_train), (evals, out_eval)):
@@ -75,13 +79,19 @@ def make_llm(manifest_path: Path, backend: str, cache_path: Path, job: str):
     from retrace.config import compose
     from retrace.llm import CachedLLM
     from retrace.registry import BACKENDS
+
     manifest = json.loads(Path(manifest_path).read_text())
     backend_cfg = compose({"backend": backend})["backend"]
     engine = backend_cfg.get("engine", {})
     backend_cls = BACKENDS.get(backend)
     cache = RequestCache(cache_path, job=job)
-    llm = CachedLLM(lambda: backend_cls(manifest, engine), backend, manifest, cache,
-                    identity=backend_cls.identity(manifest, engine))
+    llm = CachedLLM(
+        lambda: backend_cls(manifest, engine),
+        backend,
+        manifest,
+        cache,
+        identity=backend_cls.identity(manifest, engine),
+    )
     return llm, cache, manifest, backend_cfg
 
 
@@ -95,41 +105,78 @@ def _close(llm, cache, backend_cfg: Mapping) -> dict:
 
 def prompt_records(problem_id: str, turns: list[dict]) -> list[dict]:
     """One stored prompt per reasoner turn, with the past attempts it echoes (for the leak scan)."""
-    return [{"problem_id": problem_id, "turn": t["turn"], "messages": t["messages"],
-             "context": [{"answer": c["answer"], "rationale": c["rationale"]} for c in turns[:i]]}
-            for i, t in enumerate(turns)]
+    return [
+        {
+            "problem_id": problem_id,
+            "turn": t["turn"],
+            "messages": t["messages"],
+            "context": [{"answer": c["answer"], "rationale": c["rationale"]} for c in turns[:i]],
+        }
+        for i, t in enumerate(turns)
+    ]
 
 
 # ---------------------------------------------------------------- distil
-def distil(cfg: Mapping, name: str, problems_path: Path, manifest_path: Path, backend: str,
-           seed: int, cache_path: Path, out_traces: Path, out_prompts: Path) -> dict:
+def distil(
+    cfg: Mapping,
+    name: str,
+    problems_path: Path,
+    manifest_path: Path,
+    backend: str,
+    seed: int,
+    cache_path: Path,
+    out_traces: Path,
+    out_prompts: Path,
+) -> dict:
     """Algorithm 1 on the DRR-train questions: traces (DM behaviour data) and every prompt."""
     problems = data.read_problems(problems_path)
     gold = {p.id: p.gold for p in problems}
     llm, cache, manifest, backend_cfg = make_llm(manifest_path, backend, cache_path, str(out_traces))
     try:  # the gold is consulted only here, after the reply, to stop and to label
-        paths = reasoner.rejection_paths(problems, llm, cfg, seed, int(cfg["max_turns_distil"]),
-                                         stop=lambda p, t: t["letter"] == gold[p.id])
+        paths = reasoner.rejection_paths(
+            problems,
+            llm,
+            cfg,
+            seed,
+            int(cfg["max_turns_distil"]),
+            stop=lambda p, t: t["letter"] == gold[p.id],
+        )
     finally:
         run = _close(llm, cache, backend_cfg)
     traces, records = [], []
     for p in problems:
         turns = paths[p.id]["turns"]
         stored = iter(turns)
-        attempts = loop.distil(p.id, lambda q, c: _next_reply(stored),
-                               lambda a, p=p: prompts.answer_letter(a, p.choices or ()) == p.gold,
-                               int(cfg["max_turns_distil"]))
+        attempts = loop.distil(
+            p.id,
+            lambda q, c: _next_reply(stored),
+            lambda a, p=p: prompts.answer_letter(a, p.choices or ()) == p.gold,
+            int(cfg["max_turns_distil"]),
+        )
         assert len(attempts) == len(turns), "rejection path and Algorithm 1 disagree"
-        traces.append({"id": p.id, "dataset": name, "question": prompts.question_text(p),
-                       "attempts": [a.to_dict() for a in attempts]})
+        traces.append(
+            {
+                "id": p.id,
+                "dataset": name,
+                "question": prompts.question_text(p),
+                "attempts": [a.to_dict() for a in attempts],
+            }
+        )
         records += prompt_records(p.id, turns)
     n_acc = sum(t["attempts"][-1]["verdict"] == "accept" for t in traces)
-    stats = {"questions": len(traces), "accepted": n_acc,
-             "turns": sum(len(t["attempts"]) for t in traces),
-             "first_turn_correct": sum(t["attempts"][0]["verdict"] == "accept" for t in traces)}
+    stats = {
+        "questions": len(traces),
+        "accepted": n_acc,
+        "turns": sum(len(t["attempts"]) for t in traces),
+        "first_turn_correct": sum(t["attempts"][0]["verdict"] == "accept" for t in traces),
+    }
     inputs = [problems_path, manifest_path] + _templates("distil")
-    extra = {"seeds": {"run": seed}, "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]},
-             "distil": stats, **run}
+    extra = {
+        "seeds": {"run": seed},
+        "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]},
+        "distil": stats,
+        **run,
+    }
     write_jsonl(out_prompts, records)
     _prov("distil", cfg, inputs, **extra).write(out_prompts)
     write_jsonl(out_traces, traces)
@@ -153,21 +200,33 @@ def split(cfg: Mapping, traces_paths: list[Path], seed: int, out_dir: Path) -> d
     files = {"train": real["train"], "dev": real["dev"], "train_shuffled": shuffled}
     for part, rows in files.items():
         write_jsonl(out_dir / f"{part}.jsonl", rows)
-        _prov("split", cfg, traces_paths, counts=real["counts"], settings=real["settings"],
-              part=part).write(out_dir / f"{part}.jsonl")
-    summary = {"counts": real["counts"], "settings": real["settings"],
-               "dev_ids_in_train": sorted({r["id"] for r in real["dev"]} & {r["id"] for r in real["train"]})}
+        _prov("split", cfg, traces_paths, counts=real["counts"], settings=real["settings"], part=part).write(
+            out_dir / f"{part}.jsonl"
+        )
+    summary = {
+        "counts": real["counts"],
+        "settings": real["settings"],
+        "dev_ids_in_train": sorted({r["id"] for r in real["dev"]} & {r["id"] for r in real["train"]}),
+    }
     write_json(out_dir / "split.json", summary)
     _prov("split", cfg, traces_paths).write(out_dir / "split.json")
     return summary
 
 
 # ---------------------------------------------------------------- train
-def train(cfg: Mapping, variant: str, split_dir: Path, seed: int, out_manifest: Path,
-          ckpt_dir: Path, out_metrics: Path) -> dict:
+def train(
+    cfg: Mapping,
+    variant: str,
+    split_dir: Path,
+    seed: int,
+    out_manifest: Path,
+    ckpt_dir: Path,
+    out_metrics: Path,
+) -> dict:
     """One DM: weighted (the paper's), unweighted CE, or trained on shuffled labels."""
     import torch
     from retrace.drr import dm
+
     torch.set_num_threads(int(cfg["dm"]["threads"]))
     split_dir = Path(split_dir)
     train_file = split_dir / ("train_shuffled.jsonl" if variant == "shuffled" else "train.jsonl")
@@ -176,46 +235,92 @@ def train(cfg: Mapping, variant: str, split_dir: Path, seed: int, out_manifest: 
     spec = cfg["backbones"][cfg["backbone"]]
     tok, model = dm.load_backbone(spec)
     start = dm.backbone_files(spec)  # the starting weights are an input of the DM, like its data
-    hist = dm.train(model, tok, read_jsonl(train_file), read_jsonl(dev_file), weights, cfg["dm"],
-                    seed, cfg["strategy"])
+    hist = dm.train(
+        model, tok, read_jsonl(train_file), read_jsonl(dev_file), weights, cfg["dm"], seed, cfg["strategy"]
+    )
     files = dm.save(model, tok, ckpt_dir)
     companions = [{"path": str(f), "sha256": sha256_file(f)} for f in files]
-    write_json(out_manifest, {"variant": variant, "backbone": cfg["backbone"], "spec": spec,
-                              "weights": {str(k): v for k, v in weights.items()},
-                              "folder": str(ckpt_dir), "files": companions})
+    write_json(
+        out_manifest,
+        {
+            "variant": variant,
+            "backbone": cfg["backbone"],
+            "spec": spec,
+            "weights": {str(k): v for k, v in weights.items()},
+            "folder": str(ckpt_dir),
+            "files": companions,
+        },
+    )
     inputs = [train_file, dev_file] + _templates("train") + start
     cut = {k: v for k, v in hist.get("truncation", {}).items() if k != "per_row"}
-    _prov("train", cfg, inputs, companions=companions, variant=variant, seeds={"run": seed},
-          device=hist["device"], truncation=cut,
-          backbone={"name": cfg["backbone"], **spec, "files": len(start)}).write(out_manifest)
-    metrics = {"variant": variant, "weights": {str(k): v for k, v in weights.items()},
-               "n_train": len(read_jsonl(train_file)), "n_dev": len(read_jsonl(dev_file)), **hist,
-               "dev": hist["epochs"][-1] if hist["epochs"] else {}}
+    _prov(
+        "train",
+        cfg,
+        inputs,
+        companions=companions,
+        variant=variant,
+        seeds={"run": seed},
+        device=hist["device"],
+        truncation=cut,
+        backbone={"name": cfg["backbone"], **spec, "files": len(start)},
+    ).write(out_manifest)
+    metrics = {
+        "variant": variant,
+        "weights": {str(k): v for k, v in weights.items()},
+        "n_train": len(read_jsonl(train_file)),
+        "n_dev": len(read_jsonl(dev_file)),
+        **hist,
+        "dev": hist["epochs"][-1] if hist["epochs"] else {},
+    }
     write_json(out_metrics, metrics)
-    _prov("train", cfg, [out_manifest, train_file, dev_file], variant=variant, truncation=cut).write(out_metrics)
+    _prov("train", cfg, [out_manifest, train_file, dev_file], variant=variant, truncation=cut).write(
+        out_metrics
+    )
     return metrics
 
 
 # ---------------------------------------------------------------- generate (eval)
-def generate(cfg: Mapping, problems_path: Path, manifest_path: Path, backend: str, seed: int,
-             cache_path: Path, out_rows: Path, out_prompts: Path) -> dict:
+def generate(
+    cfg: Mapping,
+    problems_path: Path,
+    manifest_path: Path,
+    backend: str,
+    seed: int,
+    cache_path: Path,
+    out_rows: Path,
+    out_prompts: Path,
+) -> dict:
     """Rejection paths of max_turns_infer turns, and the Abstain and Self-Critic baselines."""
     problems = data.read_problems(problems_path)
     llm, cache, manifest, backend_cfg = make_llm(manifest_path, backend, cache_path, str(out_rows))
     try:
-        paths, abstain, critic = reasoner.eval_generations(problems, llm, cfg, seed, int(cfg["max_turns_infer"]))
+        paths, abstain, critic = reasoner.eval_generations(
+            problems, llm, cfg, seed, int(cfg["max_turns_infer"])
+        )
     finally:
         run = _close(llm, cache, backend_cfg)
     rows, records = [], []
     for p in problems:
-        rows.append({"problem_id": p.id, "path": paths[p.id]["turns"], "abstain": abstain[p.id],
-                     "selfcritic": critic[p.id]})
+        rows.append(
+            {
+                "problem_id": p.id,
+                "path": paths[p.id]["turns"],
+                "abstain": abstain[p.id],
+                "selfcritic": critic[p.id],
+            }
+        )
         records += prompt_records(p.id, paths[p.id]["turns"])
         records.append({"problem_id": p.id, "turn": "abstain", "messages": abstain[p.id]["messages"]})
-        records += [{"problem_id": p.id, "turn": f"selfcritic{s['step']}", "messages": s["messages"]}
-                    for s in critic[p.id]["steps"]]
+        records += [
+            {"problem_id": p.id, "turn": f"selfcritic{s['step']}", "messages": s["messages"]}
+            for s in critic[p.id]["steps"]
+        ]
     inputs = [problems_path, manifest_path] + _templates("generate")
-    extra = {"seeds": {"run": seed}, "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]}, **run}
+    extra = {
+        "seeds": {"run": seed},
+        "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]},
+        **run,
+    }
     write_jsonl(out_prompts, records)
     _prov("generate", cfg, inputs, **extra).write(out_prompts)
     write_jsonl(out_rows, rows)

@@ -8,6 +8,7 @@ artifacts: the model manifest names their sha256 and source). Inputs that are no
 model weights, mirror files) are copied only when they lie inside the checkout, are small and
 still have the bytes the run hashed; otherwise they too are referenced by checksum.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,32 +17,41 @@ from pathlib import Path, PurePosixPath
 
 from retrace.hashing import hash_sources, sha256_file
 
-MAX_INCLUDED_BYTES = 20 * 1024 * 1024   # one file larger than this is referenced, not copied
-MAX_TOTAL_BYTES = 40 * 1024 * 1024      # copied artifacts in all: the crate stays under 50 MB
-REFERENCED_DIRS = ("cache",)            # the request cache: by the hash of its listing only
+MAX_INCLUDED_BYTES = 20 * 1024 * 1024  # one file larger than this is referenced, not copied
+MAX_TOTAL_BYTES = 40 * 1024 * 1024  # copied artifacts in all: the crate stays under 50 MB
+REFERENCED_DIRS = ("cache",)  # the request cache: by the hash of its listing only
 GENERATIONS_DIR = "generations"
-WORKFLOW_GLOBS = ("Snakefile", "workflow/rules/*.smk", "workflow/schemas/*", "workflow/report/*",
-                  "config/**/*.yaml", "envs/*.txt", "profiles/**/*.yaml", "pyproject.toml")
+WORKFLOW_GLOBS = (
+    "Snakefile",
+    "workflow/rules/*.smk",
+    "workflow/schemas/*",
+    "workflow/report/*",
+    "config/**/*.yaml",
+    "envs/*.txt",
+    "profiles/**/*.yaml",
+    "pyproject.toml",
+)
 CHECKOUT = Path(__file__).resolve().parents[3]
 
 
 @dataclass
 class Job:
     """One provenance record and what the crate does with its artifact."""
-    record_path: str            # crate-relative, e.g. results/data/x.jsonl.prov.json
+
+    record_path: str  # crate-relative, e.g. results/data/x.jsonl.prov.json
     record: dict
     record_sha256: str
-    artifact: str               # crate-relative path of the artifact
-    included: bool              # artifact bytes copied into the crate
+    artifact: str  # crate-relative path of the artifact
+    included: bool  # artifact bytes copied into the crate
 
 
 @dataclass
 class Run:
     results: Path
-    root: Path                  # the directory the run's relative paths are relative to
+    root: Path  # the directory the run's relative paths are relative to
     jobs: list[Job] = field(default_factory=list)
-    files: dict[str, Path] = field(default_factory=dict)     # crate path -> source on disk
-    sources: dict[str, dict] = field(default_factory=dict)   # non-artifact input path -> info
+    files: dict[str, Path] = field(default_factory=dict)  # crate path -> source on disk
+    sources: dict[str, dict] = field(default_factory=dict)  # non-artifact input path -> info
     code: dict[str, list[str]] = field(default_factory=dict)  # sources_hash -> files (verified)
     candidates: dict[str, tuple[Path, int]] = field(default_factory=dict)  # artifacts to copy
 
@@ -57,8 +67,7 @@ def crate_path(path: str) -> str:
 def _excluded(rel: str, results_name: str, generations: bool, size: int) -> bool:
     parts = PurePosixPath(rel).parts
     sub = parts[1] if len(parts) > 1 and parts[0] == results_name else ""
-    return (sub in REFERENCED_DIRS or (sub == GENERATIONS_DIR and not generations)
-            or size > MAX_INCLUDED_BYTES)
+    return sub in REFERENCED_DIRS or (sub == GENERATIONS_DIR and not generations) or size > MAX_INCLUDED_BYTES
 
 
 def collect(results: Path, include_generations: bool = False) -> Run:
@@ -119,16 +128,26 @@ def _add_sources(run: Run, rec: dict) -> None:
         info = {"sha256": inp["sha256"], "crate_path": None}
         disk = Path(inp["path"]) if Path(inp["path"]).is_absolute() else run.root / inp["path"]
         rel = _inside_checkout(disk)
-        if rel and not rel.startswith(f"{run.results.name}/") and disk.is_file() and disk.stat().st_size <= MAX_INCLUDED_BYTES \
-                and sha256_file(disk) == inp["sha256"]:
+        if (
+            rel
+            and not rel.startswith(f"{run.results.name}/")
+            and disk.is_file()
+            and disk.stat().st_size <= MAX_INCLUDED_BYTES
+            and sha256_file(disk) == inp["sha256"]
+        ):
             info["crate_path"] = rel
             run.files[rel] = disk
         run.sources[inp["path"]] = info
     code = rec.get("code", {})
     files = [(run.root / s).resolve() for s in code.get("sources", [])]  # relative to the run's cwd
     rels = [_inside_checkout(f) for f in files]
-    if code.get("sources_hash") and files and all(rels) and all(f.is_file() for f in files) \
-            and hash_sources(files) == code["sources_hash"]:
+    if (
+        code.get("sources_hash")
+        and files
+        and all(rels)
+        and all(f.is_file() for f in files)
+        and hash_sources(files) == code["sources_hash"]
+    ):
         run.code[code["sources_hash"]] = sorted(rels)
         run.files.update(zip(rels, files))
     else:  # the checkout changed since the run: the tool is identified by its hash only

@@ -12,6 +12,7 @@ drives them and has the workflow run (CreateAction of the Snakefile) as result. 
 paths the run used, so records' input paths resolve inside the crate. `manifest-sha256.txt`
 lists the sha256 of every file, ro-crate-metadata.json included (see export/verify.py).
 """
+
 from __future__ import annotations
 
 import getpass
@@ -33,8 +34,10 @@ PROFILES = {  # conformsTo of the root data entity (Provenance Run Crate 0.5, "R
 }
 # Terms the RO-Crate 1.1 context lacks, as a local context (RO-Crate 1.1 "Extending RO-Crate"):
 # resourceUsage from the Workflow Run vocabulary, sha256 from schema.org (newer than 1.1's).
-EXTRA_TERMS = {"resourceUsage": "https://w3id.org/ro/terms/workflow-run#resourceUsage",
-               "sha256": "http://schema.org/sha256"}
+EXTRA_TERMS = {
+    "resourceUsage": "https://w3id.org/ro/terms/workflow-run#resourceUsage",
+    "sha256": "http://schema.org/sha256",
+}
 MANIFEST = "manifest-sha256.txt"
 METADATA = "ro-crate-metadata.json"
 MAIN_OUTPUTS = ("report/index.html", "report/results.csv", "report/claims.csv")
@@ -48,25 +51,36 @@ def iso(ts: float) -> str:
 def build(run: Run, agent: str):
     """The ROCrate object for `run` (not written yet)."""
     from rocrate.rocrate import ROCrate
+
     crate = ROCrate(version="1.1")
     crate.metadata.extra_terms.update(EXTRA_TERMS)
     b = Builder(crate, run)
     crate.name = f"retrace run ({run.results.name})"
-    crate.description = ("A retrace run (LLM test-time reasoning): workflow, configuration, "
-                         "provenance records and results, as a Provenance Run Crate.")
+    crate.description = (
+        "A retrace run (LLM test-time reasoning): workflow, configuration, "
+        "provenance records and results, as a Provenance Run Crate."
+    )
     crate.datePublished = iso(max(j.record["timing"]["finished"] for j in run.jobs))
     crate.license = b.context("https://spdx.org/licenses/Apache-2.0", "CreativeWork", name="Apache-2.0")
-    crate.root_dataset["conformsTo"] = [b.context(u, "CreativeWork", name=n, version=u.rsplit("/", 1)[1])
-                                        for u, n in PROFILES.items()]
+    crate.root_dataset["conformsTo"] = [
+        b.context(u, "CreativeWork", name=n, version=u.rsplit("/", 1)[1]) for u, n in PROFILES.items()
+    ]
     b.add_files()
     workflow = b.workflow()
     person = b.context(f"#agent/{agent}", "Person", name=agent)
     crate.root_dataset["author"] = person
     controls = [b.job(job, person) for job in sorted(run.jobs, key=_start)]
     wf_run = _workflow_run(b, run, workflow, person)
-    b.context("#engine-run", "OrganizeAction", name="Snakemake orchestration of the run",
-              instrument=b.engine(), object=controls, result=wf_run,
-              startTime=wf_run["startTime"], endTime=wf_run["endTime"])
+    b.context(
+        "#engine-run",
+        "OrganizeAction",
+        name="Snakemake orchestration of the run",
+        instrument=b.engine(),
+        object=controls,
+        result=wf_run,
+        startTime=wf_run["startTime"],
+        endTime=wf_run["endTime"],
+    )
     crate.root_dataset["mentions"] = [wf_run] + [crate.get(c["object"].id) for c in controls]
     return crate
 
@@ -81,12 +95,19 @@ def _workflow_run(b: Builder, run: Run, workflow, person):
     for o, param in zip(outputs, b.workflow_outputs):
         o["exampleOfWork"] = param
     inputs = [e for e in (b.file_entity("config/config.yaml"), b.request_cache()) if e is not None]
-    return b.context("#run", "CreateAction", name="retrace workflow run", instrument=workflow,
-                     description="the Snakemake run of the retrace workflow that made this crate's results",
-                     actionStatus=COMPLETED,
-                     object=inputs, result=outputs, agent=person,
-                     startTime=iso(min(j.record["timing"]["started"] for j in run.jobs)),
-                     endTime=iso(max(j.record["timing"]["finished"] for j in run.jobs)))
+    return b.context(
+        "#run",
+        "CreateAction",
+        name="retrace workflow run",
+        instrument=workflow,
+        description="the Snakemake run of the retrace workflow that made this crate's results",
+        actionStatus=COMPLETED,
+        object=inputs,
+        result=outputs,
+        agent=person,
+        startTime=iso(min(j.record["timing"]["started"] for j in run.jobs)),
+        endTime=iso(max(j.record["timing"]["finished"] for j in run.jobs)),
+    )
 
 
 def write_zip(crate, out: Path) -> Path:
@@ -109,8 +130,7 @@ def write_zip(crate, out: Path) -> Path:
     return out
 
 
-def export(results: Path, out: Path, include_generations: bool = False,
-           agent: str | None = None) -> Path:
+def export(results: Path, out: Path, include_generations: bool = False, agent: str | None = None) -> Path:
     """Package the run under `results` as a zipped Provenance Run Crate at `out`."""
     run = collect(results, include_generations)
     return write_zip(build(run, agent or _default_agent()), out)

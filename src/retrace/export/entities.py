@@ -5,6 +5,7 @@ its sha256; a job is `#action/<sha256 of its record>` (its ControlAction `#contr
 stage is `#step/<stage>`; a tool is `#tool/<stage>/<sources hash[:12]>` (one per code
 version); a config value is `#pv/<stage>/<dotted key>/<hash[:12]>`.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,11 +41,12 @@ class Builder:
         self.steps: dict[str, object] = {}
         self.workflow_entity = None
         self.workflow_outputs: list = []
-        self.files: dict[str, object] = {}   # crate path -> its File entity (ids are URL-quoted)
+        self.files: dict[str, object] = {}  # crate path -> its File entity (ids are URL-quoted)
 
     def context(self, id_: str, type_, **props):
         """Get or add a contextual entity (properties of a new one only)."""
         from rocrate.model.contextentity import ContextEntity
+
         found = self.crate.get(id_)
         if found is not None:
             return found
@@ -53,12 +55,20 @@ class Builder:
     # -- files ---------------------------------------------------------------------------------
     def add_files(self) -> None:
         from retrace.hashing import sha256_file
+
         for rel, disk in sorted(self.run.files.items()):
             if rel == "Snakefile":
                 continue  # added as the main workflow
-            self.files[rel] = self.crate.add_file(disk, dest_path=rel, properties={
-                "name": rel, "sha256": sha256_file(disk), "contentSize": str(disk.stat().st_size),
-                "encodingFormat": _mime(rel)})
+            self.files[rel] = self.crate.add_file(
+                disk,
+                dest_path=rel,
+                properties={
+                    "name": rel,
+                    "sha256": sha256_file(disk),
+                    "contentSize": str(disk.stat().st_size),
+                    "encodingFormat": _mime(rel),
+                },
+            )
 
     def file_entity(self, rel: str):
         """The File entity of crate path `rel`, or None. Not `crate.get(rel)`: rocrate quotes
@@ -71,63 +81,103 @@ class Builder:
             rel = self.run.sources[path]["crate_path"]
             if rel:
                 return self.file_entity(rel)
-            return self.context(f"#ref/{sha256}", "File", name=path, sha256=sha256,
-                                encodingFormat=_mime(path),
-                                description="not included: referenced by checksum")
+            return self.context(
+                f"#ref/{sha256}",
+                "File",
+                name=path,
+                sha256=sha256,
+                encodingFormat=_mime(path),
+                description="not included: referenced by checksum",
+            )
         rel = crate_path(path)
         if rel in self.run.files:
             return self.file_entity(rel)
-        return self.context(f"#ref/{rel}", "File", name=rel, sha256=sha256, encodingFormat=_mime(rel),
-                            description=(
-            "not included (generation, model or large file): referenced by checksum; "
-            "its provenance record is in the crate"))
+        return self.context(
+            f"#ref/{rel}",
+            "File",
+            name=rel,
+            sha256=sha256,
+            encodingFormat=_mime(rel),
+            description=(
+                "not included (generation, model or large file): referenced by checksum; "
+                "its provenance record is in the crate"
+            ),
+        )
 
     def request_cache(self):
         """The request cache, referenced by the hash of its file listing (names are content keys)."""
         from retrace.hashing import sha256_file
+
         cache = self.run.results / "cache" / "requests"
         if not cache.is_dir():
             return None
         files = sorted(p for p in cache.rglob("*") if p.is_file())
         listing = "".join(f"{sha256_file(p)}  {p.relative_to(cache)}\n" for p in files)
-        return self.context("#ref/request-cache", "CreativeWork", name=f"{self.run.results.name}/cache/requests",
-                            sha256=sha256_text(listing), description=(
-                                f"request cache, {len(files)} files, not included; sha256 of its "
-                                "`sha256  path` listing (sorted)"))
+        return self.context(
+            "#ref/request-cache",
+            "CreativeWork",
+            name=f"{self.run.results.name}/cache/requests",
+            sha256=sha256_text(listing),
+            description=(
+                f"request cache, {len(files)} files, not included; sha256 of its "
+                "`sha256  path` listing (sorted)"
+            ),
+        )
 
     # -- workflow, steps, tools ----------------------------------------------------------------
     def workflow(self):
         from rocrate.model.computationalworkflow import ComputationalWorkflow
         from retrace.hashing import sha256_file
+
         disk = self.run.files["Snakefile"]
-        wf = self.crate.add_workflow(disk, "Snakefile", main=True, lang="snakemake", properties={
-            "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],  # HowTo: it has steps
-            "name": "retrace workflow", "sha256": sha256_file(disk),
-            "contentSize": str(disk.stat().st_size), "encodingFormat": "text/x-snakemake"},
-            cls=ComputationalWorkflow)
+        wf = self.crate.add_workflow(
+            disk,
+            "Snakefile",
+            main=True,
+            lang="snakemake",
+            properties={
+                "@type": [
+                    "File",
+                    "SoftwareSourceCode",
+                    "ComputationalWorkflow",
+                    "HowTo",
+                ],  # HowTo: it has steps
+                "name": "retrace workflow",
+                "sha256": sha256_file(disk),
+                "contentSize": str(disk.stat().st_size),
+                "encodingFormat": "text/x-snakemake",
+            },
+            cls=ComputationalWorkflow,
+        )
         config = self.file_entity("config/config.yaml")
-        wf["input"] = [self.param("#param/workflow/config", "File", "config/config.yaml",
-                                  workExample=config)]
+        wf["input"] = [self.param("#param/workflow/config", "File", "config/config.yaml", workExample=config)]
         if config is not None:
             config["exampleOfWork"] = wf["input"]
         commits = {j.record.get("code", {}).get("commit") for j in self.run.jobs} - {None}
         if commits:
             wf["version"] = ", ".join(sorted(commits))  # the git commit(s) the run used
-        self.workflow_outputs = [self.param(f"#param/workflow/{n}", "File", n)
-                                 for n in ("index.html", "results.csv", "claims.csv")]
+        self.workflow_outputs = [
+            self.param(f"#param/workflow/{n}", "File", n) for n in ("index.html", "results.csv", "claims.csv")
+        ]
         wf["output"] = self.workflow_outputs
         self.workflow_entity = wf
         return wf
 
     def param(self, id_: str, additional_type: str, name: str, **props):
-        return self.context(id_, "FormalParameter", name=name, additionalType=additional_type,
-                            conformsTo={"@id": "https://bioschemas.org/profiles/FormalParameter/1.0-RELEASE"},
-                            **props)
+        return self.context(
+            id_,
+            "FormalParameter",
+            name=name,
+            additionalType=additional_type,
+            conformsTo={"@id": "https://bioschemas.org/profiles/FormalParameter/1.0-RELEASE"},
+            **props,
+        )
 
     def step(self, stage: str):
         if stage not in self.steps:
-            self.steps[stage] = self.context(f"#step/{stage}", "HowToStep", name=stage,
-                                             position=str(len(self.steps)))
+            self.steps[stage] = self.context(
+                f"#step/{stage}", "HowToStep", name=stage, position=str(len(self.steps))
+            )
             self.workflow_entity.append_to("step", self.steps[stage])
         return self.steps[stage]
 
@@ -138,10 +188,15 @@ class Builder:
         h = code.get("sources_hash", "")
         tid = f"#tool/{stage}/{h[:12]}"
         new = self.crate.get(tid) is None
-        tool = self.context(tid, "SoftwareApplication", name=f"retrace {stage}", identifier=h,
-                            softwareVersion=f"{code.get('commit')}{'+dirty' if code.get('dirty') else ''}",
-                            description="`python -m retrace " + stage + "`; identifier = "
-                            "retrace.hashing.hash_sources of its source files")
+        tool = self.context(
+            tid,
+            "SoftwareApplication",
+            name=f"retrace {stage}",
+            identifier=h,
+            softwareVersion=f"{code.get('commit')}{'+dirty' if code.get('dirty') else ''}",
+            description="`python -m retrace " + stage + "`; identifier = "
+            "retrace.hashing.hash_sources of its source files",
+        )
         if new:
             parts = [self.file_entity(s) for s in self.run.code.get(h, [])]
             if parts:
@@ -157,14 +212,19 @@ class Builder:
 
     def engine(self):
         versions = {j.record.get("packages", {}).get("snakemake") for j in self.run.jobs} - {None}
-        return self.context("#snakemake", "SoftwareApplication", name="Snakemake",
-                            url="https://snakemake.readthedocs.io",
-                            softwareVersion=", ".join(sorted(versions)) or None)
+        return self.context(
+            "#snakemake",
+            "SoftwareApplication",
+            name="Snakemake",
+            url="https://snakemake.readthedocs.io",
+            softwareVersion=", ".join(sorted(versions)) or None,
+        )
 
     # -- one job ---------------------------------------------------------------------------------
     def job(self, job: Job, person):
         """The CreateAction of one record and the ControlAction that ran it; returns the latter."""
         from retrace.export.crate import iso
+
         rec, stage = job.record, job.record["stage"]
         tool = self.tool(job)
         result = [self.artifact(job.artifact, rec["artifact"]["sha256"])]
@@ -177,46 +237,79 @@ class Builder:
             if source and o.id.startswith("#ref/"):  # the weights: say where they come from
                 o["description"] = f"model weights, not included; source: {canonical_json(source)}"
         obj += self.values(stage, rec) + self.fingerprints(rec)
-        action = self.context(f"#action/{job.record_sha256}", "CreateAction",
-                              name=f"{stage}: {job.artifact}", instrument=tool, object=obj,
-                              description=f"`python -m retrace {stage}` wrote {job.artifact}; "
-                              f"its provenance record is {job.record_path}",
-                              result=result, agent=person, actionStatus=COMPLETED,
-                              startTime=iso(rec["timing"]["started"]),
-                              endTime=iso(rec["timing"]["finished"]),
-                              subjectOf=self.file_entity(job.record_path),
-                              location=self.host(rec.get("host", {})),
-                              resourceUsage=self.usage(job))
+        action = self.context(
+            f"#action/{job.record_sha256}",
+            "CreateAction",
+            name=f"{stage}: {job.artifact}",
+            instrument=tool,
+            object=obj,
+            description=f"`python -m retrace {stage}` wrote {job.artifact}; "
+            f"its provenance record is {job.record_path}",
+            result=result,
+            agent=person,
+            actionStatus=COMPLETED,
+            startTime=iso(rec["timing"]["started"]),
+            endTime=iso(rec["timing"]["finished"]),
+            subjectOf=self.file_entity(job.record_path),
+            location=self.host(rec.get("host", {})),
+            resourceUsage=self.usage(job),
+        )
         self.file_entity(job.record_path)["about"] = action
-        return self.context(f"#control/{job.record_sha256}", "ControlAction", name=f"run {stage}",
-                            instrument=self.step(stage), object=action)
+        return self.context(
+            f"#control/{job.record_sha256}",
+            "ControlAction",
+            name=f"run {stage}",
+            instrument=self.step(stage),
+            object=action,
+        )
 
     def values(self, stage: str, rec: dict) -> list:
         out = []
         for key, value in flatten(rec.get("config", {})):
             v = _value(value)
-            out.append(self.context(f"#pv/{stage}/{key}/{sha256_text(json.dumps(v))[:12]}",
-                                    "PropertyValue", name=key, propertyID=key, value=v,
-                                    exampleOfWork=self.crate.get(f"#param/{stage}/{key}")))
+            out.append(
+                self.context(
+                    f"#pv/{stage}/{key}/{sha256_text(json.dumps(v))[:12]}",
+                    "PropertyValue",
+                    name=key,
+                    propertyID=key,
+                    value=v,
+                    exampleOfWork=self.crate.get(f"#param/{stage}/{key}"),
+                )
+            )
         return out
 
     def fingerprints(self, rec: dict) -> list:
-        return [self.context(f"#fingerprint/{kind}/{rec[kind]['fingerprint']}", "PropertyValue",
-                             name=f"{kind} fingerprint ({rec[kind].get('name')})",
-                             propertyID=f"{kind}.fingerprint", value=rec[kind]["fingerprint"])
-                for kind in ("model", "data") if isinstance(rec.get(kind), dict)
-                and rec[kind].get("fingerprint")]
+        return [
+            self.context(
+                f"#fingerprint/{kind}/{rec[kind]['fingerprint']}",
+                "PropertyValue",
+                name=f"{kind} fingerprint ({rec[kind].get('name')})",
+                propertyID=f"{kind}.fingerprint",
+                value=rec[kind]["fingerprint"],
+            )
+            for kind in ("model", "data")
+            if isinstance(rec.get(kind), dict) and rec[kind].get("fingerprint")
+        ]
 
     def host(self, host: dict):
         text = canonical_json(host)
-        return self.context(f"#host/{sha256_text(text)[:12]}", "Place",
-                            name=host.get("hostname", "unknown host"), description=text)
+        return self.context(
+            f"#host/{sha256_text(text)[:12]}",
+            "Place",
+            name=host.get("hostname", "unknown host"),
+            description=text,
+        )
 
     def usage(self, job: Job) -> list:
         rec = job.record
         nums = [("timing.seconds", rec["timing"].get("seconds"))]
         nums += [(f"usage.{k}", v) for k, v in flatten(rec.get("usage", {}))]
         nums += [(f"flops.{k}", v) for k, v in flatten(rec.get("flops", {}))]
-        return [self.context(f"#usage/{job.record_sha256[:16]}/{k}", "PropertyValue", name=k,
-                             propertyID=k, value=v)
-                for k, v in nums if type(v) in (int, float)]
+        return [
+            self.context(
+                f"#usage/{job.record_sha256[:16]}/{k}", "PropertyValue", name=k, propertyID=k, value=v
+            )
+            for k, v in nums
+            if type(v) in (int, float)
+        ]

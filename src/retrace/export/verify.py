@@ -19,6 +19,7 @@ What it does not cover: artifacts referenced but not included (generations witho
 hashes recorded in the crate, not against their bytes; a crate rebuilt wholesale by someone
 who rewrote every record and hash is self-consistent (sign or deposit the zip to pin it).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,7 +51,9 @@ def _unpack(crate: Path, dest: Path) -> list[str]:
         return [f"{crate}: no such crate"]
     try:
         with zipfile.ZipFile(crate) as z:
-            bad = [n for n in z.namelist() if PurePosixPath(n).is_absolute() or ".." in PurePosixPath(n).parts]
+            bad = [
+                n for n in z.namelist() if PurePosixPath(n).is_absolute() or ".." in PurePosixPath(n).parts
+            ]
             if bad:
                 return [f"{crate}: member {n} points outside the crate" for n in bad]
             corrupt = z.testzip()
@@ -74,7 +77,9 @@ def _verify_dir(root: Path) -> list[str]:
             problems += check(root, graph)
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
             # damaged content (a changed record or table) is a finding, not a crash
-            problems.append(f"{check.__name__.removeprefix('_check_')}: damaged content ({type(e).__name__}: {e})")
+            problems.append(
+                f"{check.__name__.removeprefix('_check_')}: damaged content ({type(e).__name__}: {e})"
+            )
     return problems
 
 
@@ -121,8 +126,11 @@ def _check_manifest(root: Path) -> list[str]:
     on_disk = _files(root) - {MANIFEST}
     problems += [f"{MANIFEST}: lists {n}, which is not in the crate" for n in sorted(set(listed) - on_disk)]
     problems += [f"{n}: in the crate but not in {MANIFEST}" for n in sorted(on_disk - set(listed))]
-    problems += [f"{n}: sha256 differs from {MANIFEST}" for n in sorted(on_disk & set(listed))
-                 if sha256_file(root / n) != listed[n]]
+    problems += [
+        f"{n}: sha256 differs from {MANIFEST}"
+        for n in sorted(on_disk & set(listed))
+        if sha256_file(root / n) != listed[n]
+    ]
     return problems
 
 
@@ -170,8 +178,11 @@ def _check_action(root: Path, graph: dict, id_: str, action: dict, rec_id: str) 
         return [f"{where}: record {rec_id} does not have the sha256 the action is named by"]
     rec = json.loads((root / rec_id).read_text())
     sums = {graph.get(i, {}).get("sha256") for i in _ids(action.get("result"))}
-    problems = [f"{where}: result {o['path']} has no entity with sha256 {o['sha256'][:12]}…"
-                for o in [rec["artifact"], *rec.get("companions", [])] if o["sha256"] not in sums]
+    problems = [
+        f"{where}: result {o['path']} has no entity with sha256 {o['sha256'][:12]}…"
+        for o in [rec["artifact"], *rec.get("companions", [])]
+        if o["sha256"] not in sums
+    ]
     sums = {graph.get(i, {}).get("sha256") for i in _ids(action.get("object"))}
     for inp in rec.get("inputs", []):
         if inp["sha256"] not in sums:
@@ -204,6 +215,7 @@ def _check_code(root: Path, graph: dict) -> list[str]:
 
 def _check_tables(root: Path, graph: dict) -> list[str]:
     from retrace.provenance import audit_results_table
+
     problems = []
     tables = [i for i in _ids(graph.get("#run", {}).get("result")) if i.endswith(".csv")]
     if not tables:
@@ -213,13 +225,17 @@ def _check_tables(root: Path, graph: dict) -> list[str]:
             continue  # reported by _check_files
         with contextlib.chdir(root):  # records name their inputs relative to the run's root
             problems += audit_results_table(table)
-        problems += [f"{table}: row evidence {h[:12]}… is not an action in the crate"
-                     for h in _row_hashes(root / table) if f"#action/{h}" not in graph]
+        problems += [
+            f"{table}: row evidence {h[:12]}… is not an action in the crate"
+            for h in _row_hashes(root / table)
+            if f"#action/{h}" not in graph
+        ]
     return problems
 
 
 def _row_hashes(path: Path) -> list[str]:
     import csv
+
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     out = []

@@ -4,6 +4,7 @@
 has the same request (hence the same cache key), so Maj@N, refinement depth 0 and an
 extended Maj@N' all reuse one generation of each rollout.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -15,9 +16,9 @@ from retrace.records import Completion, Message, Problem, Request, Sampling
 
 @dataclass(frozen=True)
 class MethodContext:
-    seed: int          # the run seed (one job per seed)
-    task: Any          # the dataset's Task plugin (prompt rendering)
-    template: str      # the prompt template file for the dataset
+    seed: int  # the run seed (one job per seed)
+    task: Any  # the dataset's Task plugin (prompt rendering)
+    template: str  # the prompt template file for the dataset
     # The engine of a scorer whose model differs from the job's (retrace.scoring.scorers);
     # None = score with the job's own llm. Shared helper added for the search baselines.
     scorer_llm: Any = None
@@ -40,12 +41,18 @@ def problem_messages(problem: Problem, ctx: MethodContext) -> tuple[Message, ...
     return (Message("user", ctx.task.prompt(problem, ctx.template)),)
 
 
-def sample_requests(problem: Problem, cfg: dict, ctx: MethodContext, n: int,
-                    start: int = 0) -> list[Request]:
+def sample_requests(problem: Problem, cfg: dict, ctx: MethodContext, n: int, start: int = 0) -> list[Request]:
     """Samples start..n-1 of the problem's sample set under sampling config `cfg`."""
     msgs = problem_messages(problem, ctx)
-    return [Request(messages=msgs, sampling=sampling(cfg, derive_seed(ctx.seed, problem.id, i)),
-                    sample_index=i, tag=f"{problem.id}#{i}") for i in range(start, n)]
+    return [
+        Request(
+            messages=msgs,
+            sampling=sampling(cfg, derive_seed(ctx.seed, problem.id, i)),
+            sample_index=i,
+            tag=f"{problem.id}#{i}",
+        )
+        for i in range(start, n)
+    ]
 
 
 def sample_record(index: int, c: Completion) -> dict:
@@ -56,9 +63,12 @@ def sample_record(index: int, c: Completion) -> dict:
 
 def row(problem: Problem, method: str, completions: Sequence[Completion], extra: dict | None = None) -> dict:
     """The stored generation row of one problem (the format scoring reads)."""
-    return {"problem_id": problem.id, "method": method,
-            "samples": [sample_record(i, c) for i, c in enumerate(completions)],
-            "extra": extra or {}}
+    return {
+        "problem_id": problem.id,
+        "method": method,
+        "samples": [sample_record(i, c) for i, c in enumerate(completions)],
+        "extra": extra or {},
+    }
 
 
 def tokens_used(calls: Sequence[Any]) -> dict:
@@ -69,7 +79,9 @@ def tokens_used(calls: Sequence[Any]) -> dict:
     share a non-empty cache `key` ran once (the cache serves the repeats) and count once.
     """
     calls = list({(c.key or id(c)): c for c in calls}.values())
-    return {"requests": len(calls),
-            "prompt_tokens": sum(int(c.prompt_tokens) for c in calls),
-            "cached_prompt_tokens": sum(int(c.cached_prompt_tokens) for c in calls),
-            "generated_tokens": sum(int(c.generated_tokens) for c in calls)}
+    return {
+        "requests": len(calls),
+        "prompt_tokens": sum(int(c.prompt_tokens) for c in calls),
+        "cached_prompt_tokens": sum(int(c.cached_prompt_tokens) for c in calls),
+        "generated_tokens": sum(int(c.generated_tokens) for c in calls),
+    }

@@ -28,12 +28,12 @@ Does not cover: chat templates that trim the final assistant message (Llama 3's 
 the trailing separator is lost, the model may re-emit it at once, and that empty step
 ends the beam early.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from retrace.methods.base import (MethodContext, derive_seed, problem_messages, sampling,
-                                  tokens_used)
+from retrace.methods.base import MethodContext, derive_seed, problem_messages, sampling, tokens_used
 from retrace.methods.best_of_n import argmax
 from retrace.records import Completion, Message, Problem, Request
 from retrace.registry import METHODS
@@ -52,11 +52,15 @@ class Settings:
 
     @classmethod
     def from_cfg(cls, cfg: dict, lookahead: int) -> "Settings":
-        s = cls(width=int(cfg["width"]), expand=int(cfg["expand"]),
-                max_steps=int(cfg["max_steps"]), lookahead=lookahead,
-                separator=cfg.get("separator", "\n\n"),
-                markers=tuple(cfg.get("done_markers") or ("\\boxed", "Answer:")),
-                dedupe=bool(cfg.get("dedupe", True)))
+        s = cls(
+            width=int(cfg["width"]),
+            expand=int(cfg["expand"]),
+            max_steps=int(cfg["max_steps"]),
+            lookahead=lookahead,
+            separator=cfg.get("separator", "\n\n"),
+            markers=tuple(cfg.get("done_markers") or ("\\boxed", "Answer:")),
+            dedupe=bool(cfg.get("dedupe", True)),
+        )
         if min(s.width, s.expand, s.max_steps) < 1 or not s.separator:
             # Fewer would leave a problem with no finished beam, hence no answer at all.
             raise ValueError(f"beam search needs width, expand and max_steps >= 1 and a separator: {s}")
@@ -66,6 +70,7 @@ class Settings:
 @dataclass(frozen=True)
 class Beam:
     """A partial solution: its steps, the calls that wrote them, and why it ended (if it did)."""
+
     steps: tuple[str, ...] = ()
     calls: tuple[Completion, ...] = ()
     end: str | None = None  # "answer" | "eos" | "max_steps"; None while open
@@ -75,7 +80,7 @@ class Beam:
 class Candidate:
     beam: Beam
     parent: int
-    ahead: tuple[str, ...] = ()          # look-ahead steps: scored, never kept
+    ahead: tuple[str, ...] = ()  # look-ahead steps: scored, never kept
     ahead_calls: list = field(default_factory=list)
     ahead_end: str | None = None
     score: Score | None = None
@@ -84,23 +89,30 @@ class Candidate:
 @dataclass
 class Search:
     """The search state of one problem."""
+
     problem: Problem
     messages: tuple[Message, ...]
     active: list[Beam] = field(default_factory=lambda: [Beam()])
     finished: list[tuple[Beam, Score]] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
-    policy: dict = field(default_factory=dict)   # cache key -> Completion (a call counts once)
+    policy: dict = field(default_factory=dict)  # cache key -> Completion (a call counts once)
     scorer: list[Score] = field(default_factory=list)
 
 
-def continue_request(search: Search, steps: tuple[str, ...], sampling_, index: int, tag: str,
-                     separator: str) -> Request:
+def continue_request(
+    search: Search, steps: tuple[str, ...], sampling_, index: int, tag: str, separator: str
+) -> Request:
     """The next-step request after `steps`: a continued assistant turn, or the plain prompt."""
     if not steps:
         return Request(messages=search.messages, sampling=sampling_, sample_index=index, tag=tag)
     prefix = separator.join(steps) + separator
-    return Request(messages=search.messages + (Message("assistant", prefix),), sampling=sampling_,
-                   sample_index=index, continue_final=True, tag=tag)
+    return Request(
+        messages=search.messages + (Message("assistant", prefix),),
+        sampling=sampling_,
+        sample_index=index,
+        continue_final=True,
+        tag=tag,
+    )
 
 
 def step_end(text: str, s: Settings) -> str | None:
@@ -116,8 +128,9 @@ def extend(beam: Beam, c: Completion, last_round: bool, s: Settings) -> Beam:
     return Beam(steps, beam.calls + (c,), end)
 
 
-def expand_requests(search: Search, t: int, cfg: dict, ctx: MethodContext,
-                    s: Settings) -> list[tuple[int, Beam, Request]]:
+def expand_requests(
+    search: Search, t: int, cfg: dict, ctx: MethodContext, s: Settings
+) -> list[tuple[int, Beam, Request]]:
     """Round t's (parent rank, parent, request): `expand` per active beam (root: width × expand)."""
     stop = tuple(cfg["sampling"].get("stop") or ()) + (s.separator,)
     k = s.width * s.expand if t == 0 else s.expand
@@ -126,8 +139,15 @@ def expand_requests(search: Search, t: int, cfg: dict, ctx: MethodContext,
         for j in range(k):
             seed = derive_seed(ctx.seed, f"{search.problem.id}:step{t}:beam{rank}", j)
             tag = f"{search.problem.id}:step{t}:beam{rank}#{j}"
-            plan.append((rank, beam, continue_request(
-                search, beam.steps, sampling(cfg["sampling"], seed, stop=stop), j, tag, s.separator)))
+            plan.append(
+                (
+                    rank,
+                    beam,
+                    continue_request(
+                        search, beam.steps, sampling(cfg["sampling"], seed, stop=stop), j, tag, s.separator
+                    ),
+                )
+            )
     return plan
 
 
@@ -152,9 +172,12 @@ def look_ahead(search: Search, cands: list[Candidate], cfg: dict, s: Settings):
         todo = [c for c in cands if c.beam.end is None and c.ahead_end is None]
         if not todo:
             return
-        requests = [continue_request(search, c.beam.steps + c.ahead, greedy, 0,
-                                     f"{search.problem.id}:ahead{depth}", s.separator)
-                    for c in todo]
+        requests = [
+            continue_request(
+                search, c.beam.steps + c.ahead, greedy, 0, f"{search.problem.id}:ahead{depth}", s.separator
+            )
+            for c in todo
+        ]
         for c, done in zip(todo, (yield requests)):
             search.policy[done.key] = done
             c.ahead_calls.append(done)
@@ -169,8 +192,7 @@ def score(search: Search, cands: list[Candidate], scorer, llm, s: Settings):
     items = []
     for c in cands:
         ended = c.beam.end is not None or c.ahead_end in ("answer", "eos")
-        items.append(ScoreItem(search.problem, s.separator.join(c.beam.steps + c.ahead),
-                               partial=not ended))
+        items.append(ScoreItem(search.problem, s.separator.join(c.beam.steps + c.ahead), partial=not ended))
     for c, result in zip(cands, (yield from scorer.score_task(items, llm))):
         c.score = result
         search.scorer.append(result)
@@ -189,39 +211,65 @@ def prune(search: Search, cands: list[Candidate], t: int, s: Settings) -> None:
         kept.append(i)
     search.active = [cands[i].beam for i in kept if cands[i].beam.end is None]
     search.finished += [(cands[i].beam, cands[i].score) for i in kept if cands[i].beam.end]
-    search.log.append({"step": t, "candidates": [candidate_record(c, i in kept, s)
-                                                 for i, c in enumerate(cands)]})
+    search.log.append(
+        {"step": t, "candidates": [candidate_record(c, i in kept, s) for i, c in enumerate(cands)]}
+    )
 
 
 def candidate_record(c: Candidate, kept: bool, s: Settings) -> dict:
-    return {"parent": c.parent, "text": c.beam.steps[-1] if c.beam.end != "eos" and c.beam.steps else "",
-            "lookahead": s.separator.join(c.ahead), "score": c.score.value, "valid": c.score.valid,
-            "end": c.beam.end, "kept": kept, "key": c.beam.calls[-1].key,
-            "lookahead_keys": [a.key for a in c.ahead_calls], "score_key": c.score.key}
+    return {
+        "parent": c.parent,
+        "text": c.beam.steps[-1] if c.beam.end != "eos" and c.beam.steps else "",
+        "lookahead": s.separator.join(c.ahead),
+        "score": c.score.value,
+        "valid": c.score.valid,
+        "end": c.beam.end,
+        "kept": kept,
+        "key": c.beam.calls[-1].key,
+        "lookahead_keys": [a.key for a in c.ahead_calls],
+        "score_key": c.score.key,
+    }
 
 
 def beam_sample(index: int, beam: Beam, s: Settings) -> dict:
     """A finished beam in the stored sample format (token counts: its own path's calls)."""
     calls = beam.calls
-    return {"index": index, "text": s.separator.join(beam.steps),
-            "finish_reason": calls[-1].finish_reason, "end": beam.end,
-            "prompt_tokens": sum(c.prompt_tokens for c in calls),
-            "cached_prompt_tokens": sum(c.cached_prompt_tokens for c in calls),
-            "generated_tokens": sum(c.generated_tokens for c in calls),
-            "cache_hit": all(c.cache_hit for c in calls), "key": calls[-1].key,
-            "step_keys": [c.key for c in calls]}
+    return {
+        "index": index,
+        "text": s.separator.join(beam.steps),
+        "finish_reason": calls[-1].finish_reason,
+        "end": beam.end,
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "cached_prompt_tokens": sum(c.cached_prompt_tokens for c in calls),
+        "generated_tokens": sum(c.generated_tokens for c in calls),
+        "cache_hit": all(c.cache_hit for c in calls),
+        "key": calls[-1].key,
+        "step_keys": [c.key for c in calls],
+    }
 
 
 def search_row(search: Search, method: str, s: Settings, identity: dict) -> dict:
     values = [score_.value for _, score_ in search.finished]
-    return {"problem_id": search.problem.id, "method": method,
-            "samples": [beam_sample(i, b, s) for i, (b, _) in enumerate(search.finished)],
-            "extra": {"scores": values, "valid": [sc.valid for _, sc in search.finished],
-                      "chosen": argmax(values), "ends": [b.end for b, _ in search.finished],
-                      "scorer": identity, "width": s.width, "expand": s.expand,
-                      "lookahead": s.lookahead, "steps": search.log,
-                      "compute": {"policy": tokens_used(list(search.policy.values())),
-                                  "scorer": tokens_used(search.scorer)}}}
+    return {
+        "problem_id": search.problem.id,
+        "method": method,
+        "samples": [beam_sample(i, b, s) for i, (b, _) in enumerate(search.finished)],
+        "extra": {
+            "scores": values,
+            "valid": [sc.valid for _, sc in search.finished],
+            "chosen": argmax(values),
+            "ends": [b.end for b, _ in search.finished],
+            "scorer": identity,
+            "width": s.width,
+            "expand": s.expand,
+            "lookahead": s.lookahead,
+            "steps": search.log,
+            "compute": {
+                "policy": tokens_used(list(search.policy.values())),
+                "scorer": tokens_used(search.scorer),
+            },
+        },
+    }
 
 
 def search_task(search: Search, cfg: dict, llm, ctx: MethodContext, s: Settings, scorer):
@@ -237,8 +285,9 @@ def search_task(search: Search, cfg: dict, llm, ctx: MethodContext, s: Settings,
         prune(search, cands, t, s)
 
 
-def run_search(problems: list[Problem], cfg: dict, llm, ctx: MethodContext, method: str,
-               lookahead: int) -> list[dict]:
+def run_search(
+    problems: list[Problem], cfg: dict, llm, ctx: MethodContext, method: str, lookahead: int
+) -> list[dict]:
     """Beam search (lookahead = 0) or lookahead search, one scheduler task per problem."""
     s = Settings.from_cfg(cfg, lookahead)
     scorer = build_scorer(cfg, llm, ctx)

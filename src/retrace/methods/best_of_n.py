@@ -9,6 +9,7 @@ Row: "samples" = the N rollouts; "extra" = {"scores": [N floats], "valid": [N bo
 "compute": {"policy": tokens of the rollouts, "scorer": tokens of the scoring calls}}.
 The RM@N answer is samples[chosen]; the plurality vote over samples is plain Maj@N.
 """
+
 from __future__ import annotations
 
 from retrace.methods.base import MethodContext, row, sample_requests, tokens_used
@@ -27,18 +28,29 @@ def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dic
     n = int(cfg["n"])
     requests = [r for p in problems for r in sample_requests(p, cfg["sampling"], ctx, n)]
     completions = llm.generate(requests)
-    groups = [completions[i * n:(i + 1) * n] for i in range(len(problems))]
+    groups = [completions[i * n : (i + 1) * n] for i in range(len(problems))]
     scorer = build_scorer(cfg, llm, ctx)
     scores = scorer.score([ScoreItem(p, c.text) for p, group in zip(problems, groups) for c in group])
     identity = scorer.identity()
     rows = []
     for i, (p, group) in enumerate(zip(problems, groups)):
-        mine = scores[i * n:(i + 1) * n]
+        mine = scores[i * n : (i + 1) * n]
         values = [s.value for s in mine]
-        rows.append(row(p, "best_of_n", group, {
-            "scores": values, "valid": [s.valid for s in mine], "chosen": argmax(values),
-            "scorer": identity, "score_keys": [s.key for s in mine],
-            "compute": {"policy": tokens_used(group), "scorer": tokens_used(mine)}}))
+        rows.append(
+            row(
+                p,
+                "best_of_n",
+                group,
+                {
+                    "scores": values,
+                    "valid": [s.valid for s in mine],
+                    "chosen": argmax(values),
+                    "scorer": identity,
+                    "score_keys": [s.key for s in mine],
+                    "compute": {"policy": tokens_used(group), "scorer": tokens_used(mine)},
+                },
+            )
+        )
     return rows
 
 

@@ -9,6 +9,7 @@ that role's budget; with critic=none too), or a search path (beam/lookahead: `ma
 the per-step `sampling.max_tokens`). Comparing methods fairly needs each baseline's budget
 to be at least refinement's final-answer budget (retrace plan --check tests it).
 """
+
 from __future__ import annotations
 
 

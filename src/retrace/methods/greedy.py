@@ -1,4 +1,5 @@
 """Greedy decoding: one temperature-0 answer per problem (config/method/greedy.yaml)."""
+
 from __future__ import annotations
 
 from retrace.methods.base import MethodContext, problem_messages, row, sampling
@@ -9,9 +10,14 @@ from retrace.registry import METHODS
 @METHODS.register("greedy")
 def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dict]:
     # Greedy ignores the temperature in the config on purpose: that is what makes it greedy.
-    requests = [Request(messages=problem_messages(p, ctx),
-                        sampling=sampling(cfg["sampling"], ctx.seed, temperature=0.0),
-                        tag=p.id) for p in problems]
+    requests = [
+        Request(
+            messages=problem_messages(p, ctx),
+            sampling=sampling(cfg["sampling"], ctx.seed, temperature=0.0),
+            tag=p.id,
+        )
+        for p in problems
+    ]
     completions = llm.generate(requests)
     return [row(p, "greedy", [c]) for p, c in zip(problems, completions)]
 

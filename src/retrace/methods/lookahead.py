@@ -8,6 +8,7 @@ Same search, scheduling (one task per problem), rows and compute accounting as
 retrace.methods.beam (see its docstring); `extra["steps"][t]["candidates"][i]["lookahead"]`
 holds the scored rollout text.
 """
+
 from __future__ import annotations
 
 from retrace.methods.base import MethodContext

@@ -37,6 +37,7 @@ rollout's tokens summed over all its calls (so scoring's FLOPs are the whole ref
 token counts and `context_tokens` (the history's length after the depth's last call), "roles":
 per-role token totals of the problem}.
 """
+
 from __future__ import annotations
 
 import random
@@ -54,6 +55,7 @@ COUNTS = ("prompt_tokens", "cached_prompt_tokens", "generated_tokens")
 @dataclass
 class Rollout:
     """One rollout being refined: its append-only history, current trace and accounting."""
+
     problem: Problem
     index: int
     history: tuple[Message, ...]
@@ -94,10 +96,23 @@ def has_answer(text: str, problem: Problem, ctx: MethodContext) -> bool:
 
 def start(problem: Problem, request: Request, c: Completion) -> Rollout:
     """A rollout at depth 0: the Maj@N sample and its history."""
-    r = Rollout(problem, request.sample_index, request.messages + (Message("assistant", c.text),),
-                c.text, calls=[c], roles={"sample": {k: getattr(c, k) for k in COUNTS}})
-    r.depths.append({"text": c.text, "source": "sample", "keys": {"sample": c.key}, **r.totals(),
-                     "context_tokens": context_tokens(r)})
+    r = Rollout(
+        problem,
+        request.sample_index,
+        request.messages + (Message("assistant", c.text),),
+        c.text,
+        calls=[c],
+        roles={"sample": {k: getattr(c, k) for k in COUNTS}},
+    )
+    r.depths.append(
+        {
+            "text": c.text,
+            "source": "sample",
+            "keys": {"sample": c.key},
+            **r.totals(),
+            "context_tokens": context_tokens(r),
+        }
+    )
     return r
 
 
@@ -112,9 +127,12 @@ def context_tokens(r: Rollout) -> int:
 def role_request(r: Rollout, prompt: str, role: str, depth: int, cfg: dict, ctx: MethodContext) -> Request:
     seed = derive_seed(ctx.seed, f"{r.problem.id}|refine|d{depth}|{role}", r.index)
     changes = {k: v for k, v in (cfg.get("roles") or {}).get(role, {}).items() if v is not None}
-    return Request(messages=r.history + (Message("user", prompt),),
-                   sampling=sampling({**cfg["sampling"], **changes}, seed),
-                   sample_index=r.index, tag=f"{r.problem.id}#{r.index}/d{depth}/{role}")
+    return Request(
+        messages=r.history + (Message("user", prompt),),
+        sampling=sampling({**cfg["sampling"], **changes}, seed),
+        sample_index=r.index,
+        tag=f"{r.problem.id}#{r.index}/d{depth}/{role}",
+    )
 
 
 def turn(r: Rollout, role: str, prompt: str, depth: int, cfg: dict, ctx: MethodContext):
@@ -133,7 +151,9 @@ def random_critic_words(cfg: dict) -> int:
     """Words of a random critique: the configured count, else critique length (see module docstring)."""
     if cfg.get("random_critic_words") is not None:
         return int(cfg["random_critic_words"])
-    budget = ((cfg.get("roles") or {}).get("critique") or {}).get("max_tokens") or cfg["sampling"]["max_tokens"]
+    budget = ((cfg.get("roles") or {}).get("critique") or {}).get("max_tokens") or cfg["sampling"][
+        "max_tokens"
+    ]
     return max(1, round(0.75 * int(budget)))
 
 
@@ -159,8 +179,16 @@ def close_round(r: Rollout, cfg: dict, ctx: MethodContext) -> None:
     r.trace = trace
     keys = {k[:-4]: v for k, v in r.round.items() if k.endswith("_key")}
     texts = {k: v for k, v in r.round.items() if not k.endswith("_key")}
-    r.depths.append({"text": trace, "source": source, **texts, "keys": keys, **r.totals(),
-                     "context_tokens": context_tokens(r)})
+    r.depths.append(
+        {
+            "text": trace,
+            "source": source,
+            **texts,
+            "keys": keys,
+            **r.totals(),
+            "context_tokens": context_tokens(r),
+        }
+    )
     r.round = {}
 
 
@@ -187,9 +215,14 @@ def rollout_task(problem: Problem, request: Request, cfg: dict, ctx: MethodConte
 def terminal(r: Rollout) -> Completion:
     """The rollout as one sample record: terminal trace, tokens of all its calls."""
     last = r.calls[-1]
-    return replace(last, text=r.trace, logprobs=None, **r.totals(),
-                   latency_s=sum(c.latency_s for c in r.calls),
-                   cache_hit=all(c.cache_hit for c in r.calls))
+    return replace(
+        last,
+        text=r.trace,
+        logprobs=None,
+        **r.totals(),
+        latency_s=sum(c.latency_s for c in r.calls),
+        cache_hit=all(c.cache_hit for c in r.calls),
+    )
 
 
 def problem_row(problem: Problem, rollouts: list[Rollout], cfg: dict) -> dict:
@@ -200,8 +233,13 @@ def problem_row(problem: Problem, rollouts: list[Rollout], cfg: dict) -> dict:
             for k in COUNTS:
                 into[k] += counts[k]
     depths = [[r.depths[d] for r in rollouts] for d in range(int(cfg["depth"]) + 1)]
-    extra = {"critic": cfg["critic"], "n": len(rollouts), "depth": int(cfg["depth"]),
-             "depths": depths, "roles": roles}
+    extra = {
+        "critic": cfg["critic"],
+        "n": len(rollouts),
+        "depth": int(cfg["depth"]),
+        "depths": depths,
+        "roles": roles,
+    }
     return row(problem, "refine", [terminal(r) for r in rollouts], extra)
 
 
@@ -209,10 +247,11 @@ def problem_row(problem: Problem, rollouts: list[Rollout], cfg: dict) -> dict:
 def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dict]:
     check_config(cfg)
     n = int(cfg["n"])
-    tasks = [rollout_task(p, q, cfg, ctx)
-             for p in problems for q in sample_requests(p, cfg["sampling"], ctx, n)]
+    tasks = [
+        rollout_task(p, q, cfg, ctx) for p in problems for q in sample_requests(p, cfg["sampling"], ctx, n)
+    ]
     rollouts = llm.run_tasks(tasks)
-    return [problem_row(p, rollouts[i * n:(i + 1) * n], cfg) for i, p in enumerate(problems)]
+    return [problem_row(p, rollouts[i * n : (i + 1) * n], cfg) for i, p in enumerate(problems)]
 
 
 def _calls_per_problem(cfg: dict) -> int:

@@ -17,6 +17,7 @@ Usage: `from retrace.report import build_report;
 build_report(score_files, out_dir, claims_csv=None, diagnostics=())`;
 tests: `python -m pytest tests/unit/test_report.py tests/unit/test_plots.py`.
 """
+
 from __future__ import annotations
 
 from retrace.report.html import build_report

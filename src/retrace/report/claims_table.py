@@ -5,13 +5,25 @@
 CSV cells are text; the numbers come back as floats and ints (None where a cell is empty)
 and `evidence` as the list of provenance hashes that `write_claims_csv` joined with ';'.
 """
+
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
-REQUIRED = ("claim", "model", "dataset", "method", "baseline", "delta", "ci_low", "ci_high",
-            "p_value", "verdict", "evidence")
+REQUIRED = (
+    "claim",
+    "model",
+    "dataset",
+    "method",
+    "baseline",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "verdict",
+    "evidence",
+)
 # The multiplicity-adjusted p-value, where claims.csv has one (shown beside the raw one);
 # other extra columns are kept as text and ignored by the page.
 P_ADJ = "p_adj"

@@ -8,6 +8,7 @@ row carries that record's sha256.
     diags = load_diagnostics(paths)        # [{"job", "depths", "file", "prov_sha256"}, ...]
     rows = diagnostic_rows(diags)          # one per job per depth
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,15 +17,28 @@ from typing import Iterable
 from retrace.report.plots import depth_records
 from retrace.report.tables import IDENTITY, load_job_json, sort_key
 
-ROW_KEYS = ("accuracy", "rollout_accuracy", "recovery_rate", "regression_rate", "recovered",
-            "regressed", "benefit", "diversity")
+ROW_KEYS = (
+    "accuracy",
+    "rollout_accuracy",
+    "recovery_rate",
+    "regression_rate",
+    "recovered",
+    "regressed",
+    "benefit",
+    "diversity",
+)
 
 
 def load_diagnostic(path: Path) -> dict:
     """One diagnostics file with its per-depth list, file name and provenance hash."""
     data, record_sha = load_job_json(path, "diagnostics")
-    return {"job": data["job"], "depths": depth_records(data), "grid": data.get("grid") or [],
-            "file": str(path), "prov_sha256": record_sha}
+    return {
+        "job": data["job"],
+        "depths": depth_records(data),
+        "grid": data.get("grid") or [],
+        "file": str(path),
+        "prov_sha256": record_sha,
+    }
 
 
 def load_diagnostics(paths: Iterable[Path]) -> list[dict]:
@@ -35,10 +49,17 @@ def load_diagnostics(paths: Iterable[Path]) -> list[dict]:
 
 def diagnostic_rows(diags: list[dict]) -> list[dict]:
     """One row per job per depth; flip columns are None at depth 0, where nothing flipped."""
-    return [{**{k: d["job"][k] for k in IDENTITY},
-             "depth": rec["depth"], **{k: rec.get(k) for k in ROW_KEYS},
-             "file": d["file"], "prov_sha256": d["prov_sha256"]}
-            for d in diags for rec in d["depths"]]
+    return [
+        {
+            **{k: d["job"][k] for k in IDENTITY},
+            "depth": rec["depth"],
+            **{k: rec.get(k) for k in ROW_KEYS},
+            "file": d["file"],
+            "prov_sha256": d["prov_sha256"],
+        }
+        for d in diags
+        for rec in d["depths"]
+    ]
 
 
 def grid_tables(diags: list[dict]) -> list[dict]:
@@ -52,7 +73,13 @@ def grid_tables(diags: list[dict]) -> list[dict]:
             continue
         grid = pd.DataFrame(d["grid"]).pivot(index="n", columns="depth", values="accuracy")
         grid = grid.sort_index().sort_index(axis=1).astype(object).where(grid.notna(), None)
-        tables.append({**{k: d["job"][k] for k in IDENTITY}, "depths": [int(k) for k in grid.columns],
-                       "rows": [{"n": int(n), "cells": list(cells)} for n, cells in zip(grid.index, grid.values)],
-                       "prov_sha256": d["prov_sha256"], "file": d["file"]})
+        tables.append(
+            {
+                **{k: d["job"][k] for k in IDENTITY},
+                "depths": [int(k) for k in grid.columns],
+                "rows": [{"n": int(n), "cells": list(cells)} for n, cells in zip(grid.index, grid.values)],
+                "prov_sha256": d["prov_sha256"],
+                "file": d["file"],
+            }
+        )
     return tables

@@ -11,6 +11,7 @@ is edited without touching code) and embeds the PNGs by relative path. Every num
 to the page of the provenance record behind it (its tooltip names the record's sha256; the
 CSV has the full hash).
 """
+
 from __future__ import annotations
 
 import math
@@ -55,9 +56,12 @@ def fmt_pvalue(p: float | None) -> str:
 
 
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
-                             autoescape=jinja2.select_autoescape(["html", "j2"]),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
     env.filters["num"] = fmt_number
     env.filters["short"] = lambda h: str(h)[:SHORT_HASH]
     env.filters["signed"] = lambda v: "" if v is None else f"{v:+.3f}"
@@ -87,10 +91,18 @@ def claim_groups(claims: list[dict], refs: dict) -> list[dict]:
     return groups
 
 
-def render_html(rows: list[dict], aggregates: list[dict], claims: list[dict] = (),
-                diagnostics: list[dict] = (), images: dict[str, str] | None = None,
-                grids: list[dict] = (), sections: list[dict] = (), pages: dict[str, str] | None = None,
-                settings: dict | None = None, engine: dict | None = None) -> str:
+def render_html(
+    rows: list[dict],
+    aggregates: list[dict],
+    claims: list[dict] = (),
+    diagnostics: list[dict] = (),
+    images: dict[str, str] | None = None,
+    grids: list[dict] = (),
+    sections: list[dict] = (),
+    pages: dict[str, str] | None = None,
+    settings: dict | None = None,
+    engine: dict | None = None,
+) -> str:
     """The report page: `rows` (one per job), `aggregates` (one per multi-seed config),
     `claims` (claims.csv rows), `diagnostics` (one per refine job per depth), `images`
     ({"accuracy_vs_compute" | "depth_curves": path relative to the page}), `pages`
@@ -100,20 +112,32 @@ def render_html(rows: list[dict], aggregates: list[dict], claims: list[dict] = (
     claims = paper.annotate_claims(list(claims), refs, settings or {})
     pages = pages or {}
     template = environment().get_template("index.html.j2")
-    return template.render(rows=rows, aggregates=aggregates,
-                           k_columns=k_columns(rows) + extra_columns(rows),
-                           claims=claims, claim_groups=claim_groups(claims, refs),
-                           summary=paper.summarise(claims, refs),
-                           has_p_adj=any(c.get(P_ADJ) is not None for c in claims),
-                           result_groups=_groups(rows, ("model", "dataset")),
-                           diagnostics=list(diagnostics), images=images or {}, grids=list(grids),
-                           sections=list(sections), prov_link=lambda h: pages.get(h, ""),
-                           engine=engine or {"rows": [], "total": {}})
+    return template.render(
+        rows=rows,
+        aggregates=aggregates,
+        k_columns=k_columns(rows) + extra_columns(rows),
+        claims=claims,
+        claim_groups=claim_groups(claims, refs),
+        summary=paper.summarise(claims, refs),
+        has_p_adj=any(c.get(P_ADJ) is not None for c in claims),
+        result_groups=_groups(rows, ("model", "dataset")),
+        diagnostics=list(diagnostics),
+        images=images or {},
+        grids=list(grids),
+        sections=list(sections),
+        prov_link=lambda h: pages.get(h, ""),
+        engine=engine or {"rows": [], "total": {}},
+    )
 
 
-def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None = None,
-                 diagnostics: Iterable[Path] = (), sections: Iterable[Path] = (),
-                 probes: Iterable[Path] = ()) -> list[Path]:
+def build_report(
+    score_files: list[Path],
+    out_dir: Path,
+    claims_csv: Path | None = None,
+    diagnostics: Iterable[Path] = (),
+    sections: Iterable[Path] = (),
+    probes: Iterable[Path] = (),
+) -> list[Path]:
     """Read every input (and its provenance); write the report files atomically; return them.
 
     Inputs are all read before anything is written, so a bad one leaves out_dir untouched.
@@ -139,9 +163,18 @@ def build_report(score_files: list[Path], out_dir: Path, claims_csv: Path | None
     write_csv(out_dir / "results.csv", rows)
     written += copy_images(copies)
     written += lineage.write_pages(nodes, out_dir, environment())
-    html = render_html(rows, seed_aggregates(rows), claims, diagnostic_rows(diags), images,
-                       grid_tables(diags), secs, {h: lineage.page_name(h) for h in nodes}, settings,
-                       engine={"rows": engine_rows, "total": engine_total})
+    html = render_html(
+        rows,
+        seed_aggregates(rows),
+        claims,
+        diagnostic_rows(diags),
+        images,
+        grid_tables(diags),
+        secs,
+        {h: lineage.page_name(h) for h in nodes},
+        settings,
+        engine={"rows": engine_rows, "total": engine_total},
+    )
     with atomic_open(out_dir / "index.html") as f:
         f.write(html)
     return [*written, out_dir / "results.csv", out_dir / "index.html"]

@@ -11,6 +11,7 @@ to the page of the record it came from, keyed, as everywhere in the report, by t
 of the record's bytes. Records are read, never rewritten; a missing or unreadable ancestor
 is shown as such rather than failing the report (`retrace audit` is where that fails).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,7 @@ from retrace.hashing import sha256_file
 from retrace.provenance import prov_path
 
 PAGE_DIR = "prov"
-SHOWN = ("artifact", "stage", "config", "config_hash", "inputs", "code", "packages", "host",
-         "timing")
+SHOWN = ("artifact", "stage", "config", "config_hash", "inputs", "code", "packages", "host", "timing")
 
 
 def page_name(record_sha: str) -> str:
@@ -47,8 +47,7 @@ def collect(artifacts: Iterable[Path]) -> dict[str, dict]:
             rec = json.loads(record.read_text())
         except ValueError as e:  # shown on the page; `retrace audit` is where it fails
             rec = {"unreadable": str(e)}
-        nodes[sha] = {"sha": sha, "path": str(path), "record": str(record), "rec": rec,
-                      "used_by": []}
+        nodes[sha] = {"sha": sha, "path": str(path), "record": str(record), "rec": rec, "used_by": []}
         todo += [Path(i["path"]) for i in rec.get("inputs", []) if "prov" in i]
     _link_down(nodes)
     return nodes
@@ -70,19 +69,31 @@ def _pretty(value: object) -> str:
 def page_context(node: dict, nodes: dict[str, dict]) -> dict:
     """What prov.html.j2 shows for one node: the record's parts, inputs with links."""
     rec = node["rec"]
-    inputs = [{"path": i.get("path", ""), "sha256": i.get("sha256", ""),
-               "page": (page_name(i["prov_sha256"]).split("/", 1)[1]
-                        if i.get("prov_sha256") in nodes else None),
-               "has_record": "prov" in i}
-              for i in rec.get("inputs", [])]
+    inputs = [
+        {
+            "path": i.get("path", ""),
+            "sha256": i.get("sha256", ""),
+            "page": (page_name(i["prov_sha256"]).split("/", 1)[1] if i.get("prov_sha256") in nodes else None),
+            "has_record": "prov" in i,
+        }
+        for i in rec.get("inputs", [])
+    ]
     extra = {k: v for k, v in rec.items() if k not in SHOWN}
-    return {"node": node, "rec": rec, "inputs": inputs, "extra": extra,
-            "used_by": [{"path": nodes[s]["path"], "page": page_name(s).split("/", 1)[1]}
-                        for s in node["used_by"]],
-            "config": _pretty(rec.get("config", {})), "packages": rec.get("packages", {}),
-            "code": rec.get("code", {}), "timing": rec.get("timing", {}),
-            "host": _pretty(rec.get("host", {})),
-            "extra_json": {k: _pretty(v) for k, v in extra.items()}}
+    return {
+        "node": node,
+        "rec": rec,
+        "inputs": inputs,
+        "extra": extra,
+        "used_by": [
+            {"path": nodes[s]["path"], "page": page_name(s).split("/", 1)[1]} for s in node["used_by"]
+        ],
+        "config": _pretty(rec.get("config", {})),
+        "packages": rec.get("packages", {}),
+        "code": rec.get("code", {}),
+        "timing": rec.get("timing", {}),
+        "host": _pretty(rec.get("host", {})),
+        "extra_json": {k: _pretty(v) for k, v in extra.items()},
+    }
 
 
 def write_pages(nodes: dict[str, dict], out_dir: Path, env) -> list[Path]:

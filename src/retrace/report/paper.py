@@ -10,6 +10,7 @@ whether the settings match, and the per-paper summary at the top of the report.
 evidence. Units: claims.csv holds fractions (accuracy) or FS points per question; the
 papers print percentages, so our deltas are shown x100 as percentage points (pp).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,18 @@ from retrace.provenance import prov_path
 
 NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 VERDICTS = ("supported", "contradicted", "inconclusive")
-REF_KEYS = {"model", "paper_model", "dataset", "questions", "n", "depth", "method", "baseline",
-            "gain", "source"}
+REF_KEYS = {
+    "model",
+    "paper_model",
+    "dataset",
+    "questions",
+    "n",
+    "depth",
+    "method",
+    "baseline",
+    "gain",
+    "source",
+}
 
 
 def _expand(entry: dict, sizes: dict, where: str) -> list[dict]:
@@ -31,13 +42,22 @@ def _expand(entry: dict, sizes: dict, where: str) -> list[dict]:
     table = entry.get("table")
     if table:
         for dataset, (method, baseline) in table["values"].items():
-            refs.append({"paper_model": table["paper_model"], "dataset": dataset, "method": method,
-                         "baseline": baseline, "source": table["source"]})
+            refs.append(
+                {
+                    "paper_model": table["paper_model"],
+                    "dataset": dataset,
+                    "method": method,
+                    "baseline": baseline,
+                    "source": table["source"],
+                }
+            )
     for i, ref in enumerate(refs):
         bad = set(ref) - REF_KEYS
         if bad or "source" not in ref:
-            raise ValueError(f"{where}: refs[{i}] has unknown key(s) {sorted(bad)} or no 'source'; "
-                             f"valid: {sorted(REF_KEYS)}")
+            raise ValueError(
+                f"{where}: refs[{i}] has unknown key(s) {sorted(bad)} or no 'source'; "
+                f"valid: {sorted(REF_KEYS)}"
+            )
         ref.setdefault("questions", sizes.get(ref.get("dataset")))
         if ref.get("gain") is None and ref.get("method") is not None:
             ref["gain"] = round(ref["method"] - ref["baseline"], 2)
@@ -55,8 +75,11 @@ def load_paper_numbers(path: Path = NUMBERS) -> dict:
             raise ValueError(f"{where}: paper {entry.get('paper')!r} is not one of {sorted(papers)}")
         if entry["claim"] in claims:
             raise ValueError(f"{where}: claim listed twice")
-        claims[entry["claim"]] = {"paper": entry["paper"], "note": entry.get("note", ""),
-                                  "refs": _expand(entry, sizes, where)}
+        claims[entry["claim"]] = {
+            "paper": entry["paper"],
+            "note": entry.get("note", ""),
+            "refs": _expand(entry, sizes, where),
+        }
     return {"papers": papers, "claims": claims}
 
 
@@ -64,8 +87,7 @@ def run_setting(score_file: Path) -> dict:
     """Our setting of one score file: model, questions, and N / D from the generate record
     upstream of it (None where a record does not say)."""
     score = json.loads(Path(score_file).read_text())
-    setting = {"model": score["job"]["model"], "questions": score.get("n_problems"),
-               "n": None, "depth": None}
+    setting = {"model": score["job"]["model"], "questions": score.get("n_problems"), "n": None, "depth": None}
     record = prov_path(score_file)
     for inp in json.loads(record.read_text()).get("inputs", []) if record.exists() else []:
         if "prov" in inp and Path(inp["prov"]).exists():
@@ -87,12 +109,19 @@ def pick_ref(refs: list[dict], model: str, dataset: str) -> dict | None:
 def setting_match(ref: dict, claim: dict, ours: dict) -> list[dict]:
     """One item per setting the paper states: name, ours, paper's, equal or not."""
     ours = {"questions": claim.get("n_questions"), "n": ours.get("n"), "depth": ours.get("depth")}
-    items = [{"what": "model", "ours": claim["model"], "paper": ref.get("paper_model", ""),
-              "same": ref.get("model") == claim["model"]}]
+    items = [
+        {
+            "what": "model",
+            "ours": claim["model"],
+            "paper": ref.get("paper_model", ""),
+            "same": ref.get("model") == claim["model"],
+        }
+    ]
     for key, label in (("questions", "questions"), ("n", "N"), ("depth", "D")):
         if ref.get(key) is not None:
-            items.append({"what": label, "ours": ours.get(key), "paper": ref[key],
-                          "same": ours.get(key) == ref[key]})
+            items.append(
+                {"what": label, "ours": ours.get(key), "paper": ref[key], "same": ours.get(key) == ref[key]}
+            )
     return items
 
 
@@ -112,9 +141,14 @@ def annotate_claims(claims: list[dict], refs: dict, settings: dict) -> list[dict
     for c in claims:
         entry = refs["claims"].get(c["claim"], {"paper": "other", "refs": [], "note": ""})
         ref = pick_ref(entry["refs"], c["model"], c["dataset"])
-        row = {**c, "paper_key": entry["paper"], "paper": ref, "paper_note": entry["note"],
-               "setting": setting_match(ref, c, _ours_setting(c, settings)) if ref else [],
-               "paper_in_ci": None}
+        row = {
+            **c,
+            "paper_key": entry["paper"],
+            "paper": ref,
+            "paper_note": entry["note"],
+            "setting": setting_match(ref, c, _ours_setting(c, settings)) if ref else [],
+            "paper_in_ci": None,
+        }
         if ref and ref.get("gain") is not None and c.get("ci_low") is not None:
             row["paper_in_ci"] = c["ci_low"] * 100 <= ref["gain"] <= c["ci_high"] * 100
         out.append(row)
@@ -125,14 +159,18 @@ def plain_line(c: dict) -> str:
     """One claim in plain words: verdict, effect size with CI, and what the paper reported."""
     text = f"{c['claim']} ({c['model']}, {c['dataset']}): {c['verdict']}"
     if c.get("delta") is not None:
-        text += (f"; {c['method']} minus {c['baseline']} = {c['delta'] * 100:+.1f} pp "
-                 f"[{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]")
+        text += (
+            f"; {c['method']} minus {c['baseline']} = {c['delta'] * 100:+.1f} pp "
+            f"[{c['ci_low'] * 100:+.1f}, {c['ci_high'] * 100:+.1f}]"
+        )
     if c.get("n_questions") is not None:
         text += f" over {c['n_questions']} questions"
     ref = c.get("paper")
     if ref and ref.get("gain") is not None:
-        text += (f"; the paper reported {ref['gain']:+.1f} pp "
-                 f"({ref.get('paper_model', '?')}, {ref.get('dataset', '?')})")
+        text += (
+            f"; the paper reported {ref['gain']:+.1f} pp "
+            f"({ref.get('paper_model', '?')}, {ref.get('dataset', '?')})"
+        )
     return text + "."
 
 
@@ -145,7 +183,12 @@ def summarise(claims: list[dict], refs: dict) -> list[dict]:
         if not mine:
             continue
         title = refs["papers"].get(key, {}).get("title", "claims of no listed paper")
-        out.append({"key": key, "title": title,
-                    "counts": {v: sum(c["verdict"] == v for c in mine) for v in VERDICTS},
-                    "lines": [{"text": plain_line(c), "verdict": c["verdict"]} for c in mine]})
+        out.append(
+            {
+                "key": key,
+                "title": title,
+                "counts": {v: sum(c["verdict"] == v for c in mine) for v in VERDICTS},
+                "lines": [{"text": plain_line(c), "verdict": c["verdict"]} for c in mine],
+            }
+        )
     return out

@@ -11,6 +11,7 @@ no pyplot, no display, no global backend switch, so importing this module stays 
 plotting in a worker thread is safe. PNGs carry no "Software" tag; byte-identical output
 across matplotlib or freetype versions is not promised.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -55,8 +56,12 @@ def method_points(rows: Iterable[dict]) -> list[dict]:
     keys = ["dataset", "model", "method"]
     frame[keys] = frame[keys].astype(str)
     points = frame.groupby(keys, sort=False).agg(
-        n_seeds=("seed", "size"), accuracy=("accuracy", "mean"), ci_low=("ci_low", "min"),
-        ci_high=("ci_high", "max"), tflops=("flops_effective", "mean"))
+        n_seeds=("seed", "size"),
+        accuracy=("accuracy", "mean"),
+        ci_low=("ci_low", "min"),
+        ci_high=("ci_high", "max"),
+        tflops=("flops_effective", "mean"),
+    )
     points["tflops"] = points["tflops"].astype(float) / TERA
     return points.reset_index().to_dict("records")
 
@@ -64,8 +69,11 @@ def method_points(rows: Iterable[dict]) -> list[dict]:
 def equal_compute_lines(points: list[dict]) -> list[dict]:
     """Where the equal-compute comparison sits: refinement's compute, per model and dataset
     (the Maj@N' baseline is priced to it, so its point should lie on this line)."""
-    return [{"dataset": p["dataset"], "model": p["model"], "tflops": p["tflops"]}
-            for p in points if p["method"] == "refine" and p["tflops"] > 0]
+    return [
+        {"dataset": p["dataset"], "model": p["model"], "tflops": p["tflops"]}
+        for p in points
+        if p["method"] == "refine" and p["tflops"] > 0
+    ]
 
 
 def _model_colours(models: Iterable[str]) -> dict[str, Any]:
@@ -79,14 +87,29 @@ def _plot_dataset(ax: Any, dataset: str, points: list[dict], colours: dict) -> N
     """One dataset's panel: a labelled marker with CI error bars per (model, method)."""
     for p in points:
         err = [[p["accuracy"] - p["ci_low"]], [p["ci_high"] - p["accuracy"]]]
-        ax.errorbar([p["tflops"]], [p["accuracy"]], yerr=err, fmt="o", capsize=3,
-                    color=colours[p["model"]], label=p["model"])
-        ax.annotate(p["method"], (p["tflops"], p["accuracy"]), textcoords="offset points",
-                    xytext=(5, 4), fontsize=8)
+        ax.errorbar(
+            [p["tflops"]],
+            [p["accuracy"]],
+            yerr=err,
+            fmt="o",
+            capsize=3,
+            color=colours[p["model"]],
+            label=p["model"],
+        )
+        ax.annotate(
+            p["method"], (p["tflops"], p["accuracy"]), textcoords="offset points", xytext=(5, 4), fontsize=8
+        )
     for line in equal_compute_lines(points):
         ax.axvline(line["tflops"], color=colours[line["model"]], linestyle=":", linewidth=1)
-        ax.annotate("refine's compute", (line["tflops"], 0.02), xycoords=("data", "axes fraction"),
-                    rotation=90, fontsize=7, color=colours[line["model"]], ha="right")
+        ax.annotate(
+            "refine's compute",
+            (line["tflops"], 0.02),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            fontsize=7,
+            color=colours[line["model"]],
+            ha="right",
+        )
     # A log axis cannot show zero FLOPs (e.g. a fake backend with no parameter count).
     if all(p["tflops"] > 0 for p in points):
         ax.set_xscale("log")
@@ -131,7 +154,7 @@ def depth_records(diagnostic: dict) -> list[dict]:
 
 
 def job_label(job: dict) -> str:
-    """"method · model · dataset · seed s" (plus the backend when there is one)."""
+    """ "method · model · dataset · seed s" (plus the backend when there is one)."""
     parts = [job.get(k) for k in ("method", "model", "backend", "dataset")]
     return " · ".join(str(p) for p in parts if p) + f" · seed {job.get('seed', '?')}"
 
@@ -155,8 +178,11 @@ def _label_depth_axes(axes: list) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    titles = ("vote accuracy by depth", "vote flips vs depth d-1 (share of problems)",
-              "net correction benefit B(d) per rollout")
+    titles = (
+        "vote accuracy by depth",
+        "vote flips vs depth d-1 (share of problems)",
+        "net correction benefit B(d) per rollout",
+    )
     for ax, title in zip(axes, titles):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("refinement depth")
@@ -165,9 +191,14 @@ def _label_depth_axes(axes: list) -> None:
     for ax in axes[:2]:  # accuracy and flip shares are fractions of the problems
         ax.set_ylim(-0.02, 1.02)
     axes[2].axhline(0.0, color="grey", linewidth=0.8)
-    axes[1].legend([Line2D([], [], color="k", linestyle="-", marker="o"),
-                    Line2D([], [], color="k", linestyle="--", marker="s")],
-                   ["recovery (wrong→right)", "regression (right→wrong)"], fontsize=8)
+    axes[1].legend(
+        [
+            Line2D([], [], color="k", linestyle="-", marker="o"),
+            Line2D([], [], color="k", linestyle="--", marker="s"),
+        ],
+        ["recovery (wrong→right)", "regression (right→wrong)"],
+        fontsize=8,
+    )
 
 
 def depth_curves(diagnostics: list[dict], out_png: Path) -> Path:

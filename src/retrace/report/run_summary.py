@@ -22,6 +22,7 @@ the request cache (0 engine-seconds). Engine-seconds are the engine's busy time 
 scheduler saw it, so time the engine sat idle inside a job is not in them; the job's wall
 time is in its Snakemake benchmark file.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,10 @@ def load_probes(files) -> dict[tuple[str, str], dict]:
     for f in files:
         p = json.loads(Path(f).read_text())
         if p.get("tok_s"):
-            out[(p["model"], p["backend"])] = {"tok_s": float(p["tok_s"]),
-                                               "prefill_tok_s": p.get("prefill_tok_s")}
+            out[(p["model"], p["backend"])] = {
+                "tok_s": float(p["tok_s"]),
+                "prefill_tok_s": p.get("prefill_tok_s"),
+            }
     return out
 
 
@@ -78,9 +81,17 @@ def run_summary(nodes: dict[str, dict], probe_files=()) -> tuple[list[dict], dic
     """Per-stage rows and the run's total (see the module docstring); `nodes` as
     retrace.report.lineage.collect returns them. Each row lists its records' sha256."""
     raw = load_probes(probe_files)
-    sums: dict = defaultdict(lambda: {"jobs": 0, "engine_seconds": 0.0, "generated_tokens": 0,
-                                      "prompt_tokens": 0, "cached_prompt_tokens": 0, "load_seconds": 0.0,
-                                      "records": []})
+    sums: dict = defaultdict(
+        lambda: {
+            "jobs": 0,
+            "engine_seconds": 0.0,
+            "generated_tokens": 0,
+            "prompt_tokens": 0,
+            "cached_prompt_tokens": 0,
+            "load_seconds": 0.0,
+            "records": [],
+        }
+    )
     for sha, r in _engine_jobs(nodes):
         s, u = sums[_group(r)], r["usage"]
         s["jobs"] += 1
@@ -90,18 +101,27 @@ def run_summary(nodes: dict[str, dict], probe_files=()) -> tuple[list[dict], dic
         s["prompt_tokens"] += int(u.get("engine_prompt_tokens", 0))
         s["cached_prompt_tokens"] += int(u.get("engine_cached_prompt_tokens", 0))
         s["load_seconds"] += float(u.get("engine_load_seconds", 0.0))
-    rows = [_row(stage, model, backend, s, raw.get((model, backend)))
-            for (stage, model, backend), s in sorted(sums.items())]
+    rows = [
+        _row(stage, model, backend, s, raw.get((model, backend)))
+        for (stage, model, backend), s in sorted(sums.items())
+    ]
     return rows, _total(rows)
 
 
 def _row(stage: str, model: str, backend: str, s: dict, raw: dict | None) -> dict:
     tok_s = s["generated_tokens"] / s["engine_seconds"]
     ideal = _ideal_seconds(s, raw)
-    return {"stage": stage, "model": model, "backend": backend, **s, "tok_s": tok_s,
-            "raw_tok_s": raw["tok_s"] if raw else None,
-            "efficiency": tok_s / raw["tok_s"] if raw else None, "ideal_seconds": ideal,
-            "work_efficiency": ideal / s["engine_seconds"] if ideal is not None else None}
+    return {
+        "stage": stage,
+        "model": model,
+        "backend": backend,
+        **s,
+        "tok_s": tok_s,
+        "raw_tok_s": raw["tok_s"] if raw else None,
+        "efficiency": tok_s / raw["tok_s"] if raw else None,
+        "ideal_seconds": ideal,
+        "work_efficiency": ideal / s["engine_seconds"] if ideal is not None else None,
+    }
 
 
 def _total(rows: list[dict]) -> dict:
@@ -112,9 +132,14 @@ def _total(rows: list[dict]) -> dict:
     eff = sum(r["generated_tokens"] / r["raw_tok_s"] for r in probed) / probed_s if probed_s else None
     worked = [r for r in rows if r["ideal_seconds"] is not None]
     worked_s = sum(r["engine_seconds"] for r in worked)
-    return {"jobs": sum(r["jobs"] for r in rows), "engine_seconds": seconds, "generated_tokens": generated,
-            "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
-            "cached_prompt_tokens": sum(r["cached_prompt_tokens"] for r in rows),
-            "load_seconds": sum(r["load_seconds"] for r in rows),
-            "tok_s": generated / seconds if seconds else None, "efficiency": eff,
-            "work_efficiency": sum(r["ideal_seconds"] for r in worked) / worked_s if worked_s else None}
+    return {
+        "jobs": sum(r["jobs"] for r in rows),
+        "engine_seconds": seconds,
+        "generated_tokens": generated,
+        "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+        "cached_prompt_tokens": sum(r["cached_prompt_tokens"] for r in rows),
+        "load_seconds": sum(r["load_seconds"] for r in rows),
+        "tok_s": generated / seconds if seconds else None,
+        "efficiency": eff,
+        "work_efficiency": sum(r["ideal_seconds"] for r in worked) / worked_s if worked_s else None,
+    }

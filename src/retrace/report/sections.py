@@ -14,6 +14,7 @@ renders it after the spine's tables:
 Images are copied next to index.html (as `<section slug>-<file name>`) so the page stays
 self-contained. Unknown keys are an error naming the file, so a typo is not silently dropped.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,10 +33,14 @@ def _check(path: Path, sec: dict) -> None:
         raise ValueError(f"{path}: unknown section key(s) {sorted(set(sec) - KEYS)}; valid: {sorted(KEYS)}")
     for i, t in enumerate(sec.get("tables", [])):
         if set(t) - TABLE_KEYS or "columns" not in t or "rows" not in t:
-            raise ValueError(f"{path}: tables[{i}] needs 'columns' and 'rows' (valid keys {sorted(TABLE_KEYS)})")
+            raise ValueError(
+                f"{path}: tables[{i}] needs 'columns' and 'rows' (valid keys {sorted(TABLE_KEYS)})"
+            )
         for j, r in enumerate(t["rows"]):
             if len(r) != len(t["columns"]):
-                raise ValueError(f"{path}: tables[{i}].rows[{j}] has {len(r)} cells for {len(t['columns'])} columns")
+                raise ValueError(
+                    f"{path}: tables[{i}].rows[{j}] has {len(r)} cells for {len(t['columns'])} columns"
+                )
 
 
 def slug(title: str) -> str:
@@ -56,9 +61,16 @@ def load_sections(paths, out_dir: Path) -> tuple[list[dict], list[tuple[Path, Pa
             dest = Path(out_dir) / f"{slug(sec['title'])}-{src.name}"
             copies.append((src, dest))
             images.append(dest.name)
-        sections.append({"title": sec["title"], "intro": sec.get("intro", ""),
-                         "tables": sec.get("tables", []), "images": images,
-                         "notes": sec.get("notes", []), "slug": slug(sec["title"])})
+        sections.append(
+            {
+                "title": sec["title"],
+                "intro": sec.get("intro", ""),
+                "tables": sec.get("tables", []),
+                "images": images,
+                "notes": sec.get("notes", []),
+                "slug": slug(sec["title"]),
+            }
+        )
     return sections, copies
 
 

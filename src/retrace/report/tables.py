@@ -5,6 +5,7 @@ A score file is the JSON written by the score stage: `score_generations`' dict p
 must exist; the row's `prov_sha256` is the sha256 of that record's bytes, so a reader
 can check any number against the lineage `retrace audit` walks.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,17 @@ from retrace.scoring.score import RESULT_COLUMNS, result_columns
 
 IDENTITY = ("model", "dataset", "method", "seed")
 HEAD = (*IDENTITY, "n", "accuracy", "ci_low", "ci_high", "selection", "scorer")
-TAIL = ("bitwise_repeatable", "prompt_tokens", "cached_prompt_tokens", "generated_tokens",
-        "flops_nominal", "flops_effective", *RESULT_COLUMNS, "score_file", "prov_sha256")
+TAIL = (
+    "bitwise_repeatable",
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "generated_tokens",
+    "flops_nominal",
+    "flops_effective",
+    *RESULT_COLUMNS,
+    "score_file",
+    "prov_sha256",
+)
 
 
 def load_job_json(path: Path, kind: str = "score") -> tuple[dict, str]:
@@ -33,10 +43,10 @@ def load_job_json(path: Path, kind: str = "score") -> tuple[dict, str]:
         raise ValueError(f"{path}: {kind} JSON lacks job fields {IDENTITY}")
     record = prov_path(path)
     if not record.exists():
-        raise FileNotFoundError(f"{path}: no provenance record {record}; "
-                                "every reported number must point at one")
+        raise FileNotFoundError(
+            f"{path}: no provenance record {record}; every reported number must point at one"
+        )
     return data, sha256_file(record)
-
 
 
 def _by_k(metric: dict, prefix: str) -> dict[str, float]:
@@ -64,18 +74,24 @@ def result_row(path: Path) -> dict:
     acc, tok, flops = score["accuracy"], score["tokens"], score["flops"]
     return {
         **{k: score["job"][k] for k in IDENTITY},
-        "n": score["n_problems"], "accuracy": acc["value"],
-        "ci_low": acc["ci_low"], "ci_high": acc["ci_high"],
+        "n": score["n_problems"],
+        "accuracy": acc["value"],
+        "ci_low": acc["ci_low"],
+        "ci_high": acc["ci_high"],
         "selection": score.get("selection") or "plurality vote",
         "scorer": scorer_name(score.get("scorer")),
-        **_by_k(score.get("maj@k", {}), "maj"), **_by_k(score.get("pass@k", {}), "pass"),
+        **_by_k(score.get("maj@k", {}), "maj"),
+        **_by_k(score.get("pass@k", {}), "pass"),
         # Score files from before the deterministic mode existed were never made in it.
         "bitwise_repeatable": bool(score.get("bitwise_repeatable", False)),
-        "prompt_tokens": tok["prompt"], "cached_prompt_tokens": tok["cached_prompt"],
+        "prompt_tokens": tok["prompt"],
+        "cached_prompt_tokens": tok["cached_prompt"],
         "generated_tokens": tok["generated"],
-        "flops_nominal": flops["nominal"], "flops_effective": flops["effective"],
+        "flops_nominal": flops["nominal"],
+        "flops_effective": flops["effective"],
         **result_columns(score),  # answer provenance and budget (retrace.scoring.score)
-        "score_file": str(path), "prov_sha256": prov_sha,
+        "score_file": str(path),
+        "prov_sha256": prov_sha,
     }
 
 
@@ -110,8 +126,7 @@ def result_frame(score_files: Iterable[Path]) -> "pd.DataFrame":
 
 def records(frame: "pd.DataFrame") -> list[dict]:
     """The frame's rows as dicts without the cells a row lacks (NaN), as the templates expect."""
-    return [{k: v for k, v in row.items() if v is not None and v == v}
-            for row in frame.to_dict("records")]
+    return [{k: v for k, v in row.items() if v is not None and v == v} for row in frame.to_dict("records")]
 
 
 def result_rows(score_files: Iterable[Path]) -> list[dict]:
@@ -129,8 +144,9 @@ def extra_columns(rows: list[dict]) -> list[str]:
     """Keys some row has beyond HEAD, maj@k/pass@k and TAIL (e.g. a rate another stage adds),
     in order of first appearance: written to the CSV rather than dropped."""
     known = {*HEAD, *TAIL}
-    return list(dict.fromkeys(c for r in rows for c in r
-                              if c not in known and not c.startswith(("maj@", "pass@"))))
+    return list(
+        dict.fromkeys(c for r in rows for c in r if c not in known and not c.startswith(("maj@", "pass@")))
+    )
 
 
 def columns(rows: list[dict]) -> list[str]:
@@ -157,8 +173,12 @@ def seed_aggregates(rows: list[dict]) -> list[dict]:
         return []
     frame["accuracy"] = frame["accuracy"].astype(float)
     agg = frame.groupby(["model", "dataset", "method"], sort=False).agg(
-        n_seeds=("seed", "size"), seeds=("seed", list),
-        accuracy_mean=("accuracy", "mean"), accuracy_sd=("accuracy", "std"),
+        n_seeds=("seed", "size"),
+        seeds=("seed", list),
+        accuracy_mean=("accuracy", "mean"),
+        accuracy_sd=("accuracy", "std"),
         generated_tokens_mean=("generated_tokens", "mean"),
-        flops_effective_mean=("flops_effective", "mean"), prov_sha256s=("prov_sha256", list))
+        flops_effective_mean=("flops_effective", "mean"),
+        prov_sha256s=("prov_sha256", list),
+    )
     return agg[agg["n_seeds"] >= 2].reset_index().to_dict("records")

@@ -27,6 +27,7 @@ How the numbers are made:
 Not covered: seeds of A and B are not paired with each other. Calibrated on simulated
 outcomes by benchmarks/claims_calibration.py (`make calibrate`).
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -40,12 +41,40 @@ from retrace.scoring.stats import binomial_two_sided, holm, mcnemar_exact, paire
 MIN_QUESTIONS = 10
 ALPHA = 0.05  # family-wise level of the exact test, after the correction
 DIRECTIONS = {"greater": "method > baseline", "less": "method < baseline"}
-COLUMNS = ("claim", "model", "dataset", "method", "baseline", "baseline_budget", "direction",
-           "delta", "ci_low", "ci_high", "p_value", "p_adjusted", "correction", "test", "verdict",
-           "n_questions", "wins", "ties", "losses",
-           "acc_method", "acc_method_sd", "acc_baseline", "acc_baseline_sd",
-           "n_seeds_method", "n_seeds_baseline", "flops_method", "flops_baseline",
-           "delta_tflops_per_problem", "paper_delta_tflops", "gain_per_1e3_tflops", "note", "evidence")
+COLUMNS = (
+    "claim",
+    "model",
+    "dataset",
+    "method",
+    "baseline",
+    "baseline_budget",
+    "direction",
+    "delta",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "p_adjusted",
+    "correction",
+    "test",
+    "verdict",
+    "n_questions",
+    "wins",
+    "ties",
+    "losses",
+    "acc_method",
+    "acc_method_sd",
+    "acc_baseline",
+    "acc_baseline_sd",
+    "n_seeds_method",
+    "n_seeds_baseline",
+    "flops_method",
+    "flops_baseline",
+    "delta_tflops_per_problem",
+    "paper_delta_tflops",
+    "gain_per_1e3_tflops",
+    "note",
+    "evidence",
+)
 Runs = Sequence[Mapping[str, float]]  # one {question id: score} per seed
 
 # The paper's claims (arXiv:2608.05643) as (claim, method label, baseline label, direction),
@@ -99,8 +128,15 @@ def paired_test(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
     return binomial_two_sided(wins, wins + losses), "sign"
 
 
-def verdict(ci_low: float, ci_high: float, n_questions: int, p_adjusted: float,
-            alpha: float = ALPHA, min_questions: int = MIN_QUESTIONS, direction: str = "greater") -> str:
+def verdict(
+    ci_low: float,
+    ci_high: float,
+    n_questions: int,
+    p_adjusted: float,
+    alpha: float = ALPHA,
+    min_questions: int = MIN_QUESTIONS,
+    direction: str = "greater",
+) -> str:
     """supported / contradicted / inconclusive: the CI excludes 0 and the test rejects."""
     if direction not in DIRECTIONS:
         raise ValueError(f"unknown claim direction {direction!r}; valid: {', '.join(DIRECTIONS)}")
@@ -112,13 +148,22 @@ def verdict(ci_low: float, ci_high: float, n_questions: int, p_adjusted: float,
     return "inconclusive"
 
 
-def compare(a_runs: Runs, b_runs: Runs, n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED,
-            level: float = DEFAULT_LEVEL, min_questions: int = MIN_QUESTIONS,
-            direction: str = "greater", alpha: float = ALPHA) -> dict:
+def compare(
+    a_runs: Runs,
+    b_runs: Runs,
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+    min_questions: int = MIN_QUESTIONS,
+    direction: str = "greater",
+    alpha: float = ALPHA,
+) -> dict:
     """Paired comparison of method A against baseline B; the numeric columns of a claims row."""
     (ids_a, ma), (ids_b, mb) = _matrix(a_runs), _matrix(b_runs)
     if ids_a != ids_b:
-        raise ValueError(f"method and baseline cover different questions: {sorted(set(ids_a) ^ set(ids_b))[:5]} ...")
+        raise ValueError(
+            f"method and baseline cover different questions: {sorted(set(ids_a) ^ set(ids_b))[:5]} ..."
+        )
     a, b = ma.mean(axis=0), mb.mean(axis=0)
     boot = paired_bootstrap_diff(a, b, n_boot, seed, level)
     p_value, test = paired_test(a, b)
@@ -126,23 +171,51 @@ def compare(a_runs: Runs, b_runs: Runs, n_boot: int = DEFAULT_BOOT, seed: int = 
     sd = lambda accs: float(accs.std(ddof=1)) if len(accs) > 1 else 0.0
     (acc_a, sd_a), (acc_b, sd_b) = (float(accs_a.mean()), sd(accs_a)), (float(accs_b.mean()), sd(accs_b))
     n = len(a)
-    return {"delta": boot["diff"], "ci_low": boot["ci_low"], "ci_high": boot["ci_high"],
-            "p_value": p_value, "p_adjusted": p_value, "correction": "none", "test": test,
-            "direction": direction,
-            "verdict": verdict(boot["ci_low"], boot["ci_high"], n, p_value, alpha, min_questions,
-                               direction),
-            "n_questions": n, "wins": int(np.sum(a > b)), "ties": int(np.sum(a == b)),
-            "losses": int(np.sum(a < b)),
-            "acc_method": acc_a, "acc_method_sd": sd_a, "acc_baseline": acc_b,
-            "acc_baseline_sd": sd_b, "n_seeds_method": len(a_runs), "n_seeds_baseline": len(b_runs),
-            "note": f"fewer than {min_questions} questions" if n < min_questions else ""}
+    return {
+        "delta": boot["diff"],
+        "ci_low": boot["ci_low"],
+        "ci_high": boot["ci_high"],
+        "p_value": p_value,
+        "p_adjusted": p_value,
+        "correction": "none",
+        "test": test,
+        "direction": direction,
+        "verdict": verdict(boot["ci_low"], boot["ci_high"], n, p_value, alpha, min_questions, direction),
+        "n_questions": n,
+        "wins": int(np.sum(a > b)),
+        "ties": int(np.sum(a == b)),
+        "losses": int(np.sum(a < b)),
+        "acc_method": acc_a,
+        "acc_method_sd": sd_a,
+        "acc_baseline": acc_b,
+        "acc_baseline_sd": sd_b,
+        "n_seeds_method": len(a_runs),
+        "n_seeds_baseline": len(b_runs),
+        "note": f"fewer than {min_questions} questions" if n < min_questions else "",
+    }
 
 
-def claim_row(claim: str, model: str, dataset: str, method: str, baseline: str,
-              a_runs: Runs, b_runs: Runs, evidence: Sequence[str] = (), **options) -> dict:
+def claim_row(
+    claim: str,
+    model: str,
+    dataset: str,
+    method: str,
+    baseline: str,
+    a_runs: Runs,
+    b_runs: Runs,
+    evidence: Sequence[str] = (),
+    **options,
+) -> dict:
     """One claims.csv row; `evidence` are the provenance hashes of the scores compared."""
-    return {"claim": claim, "model": model, "dataset": dataset, "method": method,
-            "baseline": baseline, **compare(a_runs, b_runs, **options), "evidence": list(evidence)}
+    return {
+        "claim": claim,
+        "model": model,
+        "dataset": dataset,
+        "method": method,
+        "baseline": baseline,
+        **compare(a_runs, b_runs, **options),
+        "evidence": list(evidence),
+    }
 
 
 def gains(a_runs: Runs, b_runs: Runs) -> list[dict[str, float]]:
@@ -152,7 +225,7 @@ def gains(a_runs: Runs, b_runs: Runs) -> list[dict[str, float]]:
 
 
 def weaker_gains_more(weak: tuple[Runs, Runs], strong: tuple[Runs, Runs], **options) -> dict:
-    """"Weaker models gain most" for one pair of models on the same questions.
+    """ "Weaker models gain most" for one pair of models on the same questions.
 
     `weak` and `strong` are (method runs, baseline runs) of each model; the comparison is
     paired per question on the gains (A - B), so delta = gain(weak) - gain(strong).
@@ -180,8 +253,15 @@ def adjust(rows: Sequence[dict], alpha: float = ALPHA, min_questions: int = MIN_
         r["p_adjusted"] = p_adj
         r["correction"] = f"holm over {len(family)} claims, alpha {alpha:g}"
         n = _number(r.get("n_questions"))
-        r["verdict"] = verdict(_number(r.get("ci_low")), _number(r.get("ci_high")), 0 if n != n else int(n),
-                               p_adj, alpha, min_questions, r.get("direction") or "greater")
+        r["verdict"] = verdict(
+            _number(r.get("ci_low")),
+            _number(r.get("ci_high")),
+            0 if n != n else int(n),
+            p_adj,
+            alpha,
+            min_questions,
+            r.get("direction") or "greater",
+        )
     for r in rows:
         if r.get("p_value") in (None, ""):
             r["correction"] = "not in the family (no p-value)"

@@ -29,13 +29,16 @@ Token counts are accepted in either stored form: a score's "tokens" block
 ({"prompt_tokens_all", "cached_prompt_tokens_all", "generated_tokens_all"}).
 This does not cover the cost of scoring (extraction, reward models) or of cache look-ups.
 """
+
 from __future__ import annotations
 
 from typing import Mapping
 
 KINDS = ("nominal", "effective")
-_FORMS = (("prompt", "cached_prompt", "generated"),
-          ("prompt_tokens_all", "cached_prompt_tokens_all", "generated_tokens_all"))
+_FORMS = (
+    ("prompt", "cached_prompt", "generated"),
+    ("prompt_tokens_all", "cached_prompt_tokens_all", "generated_tokens_all"),
+)
 
 
 def token_counts(usage: Mapping) -> tuple[int, int, int]:
@@ -57,8 +60,9 @@ def flops(usage: Mapping, params: int, kind: str = "effective") -> int:
     return 2 * int(params) * counted
 
 
-def equal_compute_n(refine_usage: Mapping, majority_usage: Mapping, n: int, params: int,
-                    kind: str = "effective") -> dict:
+def equal_compute_n(
+    refine_usage: Mapping, majority_usage: Mapping, n: int, params: int, kind: str = "effective"
+) -> dict:
     """N' such that Maj@N' costs about what refinement cost (never less than N).
 
     Returns {"kind", "n", "n_prime", "c_refine", "c_majority", "per_rollout", "extra_rollouts",
@@ -72,13 +76,21 @@ def equal_compute_n(refine_usage: Mapping, majority_usage: Mapping, n: int, para
     per_rollout = c_maj / n
     # Integer floor division on exact FLOP counts: no float rounding at the boundary.
     extra = max(0, (c_refine - c_maj) * n // c_maj)
-    return {"kind": kind, "n": n, "n_prime": n + extra, "c_refine": c_refine,
-            "c_majority": c_maj, "per_rollout": per_rollout, "extra_rollouts": extra,
-            "ratio": c_refine / c_maj}
+    return {
+        "kind": kind,
+        "n": n,
+        "n_prime": n + extra,
+        "c_refine": c_refine,
+        "c_majority": c_maj,
+        "per_rollout": per_rollout,
+        "extra_rollouts": extra,
+        "ratio": c_refine / c_maj,
+    }
 
 
-def compute_normalised_gain(acc: float, acc_base: float, flops_: float, flops_base: float,
-                            n_problems: int = 1) -> float | None:
+def compute_normalised_gain(
+    acc: float, acc_base: float, flops_: float, flops_base: float, n_problems: int = 1
+) -> float | None:
     """Accuracy points gained per 10^3 TFLOPs (10^15 FLOPs) spent over the baseline PER PROBLEM.
 
     The paper's units (sec. 5.3, Table 4: ΔTFLOPs per problem, eta in points per 10^3 TFLOPs):
@@ -102,9 +114,12 @@ def _row_structure(row: Mapping) -> tuple[int, list[int]] | None:
     if depths:
         if any("context_tokens" not in rec for rec in depths[-1]):
             return None
-        return int(min(rec["prompt_tokens"] for rec in depths[0])), [int(rec["context_tokens"]) for rec in depths[-1]]
-    return int(min(s["prompt_tokens"] for s in samples)), \
-        [int(s["prompt_tokens"]) + int(s["generated_tokens"]) for s in samples]
+        return int(min(rec["prompt_tokens"] for rec in depths[0])), [
+            int(rec["context_tokens"]) for rec in depths[-1]
+        ]
+    return int(min(s["prompt_tokens"] for s in samples)), [
+        int(s["prompt_tokens"]) + int(s["generated_tokens"]) for s in samples
+    ]
 
 
 def structural_usage(rows: list[Mapping]) -> dict | None:
@@ -132,9 +147,14 @@ def depth_tokens(rows: list[dict]) -> list[dict]:
     out = []
     for d in range(n_depths):
         recs = [rec for r in rows for rec in r["extra"]["depths"][d]]
-        out.append({"depth": d, "prompt": sum(x["prompt_tokens"] for x in recs),
-                    "cached_prompt": sum(x["cached_prompt_tokens"] for x in recs),
-                    "generated": sum(x["generated_tokens"] for x in recs)})
+        out.append(
+            {
+                "depth": d,
+                "prompt": sum(x["prompt_tokens"] for x in recs),
+                "cached_prompt": sum(x["cached_prompt_tokens"] for x in recs),
+                "generated": sum(x["generated_tokens"] for x in recs),
+            }
+        )
     return out
 
 

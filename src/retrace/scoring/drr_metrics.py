@@ -29,6 +29,7 @@ i.e. the paper's Acc for DRR is consistent with `accuracy_last_attempt`, not wit
 statement. That is why both variants are reported, labelled. The paper's "Overall" column is
 not a weighted mean of the per-dataset columns (CoT Llama3: 2·72.5 − 100 = 45 ≠ 48.5).
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
@@ -50,7 +51,7 @@ def _check(episode: Episode) -> None:
 
 
 def outcome(episode: Episode) -> str:
-    """"correct", "wrong" or "abstain": what the system finally did on this question."""
+    """ "correct", "wrong" or "abstain": what the system finally did on this question."""
     _check(episode)
     if episode["status"] == "abstained":
         return "abstain"
@@ -161,18 +162,25 @@ def discriminator_stats(episodes: Iterable[Episode]) -> dict:
     """
     c = turn_confusion(episodes)
     n = sum(c.values())
-    return {**c, "n_turns": n, "precision_accept": _ratio(c["tp"], c["tp"] + c["fp"]),
-            "recall_accept": _ratio(c["tp"], c["tp"] + c["fn"]),
-            "false_positive_rate": _ratio(c["fp"], c["fp"] + c["tn"]),
-            "turn_accuracy": _ratio(c["tp"] + c["tn"], n)}
+    return {
+        **c,
+        "n_turns": n,
+        "precision_accept": _ratio(c["tp"], c["tp"] + c["fp"]),
+        "recall_accept": _ratio(c["tp"], c["tp"] + c["fn"]),
+        "false_positive_rate": _ratio(c["fp"], c["fp"] + c["tn"]),
+        "turn_accuracy": _ratio(c["tp"] + c["tn"], n),
+    }
 
 
 def drr_summary(episodes: Sequence[Episode], ks: Sequence[float] = (1, 3)) -> dict:
     """Every DRR metric of one run, each key labelled with its abstention rule."""
-    out = {"n_questions": len(episodes), "accuracy_abstain_as_wrong": accuracy(episodes),
-           "accuracy_abstain_as_last_attempt": accuracy_last_attempt(episodes),
-           "abstention_rate": _percent([float(outcome(e) == "abstain") for e in episodes]),
-           "acc_d": critic_decision_accuracy(episodes)}
+    out = {
+        "n_questions": len(episodes),
+        "accuracy_abstain_as_wrong": accuracy(episodes),
+        "accuracy_abstain_as_last_attempt": accuracy_last_attempt(episodes),
+        "abstention_rate": _percent([float(outcome(e) == "abstain") for e in episodes]),
+        "acc_d": critic_decision_accuracy(episodes),
+    }
     out.update({f"fs_{k:g}": formula_score(episodes, k) for k in ks})
     out.update({f"dm_{key}": v for key, v in discriminator_stats(episodes).items()})
     return out
@@ -181,9 +189,12 @@ def drr_summary(episodes: Sequence[Episode], ks: Sequence[float] = (1, 3)) -> di
 def per_question(episodes: Iterable[Episode], metric: str = "accuracy", k: float = 1) -> dict:
     """{id: score} for paired claims (scoring/claims.py compare): metric is "accuracy",
     "accuracy_last_attempt", "fs" (FS points with penalty k) or "acc_d"."""
-    score = {"accuracy": lambda e: float(outcome(e) == "correct"),
-             "accuracy_last_attempt": lambda e: float(last_attempt_correct(e)),
-             "fs": lambda e: fs_points(e, k), "acc_d": lambda e: float(decision_correct(e))}[metric]
+    score = {
+        "accuracy": lambda e: float(outcome(e) == "correct"),
+        "accuracy_last_attempt": lambda e: float(last_attempt_correct(e)),
+        "fs": lambda e: fs_points(e, k),
+        "acc_d": lambda e: float(decision_correct(e)),
+    }[metric]
     return {str(e["id"]): score(e) for e in episodes}
 
 

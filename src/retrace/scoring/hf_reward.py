@@ -28,6 +28,7 @@ Does not cover: the request cache (scores are recomputed on a rerun; only the fo
 pass's prompt tokens are reported), and sharding a model over several GPUs (it sits on one
 device).
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,12 @@ from typing import Any, Sequence
 from retrace.hashing import sha256_file, sha256_json
 from retrace.scoring.scorers import Score, ScoreItem, Scorer
 
-AGGREGATES = {"last": lambda s: s[-1], "min": min, "mean": lambda s: sum(s) / len(s),
-              "prod": lambda s: math.prod(s)}
+AGGREGATES = {
+    "last": lambda s: s[-1],
+    "min": min,
+    "mean": lambda s: sum(s) / len(s),
+    "prod": lambda s: math.prod(s),
+}
 
 
 def split_steps(solution: str, separator: str = "\n\n") -> list[str]:
@@ -65,6 +70,7 @@ class HFReward(Scorer):
             return
         import torch
         import transformers
+
         source = self.cfg.get("path") or self.cfg["repo"]
         kwargs = {"trust_remote_code": bool(self.cfg.get("trust_remote_code", False))}
         if not self.cfg.get("path") and self.cfg.get("revision"):
@@ -76,7 +82,8 @@ class HFReward(Scorer):
         if self.cfg.get("device_map"):  # accelerate places (and may shard) the model itself
             kwargs["device_map"] = self.cfg["device_map"]
         self.model = auto.from_pretrained(
-            source, dtype=dtype if dtype == "auto" else getattr(torch, dtype), **kwargs)
+            source, dtype=dtype if dtype == "auto" else getattr(torch, dtype), **kwargs
+        )
         if self.cfg.get("device_map"):
             self.device = str(next(self.model.parameters()).device)
             self.model.eval()
@@ -98,10 +105,14 @@ class HFReward(Scorer):
 
     def identity(self) -> dict:
         self.load()
-        return {"name": self.name, "model": self._fingerprint,
-                "model_name": self.cfg.get("repo") or self.cfg.get("path"),
-                "params": sum(p.numel() for p in self.model.parameters()), "kind": self.kind,
-                "aggregate": self.cfg.get("aggregate", "last")}
+        return {
+            "name": self.name,
+            "model": self._fingerprint,
+            "model_name": self.cfg.get("repo") or self.cfg.get("path"),
+            "params": sum(p.numel() for p in self.model.parameters()),
+            "kind": self.kind,
+            "aggregate": self.cfg.get("aggregate", "last"),
+        }
 
     def score(self, items: Sequence[ScoreItem]) -> list[Score]:
         if not items:
@@ -110,7 +121,7 @@ class HFReward(Scorer):
         size = max(1, int(self.cfg.get("batch_size", 4)))
         out: list[Score] = []
         for i in range(0, len(items), size):
-            batch = items[i:i + size]
+            batch = items[i : i + size]
             out.extend(self._prm(batch) if self.kind == "prm" else self._classify(batch))
         return out
 
@@ -128,12 +139,14 @@ class HFReward(Scorer):
         The position of step k's verdict token is where the ids first differ when that
         assistant turn says `minus` instead of `plus`; no template-specific offset needed.
         """
+
         def conversation(bad: int) -> list[dict]:
             turns = []
             for k, step in enumerate(steps):
                 turns.append({"role": "user", "content": f"{question} {step}" if k == 0 else step})
                 turns.append({"role": "assistant", "content": self.minus if k == bad else self.plus})
             return turns
+
         ids = self.render(conversation(-1))
         marks = []
         for k in range(len(steps)):
@@ -145,22 +158,37 @@ class HFReward(Scorer):
     def step_scores(self, items: Sequence[ScoreItem]) -> list[tuple[list[float], int]]:
         """Per item: P("+") of every step, and the number of tokens the forward pass read."""
         import torch
+
         inputs = [self.prm_inputs(it.problem.question, split_steps(it.solution)) for it in items]
         logits = self._forward([ids for ids, _ in inputs], lambda out: out.logits)
-        return [([float(torch.softmax(logits[j, at - 1, [plus, minus]].float(), -1)[0])
-                  for at, plus, minus in marks], len(ids))
-                for j, (ids, marks) in enumerate(inputs)]
+        return [
+            (
+                [
+                    float(torch.softmax(logits[j, at - 1, [plus, minus]].float(), -1)[0])
+                    for at, plus, minus in marks
+                ],
+                len(ids),
+            )
+            for j, (ids, marks) in enumerate(inputs)
+        ]
 
     def _prm(self, items: Sequence[ScoreItem]) -> list[Score]:
-        return [Score(float(self.aggregate(steps)), prompt_tokens=n)
-                for steps, n in self.step_scores(items)]
+        return [Score(float(self.aggregate(steps)), prompt_tokens=n) for steps, n in self.step_scores(items)]
 
     # --- classifier ------------------------------------------------------------------
 
     def _classify(self, items: Sequence[ScoreItem]) -> list[Score]:
         import torch
-        batch = [self.render([{"role": "user", "content": it.problem.question},
-                              {"role": "assistant", "content": it.solution}]) for it in items]
+
+        batch = [
+            self.render(
+                [
+                    {"role": "user", "content": it.problem.question},
+                    {"role": "assistant", "content": it.solution},
+                ]
+            )
+            for it in items
+        ]
         values = self._forward(batch, lambda out: out.logits if hasattr(out, "logits") else out[0])
         values = values.reshape(len(batch), -1)[:, 0].float()
         if self.cfg.get("squash", "sigmoid") == "sigmoid":
@@ -170,6 +198,7 @@ class HFReward(Scorer):
     def _forward(self, batch: list[list[int]], pick: Any):
         """One right-padded forward pass; `pick` chooses the output tensor."""
         import torch
+
         width = max(len(ids) for ids in batch)
         ids = torch.tensor([x + [self.pad_id] * (width - len(x)) for x in batch], device=self.device)
         mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in batch], device=self.device)
@@ -186,6 +215,7 @@ def _pad_id(tokenizer) -> int:
 
 def _device(name: str) -> str:
     import torch
+
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return name

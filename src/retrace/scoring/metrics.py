@@ -13,6 +13,7 @@ for n samples of which c are correct.
 Confidence intervals are percentile bootstraps over problems (Efron & Tibshirani 1993,
 ch. 13) with a fixed seed, so the same scores give the same interval.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -48,8 +49,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
 
-def maj_at_k_correct(answers: Sequence[str | None], correct: Sequence[bool], k: int,
-                     same_answer: SameAnswer) -> bool:
+def maj_at_k_correct(
+    answers: Sequence[str | None], correct: Sequence[bool], k: int, same_answer: SameAnswer
+) -> bool:
     """Whether the plurality vote over the first k answers is correct."""
     idx = plurality_index(answers[:k], same_answer)
     return idx is not None and bool(correct[idx])
@@ -62,8 +64,9 @@ def accuracy(flags: Sequence[bool | float]) -> float:
     return float(np.mean(np.asarray(flags, dtype=float)))
 
 
-def bootstrap_means(values: Sequence[float], n_boot: int = DEFAULT_BOOT,
-                    seed: int = DEFAULT_SEED) -> np.ndarray:
+def bootstrap_means(
+    values: Sequence[float], n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED
+) -> np.ndarray:
     """Means of `n_boot` resamples (with replacement) of the per-problem values."""
     vals = np.asarray(values, dtype=float)
     rng = np.random.default_rng(seed)
@@ -81,8 +84,12 @@ def percentile_interval(stats: np.ndarray, level: float = DEFAULT_LEVEL) -> tupl
     return float(low), float(high)
 
 
-def estimate(values: Sequence[float], n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED,
-             level: float = DEFAULT_LEVEL) -> dict:
+def estimate(
+    values: Sequence[float],
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+) -> dict:
     """{"value", "ci_low", "ci_high"}: the mean over problems and its bootstrap interval."""
     value = accuracy(values)
     low, high = percentile_interval(bootstrap_means(values, n_boot, seed), level)

@@ -27,6 +27,7 @@ accuracy of the vote over the first n rollouts at depth d, for n = 1, 2, 4 … N
 paired bootstrap CI of accuracy[D] - accuracy[0] and an exact McNemar test (scoring/stats.py),
 as the review of arXiv:2608.05643 asks. Not covered: significance of per-depth flips.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -48,10 +49,15 @@ def judge_depths(row: dict, problem: Problem, task: Any) -> list[dict]:
         answers = [safe_extract(task, rec.get("text"), problem)[0] for rec in recs]
         correct = [a is not None and bool(task.is_correct(a, problem)) for a in answers]
         idx = plurality_index(answers, task.same_answer)
-        out.append({"answers": answers, "correct": correct,
-                    "vote_correct": idx is not None and correct[idx],
-                    "answer_classes": len(group_answers(answers, task.same_answer)),
-                    "diversity": len(group_answers(answers, task.same_answer)) / len(recs)})
+        out.append(
+            {
+                "answers": answers,
+                "correct": correct,
+                "vote_correct": idx is not None and correct[idx],
+                "answer_classes": len(group_answers(answers, task.same_answer)),
+                "diversity": len(group_answers(answers, task.same_answer)) / len(recs),
+            }
+        )
     return out
 
 
@@ -64,10 +70,14 @@ def vote_flips(before: list[bool], after: list[bool]) -> dict:
     recovered = sum(not b and a for b, a in zip(before, after))
     regressed = sum(b and not a for b, a in zip(before, after))
     wrong, right = before.count(False), before.count(True)
-    return {"recovered": recovered, "regressed": regressed,
-            "recovery_rate": recovered / len(before), "regression_rate": regressed / len(before),
-            "recovery_rate_given": _rate(recovered, wrong),
-            "regression_rate_given": _rate(regressed, right)}
+    return {
+        "recovered": recovered,
+        "regressed": regressed,
+        "recovery_rate": recovered / len(before),
+        "regression_rate": regressed / len(before),
+        "recovery_rate_given": _rate(recovered, wrong),
+        "regression_rate_given": _rate(regressed, right),
+    }
 
 
 def rollout_flips(before: list[list[bool]], after: list[list[bool]]) -> dict:
@@ -75,8 +85,7 @@ def rollout_flips(before: list[list[bool]], after: list[list[bool]]) -> dict:
     pairs = [(b, a) for bs, as_ in zip(before, after) for b, a in zip(bs, as_)]
     fixed = sum(not b and a for b, a in pairs)
     broken = sum(b and not a for b, a in pairs)
-    return {"rollouts_fixed": fixed, "rollouts_broken": broken,
-            "benefit": (fixed - broken) / len(pairs)}
+    return {"rollouts_fixed": fixed, "rollouts_broken": broken, "benefit": (fixed - broken) / len(pairs)}
 
 
 def depth_summary(judged: list[list[dict]], d: int) -> dict:
@@ -84,10 +93,13 @@ def depth_summary(judged: list[list[dict]], d: int) -> dict:
     at = [p[d] for p in judged]
     votes = [x["vote_correct"] for x in at]
     n_rollouts = sum(len(x["correct"]) for x in at)
-    out = {"depth": d, "accuracy": sum(votes) / len(votes),
-           "rollout_accuracy": sum(sum(x["correct"]) for x in at) / n_rollouts,
-           "diversity": sum(x["diversity"] for x in at) / len(at),
-           "answer_classes": sum(x["answer_classes"] for x in at) / len(at)}
+    out = {
+        "depth": d,
+        "accuracy": sum(votes) / len(votes),
+        "rollout_accuracy": sum(sum(x["correct"]) for x in at) / n_rollouts,
+        "diversity": sum(x["diversity"] for x in at) / len(at),
+        "answer_classes": sum(x["answer_classes"] for x in at) / len(at),
+    }
     if d > 0:
         prev = [p[d - 1] for p in judged]
         out.update(vote_flips([x["vote_correct"] for x in prev], votes))
@@ -109,8 +121,13 @@ def grid(judged: list[list[dict]], same_answer: Any) -> list[dict]:
     return out
 
 
-def diagnose(rows: list[dict], problems: dict[str, Problem], task: Any,
-             n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED) -> dict:
+def diagnose(
+    rows: list[dict],
+    problems: dict[str, Problem],
+    task: Any,
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = DEFAULT_SEED,
+) -> dict:
     """Per-depth diagnostics of one refine job (see module docstring); raises on bad rows."""
     rows = list(rows)
     check_rows(rows, problems)
@@ -118,11 +135,21 @@ def diagnose(rows: list[dict], problems: dict[str, Problem], task: Any,
     n_depths = min(len(j) for j in judged)
     first = [j[0]["vote_correct"] for j in judged]
     last = [j[n_depths - 1]["vote_correct"] for j in judged]
-    return {"n_problems": len(rows), "depth": n_depths - 1,
-            "depths": [depth_summary(judged, d) for d in range(n_depths)],
-            "grid": grid(judged, task.same_answer),
-            "terminal_vs_depth0": {**paired_bootstrap_diff(last, first, n_boot, seed),
-                                   **mcnemar_exact(last, first)},
-            "per_problem": [{"id": str(r["problem_id"]),
-                             "vote_correct": [x["vote_correct"] for x in j],
-                             "answers": [x["answers"] for x in j]} for r, j in zip(rows, judged)]}
+    return {
+        "n_problems": len(rows),
+        "depth": n_depths - 1,
+        "depths": [depth_summary(judged, d) for d in range(n_depths)],
+        "grid": grid(judged, task.same_answer),
+        "terminal_vs_depth0": {
+            **paired_bootstrap_diff(last, first, n_boot, seed),
+            **mcnemar_exact(last, first),
+        },
+        "per_problem": [
+            {
+                "id": str(r["problem_id"]),
+                "vote_correct": [x["vote_correct"] for x in j],
+                "answers": [x["answers"] for x in j],
+            }
+            for r, j in zip(rows, judged)
+        ],
+    }

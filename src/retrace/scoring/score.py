@@ -31,14 +31,22 @@ record it, so the price is the same on any engine, else as the engine reported
 retrace's own request cache still count in full: the numbers describe the cost of producing
 the artifact, not of this particular run; `request_cache_hits` says how many there were.
 """
+
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Iterable
 
 from retrace.records import Problem
-from retrace.scoring.metrics import (DEFAULT_BOOT, DEFAULT_LEVEL, DEFAULT_SEED, estimate,
-                                     ks_for, maj_at_k_correct, pass_at_k)
+from retrace.scoring.metrics import (
+    DEFAULT_BOOT,
+    DEFAULT_LEVEL,
+    DEFAULT_SEED,
+    estimate,
+    ks_for,
+    maj_at_k_correct,
+    pass_at_k,
+)
 from retrace.scoring.vote import plurality_index
 from retrace.tasks.base import EXPLICIT, NO_ANSWER, SOURCES, Extraction
 
@@ -90,9 +98,16 @@ def score_problem(row: dict, problem: Problem, task: Any, vote: str = "explicit"
     correct = [a is not None and bool(task.is_correct(a, problem)) for a in answers]
     idx = plurality_index(answers, task.same_answer)
     chosen = (row.get("extra") or {}).get("chosen")
-    out = {"id": problem.id, "answers": answers, "sources": sources, "truncated": truncated,
-           "correct": correct, "vote": None if idx is None else answers[idx],
-           "vote_correct": idx is not None and correct[idx], "extract_exceptions": errors}
+    out = {
+        "id": problem.id,
+        "answers": answers,
+        "sources": sources,
+        "truncated": truncated,
+        "correct": correct,
+        "vote": None if idx is None else answers[idx],
+        "vote_correct": idx is not None and correct[idx],
+        "extract_exceptions": errors,
+    }
     if chosen is not None:
         out["chosen"], out["chosen_correct"] = int(chosen), correct[int(chosen)]
     return out
@@ -102,10 +117,12 @@ def provenance_rates(per_problem: list[dict]) -> dict:
     """Share of samples per answer source, truncated share, and the counts behind them."""
     sources = [s for p in per_problem for s in p["sources"]]
     n = len(sources)
-    return {"answer_sources": {k: sum(s == k for s in sources) / n for k in SOURCES},
-            "truncated_rate": sum(t for p in per_problem for t in p["truncated"]) / n,
-            "extract_errors": sum(a is None for p in per_problem for a in p["answers"]),
-            "extract_exceptions": sum(p.pop("extract_exceptions") for p in per_problem)}
+    return {
+        "answer_sources": {k: sum(s == k for s in sources) / n for k in SOURCES},
+        "truncated_rate": sum(t for p in per_problem for t in p["truncated"]) / n,
+        "extract_errors": sum(a is None for p in per_problem for a in p["answers"]),
+        "extract_exceptions": sum(p.pop("extract_exceptions") for p in per_problem),
+    }
 
 
 def check_rows(rows: list[dict], problems: dict[str, Problem]) -> None:
@@ -132,8 +149,9 @@ def row_cost(row: dict, params: int) -> tuple[dict, float, float, int]:
     or `extra.compute`. A scorer whose parameter count is unknown cannot be priced: its tokens
     are counted as unpriced instead of silently adding 0 FLOPs."""
     extra = row.get("extra") or {}
-    parts = extra.get("compute") or {"policy": {k: sum(int(s.get(k, 0)) for s in row["samples"])
-                                                for k in _TOKEN_KEYS}}
+    parts = extra.get("compute") or {
+        "policy": {k: sum(int(s.get(k, 0)) for s in row["samples"]) for k in _TOKEN_KEYS}
+    }
     scorer_params = (extra.get("scorer") or {}).get("params") or 0
     tokens, nominal, effective, unpriced = dict.fromkeys(_TOKEN_KEYS, 0), 0.0, 0.0, 0
     for part, t in parts.items():
@@ -143,8 +161,11 @@ def row_cost(row: dict, params: int) -> tuple[dict, float, float, int]:
         if not p:
             unpriced += int(t.get("prompt_tokens", 0)) + int(t.get("generated_tokens", 0))
         nominal += 2 * p * (t.get("prompt_tokens", 0) + t.get("generated_tokens", 0))
-        effective += 2 * p * (t.get("prompt_tokens", 0) - t.get("cached_prompt_tokens", 0)
-                              + t.get("generated_tokens", 0))
+        effective += (
+            2
+            * p
+            * (t.get("prompt_tokens", 0) - t.get("cached_prompt_tokens", 0) + t.get("generated_tokens", 0))
+        )
     return tokens, nominal, effective, unpriced
 
 
@@ -159,9 +180,12 @@ def token_totals(rows: list[dict], params: int) -> tuple[dict, dict, dict, int]:
         nominal, effective = nominal + n, effective + e
         hits += sum(bool(s.get("cache_hit", False)) for s in row["samples"])
         reasons.update(str(s.get("finish_reason")) for s in row["samples"])
-    tokens = {"prompt": totals["prompt_tokens"], "cached_prompt": totals["cached_prompt_tokens"],
-              "generated": totals["generated_tokens"],
-              "per_problem_mean_generated": totals["generated_tokens"] / len(rows)}
+    tokens = {
+        "prompt": totals["prompt_tokens"],
+        "cached_prompt": totals["cached_prompt_tokens"],
+        "generated": totals["generated_tokens"],
+        "per_problem_mean_generated": totals["generated_tokens"] / len(rows),
+    }
     flops = {"nominal": int(nominal), "effective": int(effective)}
     if unpriced:  # say so rather than price them at 0
         flops["unpriced_tokens"] = unpriced
@@ -172,6 +196,7 @@ def structural_flops(rows: list[dict], params: int, engine: dict) -> dict:
     """FLOPs with `effective` priced from the request structure (scoring/compute.py
     structural_usage) where recorded, else the engine's; both kept, the basis named."""
     from retrace.scoring.compute import structural_usage
+
     shape = structural_usage(rows)
     out = {**engine, "effective_engine": engine["effective"], "effective_basis": "engine cache"}
     if shape is not None:
@@ -180,23 +205,28 @@ def structural_flops(rows: list[dict], params: int, engine: dict) -> dict:
     return out
 
 
-def k_metrics(per_problem: list[dict], same_answer: Any, n_boot: int, seed: int
-              ) -> tuple[dict, dict]:
+def k_metrics(per_problem: list[dict], same_answer: Any, n_boot: int, seed: int) -> tuple[dict, dict]:
     """maj@k (with CI) on the first k samples, and pass@k over all samples, for each k."""
     n_min = min(len(p["answers"]) for p in per_problem)
     maj, pas = {}, {}
     for k in ks_for(n_min):
-        flags = [maj_at_k_correct(p["answers"], p["correct"], k, same_answer)
-                 for p in per_problem]
+        flags = [maj_at_k_correct(p["answers"], p["correct"], k, same_answer) for p in per_problem]
         maj[k] = estimate(flags, n_boot, seed)
-        pas[k] = float(sum(pass_at_k(len(p["correct"]), sum(p["correct"]), k)
-                           for p in per_problem) / len(per_problem))
+        pas[k] = float(
+            sum(pass_at_k(len(p["correct"]), sum(p["correct"]), k) for p in per_problem) / len(per_problem)
+        )
     return maj, pas
 
 
-def score_generations(rows: Iterable[dict], problems: dict[str, Problem], task: Any,
-                      params: int, n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED,
-                      vote: str = "explicit") -> dict:
+def score_generations(
+    rows: Iterable[dict],
+    problems: dict[str, Problem],
+    task: Any,
+    params: int,
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = DEFAULT_SEED,
+    vote: str = "explicit",
+) -> dict:
     """The score dict of one job (see module docstring); raises ValueError on bad rows."""
     rows = list(rows)
     check_rows(rows, problems)
@@ -213,20 +243,37 @@ def score_generations(rows: Iterable[dict], problems: dict[str, Problem], task: 
         "n_samples": sum(len(r["samples"]) for r in rows),
         "accuracy": estimate(flags, n_boot, seed),
         "selection": "chosen by scorer" if chosen else "plurality vote",
-        "vote": "explicit answers only (paper-faithful)" if vote == "explicit" else "any answer, fallback guesses included",
+        "vote": "explicit answers only (paper-faithful)"
+        if vote == "explicit"
+        else "any answer, fallback guesses included",
         "scorer": scorer,
-        "maj@k": maj, "pass@k": pas,
-        "ci": {"method": "percentile bootstrap over problems", "n_boot": n_boot,
-               "seed": seed, "level": DEFAULT_LEVEL},
-        "tokens": tokens, "flops": flops, "params": params,
-        "finish_reasons": reasons, "request_cache_hits": hits,
+        "maj@k": maj,
+        "pass@k": pas,
+        "ci": {
+            "method": "percentile bootstrap over problems",
+            "n_boot": n_boot,
+            "seed": seed,
+            "level": DEFAULT_LEVEL,
+        },
+        "tokens": tokens,
+        "flops": flops,
+        "params": params,
+        "finish_reasons": reasons,
+        "request_cache_hits": hits,
         **rates,
         "per_problem": per_problem,
     }
 
 
-RESULT_COLUMNS = (*(f"answer_{k}_rate" for k in SOURCES), "truncated_rate", "extract_errors",
-                  "vote_rule", "budget", "budget_tokens_per_solution", "mean_generated_tokens_per_solution")
+RESULT_COLUMNS = (
+    *(f"answer_{k}_rate" for k in SOURCES),
+    "truncated_rate",
+    "extract_errors",
+    "vote_rule",
+    "budget",
+    "budget_tokens_per_solution",
+    "mean_generated_tokens_per_solution",
+)
 
 
 def result_columns(score: dict) -> dict:
@@ -236,8 +283,12 @@ def result_columns(score: dict) -> dict:
     budget = score.get("budget") or {}
     n_sol = budget.get("solutions") or 0
     used = score["tokens"]["generated"] / (score["n_problems"] * n_sol) if n_sol else ""
-    return {**{f"answer_{k}_rate": sources.get(k, "") for k in SOURCES},
-            "truncated_rate": score.get("truncated_rate", ""),
-            "extract_errors": score.get("extract_errors", ""), "vote_rule": score.get("vote", ""),
-            "budget": budget.get("text", ""), "budget_tokens_per_solution": budget.get("tokens_per_solution", ""),
-            "mean_generated_tokens_per_solution": used}
+    return {
+        **{f"answer_{k}_rate": sources.get(k, "") for k in SOURCES},
+        "truncated_rate": score.get("truncated_rate", ""),
+        "extract_errors": score.get("extract_errors", ""),
+        "vote_rule": score.get("vote", ""),
+        "budget": budget.get("text", ""),
+        "budget_tokens_per_solution": budget.get("tokens_per_solution", ""),
+        "mean_generated_tokens_per_solution": used,
+    }

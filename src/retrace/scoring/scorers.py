@@ -25,6 +25,7 @@ the configured `fallback` score and `valid=False`. Engine failures do raise.
 A judge on another model than the policy: set `scorer.model`; the generate stage then loads
 that model (its manifest is an input of the job) and passes it as `ctx.scorer_llm`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -37,13 +38,16 @@ from retrace.hashing import sha256_file
 from retrace.records import Completion, Message, Problem, Request, Sampling, TokenLogprob
 from retrace.templates import render, template_path
 
-IMPLEMENTATIONS = {"llm_judge": "retrace.scoring.scorers:LLMJudge",
-                   "hf_reward": "retrace.scoring.hf_reward:HFReward"}
+IMPLEMENTATIONS = {
+    "llm_judge": "retrace.scoring.scorers:LLMJudge",
+    "hf_reward": "retrace.scoring.hf_reward:HFReward",
+}
 
 
 @dataclass(frozen=True)
 class ScoreItem:
     """One thing to score: a problem and a solution text; `partial` = steps so far only."""
+
     problem: Problem
     solution: str
     partial: bool = False
@@ -56,6 +60,7 @@ class Score:
     `valid` is False when the scorer's output gave no signal and `value` is the fallback.
     `key` is the request-cache key of the judge call ("" for scorers outside the cache).
     """
+
     value: float
     valid: bool = True
     prompt_tokens: int = 0
@@ -107,8 +112,10 @@ def judge_llm(cfg: dict, llm: Any, ctx: Any) -> Any:
         return llm
     other = getattr(ctx, "scorer_llm", None)
     if other is None:
-        raise ValueError(f"scorer model {wanted!r} differs from the job's model, but no engine "
-                         "for it was passed (MethodContext.scorer_llm); use model: null")
+        raise ValueError(
+            f"scorer model {wanted!r} differs from the job's model, but no engine "
+            "for it was passed (MethodContext.scorer_llm); use model: null"
+        )
     if other.model.get("name") != wanted:
         raise ValueError(f"scorer model {wanted!r} but ctx.scorer_llm runs {other.model.get('name')!r}")
     return other
@@ -153,8 +160,9 @@ class LLMJudge(Scorer):
     def request(self, item: ScoreItem) -> Request:
         p = item.problem
         choices = list(zip("ABCDEFGHIJKLMNOPQRSTUVWXYZ", p.choices)) if p.choices else None
-        text = render(self.template, question=p.question, choices=choices,
-                      solution=item.solution, partial=item.partial)
+        text = render(
+            self.template, question=p.question, choices=choices, solution=item.solution, partial=item.partial
+        )
         # Greedy with a fixed seed: the judgement of a text is a function of the text.
         sampling = Sampling(temperature=0.0, max_tokens=self.max_tokens, seed=0, logprobs=self.top)
         return Request(messages=(Message("user", text),), sampling=sampling, tag=f"judge:{p.id}")
@@ -190,7 +198,14 @@ class LLMJudge(Scorer):
 
     def identity(self) -> dict:
         model = self.llm.model
-        return {"name": self.name, "model": model["fingerprint"], "model_name": model.get("name"),
-                "params": model.get("params"), "engine": self.llm.identity,
-                "template": self.template, "template_sha256": sha256_file(template_path(self.template)),
-                "top_logprobs": self.top, "fallback": self.fallback}
+        return {
+            "name": self.name,
+            "model": model["fingerprint"],
+            "model_name": model.get("name"),
+            "params": model.get("params"),
+            "engine": self.llm.identity,
+            "template": self.template,
+            "template_sha256": sha256_file(template_path(self.template)),
+            "top_logprobs": self.top,
+            "fallback": self.fallback,
+        }

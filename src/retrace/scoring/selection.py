@@ -10,6 +10,7 @@ their whole cost (scoring calls; search candidates that were pruned). `extra["sc
 names the scorer (name, model fingerprint, params) that produced `extra["scores"]`.
 FLOPs use 2 × params per token, as retrace.scoring.score does (Kaplan et al. 2020).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -29,8 +30,10 @@ def chosen_correct(row: dict, problem: Problem, task: Any) -> bool | None:
 
 def sample_tokens(row: dict) -> dict:
     keys = ("prompt_tokens", "cached_prompt_tokens", "generated_tokens")
-    return {"requests": len(row["samples"]),
-            **{k: sum(int(s.get(k, 0)) for s in row["samples"]) for k in keys}}
+    return {
+        "requests": len(row["samples"]),
+        **{k: sum(int(s.get(k, 0)) for s in row["samples"]) for k in keys},
+    }
 
 
 def row_compute(row: dict, policy_params: int) -> dict:
@@ -46,9 +49,15 @@ def row_compute(row: dict, policy_params: int) -> dict:
         t = compute.get(part)
         if not t:
             continue
-        flops = None if params is None else {
-            "nominal": 2 * params * (t["prompt_tokens"] + t["generated_tokens"]),
-            "effective": 2 * params * (t["prompt_tokens"] - t["cached_prompt_tokens"]
-                                       + t["generated_tokens"])}
+        flops = (
+            None
+            if params is None
+            else {
+                "nominal": 2 * params * (t["prompt_tokens"] + t["generated_tokens"]),
+                "effective": 2
+                * params
+                * (t["prompt_tokens"] - t["cached_prompt_tokens"] + t["generated_tokens"]),
+            }
+        )
         out[part] = {**t, "params": params, "flops": flops}
     return out

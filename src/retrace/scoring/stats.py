@@ -13,6 +13,7 @@
 
     holm([0.01, 0.04, 0.03])  ->  [0.03, 0.06, 0.06]
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -27,8 +28,7 @@ CORRECTIONS = ("holm",)
 def _paired_arrays(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or len(x) == 0:
-        raise ValueError(f"paired scores need two equal-length non-empty lists, got "
-                         f"{x.shape} and {y.shape}")
+        raise ValueError(f"paired scores need two equal-length non-empty lists, got {x.shape} and {y.shape}")
     return x, y
 
 
@@ -50,8 +50,13 @@ def bootstrap_means_by_counts(values: np.ndarray, n_boot: int, seed: int) -> np.
     return (total + left * uniq[-1]) / n
 
 
-def paired_bootstrap_diff(a: Sequence[float], b: Sequence[float], n_boot: int = DEFAULT_BOOT,
-                          seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL) -> dict:
+def paired_bootstrap_diff(
+    a: Sequence[float],
+    b: Sequence[float],
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+) -> dict:
     """{"diff", "ci_low", "ci_high"} for mean(a) - mean(b); a[i], b[i] score question i."""
     x, y = _paired_arrays(a, b)
     d = x - y  # resampling per-question differences resamples both methods jointly
@@ -70,6 +75,7 @@ def binomial_two_sided(k: int, n: int) -> float:
     if n == 0:
         return 1.0
     from scipy.stats import binom
+
     return float(min(1.0, 2.0 * binom.cdf(min(k, n - k), n, 0.5)))
 
 
@@ -78,8 +84,7 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> dict:
     x, y = _paired_arrays(a, b)
     x, y = x.astype(bool), y.astype(bool)
     a_only, b_only = int(np.sum(x & ~y)), int(np.sum(~x & y))
-    return {"a_only": a_only, "b_only": b_only,
-            "p_value": binomial_two_sided(a_only, a_only + b_only)}
+    return {"a_only": a_only, "b_only": b_only, "p_value": binomial_two_sided(a_only, a_only + b_only)}
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

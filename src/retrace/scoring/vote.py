@@ -12,6 +12,7 @@ Rules:
 
 This does not cover weighted voting (e.g. by a reward model); that is a different method.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Sequence

@@ -9,6 +9,7 @@ p-values of all rows (the family's own CSVs included) are Holm-corrected togethe
 verdict needs both the CI and the corrected test (retrace.scoring.claims). "Weaker models gain most" compares refinement's gain over Maj@N between models.
 Each row lists the provenance hashes of the score records it used.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,8 @@ def load_runs(score_files: list[Path]) -> tuple[dict, dict, dict]:
         job = s["job"]
         flags = {p["id"]: float(p.get("chosen_correct", p["vote_correct"])) for p in s["per_problem"]}
         runs[(job["model"], job["backend"], job["dataset"])][job["method"]].append(
-            (flags, sha256_file(prov_path(path))))
+            (flags, sha256_file(prov_path(path)))
+        )
         key = (job["model"], job["backend"], job["dataset"], job["method"])
         flops[key].append(s["flops"]["effective"])
         if s.get("budget"):
@@ -61,14 +63,21 @@ def with_compute(row: dict, fa: list[float], fb: list[float]) -> dict:
     ma, mb = sum(fa) / len(fa), sum(fb) / len(fb)
     n = row["n_questions"]
     gain = compute_normalised_gain(row["acc_method"], row["acc_baseline"], ma, mb, n)
-    return {**row, "flops_method": ma, "flops_baseline": mb, "gain_per_1e3_tflops": gain,
-            "delta_tflops_per_problem": (ma - mb) / n / 1e12,
-            "paper_delta_tflops": PAPER_DELTA_TFLOPS.get((row["model"], row["baseline"]), "")
-            if row["method"] == "refine" else ""}
+    return {
+        **row,
+        "flops_method": ma,
+        "flops_baseline": mb,
+        "gain_per_1e3_tflops": gain,
+        "delta_tflops_per_problem": (ma - mb) / n / 1e12,
+        "paper_delta_tflops": PAPER_DELTA_TFLOPS.get((row["model"], row["baseline"]), "")
+        if row["method"] == "refine"
+        else "",
+    }
 
 
-def claim_rows(runs: dict, flops: dict, weaker: Sequence[tuple[str, str]] = (),
-               budgets: dict | None = None, **options) -> list[dict]:
+def claim_rows(
+    runs: dict, flops: dict, weaker: Sequence[tuple[str, str]] = (), budgets: dict | None = None, **options
+) -> list[dict]:
     """Every PAPER_CLAIMS row whose two labels ran, then the pre-registered weaker-model rows
     (uncorrected; `options` go to compare, e.g. n_boot). budgets[(model, backend, dataset,
     label)] is the budget text a row names for its baseline."""
@@ -76,17 +85,30 @@ def claim_rows(runs: dict, flops: dict, weaker: Sequence[tuple[str, str]] = (),
     for (model, backend, dataset), labels in sorted(runs.items()):
         for claim, a, b, direction in PAPER_CLAIMS:
             if a in labels and b in labels:
-                row = claim_row(claim, model, dataset, a, b, [r for r, _ in labels[a]],
-                                [r for r, _ in labels[b]], direction=direction,
-                                evidence=[h for _, h in labels[a] + labels[b]], **options)
+                row = claim_row(
+                    claim,
+                    model,
+                    dataset,
+                    a,
+                    b,
+                    [r for r, _ in labels[a]],
+                    [r for r, _ in labels[b]],
+                    direction=direction,
+                    evidence=[h for _, h in labels[a] + labels[b]],
+                    **options,
+                )
                 row["baseline_budget"] = budgets.get((model, backend, dataset, b), "")
-                rows.append(with_compute(row, flops[(model, backend, dataset, a)],
-                                         flops[(model, backend, dataset, b)]))
+                rows.append(
+                    with_compute(
+                        row, flops[(model, backend, dataset, a)], flops[(model, backend, dataset, b)]
+                    )
+                )
     return rows + weaker_rows(runs, weaker, budgets, **options)
 
 
-def weaker_rows(runs: dict, weaker: Sequence[tuple[str, str]], budgets: dict | None = None,
-                **options) -> list[dict]:
+def weaker_rows(
+    runs: dict, weaker: Sequence[tuple[str, str]], budgets: dict | None = None, **options
+) -> list[dict]:
     """'Weaker models gain most' for each pre-registered (weak, strong) pair, per dataset and
     backend where both models ran refine and majority. The pair comes from the experiment
     file, never from the measured accuracies (see claims.weaker_gains_more)."""
@@ -98,12 +120,19 @@ def weaker_rows(runs: dict, weaker: Sequence[tuple[str, str]], budgets: dict | N
                 continue
             pair = lambda l: ([r for r, _ in l["refine"]], [r for r, _ in l["majority"]])
             cmp = weaker_gains_more(pair(wl), pair(sl), **options)
-            rows.append({"claim": "weaker models gain most", "model": f"{weak} vs {strong}",
-                         "dataset": dataset, "method": "refine", "baseline": "majority",
-                         "baseline_budget": (budgets or {}).get((weak, backend, dataset, "majority"), ""),
-                         **cmp, "note": "; ".join(filter(None, [cmp["note"], "pre-registered pair"])),
-                         "evidence": [h for l in (wl, sl) for lab in ("refine", "majority")
-                                      for _, h in l[lab]]})
+            rows.append(
+                {
+                    "claim": "weaker models gain most",
+                    "model": f"{weak} vs {strong}",
+                    "dataset": dataset,
+                    "method": "refine",
+                    "baseline": "majority",
+                    "baseline_budget": (budgets or {}).get((weak, backend, dataset, "majority"), ""),
+                    **cmp,
+                    "note": "; ".join(filter(None, [cmp["note"], "pre-registered pair"])),
+                    "evidence": [h for l in (wl, sl) for lab in ("refine", "majority") for _, h in l[lab]],
+                }
+            )
     return rows
 
 
@@ -132,6 +161,7 @@ def weaker_pairs(experiment: dict, name: str = "experiment") -> list[tuple[str, 
 def read_extra(path: Path) -> list[dict]:
     """Rows of a method family's own claims CSV (same columns; evidence joined with ';')."""
     import csv
+
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     for lineno, r in enumerate(rows, 2):
@@ -142,14 +172,18 @@ def read_extra(path: Path) -> list[dict]:
     return rows
 
 
-def run(score_files: list[Path], out: Path, extra: list[Path] = (),
-        weaker: Sequence[tuple[str, str]] = ()) -> int:
+def run(
+    score_files: list[Path], out: Path, extra: list[Path] = (), weaker: Sequence[tuple[str, str]] = ()
+) -> int:
     """Claims of the spine's score files, then the rows of each family's claims CSV (`extra`:
     DRR, ART, ...), whose evidence hashes the audit follows through that CSV's own record.
     `weaker`: the experiment's pre-registered (weak, strong) model pairs."""
-    prov = Provenance("claims", {"claims": [list(c) for c in PAPER_CLAIMS],
-                                 "weaker": [list(w) for w in weaker]}, stage_sources("claims"),
-                      inputs=[str(p) for p in score_files] + [str(p) for p in extra])
+    prov = Provenance(
+        "claims",
+        {"claims": [list(c) for c in PAPER_CLAIMS], "weaker": [list(w) for w in weaker]},
+        stage_sources("claims"),
+        inputs=[str(p) for p in score_files] + [str(p) for p in extra],
+    )
     rows = []
     if score_files:
         runs, flops, budgets = load_runs(score_files)

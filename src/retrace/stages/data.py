@@ -1,7 +1,8 @@
 """Stage `data`: load one dataset from its source, subset it, write canonical problems.
 
-    python -m retrace data --dataset gsm8k --mirror ../shared/data --out results/data/gsm8k.jsonl
+python -m retrace data --dataset gsm8k --mirror ../shared/data --out results/data/gsm8k.jsonl
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,12 @@ def run(dataset: str, mirror: str | None, out: Path, overrides: tuple[str, ...] 
     prov = Provenance("data", config_slice("data", cfg), stage_sources("data", cfg))
     problems, sources = data.prepare(cfg["dataset"], mirror)
     prov.inputs = [str(p) for p in sources]
-    prov.extra["data"] = {"name": dataset, "fingerprint": data.fingerprint(problems),
-                          "n_problems": len(problems), "source": cfg["dataset"]["source"]}
+    prov.extra["data"] = {
+        "name": dataset,
+        "fingerprint": data.fingerprint(problems),
+        "n_problems": len(problems),
+        "source": cfg["dataset"]["source"],
+    }
     data.write_problems(out, problems)
     prov.write(out)
     return len(problems)

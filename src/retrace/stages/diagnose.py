@@ -5,6 +5,7 @@
 Vote-level recovery/regression, per-rollout net correction benefit B(d), answer diversity
 and accuracy by depth (retrace.scoring.refine_diagnostics).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,12 +20,22 @@ from retrace.scoring.refine_diagnostics import diagnose
 
 def run(job: Job, generations: Path, data_path: Path, out: Path) -> dict:
     cfg = job.config()
-    prov = Provenance("diagnose", config_slice("score", cfg), stage_sources("diagnose", cfg),
-                      inputs=[str(generations), str(data_path)])
+    prov = Provenance(
+        "diagnose",
+        config_slice("score", cfg),
+        stage_sources("diagnose", cfg),
+        inputs=[str(generations), str(data_path)],
+    )
     problems = {p.id: p for p in data.read_problems(data_path)}
     result = diagnose(read_jsonl(generations), problems, TASKS.get(cfg["dataset"]["task"]))
-    result["job"] = {"model": job.model, "backend": job.backend, "dataset": job.dataset,
-                     "method": job.label, "method_name": job.method, "seed": job.seed}
+    result["job"] = {
+        "model": job.model,
+        "backend": job.backend,
+        "dataset": job.dataset,
+        "method": job.label,
+        "method_name": job.method,
+        "seed": job.seed,
+    }
     write_json(out, result)
     prov.write(out)
     return result

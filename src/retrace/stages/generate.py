@@ -8,6 +8,7 @@ The engine is loaded at most once, and only if some request is not in the reques
 With `--shard I --shards K` the job runs only the problems of data-parallel shard I (see
 retrace.shards); `merge()` (`python -m retrace merge-shards`) joins the K shard outputs.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,10 +30,14 @@ log = logging.getLogger(__name__)
 def flops(params: int, usage) -> dict:
     """FLOPs ≈ 2 × params per token (Kaplan et al. 2020, arXiv:2001.08361, forward pass)."""
     prompt, cached, gen = usage.prompt_tokens_all, usage.cached_prompt_tokens_all, usage.generated_tokens_all
-    return {"params": params, "nominal": 2 * params * (prompt + gen),
-            "effective": 2 * params * (prompt - cached + gen),
-            "prompt": 2 * params * prompt, "cached_prompt": 2 * params * cached,
-            "generated": 2 * params * gen}
+    return {
+        "params": params,
+        "nominal": 2 * params * (prompt + gen),
+        "effective": 2 * params * (prompt - cached + gen),
+        "prompt": 2 * params * prompt,
+        "cached_prompt": 2 * params * cached,
+        "generated": 2 * params * gen,
+    }
 
 
 def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple[Job, dict]:
@@ -42,16 +47,22 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
     from retrace.provenance import load
     from retrace.scoring.compute import equal_compute_n
     from retrace.scoring.compute import structural_usage
+
     refine, majority = load(sources[0]), load(sources[1])
     # effective: priced from the request structure (shared prefixes), the same on any engine;
     # the engine's own cache report only where the structure is not recorded
     shapes = [structural_usage(read_jsonl(p)) for p in sources]
     usages = shapes if None not in shapes else [refine["usage"], majority["usage"]]
-    info = equal_compute_n(*usages, int(majority["config"]["method"]["n"]),
-                           manifest["params"], kind=job.equal_compute[2])
+    info = equal_compute_n(
+        *usages, int(majority["config"]["method"]["n"]), manifest["params"], kind=job.equal_compute[2]
+    )
     info["effective_basis"] = "request structure" if None not in shapes else "engine cache"
-    log.info("equal compute: N'=%d (%s FLOPs, refinement/Maj@N = %.2f)", info["n_prime"],
-             info["kind"], info["ratio"])
+    log.info(
+        "equal compute: N'=%d (%s FLOPs, refinement/Maj@N = %.2f)",
+        info["n_prime"],
+        info["kind"],
+        info["ratio"],
+    )
     return replace(job, overrides=job.overrides + (f"method.n={info['n_prime']}",)), info
 
 
@@ -67,8 +78,13 @@ def scorer_model(cfg: dict) -> str | None:
 def engine(manifest: dict, cfg: dict, cache: RequestCache) -> CachedLLM:
     """A lazily loaded, cached engine for `manifest` on the job's backend and engine settings."""
     backend_cls, settings = BACKENDS.get(cfg["backend"]["name"]), cfg["backend"].get("engine", {})
-    return CachedLLM(lambda: backend_cls(manifest, settings), cfg["backend"]["name"], manifest, cache,
-                     identity=backend_cls.identity(manifest, settings))
+    return CachedLLM(
+        lambda: backend_cls(manifest, settings),
+        cfg["backend"]["name"],
+        manifest,
+        cache,
+        identity=backend_cls.identity(manifest, settings),
+    )
 
 
 def judge_engine(cfg: dict, scorer_manifest: Path | None, cache: RequestCache) -> CachedLLM | None:
@@ -76,17 +92,26 @@ def judge_engine(cfg: dict, scorer_manifest: Path | None, cache: RequestCache) -
     if wanted is None:
         return None
     if scorer_manifest is None:
-        raise ValueError(f"method {cfg['method']['name']!r}: scorer.model={wanted!r} needs that model's "
-                         "manifest (--scorer-manifest)")
+        raise ValueError(
+            f"method {cfg['method']['name']!r}: scorer.model={wanted!r} needs that model's "
+            "manifest (--scorer-manifest)"
+        )
     judge = json.loads(Path(scorer_manifest).read_text())
     if judge["name"] != wanted:
         raise ValueError(f"{scorer_manifest}: manifest of {judge['name']!r}, but scorer.model={wanted!r}")
     return engine(judge, cfg, cache)
 
 
-def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: Path,
-        equal_compute_from: tuple[Path, Path] | None = None,
-        scorer_manifest: Path | None = None, shard: tuple[int, int] | None = None) -> dict:
+def run(
+    job: Job,
+    data_path: Path,
+    manifest_path: Path,
+    cache_path: Path,
+    out: Path,
+    equal_compute_from: tuple[Path, Path] | None = None,
+    scorer_manifest: Path | None = None,
+    shard: tuple[int, int] | None = None,
+) -> dict:
     """Run the job's method; `scorer_manifest` = the judge model's manifest when the method's
     scorer names a model other than the job's (its engine is passed as ctx.scorer_llm);
     `shard` = (I, K): only the problems of data-parallel shard I of K (retrace.shards)."""
@@ -96,8 +121,12 @@ def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: P
         job, priced = equal_compute(job, equal_compute_from, manifest)
     cfg = job.config()
     prov = Provenance("generate", config_slice("generate", cfg), stage_sources("generate", cfg))
-    prov.inputs = [str(data_path), str(manifest_path)] + [str(t) for t in templates(cfg)] + \
-        [str(p) for p in equal_compute_from or ()] + ([str(scorer_manifest)] if scorer_manifest else [])
+    prov.inputs = (
+        [str(data_path), str(manifest_path)]
+        + [str(t) for t in templates(cfg)]
+        + [str(p) for p in equal_compute_from or ()]
+        + ([str(scorer_manifest)] if scorer_manifest else [])
+    )
     problems = data.read_problems(data_path)
     if shard:
         problems = shards.select(problems, *shard)
@@ -106,8 +135,12 @@ def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: P
     cache = RequestCache(cache_path, job=str(out))
     llm = engine(manifest, cfg, cache)
     judge = judge_engine(cfg, scorer_manifest, cache)
-    ctx = MethodContext(seed=job.seed, task=task, scorer_llm=judge,
-                        template=cfg["dataset"].get("template") or task.default_template)
+    ctx = MethodContext(
+        seed=job.seed,
+        task=task,
+        scorer_llm=judge,
+        template=cfg["dataset"].get("template") or task.default_template,
+    )
     try:
         rows = METHODS.get(cfg["method"]["name"])(problems, cfg["method"], llm, ctx)
     finally:
@@ -116,14 +149,25 @@ def run(job: Job, data_path: Path, manifest_path: Path, cache_path: Path, out: P
                 e.close()
         cache.close()
     u = llm.usage
-    log.info("%s: %d requests, %d from the request cache, %d engine loads",
-             job.path, u.requests, u.cache_hits, u.engine_loads)
-    prov.extra.update({
-        "job": {**job.selections(), "label": job.label, "seed": job.seed},
-        "engine": cfg["backend"], "device": llm.device, "seeds": {"run": job.seed},
-        "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]},
-        "data": {"name": job.dataset, "fingerprint": data.fingerprint(problems)},
-        "usage": vars(u), "flops": flops(manifest["params"], u)})
+    log.info(
+        "%s: %d requests, %d from the request cache, %d engine loads",
+        job.path,
+        u.requests,
+        u.cache_hits,
+        u.engine_loads,
+    )
+    prov.extra.update(
+        {
+            "job": {**job.selections(), "label": job.label, "seed": job.seed},
+            "engine": cfg["backend"],
+            "device": llm.device,
+            "seeds": {"run": job.seed},
+            "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]},
+            "data": {"name": job.dataset, "fingerprint": data.fingerprint(problems)},
+            "usage": vars(u),
+            "flops": flops(manifest["params"], u),
+        }
+    )
     if priced:
         prov.extra["equal_compute"] = priced
     if judge is not None:  # its FLOPs are priced per row by scoring (scorer identity has params)
@@ -137,25 +181,34 @@ def merge(job: Job, data_path: Path, shard_paths: list[Path], out: Path) -> None
     """Join the outputs of a job's data-parallel shards (in shard order) into its generations
     file, in the order of the problems file; usage and FLOPs are the shards' sums."""
     cfg = job.config()
-    prov = Provenance("generate", config_slice("generate", cfg),
-                      stage_sources("generate", cfg) + [Path(shards.__file__)])
+    prov = Provenance(
+        "generate", config_slice("generate", cfg), stage_sources("generate", cfg) + [Path(shards.__file__)]
+    )
     prov.inputs = [str(data_path)] + [str(p) for p in shard_paths]
     problems = data.read_problems(data_path)
     loaded = {str(p): shards.load_shard(p) for p in shard_paths}
     rows = shards.merge_rows(problems, {p: r for p, (r, _) in loaded.items()})
     records = [rec for _, rec in loaded.values()]
     first = records[0]
-    prov.extra.update({
-        "job": first["job"], "engine": first["engine"], "seeds": first["seeds"], "model": first["model"],
-        "data": {"name": job.dataset, "fingerprint": data.fingerprint(problems)},
-        "device": sorted({r["device"] for r in records}),
-        "usage": shards.sum_usage([r["usage"] for r in records]),
-        "flops": {**shards.sum_usage([r["flops"] for r in records]), "params": first["flops"]["params"]},
-        "shards": [{"path": p, "executor": rec["host"]["executor"]} for p, (_, rec) in loaded.items()]})
+    prov.extra.update(
+        {
+            "job": first["job"],
+            "engine": first["engine"],
+            "seeds": first["seeds"],
+            "model": first["model"],
+            "data": {"name": job.dataset, "fingerprint": data.fingerprint(problems)},
+            "device": sorted({r["device"] for r in records}),
+            "usage": shards.sum_usage([r["usage"] for r in records]),
+            "flops": {**shards.sum_usage([r["flops"] for r in records]), "params": first["flops"]["params"]},
+            "shards": [{"path": p, "executor": rec["host"]["executor"]} for p, (_, rec) in loaded.items()],
+        }
+    )
     if "equal_compute" in first:
         prov.extra["equal_compute"] = first["equal_compute"]
     if "scorer_usage" in first:  # an LLM judge on another model: its usage adds up the same way
-        prov.extra["scorer_usage"] = {"model": first["scorer_usage"]["model"],
-                                      **shards.sum_usage([r["scorer_usage"] for r in records])}
+        prov.extra["scorer_usage"] = {
+            "model": first["scorer_usage"]["model"],
+            **shards.sum_usage([r["scorer_usage"] for r in records]),
+        }
     write_jsonl(out, rows)
     prov.write(out)

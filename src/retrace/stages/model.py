@@ -1,7 +1,8 @@
 """Stage `model`: materialise and fingerprint one declared model (config/model/<name>.yaml).
 
-    python -m retrace model --model qwen2.5-coder-0.5b-q4km --out results/models/<name>/manifest.json
+python -m retrace model --model qwen2.5-coder-0.5b-q4km --out results/models/<name>/manifest.json
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,9 +26,13 @@ def run(model: str, out: Path, overrides: tuple[str, ...] = ()) -> dict:
         prov.extra["companions"] = [{"path": weights, "sha256": sha256_file(weights)}]
     if manifest.get("hf_dir") and weights:  # an HF export of the GGUF (source.hf_export)
         prov.extra.setdefault("companions", []).extend(
-            {"path": str(p), "sha256": sha256_file(p)} for p in sorted(Path(manifest["hf_dir"]).iterdir()))
-    prov.extra["model"] = {"name": manifest["name"], "fingerprint": manifest["fingerprint"],
-                           "params": manifest["params"]}
+            {"path": str(p), "sha256": sha256_file(p)} for p in sorted(Path(manifest["hf_dir"]).iterdir())
+        )
+    prov.extra["model"] = {
+        "name": manifest["name"],
+        "fingerprint": manifest["fingerprint"],
+        "params": manifest["params"],
+    }
     write_json(out, manifest)
     prov.write(out)
     return manifest

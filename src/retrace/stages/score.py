@@ -1,7 +1,8 @@
 """Stage `score`: extract, judge and vote over one job's stored rollouts (no generation).
 
-    python -m retrace score <job args> --generations G --data D --manifest M --out S.json
+python -m retrace score <job args> --generations G --data D --manifest M --out S.json
 """
+
 from __future__ import annotations
 
 import json
@@ -20,6 +21,7 @@ def repeatable(generation_record: dict) -> bool:
     """Whether the generations were made in the engine's deterministic mode, i.e. whether a
     rerun at the same seeds gives the same bytes (retrace.backends.base.is_deterministic)."""
     from retrace.backends.base import is_deterministic
+
     return is_deterministic((generation_record.get("engine") or {}).get("engine"))
 
 
@@ -30,11 +32,23 @@ def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: 
     problems = {p.id: p for p in data.read_problems(data_path)}
     manifest = json.loads(Path(manifest_path).read_text())
     scoring = cfg["method"].get("scoring") or {}
-    result = score_generations(read_jsonl(generations), problems, TASKS.get(cfg["dataset"]["task"]),
-                               manifest["params"], n_boot=int(scoring.get("n_boot", 2000)),
-                               seed=int(scoring.get("seed", 0)), vote=scoring.get("vote", "explicit"))
-    result["job"] = {"model": job.model, "backend": job.backend, "dataset": job.dataset,
-                     "method": job.label, "method_name": job.method, "seed": job.seed}
+    result = score_generations(
+        read_jsonl(generations),
+        problems,
+        TASKS.get(cfg["dataset"]["task"]),
+        manifest["params"],
+        n_boot=int(scoring.get("n_boot", 2000)),
+        seed=int(scoring.get("seed", 0)),
+        vote=scoring.get("vote", "explicit"),
+    )
+    result["job"] = {
+        "model": job.model,
+        "backend": job.backend,
+        "dataset": job.dataset,
+        "method": job.label,
+        "method_name": job.method,
+        "seed": job.seed,
+    }
     generated = load(generations)
     result["generation_usage"] = generated.get("usage", {})
     result["bitwise_repeatable"] = repeatable(generated)

@@ -25,6 +25,7 @@ problem's choices, and a lower-case letter only when bracketed or followed by
 punctuation/end of line ("answer: c" yes, "the answer is a bit tricky" no).
 Not covered: answers given only in words that paraphrase a choice.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,12 +33,16 @@ import re
 from retrace.records import Problem
 from retrace.tasks.base import LETTERS, NO_ANSWER, Extraction, Task
 
-LEAD = re.compile(r"(?i)\b(?:answer|(?:correct|best|right)\s+(?:option|choice))\b"
-                  r"(?:\s*(?:is|would\s+be|should\s+be|must\s+be|will\s+be))?\s*[:=\-–]?[ \t]*")
+LEAD = re.compile(
+    r"(?i)\b(?:answer|(?:correct|best|right)\s+(?:option|choice))\b"
+    r"(?:\s*(?:is|would\s+be|should\s+be|must\s+be|will\s+be))?\s*[:=\-–]?[ \t]*"
+)
 TAIL_TOKEN = re.compile(
     r"^[\s*_$\[({]*(?:\\(?:boxed|text|textbf|mathrm)\{)*[\s*_$\[({]*"
     r"(?P<word>(?:option|choice)\s*#?\s*)?(?P<tok>[A-Za-z]|\d{1,2})(?![A-Za-z0-9])"
-    r"(?P<close>[\s*_$)\]}]*)(?P<after>.?)", re.IGNORECASE | re.DOTALL)
+    r"(?P<close>[\s*_$)\]}]*)(?P<after>.?)",
+    re.IGNORECASE | re.DOTALL,
+)
 BOXED = re.compile(r"\\boxed\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 BOLD = re.compile(r"\*\*\s*\(?([A-Z])\)?[.):]?(?:\s[^*\n]*)?\*\*")
 LINE_MARKER = re.compile(r"^[\s*\[(]*([A-Z])(?:[).:\]*]+(?:\s.*)?|\s*)$")
@@ -83,15 +88,15 @@ def _from_tail(tail: str, choices: tuple[str, ...]) -> str | None:
     m = TAIL_TOKEN.match(line)
     if not m:
         return None
-    bracketed = (bool(re.search(r"[(\[{]", line[:m.start("tok")]))
-                 and any(ch in m.group("close") for ch in ")]}"))
-    return _letter(m.group("tok"), len(choices), bracketed or bool(m.group("word")),
-                   m.group("after"))
+    bracketed = bool(re.search(r"[(\[{]", line[: m.start("tok")])) and any(
+        ch in m.group("close") for ch in ")]}"
+    )
+    return _letter(m.group("tok"), len(choices), bracketed or bool(m.group("word")), m.group("after"))
 
 
 def _explicit(text: str, choices: tuple[str, ...]) -> Extraction:
     found = [(m.start(), _from_tail(m.group(1), choices), "boxed") for m in BOXED.finditer(text)]
-    found += [(m.start(), _from_tail(text[m.end():], choices), "statement") for m in LEAD.finditer(text)]
+    found += [(m.start(), _from_tail(text[m.end() :], choices), "statement") for m in LEAD.finditer(text)]
     found = [f for f in found if f[1]]
     return Extraction(*max(found)[1:]) if found else NO_ANSWER
 
@@ -100,13 +105,14 @@ def _fallback(text: str, choices: tuple[str, ...]) -> str | None:
     n = len(choices)
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     last = lines[-1] if lines else ""
-    tiers = [[m.group(1) for m in BOLD.finditer(text)],
-             [m.group(1) for m in [LINE_MARKER.match(last)] if m],
-             [m.group(1) for m in OPTION_WORD.finditer(text)],
-             [m.group(1) for m in PAREN.finditer(text)]]
+    tiers = [
+        [m.group(1) for m in BOLD.finditer(text)],
+        [m.group(1) for m in [LINE_MARKER.match(last)] if m],
+        [m.group(1) for m in OPTION_WORD.finditer(text)],
+        [m.group(1) for m in PAREN.finditer(text)],
+    ]
     for tier in tiers:
-        letters = [x for x in (_letter(t.upper() if not t.isdigit() else t, n, True, "")
-                               for t in tier) if x]
+        letters = [x for x in (_letter(t.upper() if not t.isdigit() else t, n, True, "") for t in tier) if x]
         if letters:
             return letters[-1]
     return _choice_text(last, choices) if _norm(last) in {_norm(c) for c in choices} else None
@@ -130,6 +136,7 @@ def extract_choice(text: str, choices: tuple[str, ...]) -> str | None:
 
 class ChoiceTask(Task):
     """Multiple choice: gold and answers are letters; correct means the same letter."""
+
     kind = "multiple_choice"
     default_template = "mc_cot.j2"
 

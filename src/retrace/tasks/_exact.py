@@ -11,6 +11,7 @@ An "Answer: ..." statement is source "statement", the last line "fallback"
 (retrace.tasks.base.SOURCES). A statement that echoes the prompt's format placeholder
 ("Answer: <your answer>", from templates/exact_cot.j2) is not an answer and is skipped.
 """
+
 from __future__ import annotations
 
 import re
@@ -62,6 +63,7 @@ def extract_exact(text: str, output_regex: str | None = None) -> str | None:
 
 class ExactTask(Task):
     """Free-text answers; gold plus any alternatives in `metadata["targets"]`."""
+
     kind = "exact"
     default_template = "exact_cot.j2"
 

@@ -17,6 +17,7 @@ does (https://github.com/hendrycks/math, modeling/math_equivalence.py: "remove p
 
 Not covered: answers a model states only in words ("twelve").
 """
+
 from __future__ import annotations
 
 import re
@@ -39,7 +40,9 @@ BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 # "The answer is 42", "final answer: $-3.5$", "Answer: 1,200" (the statement forms of
 # lm-eval's gsm8k "strict-match" ("The answer is (\-?[0-9\.\,]+).") and of simple-evals'
 # "Answer:" lines), the value a number.
-STATEMENT = re.compile(r"(?i)\banswer\s*(?:is|:|=)\s*:?\s*\$?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?)")
+STATEMENT = re.compile(
+    r"(?i)\banswer\s*(?:is|:|=)\s*:?\s*\$?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?)"
+)
 PERCENT = re.compile(r"\s*\\?%\s*$")
 
 
@@ -66,7 +69,7 @@ def _balanced_group(text: str, open_at: int) -> str | None:
     for i in range(open_at, len(text)):
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         if depth == 0:
-            return text[open_at + 1:i]
+            return text[open_at + 1 : i]
     return None
 
 
@@ -105,6 +108,7 @@ def _timeout() -> int | None:
 def parsed(answer: str) -> tuple:
     """math-verify's parse of an answer string, read as the content of a \\boxed{}."""
     from math_verify import parse  # deferred: pulls in sympy and antlr
+
     # Boxing makes math-verify read the whole string as one LaTeX answer instead of
     # picking the first number out of it ("\\left( 3, \\frac{\\pi}{2} \\right)" → 3).
     # A sentence-final "." (OlympiadBench gold "(-\\infty, 0) \\cup\\{1\\}.") makes
@@ -121,11 +125,13 @@ def equivalent(gold: str, answer: str) -> bool:
     if not g or not a:
         return False
     from math_verify import verify
+
     return bool(verify(list(g), list(a), timeout_seconds=_timeout()))
 
 
 class MathTask(Task):
     """Open-ended maths: boxed answers judged by math-verify."""
+
     kind = "math"
     default_template = "math_cot.j2"
 

@@ -14,6 +14,7 @@ Three sources, chosen by `cfg["source"]`: "mirror" (a file under the mirror dire
 at `cfg["mirror_path"]`), "bundled" (a file in `retrace/tasks/bundled/`) and "hub"
 (`datasets.load_dataset` at a pinned revision; `datasets` is imported only then).
 """
+
 from __future__ import annotations
 
 import json
@@ -58,6 +59,7 @@ class Task:
     and `from_hub_row` where hub rows differ from the mirror files. `name` is set
     when the instance is registered.
     """
+
     name: str = ""
     kind: str = ""
     default_template: str = ""
@@ -69,20 +71,25 @@ class Task:
         if source == "hub":
             return self.load_hub(cfg), []
         if source not in ("mirror", "bundled"):
-            raise ValueError(f"dataset {cfg.get('name', self.name)!r}: unknown source {source!r}; "
-                             "expected mirror, bundled or hub")
+            raise ValueError(
+                f"dataset {cfg.get('name', self.name)!r}: unknown source {source!r}; "
+                "expected mirror, bundled or hub"
+            )
         root = mirror_root(mirror) if source == "mirror" else BUNDLED_DIR
         return self.read_file(cfg, root, source)
 
     def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
         """Default file reader: one JSON object per line, each turned by `row_problem`."""
         path, label = source_file(cfg, root, source, default=self.bundled_file)
-        problems = [self.checked_problem(row, i, f"{path}:{lineno}", {"source": label, "line": lineno})
-                    for i, (lineno, row) in enumerate(iter_jsonl(path))]
+        problems = [
+            self.checked_problem(row, i, f"{path}:{lineno}", {"source": label, "line": lineno})
+            for i, (lineno, row) in enumerate(iter_jsonl(path))
+        ]
         return problems, [path]
 
-    def checked_problem(self, row: dict, index: int, where: str, meta: dict,
-                        reader: Callable | None = None) -> Problem:
+    def checked_problem(
+        self, row: dict, index: int, where: str, meta: dict, reader: Callable | None = None
+    ) -> Problem:
         """`row_problem`, with a field of the wrong type reported at `where` (file:line)
         instead of failing later, far from the row, or being written out as is."""
         try:
@@ -96,8 +103,12 @@ class Task:
         hub = cfg.get("hub") or {}
         rows, commit = load_hub_rows(hub)
         label = f"hub:{hub['path']}@{commit}[{hub.get('split')}]"
-        return [self.checked_problem(dict(row), i, f"{label}#{i}", {"source": label, "index": i},
-                                     reader=self.from_hub_row) for i, row in enumerate(rows)]
+        return [
+            self.checked_problem(
+                dict(row), i, f"{label}#{i}", {"source": label, "index": i}, reader=self.from_hub_row
+            )
+            for i, row in enumerate(rows)
+        ]
 
     def from_hub_row(self, row: dict, index: int, where: str, meta: dict) -> Problem:
         """Default: hub rows have the same fields as the mirror files."""
@@ -132,18 +143,19 @@ class Task:
 
 def register(name: str):
     """Class decorator: register one instance of the class as task `name`."""
+
     def decorator(cls: type[Task]) -> type[Task]:
         instance = cls()
         instance.name = name
         TASKS.register(name)(instance)
         return cls
+
     return decorator
 
 
 def mirror_root(mirror: Path | str | None) -> Path:
     """The mirror directory, or an error that says how to point at one."""
-    how = ("set `mirror: /path/to/data` in config/config.yaml or run "
-           "`snakemake --config mirror=/path/to/data`")
+    how = "set `mirror: /path/to/data` in config/config.yaml or run `snakemake --config mirror=/path/to/data`"
     if mirror is None or str(mirror) == "":
         raise MirrorMissing(f"dataset source is 'mirror' but no mirror directory is set; {how}")
     root = Path(mirror).expanduser()
@@ -152,8 +164,9 @@ def mirror_root(mirror: Path | str | None) -> Path:
     return root
 
 
-def source_file(cfg: dict, root: Path, source: str, default: str | None = None,
-                key: str | None = None) -> tuple[Path, str]:
+def source_file(
+    cfg: dict, root: Path, source: str, default: str | None = None, key: str | None = None
+) -> tuple[Path, str]:
     """(absolute path, portable label) of the data file named by `cfg[key]`
     (default key: `bundled_path` for bundled sets, else `mirror_path`).
 
@@ -177,8 +190,9 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not UTF-8 (byte {raw[e.start]:#04x} at column "
-                                 f"{e.start + 1})") from None
+                raise ValueError(
+                    f"{path}:{lineno}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})"
+                ) from None
             if not line.strip():
                 continue
             try:

@@ -8,6 +8,7 @@ Two registered tasks read the same files:
 Config: `bigbench_task: arithmetic/1_digit_addition`, `mirror_path: bigbench`.
 Hub rows (tasksource/bigbench: inputs, targets, multiple_choice_targets/_scores) map to the same.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,9 +55,16 @@ class BigBench:
         if not isinstance(examples, list):
             raise ValueError(f"{path}: no 'examples' list")
         task = cfg["bigbench_task"]
-        problems = [self.example_problem(data, ex, f"{task}/{i}", f"{path}: examples[{i}]",
-                                         {"source": label, "index": i, "bigbench_task": task})
-                    for i, ex in enumerate(examples)]
+        problems = [
+            self.example_problem(
+                data,
+                ex,
+                f"{task}/{i}",
+                f"{path}: examples[{i}]",
+                {"source": label, "index": i, "bigbench_task": task},
+            )
+            for i, ex in enumerate(examples)
+        ]
         return problems, [path]
 
 
@@ -68,13 +76,24 @@ class BigBenchChoice(BigBench, ChoiceTask):
             raise ValueError(f"{where}: 'target_scores' must map 2-26 choices to scores")
         choices = tuple(str(c) for c in scores)
         best = max(range(len(choices)), key=lambda i: float(scores[choices[i]]))
-        return Problem(id=f"{self.name}/{pid}", question=question_text(data, ex, where),
-                       gold=LETTERS[best], choices=choices, metadata=meta)
+        return Problem(
+            id=f"{self.name}/{pid}",
+            question=question_text(data, ex, where),
+            gold=LETTERS[best],
+            choices=choices,
+            metadata=meta,
+        )
 
     def from_hub_row(self, row: dict, index: int, where: str, meta: dict) -> Problem:
-        ex = {"input": row.get("inputs"),
-              "target_scores": dict(zip(require(row, "multiple_choice_targets", where),
-                                        require(row, "multiple_choice_scores", where)))}
+        ex = {
+            "input": row.get("inputs"),
+            "target_scores": dict(
+                zip(
+                    require(row, "multiple_choice_targets", where),
+                    require(row, "multiple_choice_scores", where),
+                )
+            ),
+        }
         return self.example_problem({}, ex, str(row.get("idx", index)), where, meta)
 
 
@@ -84,8 +103,9 @@ class BigBenchExact(BigBench, ExactTask):
         target = require(ex, "target", where)
         targets = [str(t) for t in (target if isinstance(target, list) else [target])]
         meta = dict(meta, targets=targets, output_regex=data.get("output_regex"))
-        return Problem(id=f"{self.name}/{pid}", question=question_text(data, ex, where),
-                       gold=targets[0], metadata=meta)
+        return Problem(
+            id=f"{self.name}/{pid}", question=question_text(data, ex, where), gold=targets[0], metadata=meta
+        )
 
     def from_hub_row(self, row: dict, index: int, where: str, meta: dict) -> Problem:
         ex = {"input": row.get("inputs"), "target": require(row, "targets", where)}

@@ -6,6 +6,7 @@ Each loader maps its file layout to choices plus a letter gold. Mirror files:
   openbookqa/dev.tsv                   ID, Question Stem, Choices "(A) .. (D) ..", ..., Answer Key
   piqa/valid.jsonl + valid-labels.lst  {"goal", "sol1", "sol2"} and one 0/1 label a line
 """
+
 from __future__ import annotations
 
 import csv
@@ -36,15 +37,21 @@ class CommonsenseQA(ChoiceTask):
         gold = require(row, "answerKey", where)
         if gold not in labels:
             raise ValueError(f"{where}: answerKey {gold!r} not among labels {labels}")
-        return Problem(id=f"{self.name}/{row.get('id', index)}", question=stem.strip(),
-                       gold=LETTERS[labels.index(gold)],
-                       choices=tuple(c["text"] for c in choices), metadata=dict(meta))
+        return Problem(
+            id=f"{self.name}/{row.get('id', index)}",
+            question=stem.strip(),
+            gold=LETTERS[labels.index(gold)],
+            choices=tuple(c["text"] for c in choices),
+            metadata=dict(meta),
+        )
 
     def from_hub_row(self, row: dict, index: int, where: str, meta: dict) -> Problem:
         # tau/commonsense_qa: question (str), choices {label: [...], text: [...]}, answerKey.
         choices = require(row, "choices", where)
-        q = {"stem": row.get("question"),
-             "choices": [{"label": l, "text": t} for l, t in zip(choices["label"], choices["text"])]}
+        q = {
+            "stem": row.get("question"),
+            "choices": [{"label": l, "text": t} for l, t in zip(choices["label"], choices["text"])],
+        }
         return self.row_problem(dict(row, question=q), index, where, meta)
 
 
@@ -57,8 +64,13 @@ class WinoGrande(ChoiceTask):
         sentence = require(row, "sentence", where)
         choices = (require(row, "option1", where), require(row, "option2", where))
         gold = letter_of(require(row, "answer", where), 2, where, base=1)
-        return Problem(id=f"{self.name}/{row.get('qID', index)}", question=sentence.strip(), gold=gold,
-                       choices=choices, metadata=dict(meta))
+        return Problem(
+            id=f"{self.name}/{row.get('qID', index)}",
+            question=sentence.strip(),
+            gold=gold,
+            choices=choices,
+            metadata=dict(meta),
+        )
 
 
 @register("openbookqa")
@@ -69,9 +81,10 @@ class OpenBookQA(ChoiceTask):
         path, label = source_file(cfg, root, source)
         with open(path, encoding="utf-8", newline="") as f:
             reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-            problems = [self.tsv_problem(row, f"{path}:{reader.line_num}",
-                                         {"source": label, "line": reader.line_num})
-                        for row in reader]
+            problems = [
+                self.tsv_problem(row, f"{path}:{reader.line_num}", {"source": label, "line": reader.line_num})
+                for row in reader
+            ]
         return problems, [path]
 
     def tsv_problem(self, row: dict, where: str, meta: dict) -> Problem:
@@ -80,16 +93,24 @@ class OpenBookQA(ChoiceTask):
         if letters != list("ABCD"):
             raise ValueError(f"{where}: expected choices (A) to (D), got {letters}")
         gold = letter_of(require(row, "Answer Key", where), 4, where)
-        return Problem(id=f"{self.name}/{require(row, 'ID', where)}",
-                       question=require(row, "Question Stem", where).strip(), gold=gold,
-                       choices=tuple(texts), metadata=meta)
+        return Problem(
+            id=f"{self.name}/{require(row, 'ID', where)}",
+            question=require(row, "Question Stem", where).strip(),
+            gold=gold,
+            choices=tuple(texts),
+            metadata=meta,
+        )
 
     def from_hub_row(self, row: dict, index: int, where: str, meta: dict) -> Problem:
         # allenai/openbookqa "main": id, question_stem, choices {text, label}, answerKey.
         choices = require(row, "choices", where)
-        return Problem(id=f"{self.name}/{row.get('id', index)}", question=row["question_stem"],
-                       gold=letter_of(require(row, "answerKey", where), 4, where),
-                       choices=tuple(choices["text"]), metadata=meta)
+        return Problem(
+            id=f"{self.name}/{row.get('id', index)}",
+            question=row["question_stem"],
+            gold=letter_of(require(row, "answerKey", where), 4, where),
+            choices=tuple(choices["text"]),
+            metadata=meta,
+        )
 
 
 @register("piqa")
@@ -101,15 +122,20 @@ class PIQA(ChoiceTask):
         rows = list(iter_jsonl(path))
         if len(labels) != len(rows):
             raise ValueError(f"{labels_path}: {len(labels)} labels for {len(rows)} rows in {path}")
-        problems = [self.row_problem(dict(row, label=lab), i, f"{path}:{lineno}",
-                                     {"source": label, "line": lineno})
-                    for i, ((lineno, row), lab) in enumerate(zip(rows, labels))]
+        problems = [
+            self.row_problem(dict(row, label=lab), i, f"{path}:{lineno}", {"source": label, "line": lineno})
+            for i, ((lineno, row), lab) in enumerate(zip(rows, labels))
+        ]
         return problems, [path, labels_path]
 
     def row_problem(self, row: dict, index: int, where: str, meta: dict) -> Problem:
         # PIQA labels are 0/1 for sol1/sol2 (https://yonatanbisk.com/piqa/, data README).
         choices = (require(row, "sol1", where), require(row, "sol2", where))
         gold = letter_of(row.get("label", ""), 2, where)
-        return Problem(id=f"{self.name}/{row.get('id', index)}",
-                       question=require(row, "goal", where).strip(), gold=gold,
-                       choices=choices, metadata=dict(meta))
+        return Problem(
+            id=f"{self.name}/{row.get('id', index)}",
+            question=require(row, "goal", where).strip(),
+            gold=gold,
+            choices=choices,
+            metadata=dict(meta),
+        )

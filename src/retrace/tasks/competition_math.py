@@ -3,6 +3,7 @@
 All are JSON lines with a problem text and a final answer; they differ in field names
 and answer encodings, handled here. Mirror files: see config/dataset/<name>.yaml.
 """
+
 from __future__ import annotations
 
 from retrace.records import Problem
@@ -15,6 +16,7 @@ ANSWER_KEYS = ("answer", "Answer")
 
 class CompetitionMath(MathTask):
     """A problem/answer JSONL; `id_key` names the native id field if the data has one."""
+
     id_key: str | None = "id"
     extra_keys: tuple[str, ...] = ()
 
@@ -23,8 +25,12 @@ class CompetitionMath(MathTask):
         gold = self.gold(row, where)
         native = row.get(self.id_key) if self.id_key else None
         meta = dict(meta, **{k: row[k] for k in self.extra_keys if k in row})
-        return Problem(id=f"{self.name}/{native if native is not None else index}",
-                       question=question, gold=gold, metadata=meta)
+        return Problem(
+            id=f"{self.name}/{native if native is not None else index}",
+            question=question,
+            gold=gold,
+            metadata=meta,
+        )
 
     def gold(self, row: dict, where: str) -> str:
         # AMC/AIME mirrors store answers as floats ("27.0"); math-verify would accept
@@ -60,8 +66,13 @@ class OlympiadBench(CompetitionMath):
     def row_problem(self, row: dict, index: int, where: str, meta: dict) -> Problem:
         problem = super().row_problem(row, index, where, meta)
         if row.get("context"):  # a shared preamble some items have; keep it with the question
-            problem = Problem(problem.id, f"{row['context'].strip()}\n\n{problem.question}",
-                              problem.gold, None, problem.metadata)
+            problem = Problem(
+                problem.id,
+                f"{row['context'].strip()}\n\n{problem.question}",
+                problem.gold,
+                None,
+                problem.metadata,
+            )
         return problem
 
     def gold(self, row: dict, where: str) -> str:

@@ -2,6 +2,7 @@
 
 Mirror file: `gsm8k/test.jsonl` (openai/grade-school-math); hub: `openai/gsm8k`, config "main".
 """
+
 from __future__ import annotations
 
 from retrace.records import Problem
@@ -25,5 +26,4 @@ class GSM8K(MathTask):
     def row_problem(self, row: dict, index: int, where: str, meta: dict) -> Problem:
         question = require(row, "question", where)
         gold = gsm8k_gold(require(row, "answer", where), where)
-        return Problem(id=f"{self.name}/{index}", question=question.strip(), gold=gold,
-                       metadata=dict(meta))
+        return Problem(id=f"{self.name}/{index}", question=question.strip(), gold=gold, metadata=dict(meta))

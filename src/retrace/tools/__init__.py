@@ -3,6 +3,7 @@
 One file per tool; each registers itself with `@TOOLS.register("name")` and is
 found by `TOOLS.get("name")`, which imports every module of this package.
 """
+
 from __future__ import annotations
 
 from retrace.registry import Registry

@@ -11,6 +11,7 @@ to the registry name "code_execute". Tags that name no tool are skills the LLM f
 one): a tool that needs the LLM (code generate) yields its request there, so it queues with
 the programs' own requests; `run_batch` sends several calls at once (one generate call).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,15 +23,15 @@ from typing import Sequence
 class ToolCall:
     tag: str
     instruction: str
-    input: str = ""                 # the program's Input (for tools that need context)
-    steps: tuple = ()               # earlier steps (retrace.art.program.Step), outputs filled
+    input: str = ""  # the program's Input (for tools that need context)
+    steps: tuple = ()  # earlier steps (retrace.art.program.Step), outputs filled
 
 
 @dataclass
 class ToolOutput:
     text: str
     ok: bool = True
-    error: str | None = None        # why the tool failed (the text then explains it briefly)
+    error: str | None = None  # why the tool failed (the text then explains it briefly)
     meta: dict = field(default_factory=dict)
 
 
@@ -40,6 +41,7 @@ def tool_name(tag: str) -> str:
 
 class Tool:
     """Base of the ART tools; subclasses implement `__call__` (and maybe `run_batch`)."""
+
     name = ""
 
     def __init__(self, settings: dict | None = None, llm=None):

@@ -17,6 +17,7 @@ What it refuses (a deny-list, not an allow-list: every other system call reaches
 - any other ABI (i386 via int 0x80, x32): the process is killed.
 Layout of `struct seccomp_data` and the return values: linux/seccomp.h, linux/filter.h.
 """
+
 from __future__ import annotations
 
 import errno
@@ -25,24 +26,73 @@ import struct
 
 _LD_ABS, _JEQ, _JSET, _JGE, _RET = 0x20, 0x15, 0x45, 0x35, 0x06
 _ALLOW, _ERRNO, _KILL = 0x7FFF0000, 0x00050000, 0x80000000
-_NR, _ARCH, _ARG0 = 0, 4, 16          # offsets in struct seccomp_data (arg0: low 32 bits, LE)
+_NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (arg0: low 32 bits, LE)
 AF_UNIX = 1
-CLONE_NEW_ANY = 0x7E020080            # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
+CLONE_NEW_ANY = 0x7E020080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
 
 # name -> number; the new mount API (428-433), clone3 and io_uring share numbers across arches
-_COMMON = {"open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
-           "fspick": 433, "io_uring_setup": 425, "clone3": 435, "memfd_secret": 447}
-_TABLES = {
-    "x86_64": (0xC000003E, {"socket": 41, "socketpair": 53, "clone": 56, "unshare": 272,
-                            "setns": 308, "memfd_create": 319, "shmget": 29, "mount": 165,
-                            "userfaultfd": 323, "bpf": 321, "perf_event_open": 298}),
-    "aarch64": (0xC00000B7, {"socket": 198, "socketpair": 199, "clone": 220, "unshare": 97,
-                             "setns": 268, "memfd_create": 279, "shmget": 194, "mount": 40,
-                             "userfaultfd": 282, "bpf": 280, "perf_event_open": 241}),
+_COMMON = {
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "io_uring_setup": 425,
+    "clone3": 435,
+    "memfd_secret": 447,
 }
-_DENY = ["setns", "memfd_create", "memfd_secret", "shmget", "mount", "open_tree", "move_mount",
-         "fsopen", "fsconfig", "fsmount", "fspick", "io_uring_setup", "userfaultfd", "bpf",
-         "perf_event_open"]
+_TABLES = {
+    "x86_64": (
+        0xC000003E,
+        {
+            "socket": 41,
+            "socketpair": 53,
+            "clone": 56,
+            "unshare": 272,
+            "setns": 308,
+            "memfd_create": 319,
+            "shmget": 29,
+            "mount": 165,
+            "userfaultfd": 323,
+            "bpf": 321,
+            "perf_event_open": 298,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "socket": 198,
+            "socketpair": 199,
+            "clone": 220,
+            "unshare": 97,
+            "setns": 268,
+            "memfd_create": 279,
+            "shmget": 194,
+            "mount": 40,
+            "userfaultfd": 282,
+            "bpf": 280,
+            "perf_event_open": 241,
+        },
+    ),
+}
+_DENY = [
+    "setns",
+    "memfd_create",
+    "memfd_secret",
+    "shmget",
+    "mount",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "io_uring_setup",
+    "userfaultfd",
+    "bpf",
+    "perf_event_open",
+]
 
 
 def _ins(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -53,12 +103,22 @@ def _program(arch: int, nr: dict[str, int]) -> list[bytes]:
     prog = [_ins(_LD_ABS, _ARCH), _ins(_JEQ, arch, 1, 0), _ins(_RET, _KILL), _ins(_LD_ABS, _NR)]
     if arch == _TABLES["x86_64"][0]:  # x32 system calls carry bit 30
         prog += [_ins(_JGE, 0x40000000, 0, 1), _ins(_RET, _KILL)]
-    for name in ("socket", "socketpair"):   # family is arg 0
-        prog += [_ins(_JEQ, nr[name], 0, 4), _ins(_LD_ABS, _ARG0), _ins(_JEQ, AF_UNIX, 0, 1),
-                 _ins(_RET, _ALLOW), _ins(_RET, _ERRNO | errno.EAFNOSUPPORT)]
-    for name in ("unshare", "clone"):       # flags are arg 0 on both architectures
-        prog += [_ins(_JEQ, nr[name], 0, 4), _ins(_LD_ABS, _ARG0), _ins(_JSET, CLONE_NEW_ANY, 0, 1),
-                 _ins(_RET, _ERRNO | errno.EPERM), _ins(_RET, _ALLOW)]
+    for name in ("socket", "socketpair"):  # family is arg 0
+        prog += [
+            _ins(_JEQ, nr[name], 0, 4),
+            _ins(_LD_ABS, _ARG0),
+            _ins(_JEQ, AF_UNIX, 0, 1),
+            _ins(_RET, _ALLOW),
+            _ins(_RET, _ERRNO | errno.EAFNOSUPPORT),
+        ]
+    for name in ("unshare", "clone"):  # flags are arg 0 on both architectures
+        prog += [
+            _ins(_JEQ, nr[name], 0, 4),
+            _ins(_LD_ABS, _ARG0),
+            _ins(_JSET, CLONE_NEW_ANY, 0, 1),
+            _ins(_RET, _ERRNO | errno.EPERM),
+            _ins(_RET, _ALLOW),
+        ]
     prog += [_ins(_JEQ, nr["clone3"], 0, 1), _ins(_RET, _ERRNO | errno.ENOSYS)]
     for name in _DENY:
         prog += [_ins(_JEQ, nr[name], 0, 1), _ins(_RET, _ERRNO | errno.EPERM)]

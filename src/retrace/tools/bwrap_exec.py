@@ -65,6 +65,7 @@ What it does NOT protect against:
   readable). As an ordinary user, the program is that user on the host: what it can
   reach through the read-only mounts is what the caller can read there.
 """
+
 from __future__ import annotations
 
 import functools
@@ -121,8 +122,13 @@ if "ans" in _g:
 
 def _python_roots() -> list[str]:
     """Directories the sandbox needs to run this interpreter with this venv's packages."""
-    paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.realpath(sys.executable))]
+    paths = [
+        sys.prefix,
+        sys.exec_prefix,
+        sys.base_prefix,
+        sys.base_exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+    ]
     roots: list[str] = []
     for p in sorted({os.path.realpath(p) for p in paths} | {os.path.abspath(sys.prefix)}):
         if not any(p == r or p.startswith(r + "/") for r in ["/usr", *roots]):
@@ -130,11 +136,21 @@ def _python_roots() -> list[str]:
     return roots
 
 
-def _bwrap_command(bwrap: str, jobdir: str, limits: Limits, fds: tuple[int, int, int],
-                   rootless: bool) -> list[str]:
+def _bwrap_command(
+    bwrap: str, jobdir: str, limits: Limits, fds: tuple[int, int, int], rootless: bool
+) -> list[str]:
     ans_fd, status_fd, seccomp_fd = fds
-    cmd = [bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-           "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
+    cmd = [
+        bwrap,
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ]
     if rootless:  # the caller's uid, seen as 65534 inside; no nested namespaces (and seccomp)
         cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
         cmd += ["--disable-userns"] if _has_option(bwrap, "--disable-userns") else []
@@ -143,8 +159,7 @@ def _bwrap_command(bwrap: str, jobdir: str, limits: Limits, fds: tuple[int, int,
         if os.path.islink(f"/{link}"):
             cmd += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
     if os.path.exists("/etc/ld.so.cache"):
-        cmd += ["--perms", "0755", "--dir", "/etc",
-                "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+        cmd += ["--perms", "0755", "--dir", "/etc", "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
     made: set[str] = set()
     roots = _python_roots()
     tmp_holds_python = any(r == "/tmp" or r.startswith("/tmp/") for r in roots)
@@ -161,25 +176,58 @@ def _bwrap_command(bwrap: str, jobdir: str, limits: Limits, fds: tuple[int, int,
                 made.add(parent)
                 cmd += ["--perms", "0755", "--dir", parent]
         cmd += ["--ro-bind", root, root]
-    cmd += ["--ro-bind", jobdir, "/job", "--proc", "/proc", "--dev", "/dev",
-            "--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH]
+    cmd += [
+        "--ro-bind",
+        jobdir,
+        "/job",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--size",
+        str(limits.scratch_bytes),
+        "--tmpfs",
+        SCRATCH,
+    ]
     if not tmp_holds_python:
         cmd += ["--symlink", SCRATCH, "/tmp"]
     # Rootless, the tmpfs bwrap builds / and /dev on belongs to the program's own uid: made
     # read-only, they cannot hold files outside the scratch cap.
-    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH,
-            "--seccomp", str(seccomp_fd)]
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": SCRATCH,
-           "TMPDIR": SCRATCH, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH, "--seccomp", str(seccomp_fd)]
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": SCRATCH,
+        "TMPDIR": SCRATCH,
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+    }
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     if not rootless:  # root outside: drop to the host's uid 65534 for real
         uid = str(SANDBOX_UID)
-        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    return cmd + [sys.executable, "-I", "-B", "/job/launcher.py",
-                  json.dumps(limits.rlimits()), str(ans_fd), str(limits.output_bytes),
-                  str(status_fd)]
+        cmd += [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
+    return cmd + [
+        sys.executable,
+        "-I",
+        "-B",
+        "/job/launcher.py",
+        json.dumps(limits.rlimits()),
+        str(ans_fd),
+        str(limits.output_bytes),
+        str(status_fd),
+    ]
 
 
 @functools.lru_cache(maxsize=8)
@@ -211,11 +259,16 @@ def _reap(proc: subprocess.Popen, deadline: float) -> bool:
     return True
 
 
-def _collect(proc: subprocess.Popen, ans_r: int, status_r: int, limits: Limits,
-             start: float) -> tuple[list[str], bool, str | None]:
+def _collect(
+    proc: subprocess.Popen, ans_r: int, status_r: int, limits: Limits, start: float
+) -> tuple[list[str], bool, str | None]:
     """Read stdout, stderr, ans and status until all close, a cap is hit, or the wall limit."""
-    fds = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray(),
-           ans_r: bytearray(), status_r: bytearray()}
+    fds = {
+        proc.stdout.fileno(): bytearray(),
+        proc.stderr.fileno(): bytearray(),
+        ans_r: bytearray(),
+        status_r: bytearray(),
+    }
     sel = selectors.DefaultSelector()
     for fd in fds:
         sel.register(fd, selectors.EVENT_READ)
@@ -262,16 +315,21 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
         fds.append(seccomp_fd)
         passed = (ans_w, status_w, seccomp_fd)
         start = time.monotonic()
-        proc = subprocess.Popen(_bwrap_command(bwrap, jobdir, limits, passed, rootless),
-                                env={}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, pass_fds=passed,
-                                start_new_session=True, cwd=jobdir)
+        proc = subprocess.Popen(
+            _bwrap_command(bwrap, jobdir, limits, passed, rootless),
+            env={},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=passed,
+            start_new_session=True,
+            cwd=jobdir,
+        )
         for fd in passed:
             os.close(fd)
             fds.remove(fd)
         with proc:
-            (out, err, ans, status), truncated, reason = _collect(proc, ans_r, status_r,
-                                                                  limits, start)
+            (out, err, ans, status), truncated, reason = _collect(proc, ans_r, status_r, limits, start)
             _reap(proc, time.monotonic() + 30)
         wall = time.monotonic() - start
     finally:
@@ -301,8 +359,17 @@ def _seccomp_fd() -> int:
     return fd
 
 
-def _result(status: int, cpu_s: float, limits: Limits, reason: str | None, truncated: bool,
-            out: str, err: str, ans: str, wall: float) -> ExecResult:
+def _result(
+    status: int,
+    cpu_s: float,
+    limits: Limits,
+    reason: str | None,
+    truncated: bool,
+    out: str,
+    err: str,
+    ans: str,
+    wall: float,
+) -> ExecResult:
     sig = -status if status < 0 else (status - 128 if status > 128 else None)
     if reason is None and sig is not None:
         # SIGXCPU at the soft CPU limit, or the kernel's SIGKILL at the hard one when the
@@ -311,23 +378,36 @@ def _result(status: int, cpu_s: float, limits: Limits, reason: str | None, trunc
         reason = "cpu_time" if cpu_kill else "signal"
     exit_code = None if sig is not None else status
     ok = exit_code == 0 and reason is None
-    return ExecResult(ok=ok, ans=ans[1:] if ok and ans else None, stdout=out, stderr=err,
-                      exit_code=exit_code, signal=sig,
-                      timed_out=reason in ("wall_time", "cpu_time"),
-                      killed_reason=reason, truncated=truncated, wall_s=round(wall, 3))
+    return ExecResult(
+        ok=ok,
+        ans=ans[1:] if ok and ans else None,
+        stdout=out,
+        stderr=err,
+        exit_code=exit_code,
+        signal=sig,
+        timed_out=reason in ("wall_time", "cpu_time"),
+        killed_reason=reason,
+        truncated=truncated,
+        wall_s=round(wall, 3),
+    )
 
 
 def describe(bwrap: str | None = None) -> dict:
     """What provenance records about this executor."""
     path = bwrap or shutil.which("bwrap")
     version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
-    return {"bwrap": path, "bwrap_version": version,
-            "mode": "root" if os.geteuid() == 0 else "user namespace"}
+    return {
+        "bwrap": path,
+        "bwrap_version": version,
+        "mode": "root" if os.geteuid() == 0 else "user namespace",
+    }
 
 
-USERNS_HELP = ("bubblewrap cannot create a user namespace as an ordinary user here "
-               "(kernel.unprivileged_userns_clone=0, user.max_user_namespaces=0 or an AppArmor "
-               "restriction); run as root, allow unprivileged user namespaces, or use sandbox: wasm")
+USERNS_HELP = (
+    "bubblewrap cannot create a user namespace as an ordinary user here "
+    "(kernel.unprivileged_userns_clone=0, user.max_user_namespaces=0 or an AppArmor "
+    "restriction); run as root, allow unprivileged user namespaces, or use sandbox: wasm"
+)
 
 
 @functools.lru_cache(maxsize=4)
@@ -343,10 +423,14 @@ def sandbox_problem(bwrap: str | None = None) -> str | None:
         return "setpriv not found; install it: apt-get install -y util-linux"
     try:
         # Only its own loopback (network namespace), AF_INET refused (seccomp), uid 65534.
-        r = _execute("import os, socket\ntry:\n    socket.socket()\nexcept OSError as e:\n"
-                     "    s = e.strerror\nnet = [l.split(':')[0].strip() for l in "
-                     "open('/proc/net/dev').readlines()[2:]]\nans = (os.getuid(), net, s)",
-                     Limits(wall_s=20), path, rootless)
+        r = _execute(
+            "import os, socket\ntry:\n    socket.socket()\nexcept OSError as e:\n"
+            "    s = e.strerror\nnet = [l.split(':')[0].strip() for l in "
+            "open('/proc/net/dev').readlines()[2:]]\nans = (os.getuid(), net, s)",
+            Limits(wall_s=20),
+            path,
+            rootless,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap failed to start: {exc}"
     if r.ans != f"({SANDBOX_UID}, ['lo'], 'Address family not supported by protocol')":

@@ -22,6 +22,7 @@ line; a failure yields "Error: <last line of stderr>" with ok=False and the reas
 `output_chars` (default 1000) keeps its head and tail around a "[…N characters cut…]"
 marker; `meta` (kept in the trace) records output_chars, output_cap and output_cut.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,11 +33,17 @@ from retrace.records import Completion, Message, Request, Sampling
 from retrace.templates import render, template_path
 from retrace.tools import TOOLS
 from retrace.tools._interface import Tool, ToolCall, ToolOutput, tool_name
-from retrace.tools.code_exec import (DEFAULT_SANDBOX, Limits, SandboxUnavailable, executor,
-                                     run_code, sandbox_problem)
+from retrace.tools.code_exec import (
+    DEFAULT_SANDBOX,
+    Limits,
+    SandboxUnavailable,
+    executor,
+    run_code,
+    sandbox_problem,
+)
 
 TEMPLATE = "art_code_generate.j2"
-OUTPUT_CHARS = 1000   # default cap on a `code execute` output written into the program
+OUTPUT_CHARS = 1000  # default cap on a `code execute` output written into the program
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|$)", re.S)
 _REF = re.compile(r"#(\d+)")
 
@@ -51,7 +58,7 @@ def head_and_tail(text: str, cap: int) -> tuple[str, int]:
     if len(text) <= cap:
         return text, 0
     cut = len(text) - cap
-    head, tail = text[:(cap + 1) // 2], text[len(text) - cap // 2:] if cap > 1 else ""
+    head, tail = text[: (cap + 1) // 2], text[len(text) - cap // 2 :] if cap > 1 else ""
     return f"{head} […{cut} characters cut…] {tail}", cut
 
 
@@ -68,13 +75,19 @@ class CodeGenerate(Tool):
         return [template_path(TEMPLATE)]
 
     def request(self, call: ToolCall) -> Request:
-        prompt = render(TEMPLATE, input=call.input, context=context_of(call.steps),
-                        instruction=call.instruction)
+        prompt = render(
+            TEMPLATE, input=call.input, context=context_of(call.steps), instruction=call.instruction
+        )
         s = self.settings
-        return Request(messages=(Message("user", prompt),), tag="code_generate",
-                       sampling=Sampling(temperature=float(s.get("temperature", 0.0)),
-                                         max_tokens=int(s.get("max_tokens", 192)),
-                                         seed=int(s.get("seed", 0))))
+        return Request(
+            messages=(Message("user", prompt),),
+            tag="code_generate",
+            sampling=Sampling(
+                temperature=float(s.get("temperature", 0.0)),
+                max_tokens=int(s.get("max_tokens", 192)),
+                seed=int(s.get("seed", 0)),
+            ),
+        )
 
     def run_batch(self, calls: Sequence[ToolCall]) -> list[ToolOutput]:
         self._need_llm()
@@ -94,8 +107,9 @@ class CodeGenerate(Tool):
         """The code of a reply (its first python block), with the request's accounting."""
         code = extract_code(c.text)
         meta = {"generated_tokens": c.generated_tokens, "cache_hit": c.cache_hit, "key": c.key}
-        return ToolOutput(code, ok=bool(code.strip()), meta=meta,
-                          error=None if code.strip() else "the model wrote no code")
+        return ToolOutput(
+            code, ok=bool(code.strip()), meta=meta, error=None if code.strip() else "the model wrote no code"
+        )
 
     def __call__(self, call: ToolCall) -> ToolOutput:
         return self.run_batch([call])[0]
@@ -129,8 +143,9 @@ class CodeExecute(Tool):
         # for want of a sandbox would report wrong numbers instead of stopping.
         problem = sandbox_problem(self.sandbox, **self.options)
         if problem is not None:
-            raise SandboxUnavailable(f"code execute cannot run generated code here "
-                                     f"(sandbox: {self.sandbox}): {problem}")
+            raise SandboxUnavailable(
+                f"code execute cannot run generated code here (sandbox: {self.sandbox}): {problem}"
+            )
 
     def limits(self) -> Limits:
         s = self.settings
@@ -144,8 +159,13 @@ class CodeExecute(Tool):
         if not code:
             return ToolOutput("Error: no code to execute", ok=False, error="no code found")
         r = self.executor(code, self.limits(), sandbox=self.sandbox, **self.options)
-        meta = {"exit_code": r.exit_code, "killed_reason": r.killed_reason, "timed_out": r.timed_out,
-                "truncated": r.truncated, "wall_s": round(r.wall_s, 3)}
+        meta = {
+            "exit_code": r.exit_code,
+            "killed_reason": r.killed_reason,
+            "timed_out": r.timed_out,
+            "truncated": r.truncated,
+            "wall_s": round(r.wall_s, 3),
+        }
         cap = int(self.settings.get("output_chars", OUTPUT_CHARS))
         if r.ok:
             lines = [ln for ln in r.stdout.splitlines() if ln.strip()]
@@ -153,8 +173,9 @@ class CodeExecute(Tool):
             return ToolOutput(self._capped(text.strip(), cap, meta), meta=meta)
         err = [ln for ln in r.stderr.splitlines() if ln.strip()]
         why = r.killed_reason or (err[-1] if err else f"exit code {r.exit_code}")
-        return ToolOutput(self._capped(f"Error: {err[-1] if err else why}", cap, meta), ok=False,
-                          error=why, meta=meta)
+        return ToolOutput(
+            self._capped(f"Error: {err[-1] if err else why}", cap, meta), ok=False, error=why, meta=meta
+        )
 
     @staticmethod
     def _capped(text: str, cap: int, meta: dict) -> str:

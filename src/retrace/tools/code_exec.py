@@ -22,6 +22,7 @@ A hostile program ends with `ok=False` and says why (`timed_out`, `killed_reason
 built, `run_code` raises `SandboxUnavailable` instead of running the code unisolated. What
 each isolation does not cover is listed in its module's docstring.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -38,44 +39,47 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Limits:
-    wall_s: float = 10.0           # wall clock, enforced by the caller (sleep counts)
-    cpu_s: int = 5                 # CPU seconds (bwrap: RLIMIT_CPU per process; wasm: fuel)
+    wall_s: float = 10.0  # wall clock, enforced by the caller (sleep counts)
+    cpu_s: int = 5  # CPU seconds (bwrap: RLIMIT_CPU per process; wasm: fuel)
     memory_bytes: int = 1024 * _MiB  # bwrap: RLIMIT_AS per process; wasm: linear memory
-    max_tasks: int = 8             # bwrap: RLIMIT_NPROC (wasm programs cannot start any)
-    file_bytes: int = 16 * _MiB    # RLIMIT_FSIZE: largest file the program may write
-    max_open_files: int = 64       # bwrap: RLIMIT_NOFILE
+    max_tasks: int = 8  # bwrap: RLIMIT_NPROC (wasm programs cannot start any)
+    file_bytes: int = 16 * _MiB  # RLIMIT_FSIZE: largest file the program may write
+    max_open_files: int = 64  # bwrap: RLIMIT_NOFILE
     scratch_bytes: int = 64 * _MiB  # all files of the writable scratch directory together
     output_bytes: int = 64 * 1024  # cap on each of stdout, stderr and ans
 
     def rlimits(self) -> dict[str, tuple[int, int]]:
-        return {"RLIMIT_AS": (self.memory_bytes,) * 2,
-                "RLIMIT_CPU": (self.cpu_s, self.cpu_s + 1),
-                "RLIMIT_NPROC": (self.max_tasks,) * 2,
-                "RLIMIT_FSIZE": (self.file_bytes,) * 2,
-                "RLIMIT_NOFILE": (self.max_open_files,) * 2,
-                "RLIMIT_CORE": (0, 0)}
+        return {
+            "RLIMIT_AS": (self.memory_bytes,) * 2,
+            "RLIMIT_CPU": (self.cpu_s, self.cpu_s + 1),
+            "RLIMIT_NPROC": (self.max_tasks,) * 2,
+            "RLIMIT_FSIZE": (self.file_bytes,) * 2,
+            "RLIMIT_NOFILE": (self.max_open_files,) * 2,
+            "RLIMIT_CORE": (0, 0),
+        }
 
 
 @dataclass(frozen=True)
 class ExecResult:
-    ok: bool                    # exited 0 and was not killed
-    ans: str | None             # str(ans) after the program ran, None if unset or it failed
-    stdout: str                 # capped at Limits.output_bytes
+    ok: bool  # exited 0 and was not killed
+    ans: str | None  # str(ans) after the program ran, None if unset or it failed
+    stdout: str  # capped at Limits.output_bytes
     stderr: str
-    exit_code: int | None       # the program's exit status; None if it was killed
-    signal: int | None          # bwrap: the signal that killed it (reported as 128 + n)
-    timed_out: bool             # the wall or CPU limit ended it
+    exit_code: int | None  # the program's exit status; None if it was killed
+    signal: int | None  # bwrap: the signal that killed it (reported as 128 + n)
+    timed_out: bool  # the wall or CPU limit ended it
     # "wall_time" | "cpu_time" | "output_limit" | "scratch_limit" | "signal" | "trap" | None
     killed_reason: str | None
-    truncated: bool             # some output was cut at the cap
+    truncated: bool  # some output was cut at the cap
     wall_s: float
 
 
 def executor(sandbox: str):
     """The module of executor `sandbox` (`wasm` or `bwrap`)."""
     if sandbox not in EXECUTORS:
-        raise ValueError(f"tools.code_execute.sandbox: unknown executor {sandbox!r}; "
-                         f"valid: {sorted(EXECUTORS)}")
+        raise ValueError(
+            f"tools.code_execute.sandbox: unknown executor {sandbox!r}; valid: {sorted(EXECUTORS)}"
+        )
     return importlib.import_module(EXECUTORS[sandbox])
 
 
@@ -84,7 +88,6 @@ def sandbox_problem(sandbox: str = DEFAULT_SANDBOX, **options) -> str | None:
     return executor(sandbox).sandbox_problem(**options)
 
 
-def run_code(code: str, limits: Limits = Limits(), sandbox: str = DEFAULT_SANDBOX,
-             **options) -> ExecResult:
+def run_code(code: str, limits: Limits = Limits(), sandbox: str = DEFAULT_SANDBOX, **options) -> ExecResult:
     """Run `code` in the sandbox; raise SandboxUnavailable rather than run it unisolated."""
     return executor(sandbox).run_code(code, limits, **options)

