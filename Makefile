@@ -30,7 +30,8 @@ run: setup
 # One compiled WASM runtime for the tests' repository copies too (compiling takes ~15-35 s).
 # The vllm-marked tests need the vLLM environment: `make test-vllm` runs them there.
 PYTEST = RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm $(PY) -m pytest -ra --durations=25
-XDIST ?= -n 2
+# By module (loadscope): a module-scoped fixture is built once, not once per worker.
+XDIST ?= -n 2 --dist loadscope
 
 test-fast: setup
 	$(PYTEST) $(XDIST) -m "not slow and not vllm"
