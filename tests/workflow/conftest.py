@@ -3,10 +3,20 @@
 Each test copies the tracked files (plus src/) into a temporary directory and runs
 Snakemake there with PYTHONPATH pointing at the copy, so tests may edit templates and
 sources without touching the checkout. The model is SmolLM2-135M (experiment `plumbing`).
+
+The finished runs are session fixtures, one per experiment (`pipeline`, `refined`, `drr_run`,
+`art_run`): a full workflow costs minutes, so every test that asserts on an experiment shares
+its one run. Add a test as a new file that takes the fixture; a test that edits the copy
+restores what it edited, mtime included (`edited`), so the run stays finished for the next.
+Only `pipeline` runs the `probe` stage (its test checks what an engine edit reruns); the
+others set `probe: false`. Each run's Snakemake benchmark table (seconds per job) is printed
+in the terminal summary, so a slow stage shows up in CI's log.
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import os
 import re
 import shutil
@@ -33,10 +43,13 @@ def copy_repo(dest: Path) -> Path:
     return dest
 
 
-def write_config(root: Path, experiment: str = "plumbing", overrides: list[str] | None = None) -> Path:
+def write_config(
+    root: Path, experiment: str = "plumbing", overrides: list[str] | None = None, probe: bool = False
+) -> Path:
+    """config/config.yaml of a copy; the raw-rate probe is off unless a test needs it."""
     import yaml
 
-    cfg = {"experiment": experiment, "mirror": MIRROR, "overrides": overrides or []}
+    cfg = {"experiment": experiment, "mirror": MIRROR, "overrides": overrides or [], "probe": probe}
     (root / "config" / "config.yaml").write_text(yaml.safe_dump(cfg))
     return root / "config" / "config.yaml"
 
@@ -86,10 +99,83 @@ def retrace(root: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture(scope="module")
-def pipeline(tmp_path_factory) -> Path:
-    """A finished plumbing run (SmolLM2 on 4 problems of each bundled set)."""
-    root = copy_repo(tmp_path_factory.mktemp("pipeline"))
-    write_config(root, overrides=["dataset.limit=4"])
-    snakemake(root)
+@contextlib.contextmanager
+def edited(path: Path, edit):
+    """Rewrite a file of a copy with edit(text) for the block; restore text and mtime after."""
+    text, st = path.read_text(), path.stat()
+    path.write_text(edit(text))
+    try:
+        yield path
+    finally:
+        path.write_text(text)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+# run name -> (job, wall s, CPU s), for the terminal summary. CPU seconds say what a job costs
+# on a loaded machine too, where wall seconds mostly measure the neighbours.
+BENCHMARKS: dict[str, list[tuple[str, float, float]]] = {}
+
+
+def record_benchmarks(name: str, root: Path) -> None:
+    """Keep the run's Snakemake benchmark table (results/benchmarks/**/*.tsv, one job each)."""
+    rows = []
+    for tsv in sorted((root / "results" / "benchmarks").rglob("*.tsv")):
+        for row in csv.DictReader(tsv.open(), delimiter="\t"):
+            job = str(tsv.relative_to(root / "results" / "benchmarks"))
+            rows.append((job, float(row["s"]), float(row.get("cpu_time") or "nan")))
+    BENCHMARKS[name] = rows
+
+
+def pytest_terminal_summary(terminalreporter):
+    for name, rows in BENCHMARKS.items():
+        wall, cpu = sum(r[1] for r in rows), sum(r[2] for r in rows)
+        title = f"workflow {name}: {len(rows)} benchmarked jobs, {wall:.0f} s wall, {cpu:.0f} s CPU"
+        terminalreporter.write_sep("-", title)
+        for job, s, c in sorted(rows, key=lambda r: -r[1]):
+            terminalreporter.write_line(f"{s:8.1f} s  {c:8.1f} s CPU  {job}")
+
+
+def finished_run(
+    tmp_path_factory, name: str, experiment: str, overrides=(), timeout=900, probe=False, setup=None
+):
+    """Copy the repository, configure `experiment`, let setup(root) edit the copy, run it all."""
+    root = copy_repo(tmp_path_factory.mktemp(name))
+    write_config(root, experiment=experiment, overrides=list(overrides), probe=probe)
+    if setup:
+        setup(root)
+    snakemake(root, timeout=timeout)
+    record_benchmarks(name, root)
     return root
+
+
+@pytest.fixture(scope="session")
+def pipeline(tmp_path_factory) -> Path:
+    """A finished plumbing run (SmolLM2 on 4 problems of each bundled set), probe included."""
+    return finished_run(tmp_path_factory, "pipeline", "plumbing", ["dataset.limit=4"], probe=True)
+
+
+@pytest.fixture(scope="session")
+def refined(tmp_path_factory) -> Path:
+    """A finished refine_test run: every refinement baseline and falsifier, 3 seeds, 2 problems."""
+    from tests.workflow.experiments import REFINE_TEST, write_experiment
+
+    setup = lambda root: write_experiment(root, "refine_test", REFINE_TEST)
+    return finished_run(tmp_path_factory, "refine", "refine_test", ["dataset.limit=2"], setup=setup)
+
+
+@pytest.fixture(scope="session")
+def drr_run(tmp_path_factory) -> Path:
+    """A finished drr_test run: 10 of the 20 bundled questions (6 distil / 4 eval) and a maths spine."""
+    from tests.workflow.experiments import DRR_TEST, write_experiment
+
+    setup = lambda root: write_experiment(root, "drr_test", DRR_TEST)
+    # ~3 min on an idle 2-core box; generous for a loaded one
+    return finished_run(tmp_path_factory, "drr", "drr_test", ["dataset.limit=10"], timeout=2400, setup=setup)
+
+
+@pytest.fixture(scope="session")
+def art_run(tmp_path_factory) -> Path:
+    """A finished art_plumbing run, its lookup tool reading a word list of the copy."""
+    from tests.workflow.experiments import art_words
+
+    return finished_run(tmp_path_factory, "art", "art_plumbing", timeout=1500, setup=art_words)

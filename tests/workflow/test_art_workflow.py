@@ -10,26 +10,13 @@ import os
 
 import pytest
 
-from tests.workflow.conftest import copy_repo, planned_outputs, retrace, snakemake, write_config
+from tests.workflow.conftest import edited, planned_outputs, retrace
+from tests.workflow.experiments import WORDS
 
 pytestmark = pytest.mark.slow
 
 LIB = "src/retrace/art/library"
 RUNS = "art/smollm2-135m-q41"
-
-
-WORDS = "wordlist.txt"  # the run's word list: a file of the copy, so a test can edit it
-
-
-@pytest.fixture(scope="module")
-def art_run(tmp_path_factory):
-    root = copy_repo(tmp_path_factory.mktemp("art"))
-    write_config(root, experiment="art_plumbing")
-    (root / WORDS).write_text("the\ncat\nact\ndog\ngod\nwater\nlisten\nsilent\n")
-    exp = root / "config/experiment/art_plumbing.yaml"
-    exp.write_text(exp.read_text().replace("tools: {", f"tools: {{lookup: {{words: {WORDS}}}, "))
-    snakemake(root, timeout=1500)
-    return root
 
 
 def test_art_smoke_runs_every_method_and_audits(art_run):
@@ -115,18 +102,18 @@ def test_editing_one_demonstration_reruns_only_the_art_jobs_that_use_it(art_run)
     assert not planned_outputs(root), "a finished run must plan nothing"
     # a demonstration that no selected prompt contains reruns nothing
     unused = root / LIB / "base/reasoning/logical_deduction.txt"
-    unused.write_text(unused.read_text().replace("Deduce the order", "Work out the order"))
-    assert not planned_outputs(root)
-    edited = root / LIB / "feedback/string_ops/anagrams.txt"
-    edited.write_text(edited.read_text().replace("most common English word", "most frequent English word"))
-    planned = planned_outputs(root)
-    art_runs = {p for p in planned if p.startswith(RUNS) and "/selection/" not in p}
-    assert art_runs == {f"{RUNS}/word_unscrambling/art@feedback/seed0.jsonl"}
-    assert "art/summary/claims.csv" in planned and "report/index.html" in planned
-    # the base version's copy is read by the base-library runs of the unseen task only
-    base = root / LIB / "base/string_ops/anagrams.txt"
-    base.write_text(base.read_text().replace("common English word", "usual English word"))
-    art_runs = {p for p in planned_outputs(root) if p.startswith(RUNS)}
+    with edited(unused, lambda t: t.replace("Deduce the order", "Work out the order")):
+        assert not planned_outputs(root)
+    edited_demo = root / LIB / "feedback/string_ops/anagrams.txt"
+    with edited(edited_demo, lambda t: t.replace("most common English word", "most frequent English word")):
+        planned = planned_outputs(root)
+        art_runs = {p for p in planned if p.startswith(RUNS) and "/selection/" not in p}
+        assert art_runs == {f"{RUNS}/word_unscrambling/art@feedback/seed0.jsonl"}
+        assert "art/summary/claims.csv" in planned and "report/index.html" in planned
+        # the base version's copy is read by the base-library runs of the unseen task only
+        base = root / LIB / "base/string_ops/anagrams.txt"
+        with edited(base, lambda t: t.replace("common English word", "usual English word")):
+            art_runs = {p for p in planned_outputs(root) if p.startswith(RUNS)}
     assert {p.split("/")[3] for p in art_runs} == {
         "art",
         "art_regenerate",
@@ -139,7 +126,7 @@ def test_editing_one_demonstration_reruns_only_the_art_jobs_that_use_it(art_run)
 
 def test_changing_an_art_setting_reruns_the_art_runs(art_run):
     root = art_run
-    exp = root / "config/experiment/art_plumbing.yaml"
-    exp.write_text(exp.read_text().replace("sc_k: 2", "sc_k: 3"))
-    planned = {p for p in planned_outputs(root) if p.startswith(RUNS) and "/selection/" not in p}
+    with edited(root / "config/experiment/art_plumbing.yaml", lambda t: t.replace("sc_k: 2", "sc_k: 3")):
+        planned = {p for p in planned_outputs(root) if p.startswith(RUNS) and "/selection/" not in p}
     assert {f"{RUNS}/{t}/art_sc/seed0.jsonl" for t in ("arithmetic", "word_unscrambling")} <= planned
+    assert not planned_outputs(root), "the run is finished again once the edits are undone"

@@ -7,55 +7,14 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.workflow.conftest import copy_repo, planned_outputs, retrace, snakemake, write_config
+from tests.workflow.conftest import edited, planned_outputs, retrace
 
 pytestmark = pytest.mark.slow
 
-EXPERIMENT = {
-    "runs": [
-        {
-            "models": ["smollm2-135m-q41"],
-            "backend": "llamacpp",
-            "datasets": ["smoke_math_mini"],
-            "methods": [{"label": "greedy", "overrides": ["method.sampling.max_tokens=4"]}],
-            "seeds": [0],
-        }
-    ],
-    "drr": {
-        "models": ["smollm2-135m-q41"],
-        "backend": "llamacpp",
-        "datasets": ["smoke_mc_all"],
-        "train_fraction": 0.6,
-        "backbone": "minilm",
-        "max_turns_distil": 2,
-        "max_turns_infer": 2,
-        "max_tokens": 16,
-        "dm": {
-            "lr": 1.0e-4,
-            "warmup_steps": 0,
-            "epochs": 1,
-            "batch_size": 8,
-            "max_length": 128,
-            "threads": 2,
-        },
-    },
-}
 RUN = "results/drr/smollm2-135m-q41/llamacpp"
-
-
-@pytest.fixture(scope="module")
-def drr_run(tmp_path_factory):
-    root = copy_repo(tmp_path_factory.mktemp("drr"))
-    (root / "config/experiment/drr_test.yaml").write_text(yaml.safe_dump(EXPERIMENT))
-    # 10 of the 20 bundled questions (6 distil / 4 eval); the spine's maths run is 4 problems
-    write_config(root, experiment="drr_test", overrides=["dataset.limit=10"])
-    snakemake(root, timeout=2400)  # ~3 min on an idle 2-core box; generous for a loaded one
-    return root
 
 
 def test_claims_section_and_audit(drr_run):
@@ -155,11 +114,7 @@ def test_falsifiers_and_baselines_share_the_stored_turns(drr_run):
 def test_second_run_is_a_no_op_and_a_prompt_edit_reruns_only_its_dependants(drr_run):
     assert planned_outputs(drr_run) == set()
     path = drr_run / "src/retrace/prompts/drr/abstain_qa.j2"
-    original = path.read_text()
-    path.write_text(original.replace("select the best answer", "select the single best answer"))
-    try:
+    with edited(path, lambda t: t.replace("select the best answer", "select the single best answer")):
         planned = planned_outputs(drr_run)
-    finally:
-        path.write_text(original)
-    assert f"drr/smollm2-135m-q41/llamacpp/eval/smoke_mc_all/seed0/generations.jsonl" in planned
+    assert "drr/smollm2-135m-q41/llamacpp/eval/smoke_mc_all/seed0/generations.jsonl" in planned
     assert not any("/distil/" in p or "/dm/" in p or p.startswith("generations/") for p in planned)

@@ -8,7 +8,11 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from tests.workflow.conftest import env_for, snakemake
+
+pytestmark = pytest.mark.slow  # on the shared `pipeline` run (a real model)
 
 
 def audit_crate(crate, cwd, root):

@@ -7,81 +7,13 @@ import csv
 import json
 
 import pytest
-import yaml
 
-from tests.workflow.conftest import copy_repo, retrace, snakemake, write_config
+from tests.workflow.conftest import retrace
+from tests.workflow.experiments import JUDGE
 
 pytestmark = pytest.mark.slow
 
-SHORT = "method.sampling.max_tokens=24"
-JUDGE = "qwen2.5-coder-0.5b-q4km"
-SMALL = [SHORT, "method.n=2"]
-EXPERIMENT = {
-    "runs": [
-        {
-            "models": ["smollm2-135m-q41"],
-            "backend": "llamacpp",
-            "datasets": ["smoke_math_mini"],
-            "seeds": [0],
-            "methods": [
-                {"label": "greedy", "overrides": [SHORT]},
-                {"label": "majority", "overrides": SMALL},
-                {"label": "refine", "overrides": SMALL + ["method.depth=1"]},
-                {
-                    "label": "refine_affirm",
-                    "method": "refine",
-                    "overrides": SMALL + ["method.depth=1", "method.critic=affirm"],
-                },
-                {
-                    "label": "refine_nocritic",
-                    "method": "refine",
-                    "overrides": SMALL + ["method.depth=1", "method.critic=none"],
-                },
-                {
-                    "label": "majority_eq",
-                    "method": "majority",
-                    "overrides": SMALL,
-                    "equal_compute": {"refine": "refine", "majority": "majority", "kind": "effective"},
-                },
-                {
-                    "label": "majority_eq_nominal",
-                    "method": "majority",
-                    "overrides": SMALL,
-                    "equal_compute": {"refine": "refine", "majority": "majority", "kind": "nominal"},
-                },
-                {"label": "best_of_n", "overrides": SMALL},
-                # the judge on another model than the policy: its engine is loaded beside SmolLM2
-                {
-                    "label": "best_of_n_qwen",
-                    "method": "best_of_n",
-                    "overrides": SMALL + [f"method.scorer.model={JUDGE}"],
-                },
-                {"label": "beam", "overrides": [SHORT, "method.max_steps=2", "method.expand=1"]},
-            ],
-        },
-        # two more seeds of refinement and Maj@N: the claims compare seed means (mean ± sd)
-        {
-            "models": ["smollm2-135m-q41"],
-            "backend": "llamacpp",
-            "datasets": ["smoke_math_mini"],
-            "seeds": [1, 2],
-            "methods": [
-                {"label": "majority", "overrides": SMALL},
-                {"label": "refine", "overrides": SMALL + ["method.depth=1"]},
-            ],
-        },
-    ]
-}
 GEN = "results/generations/smollm2-135m-q41/llamacpp/smoke_math_mini"
-
-
-@pytest.fixture(scope="module")
-def refined(tmp_path_factory):
-    root = copy_repo(tmp_path_factory.mktemp("refine"))
-    (root / "config/experiment/refine_test.yaml").write_text(yaml.safe_dump(EXPERIMENT))
-    write_config(root, experiment="refine_test", overrides=["dataset.limit=2"])
-    snakemake(root)
-    return root
 
 
 def test_equal_compute_extends_the_stored_sample_set(refined):
@@ -104,7 +36,7 @@ def test_equal_compute_extends_the_stored_sample_set(refined):
     assert nominal["kind"] == "nominal" and nominal["n_prime"] > 2
     maj = [json.loads(l) for l in open(refined / f"{GEN}/majority/seed0.jsonl")]
     ext = [json.loads(l) for l in open(refined / f"{GEN}/majority_eq/seed0.jsonl")]
-    for a, b in zip(maj, ext):
+    for a, b in zip(maj, ext, strict=True):
         assert len(b["samples"]) == eq["n_prime"]
         assert [s["key"] for s in b["samples"][:2]] == [s["key"] for s in a["samples"]]
         assert all(s["cache_hit"] for s in b["samples"][:2])

@@ -10,7 +10,7 @@ from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, write_config
 
 
 def dry_run(root, experiment: str) -> str:
-    write_config(root, experiment=experiment)
+    write_config(root, experiment=experiment, probe=True)  # the probe jobs are sized too
     proc = subprocess.run(
         [SNAKEMAKE, "--profile", "profiles/slurm", "-n"],
         cwd=root,

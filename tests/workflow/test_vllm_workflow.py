@@ -5,7 +5,7 @@ item on vLLM; the same greedy/Maj@N/refinement runs on llama.cpp on the same wei
 reads the GGUF's HF export). Checks the report and the audit, then compares the engines:
 prompt-token counts must be equal (one chat template), greedy agreement is printed and must
 reach GREEDY_AGREEMENT_FLOOR. Runs in the vLLM venv (it needs vllm and xllamacpp):
-    make test-vllm          # or: .venv-vllm/bin/python -m pytest -s -m vllm tests/workflow/test_vllm_workflow.py
+    make test-vllm          # the venv: ~/.cache/retrace/venv-vllm-<hash of its pins> (Makefile)
 """
 
 from __future__ import annotations

@@ -14,6 +14,18 @@ validate(config, "../schemas/config.schema.yaml")
 PY = sys.executable  # the interpreter running Snakemake also runs the stages
 RESULTS = "results"
 CACHE = config["request_cache"]  # shared between checkouts if pointed at one directory
+# `snakemake --lint` waivers (checked by .ci/snakemake_lint.py in `make lint`). The lint asks for
+# every non-file value a shell command reads to go through params:, so that a change reruns the
+# job. For these globals a rerun would be wrong, because they are not parameters of any result;
+# what is (the job's settings, code, data, model) enters params.key (retrace.plan).
+# snakemake-lint: PY -- the interpreter of the venv: its packages are recorded in every .prov.json; moving the venv must not rerun finished jobs
+# snakemake-lint: CACHE -- where finished requests are kept: pointing at another cache (to share one) must not rerun finished jobs
+# snakemake-lint: RESULTS -- a constant, the prefix of every output path
+# snakemake-lint: ART_SUMMARY -- a constant, RESULTS/art/summary (art.smk)
+# snakemake-lint: DRR_EXP -- the experiment's name (drr.smk); its drr block's content enters params.key
+# snakemake-lint: config -- only config[experiment], the experiment's name (art.smk); its content enters params.key
+# snakemake-lint: conda -- every rule runs the venv's Python (envs/cpu.txt, `make setup`), not a per-rule environment
+# snakemake-lint: mixed-rules-and-functions -- a rules file keeps its rules' input functions beside them (one file per stage); common.smk holds what stages share
 JOBS = _plan.jobs(config)
 if config.get("estimate", True):  # printed before anything runs (also on dry-runs)
     from snakemake.logging import logger

@@ -18,8 +18,9 @@ rule model:
 
 
 # Stage probe: the raw engine's full-batch tok/s on this machine (seconds), once per model and
-# backend of the spine's jobs, for the report's run summary (retrace/stages/probe.py).
-PROBES = {(j.model, j.backend): j for j in JOBS}
+# backend of the spine's jobs, for the report's run summary (retrace/stages/probe.py); none
+# with `probe: false`.
+PROBES = {(j.model, j.backend): j for j in JOBS} if config["probe"] else {}
 
 
 rule probe:

@@ -9,13 +9,17 @@ can check any number against the lineage `retrace audit` walks.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING
 
 from retrace.atomic import atomic_open
 from retrace.hashing import sha256_file
 from retrace.provenance import prov_path
 from retrace.scoring.score import RESULT_COLUMNS, result_columns
+
+if TYPE_CHECKING:  # for the annotations only: pandas is imported lazily where a frame is built
+    import pandas as pd
 
 IDENTITY = ("model", "dataset", "method", "seed")
 HEAD = (*IDENTITY, "n", "accuracy", "ci_low", "ci_high", "selection", "scorer")
@@ -107,7 +111,7 @@ def _seed_key(seed: object) -> tuple:
         return (1, 0, str(seed))
 
 
-def result_frame(score_files: Iterable[Path]) -> "pd.DataFrame":
+def result_frame(score_files: Iterable[Path]) -> pd.DataFrame:
     """One row per score file (object columns, so ints stay ints), sorted by dataset, model,
     method, seed; two files for one job are refused, naming both."""
     import pandas as pd
@@ -124,7 +128,7 @@ def result_frame(score_files: Iterable[Path]) -> "pd.DataFrame":
     return frame
 
 
-def records(frame: "pd.DataFrame") -> list[dict]:
+def records(frame: pd.DataFrame) -> list[dict]:
     """The frame's rows as dicts without the cells a row lacks (NaN), as the templates expect."""
     return [{k: v for k, v in row.items() if v is not None and v == v} for row in frame.to_dict("records")]
 
