@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def _prov(stage: str, cfg: Mapping, inputs, **extra) -> Provenance:
-    files = [str(f) for f in settings.stage_files(stage)]
+    files = [str(f) for f in settings.stage_files(stage, cfg)]
     p = Provenance(f"drr.{stage}", settings.config_slice(stage, cfg), files, inputs=[str(i) for i in inputs])
     p.extra.update(extra)
     return p

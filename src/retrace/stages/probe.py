@@ -133,7 +133,7 @@ def run(job: Job, manifest_path: Path, out: Path, tokens: int = PROBE_TOKENS) ->
     prov = Provenance(
         "probe",
         {"backend": cfg["backend"], "tokens": tokens},
-        stage_sources("probe"),
+        stage_sources("probe", cfg),
         inputs=[str(manifest_path)]
         + [str(Path(__file__).parents[1] / "prompts" / name) for name in ("probe.j2", "probe_prefill.j2")],
     )
