@@ -234,3 +234,14 @@ def rerun_key(stage: str, cfg: dict) -> str:
     if stage in ENGINE_STAGES:
         key["engine"] = closure.engine_versions(cfg["backend"]["name"])
     return sha256_json(key)
+
+
+@functools.cache
+def mirror_identity(mirror: str) -> str:
+    """What names a benchmark mirror in rerun checks: the sha256 of its MANIFEST.sha256 (every
+    file's digest, see the mirror's SOURCES.md) when it has one, else its resolved path. So an
+    absolute and a relative path to one mirror, or a copy of it elsewhere, are the same mirror."""
+    manifest = Path(mirror) / "MANIFEST.sha256"
+    if manifest.is_file():
+        return "sha256:" + hash_sources([manifest])
+    return str(Path(mirror).resolve())
