@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run lint test test-fast test-slow test-vllm bench reliability calibrate model-1.5b clean
+.PHONY: setup run lint test test-fast test-slow test-vllm bench reliability reliability-quick calibrate model-1.5b clean
 
 setup: $(STAMP)
 
@@ -91,6 +91,10 @@ bench: setup
 # Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.
 reliability: setup
 	PYTHONPATH=src $(PY) benchmarks/reliability.py
+
+# Its reduced form (CI): 2 kills of each kind, one race, one run on corrupt cache entries.
+reliability-quick:
+	PYTHONPATH=src $(PY) benchmarks/reliability.py --quick --work /tmp/retrace-reliability-quick
 
 # The claims engine on >= 2,000 simulated null experiments of the paper grid, and its power.
 calibrate: setup

@@ -2,6 +2,7 @@
 
     make reliability        # = PYTHONPATH=src python benchmarks/reliability.py
     python benchmarks/reliability.py --only kills,bad_inputs --kills-per-kind 3   # a part
+    make reliability-quick  # = --quick: 2 kills of each kind, one race, one corrupt-cache run (CI)
 
 Runs the embedded SmolLM2 plumbing experiment (config/experiment/plumbing.yaml) small and in
 the deterministic engine mode (reliability_kit.OVERRIDES) in scratch checkouts under --work,
@@ -48,6 +49,9 @@ FIGURES = (
     "bad_inputs",
     "audit_tamper",
 )
+
+# The reduced form (--quick): a few kills of each kind, one race, one run on damaged cache entries.
+QUICK = ("kills", "concurrent_same_dir", "corrupt_cache_entries")
 
 
 def say(name: str, value, problems: list[str] = ()) -> bool:
@@ -102,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--keep", action="store_true", help="reuse --work's finished reference run (development)")
     ap.add_argument("--only", default=",".join(FIGURES), help=f"comma-separated subset of {FIGURES}")
+    ap.add_argument("--quick", action="store_true", help="the reduced form for CI: " + ", ".join(QUICK))
     args = ap.parse_args(argv)
+    if args.quick:
+        args.kills_per_kind, args.per_round, args.only = 2, 2, ",".join(QUICK)
     only = set(args.only.split(","))
     if not args.keep:
         shutil.rmtree(args.work, ignore_errors=True)

@@ -34,22 +34,28 @@ OVERRIDES = [
     "backend.engine.deterministic=true",
     "backend.engine.n_threads=1",
 ]
-# Fields that legitimately differ between two runs of the same requests (timings, whether a
-# request came from the cache, hashes of provenance records that hold those timings).
-VOLATILE = {
-    "latency_s",
-    "cache_hit",
-    "cache_hits",
-    "engine_seconds",
-    "engine_loads",
-    "engine_prompt_tokens",
-    "engine_generated_tokens",
-    "prov_sha256",
-    "evidence",
-    "created",
-    "device",
-    "request_cache_hits",
+# Fields that legitimately differ between two runs of the same requests, derived from the record
+# types: what a run measures about itself (records.MEASURED: timings, request-cache and engine
+# counts), so a field added there with its mark can never make two equal results differ
+# (tests/unit/test_reliability_kit.py fails when a new unmarked one would). Besides those, a few
+# names of the score and report files that summarise them or hash the records that hold them.
+DERIVED = {
+    "prov_sha256",  # the hash of a provenance record (which holds timings and hosts)
+    "evidence",  # claims.csv: such hashes, ';'-joined
+    "request_cache_hits",  # score JSON: how many completions had cache_hit
+    "created",  # a timestamp
+    "device",  # the engine's device, or "none: every request was served from the cache"
 }
+
+
+def volatile() -> set[str]:
+    from retrace.llm import Usage
+    from retrace.records import Completion, measured_fields
+
+    return measured_fields(Completion, Usage) | DERIVED
+
+
+VOLATILE = volatile()
 
 
 class Checkout:

@@ -61,3 +61,10 @@ def read_jsonl(path: str | Path) -> list[dict]:
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: malformed JSON line: {e.msg}") from None
     return rows
+
+
+def portable(path: str | Path) -> str:
+    """`path` relative to the run's root (the working directory) when it lies inside it, else
+    absolute: a run copied or moved elsewhere still finds its own files."""
+    path, root = Path(os.path.abspath(path)), Path(os.path.abspath(os.getcwd()))
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)

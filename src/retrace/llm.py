@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 
 from retrace.backends.base import Backend
 from retrace.cache import RequestCache, request_key
-from retrace.records import Completion, Request
+from retrace.records import MEASURED, Completion, Request
 
 log = logging.getLogger(__name__)
 
@@ -29,16 +29,19 @@ class Usage:
     (its compute, cached or not); the rest count only what the engine ran in this job."""
 
     requests: int = 0
-    cache_hits: int = 0
+    cache_hits: int = field(default=0, metadata=MEASURED)
     prompt_tokens_all: int = 0
     cached_prompt_tokens_all: int = 0
     generated_tokens_all: int = 0
-    engine_prompt_tokens: int = 0
-    engine_generated_tokens: int = 0
-    engine_cached_prompt_tokens: int = 0  # of engine_prompt_tokens, served from the engine's KV cache
-    engine_seconds: float = 0.0
-    engine_loads: int = 0
-    engine_load_seconds: float = 0.0  # not in engine_seconds: what one engine per job costs
+    # what the engine ran depends on what the request cache held: measured, not computed
+    engine_prompt_tokens: int = field(default=0, metadata=MEASURED)
+    engine_generated_tokens: int = field(default=0, metadata=MEASURED)
+    # of engine_prompt_tokens, served from the engine's KV cache
+    engine_cached_prompt_tokens: int = field(default=0, metadata=MEASURED)
+    engine_seconds: float = field(default=0.0, metadata=MEASURED)
+    engine_loads: int = field(default=0, metadata=MEASURED)
+    # not in engine_seconds: what one engine per job costs
+    engine_load_seconds: float = field(default=0.0, metadata=MEASURED)
     extra: dict = field(default_factory=dict)
 
     def add(self, c: Completion) -> None:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
+import os
 from pathlib import Path
 
-from retrace.atomic import atomic_open
+from retrace.atomic import atomic_open, portable, write_json
 from retrace.hashing import sha256_file, sha256_json
 
 _CHUNK = 1 << 22
@@ -107,7 +109,9 @@ def materialise(cfg: dict, out_dir: Path) -> tuple[dict, list[Path]]:
         _concatenate_verified(parts, gguf, src["sha256"])
         manifest = _gguf_manifest(cfg, gguf, src["sha256"])
         if src.get("hf_export"):
-            manifest["hf_dir"] = str(export_hf(gguf, out_dir / "hf").resolve())
+            hf_dir = export_hf(gguf, out_dir / "hf")
+            manifest["hf_dir"] = portable(hf_dir)
+            manifest["hf_files"] = {p.name: sha256_file(p) for p in sorted(hf_dir.iterdir()) if p.is_file()}
         return manifest, parts
     if kind == "local":
         path = Path(src["path"]).expanduser().resolve()
@@ -140,7 +144,7 @@ def _gguf_manifest(cfg: dict, gguf: Path, digest: str) -> dict:
     params = gguf_param_count(gguf) or int(cfg["params"])
     return {
         **_base(cfg),
-        "gguf": str(gguf.resolve()),
+        "gguf": portable(gguf),
         "sha256": digest,
         "fingerprint": digest,
         "params": params,
@@ -176,3 +180,71 @@ def _hub_manifest(cfg: dict) -> dict:
             f"({type(e).__name__}: {e}); pre-fill the HF cache or use source.kind=local"
         ) from e
     return {**_dir_manifest(cfg, path), "hub_commit": commit}
+
+
+def weight_files(manifest: dict) -> list[tuple[str, str]]:
+    """(path, sha256) of every weights file a manifest names: its GGUF, or its HF folder's files."""
+    if manifest.get("gguf"):
+        out = [(manifest["gguf"], manifest["sha256"])]
+        if manifest.get("hf_dir"):  # an export of the GGUF: hashed by stage model (its record)
+            out += [
+                (str(Path(manifest["hf_dir"]) / n), d)
+                for n, d in sorted(manifest.get("hf_files", {}).items())
+            ]
+        return out
+    return [(str(Path(manifest["hf_dir"]) / n), d) for n, d in sorted(manifest.get("files", {}).items())]
+
+
+def stamp_path(manifest_path: str | Path) -> Path:
+    return Path(manifest_path).with_name("weights.verified.json")
+
+
+def stamp_weights(manifest: dict, manifest_path: str | Path) -> None:
+    """Record size and mtime of weights just hashed by materialise(), for verify_weights' fast path."""
+    stamps = {}
+    for path, digest in weight_files(manifest):
+        st = Path(path).stat()
+        stamps[path] = [st.st_size, st.st_mtime_ns, digest]
+    write_json(stamp_path(manifest_path), stamps)
+
+
+def verify_weights(manifest: dict, manifest_path: str | Path, full: bool = False) -> None:
+    """Check the weights against the digests in the manifest; ModelError names a changed file.
+
+    Fast path: a file whose size and mtime equal those stamped when it was last hashed is
+    taken as unchanged (a copy with `cp -a` keeps both); otherwise, or with `full`, it is
+    hashed again. Not covered: an edit that restores size and mtime (`retrace audit` hashes
+    everything)."""
+    stamp_file = stamp_path(manifest_path)
+    try:
+        stamps = json.loads(stamp_file.read_text())
+    except (OSError, ValueError):
+        stamps = {}
+    fresh = {}
+    for path, digest in weight_files(manifest):
+        st = Path(path).stat()
+        seen = [st.st_size, st.st_mtime_ns, digest]
+        if not full and stamps.get(path) == seen:
+            fresh[path] = seen
+            continue
+        actual = sha256_file(path)
+        if actual != digest:
+            raise ModelError(
+                f"weights {path} changed since {manifest_path} was written (sha256 {actual[:12]}, "
+                f"manifest {digest[:12]}); rematerialise with `snakemake --forcerun model`"
+            )
+        fresh[path] = seen
+    if fresh != stamps:
+        write_json(stamp_file, fresh)
+
+
+def load_manifest(manifest_path: str | Path, verify: bool = True) -> dict:
+    """A model manifest with its weights checked (verify_weights) and its paths made absolute
+    (they are stored relative to the run's root, the working directory)."""
+    manifest = json.loads(Path(manifest_path).read_text())
+    if verify:
+        verify_weights(manifest, manifest_path)
+    for key in ("gguf", "hf_dir"):
+        if manifest.get(key):
+            manifest[key] = os.path.abspath(manifest[key])
+    return manifest

@@ -13,69 +13,17 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from retrace import closure
 from retrace.config import compose, load_experiment
 from retrace.hashing import hash_sources, sha256_json
 
 PKG = Path(__file__).resolve().parent
-# Provenance and config code are left out on purpose: they shape records and config slices
-# (whose content is hashed anyway), not artifacts, so editing `retrace audit` reruns nothing.
-COMMON = ["records.py", "hashing.py", "atomic.py"]
-STAGE_FILES = {
-    "model": ["models.py", "stages/model.py"],
-    "probe": ["stages/probe.py", "backends/base.py"],
-    "data": ["data.py", "tasks/base.py", "stages/data.py"],
-    "generate": [
-        "llm.py",
-        "scheduler.py",
-        "cache.py",
-        "templates.py",
-        "backends/base.py",
-        "methods/base.py",
-        "tasks/base.py",
-        "scoring/compute.py",
-        "stages/generate.py",
-    ],
-    "score": [
-        "scoring/vote.py",
-        "scoring/metrics.py",
-        "scoring/score.py",
-        "scoring/compute.py",
-        "tasks/base.py",
-        "methods/budget.py",
-        "stages/score.py",
-    ],
-    "diagnose": [
-        "scoring/refine_diagnostics.py",
-        "scoring/score.py",
-        "scoring/vote.py",
-        "tasks/base.py",
-        "stages/diagnose.py",
-    ],
-    "claims": ["scoring/claims.py", "scoring/stats.py", "scoring/metrics.py", "stages/claims.py"],
-    "report": [
-        "report/tables.py",
-        "scoring/score.py",
-        "report/html.py",
-        "report/plots.py",
-        "report/claims_table.py",
-        "report/diagnostics_table.py",
-        "report/sections.py",
-        "report/paper.py",
-        "report/paper_numbers.yaml",
-        "report/lineage.py",
-        "report/templates/index.html.j2",
-        "report/templates/_sections.html.j2",
-        "report/templates/_summary.html.j2",
-        "report/templates/_claims.html.j2",
-        "report/templates/_diagnostics.html.j2",
-        "report/templates/_results.html.j2",
-        "report/templates/_style.html.j2",
-        "report/templates/_engine.html.j2",
-        "report/run_summary.py",
-        "report/templates/prov.html.j2",
-        "stages/report.py",
-    ],
-}
+# Each stage's code is the import closure of its entry module (retrace.closure, which lists
+# what is left out and why: provenance, audit, config composition, this module), plus the
+# plugins its config names, closed over the same way.
+STAGES = ("model", "probe", "data", "generate", "score", "diagnose", "claims", "report")
+# Stages whose output depends on the engine that runs the model: its package versions join the key.
+ENGINE_STAGES = ("probe", "generate")
 
 
 @dataclass(frozen=True)
@@ -211,19 +159,25 @@ def _plugin_files(kind: str, name: str) -> list[Path]:
     return [Path(f) for f in reg.module_files(name)]
 
 
-def stage_sources(stage: str, cfg: dict | None = None) -> list[Path]:
-    files = [PKG / f for f in COMMON + STAGE_FILES[stage]]
+def stage_entries(stage: str, cfg: dict | None = None) -> tuple[str, ...]:
+    """Entry modules of a stage: its module in retrace.stages, and the plugins `cfg` names."""
+    files = []
     if stage in ("data", "score", "diagnose"):  # loading and judging code; prompts are templates
         files += _plugin_files("task", cfg["dataset"]["task"])
+    if stage in ("generate", "probe"):
+        files += _plugin_files("backend", cfg["backend"]["name"])
     if stage == "generate":
-        files += _plugin_files("method", cfg["method"]["name"]) + _plugin_files(
-            "backend", cfg["backend"]["name"]
-        )
+        files += _plugin_files("method", cfg["method"]["name"])
         if cfg["method"].get("carry_forward"):  # refinement then consults the task's extractor
             files += _plugin_files("task", cfg["dataset"]["task"])
-        if "scorer" in cfg["method"]:  # search and best-of-N methods score candidates while generating
-            files += [PKG / "scoring/scorers.py", PKG / "scoring/hf_reward.py", PKG / "methods/beam.py"]
-    return [f for f in files if f.exists()]
+    return (f"retrace.stages.{stage}", *closure.plugin_modules(files))
+
+
+def stage_sources(stage: str, cfg: dict | None = None) -> list[Path]:
+    """Source and data files a stage's output depends on (retrace.closure)."""
+    if stage not in STAGES:
+        raise KeyError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+    return closure.code_files(stage_entries(stage, cfg))
 
 
 def templates(cfg: dict) -> list[Path]:
@@ -236,7 +190,7 @@ def templates(cfg: dict) -> list[Path]:
     return [template_path(n) for n in names]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sources_hash(stage: str, files: tuple[Path, ...]) -> str:
     return hash_sources(files)
 
@@ -268,7 +222,7 @@ def config_slice(stage: str, cfg: dict) -> dict:
     return {}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def job_rerun_key(stage: str, job: Job) -> str:
     """rerun_key for a job, computed once per process (a DAG asks several times per job)."""
     return rerun_key(stage, job.config())
@@ -276,6 +230,18 @@ def job_rerun_key(stage: str, job: Job) -> str:
 
 def rerun_key(stage: str, cfg: dict) -> str:
     files = stage_sources(stage, cfg) + (templates(cfg) if stage == "generate" else [])
-    return sha256_json(
-        {"config": config_slice(stage, cfg), "code": _sources_hash(stage, tuple(sorted(files)))}
-    )
+    key = {"config": config_slice(stage, cfg), "code": _sources_hash(stage, tuple(sorted(files)))}
+    if stage in ENGINE_STAGES:
+        key["engine"] = closure.engine_versions(cfg["backend"]["name"])
+    return sha256_json(key)
+
+
+@functools.cache
+def mirror_identity(mirror: str) -> str:
+    """What names a benchmark mirror in rerun checks: the sha256 of its MANIFEST.sha256 (every
+    file's digest, see the mirror's SOURCES.md) when it has one, else its resolved path. So an
+    absolute and a relative path to one mirror, or a copy of it elsewhere, are the same mirror."""
+    manifest = Path(mirror) / "MANIFEST.sha256"
+    if manifest.is_file():
+        return "sha256:" + hash_sources([manifest])
+    return str(Path(mirror).resolve())

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from retrace.atomic import write_json
+from retrace.atomic import portable, write_json
 from retrace.hashing import sha256_file, sha256_json
 
 PACKAGES = (
@@ -109,10 +109,10 @@ def host_info() -> dict:
 def describe_input(path: str | Path) -> dict:
     """An input entry: its hash, and its record's hash when it is itself an artifact."""
     path = Path(path)
-    entry = {"path": str(path), "sha256": sha256_file(path)}
+    entry = {"path": portable(path), "sha256": sha256_file(path)}
     pp = prov_path(path)
     if pp.exists():
-        entry["prov"] = str(pp)
+        entry["prov"] = portable(pp)
         entry["prov_sha256"] = sha256_file(pp)
     return entry
 
@@ -134,7 +134,7 @@ class Provenance:
         artifact = Path(artifact)
         return {
             "artifact": {
-                "path": str(artifact),
+                "path": portable(artifact),
                 "sha256": sha256_file(artifact),
                 "bytes": artifact.stat().st_size,
             },
@@ -145,7 +145,7 @@ class Provenance:
             "code": {
                 **git_state(),
                 "sources_hash": hash_sources(self.code_files),
-                "sources": sorted(os.path.relpath(f) for f in set(self.code_files)),
+                "sources": sorted({portable(f) for f in self.code_files}),
             },
             "packages": package_versions(),
             "host": host_info(),
@@ -187,6 +187,20 @@ class AuditNode:
         return self.ok and all(c.all_ok() for c in self.children)
 
 
+def run_root(path: str | Path, rec: dict) -> Path:
+    """The root the record's relative paths start from: where `path` sits, less the artifact's
+    recorded relative path (so a copied or moved run is audited on its own files)."""
+    actual, recorded = Path(path).resolve(), Path(rec["artifact"]["path"])
+    n = len(recorded.parts)
+    if not recorded.is_absolute() and actual.parts[-n:] == recorded.parts:
+        return Path(*actual.parts[:-n])
+    return Path.cwd()
+
+
+def _at(root: Path, p: str) -> Path:
+    return Path(p) if Path(p).is_absolute() else root / p
+
+
 def audit(path: str | Path, _seen: dict | None = None) -> AuditNode:
     """Recompute the hashes of `path` and every ancestor; report what differs."""
     seen = {} if _seen is None else _seen
@@ -207,28 +221,31 @@ def audit(path: str | Path, _seen: dict | None = None) -> AuditNode:
             node = AuditNode(str(path), False, [f"provenance record {pp} is unreadable: {e}"], [])
             seen[key] = node
             return node
+        root = run_root(path, rec)
         if sha256_file(path) != rec["artifact"]["sha256"]:
             problems.append("artifact bytes changed since its record was written")
-        for comp in rec.get("companions", []):  # by-products hashed by the same stage
-            if not Path(comp["path"]).exists() or sha256_file(comp["path"]) != comp["sha256"]:
-                problems.append(f"by-product {comp['path']} changed or is missing")
+        for comp in rec.get("companions", []):  # by-products and weights, hashed in full
+            c = _at(root, comp["path"])
+            if not c.exists() or sha256_file(c) != comp["sha256"]:
+                problems.append(f"{comp.get('kind', 'by-product')} {c} changed or is missing")
         for inp in rec.get("inputs", []):
-            children.append(_audit_input(inp, seen))
+            children.append(_audit_input(inp, root, seen))
         node = AuditNode(str(path), not problems, problems, children)
     seen[key] = node
     return node
 
 
-def _audit_input(inp: dict, seen: dict) -> AuditNode:
-    p = inp["path"]
+def _audit_input(inp: dict, root: Path, seen: dict) -> AuditNode:
+    p = str(_at(root, inp["path"]))
     if not Path(p).exists():
         return AuditNode(p, False, ["input missing"], [])
     problems = []
     if sha256_file(p) != inp["sha256"]:
         problems.append("input bytes differ from the hash recorded by its consumer")
     if "prov" in inp:
-        if not Path(inp["prov"]).exists() or sha256_file(inp["prov"]) != inp["prov_sha256"]:
-            problems.append(f"input's provenance record {inp['prov']} changed or is missing")
+        rp = _at(root, inp["prov"])
+        if not rp.exists() or sha256_file(rp) != inp["prov_sha256"]:
+            problems.append(f"input's provenance record {rp} changed or is missing")
         node = audit(p, seen)
         return AuditNode(p, node.ok and not problems, node.problems + problems, node.children)
     return AuditNode(p + "  (source)", not problems, problems, [])
@@ -245,9 +262,9 @@ def audit_results_table(csv_path: str | Path) -> list[str]:
         rows = list(csv.DictReader(f))
     if rows and "evidence" in rows[0]:
         return _audit_evidence(csv_path, rows)
-    problems = []
+    problems, root = [], _root_beside(csv_path)
     for lineno, row in enumerate(rows, 2):
-        pp = prov_path(row["score_file"])
+        pp = prov_path(_at(root, row["score_file"]))
         if not pp.exists():
             problems.append(f"{csv_path}:{lineno}: {pp} is missing")
         elif sha256_file(pp) != row["prov_sha256"]:
@@ -264,11 +281,21 @@ def lineage_records(path: str | Path) -> set[str]:
         if str(pp) in seen or not Path(pp).exists():
             continue
         seen.add(str(pp))
-        for i in json.loads(Path(pp).read_text()).get("inputs", []):
+        rec = json.loads(Path(pp).read_text())
+        root = run_root(str(pp).removesuffix(".prov.json"), rec)
+        for i in rec.get("inputs", []):
             if i.get("prov"):
                 known.add(i.get("prov_sha256"))
-                todo.append(Path(i["prov"]))
+                todo.append(_at(root, i["prov"]))
     return known
+
+
+def _root_beside(path: str | Path) -> Path:
+    """The run root of `path` from its own record, or the working directory without one."""
+    try:
+        return run_root(path, load(path))
+    except (OSError, ValueError, KeyError):
+        return Path.cwd()
 
 
 def _audit_evidence(csv_path: str | Path, rows: list[dict]) -> list[str]:

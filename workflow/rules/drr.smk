@@ -57,6 +57,7 @@ if _DRR_BLOCK:
         input:
             problems=f"{DRR_DIR}/questions/{{dataset}}/train.jsonl",
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+            weights=weights,
         output:
             traces=f"{DRR_DIR}/{DRR_RUN}/distil/{{dataset}}/seed{{seed}}/traces.jsonl",
             prompts=f"{DRR_DIR}/{DRR_RUN}/distil/{{dataset}}/seed{{seed}}/prompts.jsonl",
@@ -126,6 +127,7 @@ if _DRR_BLOCK:
         input:
             problems=f"{DRR_DIR}/questions/{{dataset}}/eval.jsonl",
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+            weights=weights,
         output:
             rows=f"{DRR_DIR}/{DRR_RUN}/eval/{{dataset}}/seed{{seed}}/generations.jsonl",
             prompts=f"{DRR_DIR}/{DRR_RUN}/eval/{{dataset}}/seed{{seed}}/prompts.jsonl",

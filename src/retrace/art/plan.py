@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrace.art.library import EVAL_TASKS, eval_tasks, load_index, resolve
+from retrace.closure import code_files, engine_versions
 from retrace.hashing import hash_sources, sha256_json
 
 PKG = Path(__file__).resolve().parent
@@ -76,28 +77,13 @@ TEMPLATES = {
     "autocot": ["art_autocot.j2"],
     "art": ["art_demos.j2", "art_head.j2", "art_code_generate.j2"],
 }
-CODE = [
-    "art/program.py",
-    "art/program.lark",
-    "art/library.py",
-    "art/metrics.py",
-    "art/plan.py",
-    "art/stages.py",
-    "art/baselines.py",
-    "art/autocot.py",
-    "art/select.py",
-    "art/overlap.py",
-    "art/runner.py",
-    "llm.py",
-    "scheduler.py",
-    "cache.py",
-    "templates.py",
-    "records.py",
-    "hashing.py",
-    "atomic.py",
-    "backends/base.py",
-    "methods/base.py",
-]
+# The code of ART's stages is the import closure of their entry functions (retrace.closure).
+ENTRIES = {
+    "run": ("retrace.art.stages:run",),
+    "select": ("retrace.art.stages:select", "retrace.art.stages:run"),  # cluster selection runs ART
+    "leakcheck": ("retrace.art.stages:leakcheck",),
+    "summary": ("retrace.art.summary:run",),
+}
 TOOLS_DIR = SRC / "tools"  # every module in it is tool code (a newly added tool included)
 
 
@@ -298,10 +284,15 @@ def tool_data(cfg: dict) -> list[Path]:
 
 
 def sources(job: ArtJob | None = None) -> list[Path]:
-    files = [SRC / f for f in CODE]
+    """Code a run job (or, without a job, a selection job) executes: its entries' closure,
+    and every tool's when it constructs the tools."""
+    from retrace.closure import code_files, plugin_modules
+
+    entries, tools = ENTRIES["run"] if job else ENTRIES["select"], []
     if job is None or uses_library(job):
-        files += tool_code()
-    return files
+        tools = tool_code()  # every tool module, a newly added one included, and what it imports
+        entries += tuple(plugin_modules(t for t in tools if t.is_relative_to(SRC)))
+    return sorted(set(code_files(entries) + tools))
 
 
 def templates(job: ArtJob) -> list[Path]:
@@ -344,12 +335,13 @@ def run_key(cfg: dict, job: ArtJob, library: list[Path]) -> str:
             "code": hash_sources(code),
             "library": hash_sources(library) if library else None,
             "tool_data": hash_sources(tool_data(cfg)) if uses_tools(job) else None,
+            "engine": engine_versions(cfg["backend"]),
         }
     )
 
 
 def select_key(cfg: dict, task: str, version: str) -> str:
-    files = [SRC / f for f in ("art/select.py", "art/library.py", "art/plan.py", "art/stages.py")]
+    files = sources()
     runs_art = cfg["selection"] == "cluster"  # it runs ART with tools on held-out examples
     return sha256_json(
         {
@@ -360,6 +352,7 @@ def select_key(cfg: dict, task: str, version: str) -> str:
             "code": hash_sources(files),
             "library": hash_sources(selection_inputs(cfg, version)),
             "split": split_key(cfg),
+            "engine": engine_versions(cfg["backend"]),
             "art": {
                 "code": hash_sources(sources()),
                 "tool_data": hash_sources(tool_data(cfg)),
@@ -378,28 +371,12 @@ def select_tool_data(cfg: dict) -> list[Path]:
 
 
 def leakcheck_key(cfg: dict) -> str:
-    files = [
-        SRC / f
-        for f in ("art/overlap.py", "art/plan.py", "art/library.py", "art/program.py", "tasks/_exact.py")
-    ]
+    files = code_files(ENTRIES["leakcheck"])
     return sha256_json({"tasks": cfg["tasks"], "code": hash_sources(files), "split": split_key(cfg)})
 
 
 def summary_key(cfg: dict) -> str:
-    files = [
-        SRC / f
-        for f in (
-            "art/summary.py",
-            "art/metrics.py",
-            "art/plan.py",
-            "art/overlap.py",
-            "scoring/claims.py",
-            "scoring/stats.py",
-            "tasks/_exact.py",
-            "tasks/_choice.py",
-            "tasks/bigbench.py",
-        )
-    ]
+    files = code_files(ENTRIES["summary"])
     return sha256_json(
         {
             "tasks": cfg["tasks"],

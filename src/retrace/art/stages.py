@@ -8,12 +8,11 @@ inputs include the data, the model manifest and exactly the library files it rea
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from pathlib import Path
 
-from retrace import data
+from retrace import data, models
 from retrace.art import overlap, plan
 from retrace.art.baselines import METHOD_FNS, Context
 from retrace.art.library import EVAL_TASKS, eval_tasks, load_library
@@ -55,7 +54,7 @@ def task_split(cfg: dict, problems: list) -> tuple[list, list]:
 
 
 def _llm(cfg: dict, model: str, manifest_path: Path, cache_path: Path, job: str):
-    manifest = json.loads(Path(manifest_path).read_text())
+    manifest = models.load_manifest(manifest_path)
     composed = compose({"model": model, "backend": cfg["backend"]}, cfg.get("overrides") or ())
     backend_cls, engine = BACKENDS.get(composed["backend"]["name"]), composed["backend"].get("engine", {})
     cache = RequestCache(cache_path, job=job)

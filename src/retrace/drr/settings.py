@@ -19,39 +19,21 @@ from retrace.yamlfile import load_yaml
 
 PKG = Path(__file__).resolve().parents[1]
 DEFAULTS = PKG.parents[1] / "config" / "drr" / "defaults.yaml"
-COMMON = ["records.py", "hashing.py", "atomic.py", "drr/settings.py", "drr/stages.py"]
-LLM = [
-    "llm.py",
-    "scheduler.py",
-    "cache.py",
-    "templates.py",
-    "backends/base.py",
-    "methods/base.py",
-    "drr/prompts.py",
-    "drr/reasoner.py",
-    "discriminator/loop.py",
-]
-DM = ["drr/dm.py", "discriminator/dataset.py", "drr/prompts.py", "templates.py"]
-STAGE_FILES = {
-    "questions": ["data.py", "discriminator/dataset.py"],
-    "distil": LLM + ["discriminator/dataset.py"],
-    "split": ["discriminator/dataset.py"],
-    "train": DM,
-    "generate": LLM,
-    "infer": DM + ["drr/episodes.py", "discriminator/loop.py", "scoring/drr_metrics.py"],
-    "leakcheck": ["discriminator/leak.py", "discriminator/dataset.py", "drr/leakcheck.py"],
-    "sft": ["drr/sft.py", "drr/prompts.py", "drr/dm.py", "data.py", "templates.py"],
-    "summarise": [
-        "scoring/drr_metrics.py",
-        "scoring/claims.py",
-        "scoring/stats.py",
-        "drr/report.py",
-        "report/plots.py",
-        "drr/episodes.py",
-        "drr/leakcheck.py",
-        "discriminator/dataset.py",
-    ],
+# Each stage's code: the import closure of its entry (retrace.closure; a `module:function`
+# entry follows only what that function uses), so moving a module changes no list here.
+ENTRIES = {
+    "questions": "retrace.drr.stages:questions",
+    "distil": "retrace.drr.stages:distil",
+    "split": "retrace.drr.stages:split",
+    "train": "retrace.drr.stages:train",
+    "generate": "retrace.drr.stages:generate",
+    "infer": "retrace.drr.episodes:run",
+    "leakcheck": "retrace.drr.leakcheck:run",
+    "sft": "retrace.drr.sft:run",
+    "summarise": "retrace.drr.report:summarise",
 }
+# The engine each stage loads (retrace.closure.ENGINE_PACKAGES): its versions join the key.
+ENGINES = {"distil": "backend", "generate": "backend", "train": "hf", "infer": "hf", "sft": "hf"}
 TEMPLATES = {  # prompt files each stage reads (a template edit reruns exactly these)
     "distil": [
         "standard_qa.j2",
@@ -166,18 +148,37 @@ def config_slice(stage: str, cfg: dict) -> dict:
     return out
 
 
-def stage_files(stage: str) -> list[Path]:
+def stage_files(stage: str, cfg: dict | None = None) -> list[Path]:
+    """Source files (the closure of the stage's entry, with the reasoner's backend plugin
+    when `cfg` is given) and the prompt templates a DRR stage reads; a missing one is an error."""
+    from retrace import closure
+    from retrace.registry import BACKENDS
     from retrace.templates import PROMPTS_DIR
 
-    files = [PKG / f for f in COMMON + STAGE_FILES[stage]]
-    files += [PROMPTS_DIR / "drr" / t for t in TEMPLATES.get(stage, ())]
-    return [f for f in files if f.exists()]
+    entries = [ENTRIES[stage]]
+    if cfg is not None and ENGINES.get(stage) == "backend":
+        entries += closure.plugin_modules(BACKENDS.module_files(cfg["backend"]))
+    files = closure.code_files(entries)
+    templates = [PROMPTS_DIR / "drr" / t for t in TEMPLATES.get(stage, ())]
+    missing = [str(t) for t in templates if not t.is_file()]
+    if missing:
+        raise FileNotFoundError(f"DRR stage {stage!r} reads missing templates: {', '.join(missing)}")
+    return files + templates
 
 
 def stage_key(stage: str, cfg: dict, **extra) -> str:
-    """Rerun key of a DRR stage: config slice + its source files + the templates it reads."""
+    """Rerun key of a DRR stage: config slice + its source files + the templates it reads
+    + the versions of the engine it loads."""
+    from retrace.closure import engine_versions
+
+    engine = ENGINES.get(stage)
     return sha256_json(
-        {"config": config_slice(stage, cfg), "extra": extra, "code": hash_sources(sorted(stage_files(stage)))}
+        {
+            "config": config_slice(stage, cfg),
+            "extra": extra,
+            "code": hash_sources(sorted(stage_files(stage, cfg))),
+            "engine": engine_versions(cfg["backend"] if engine == "backend" else engine) if engine else None,
+        }
     )
 
 

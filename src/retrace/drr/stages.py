@@ -8,13 +8,12 @@ Every artifact gets a provenance record whose inputs chain back to the data and 
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from pathlib import Path
 from typing import Mapping
 
-from retrace import data
+from retrace import data, models
 from retrace.atomic import read_jsonl, write_json, write_jsonl
 from retrace.discriminator import dataset as dmdata
 from retrace.discriminator import loop
@@ -27,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def _prov(stage: str, cfg: Mapping, inputs, **extra) -> Provenance:
-    files = [str(f) for f in settings.stage_files(stage)]
+    files = [str(f) for f in settings.stage_files(stage, cfg)]
     p = Provenance(f"drr.{stage}", settings.config_slice(stage, cfg), files, inputs=[str(i) for i in inputs])
     p.extra.update(extra)
     return p
@@ -80,7 +79,7 @@ def make_llm(manifest_path: Path, backend: str, cache_path: Path, job: str):
     from retrace.llm import CachedLLM
     from retrace.registry import BACKENDS
 
-    manifest = json.loads(Path(manifest_path).read_text())
+    manifest = models.load_manifest(manifest_path)
     backend_cfg = compose({"backend": backend})["backend"]
     engine = backend_cfg.get("engine", {})
     backend_cls = BACKENDS.get(backend)

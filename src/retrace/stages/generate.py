@@ -11,11 +11,10 @@ retrace.shards); `merge()` (`python -m retrace merge-shards`) joins the K shard 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
-from retrace import data, shards
+from retrace import data, models, shards
 from retrace.atomic import read_jsonl, write_jsonl
 from retrace.cache import RequestCache
 from retrace.llm import CachedLLM
@@ -96,7 +95,7 @@ def judge_engine(cfg: dict, scorer_manifest: Path | None, cache: RequestCache) -
             f"method {cfg['method']['name']!r}: scorer.model={wanted!r} needs that model's "
             "manifest (--scorer-manifest)"
         )
-    judge = json.loads(Path(scorer_manifest).read_text())
+    judge = models.load_manifest(scorer_manifest)
     if judge["name"] != wanted:
         raise ValueError(f"{scorer_manifest}: manifest of {judge['name']!r}, but scorer.model={wanted!r}")
     return engine(judge, cfg, cache)
@@ -115,7 +114,7 @@ def run(
     """Run the job's method; `scorer_manifest` = the judge model's manifest when the method's
     scorer names a model other than the job's (its engine is passed as ctx.scorer_llm);
     `shard` = (I, K): only the problems of data-parallel shard I of K (retrace.shards)."""
-    manifest = json.loads(Path(manifest_path).read_text())
+    manifest = models.load_manifest(manifest_path)
     priced = {}
     if equal_compute_from:
         job, priced = equal_compute(job, equal_compute_from, manifest)

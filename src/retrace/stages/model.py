@@ -10,7 +10,6 @@ from pathlib import Path
 from retrace import models
 from retrace.atomic import write_json
 from retrace.config import compose
-from retrace.hashing import sha256_file
 from retrace.plan import config_slice, stage_sources
 from retrace.provenance import Provenance
 
@@ -20,19 +19,17 @@ def run(model: str, out: Path, overrides: tuple[str, ...] = ()) -> dict:
     prov = Provenance("model", config_slice("model", cfg), stage_sources("model", cfg))
     manifest, sources = models.materialise(cfg["model"], out.parent)
     prov.inputs = [str(p) for p in sources]
-    weights = manifest.get("gguf")
-    if weights and Path(weights).parent == out.parent:
-        # The concatenated weights are a by-product of this stage: audit re-hashes them too.
-        prov.extra["companions"] = [{"path": weights, "sha256": sha256_file(weights)}]
-    if manifest.get("hf_dir") and weights:  # an HF export of the GGUF (source.hf_export)
-        prov.extra.setdefault("companions", []).extend(
-            {"path": str(p), "sha256": sha256_file(p)} for p in sorted(Path(manifest["hf_dir"]).iterdir())
-        )
+    # The weights are inputs of every job that loads them: audit re-hashes them from here,
+    # and each loading job checks them against the manifest (models.load_manifest).
+    prov.extra["companions"] = [
+        {"path": p, "sha256": d, "kind": "weights"} for p, d in models.weight_files(manifest)
+    ]
     prov.extra["model"] = {
         "name": manifest["name"],
         "fingerprint": manifest["fingerprint"],
         "params": manifest["params"],
     }
     write_json(out, manifest)
+    models.stamp_weights(manifest, out)  # size and mtime: later loads skip the re-hash
     prov.write(out)
     return manifest

@@ -28,10 +28,10 @@ anything downstream stale except the report.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
+from retrace import models
 from retrace.atomic import write_json
 from retrace.plan import Job, stage_sources
 from retrace.provenance import Provenance
@@ -129,11 +129,11 @@ def measure(backend, tokens: int = PROBE_TOKENS) -> dict:
 
 def run(job: Job, manifest_path: Path, out: Path, tokens: int = PROBE_TOKENS) -> dict:
     cfg = job.config()
-    manifest = json.loads(Path(manifest_path).read_text())
+    manifest = models.load_manifest(manifest_path)
     prov = Provenance(
         "probe",
         {"backend": cfg["backend"], "tokens": tokens},
-        stage_sources("probe"),
+        stage_sources("probe", cfg),
         inputs=[str(manifest_path)]
         + [str(Path(__file__).parents[1] / "prompts" / name) for name in ("probe.j2", "probe_prefill.j2")],
     )
