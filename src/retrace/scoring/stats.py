@@ -154,8 +154,11 @@ def sign_flip_exact(d: Sequence[float], n_flips: int = 200_000, seed: int = 0) -
             eps = rng.choice((-1.0, 1.0), size=(min(4096, n_flips - start), x.size))
             hits += int(np.sum(np.abs(eps @ np.abs(x)) >= obs - 1e-12))
         return (1 + hits) / (1 + n_flips)
-    steps = np.rint(np.abs(x) * scale).astype(int)
-    total, obs = int(steps.sum()), abs(int(np.rint(x.sum() * scale)))
+    signed = np.rint(x * scale).astype(int)  # float noise (a mean of thirds minus another) drops out
+    steps = np.abs(signed[signed != 0])
+    if steps.size == 0:
+        return 1.0
+    total, obs = int(steps.sum()), abs(int(signed.sum()))
     pmf = _sign_flip_pmf(steps)
     tail = pmf[: total - obs + 1].sum() + pmf[total + obs :].sum() if obs else 1.0
     return float(min(1.0, tail))
