@@ -159,6 +159,19 @@ def _raise(p: np.ndarray, effect: float) -> np.ndarray:
     return p * (1.0 - min(1.0, -effect / max(1e-9, p.mean())))
 
 
+def planted_effect(planted: dict | None, key: tuple[str, str], label: str) -> float:
+    """A planted effect keyed (label, dataset) or (model, dataset, label); 0.0 where none."""
+    planted = planted or {}
+    return planted.get((key[0], key[1], label), planted.get((label, key[1]), 0.0))
+
+
+def truth(d_row: tuple, planted: dict | None) -> float:
+    """The planted difference a claim row measures (method minus baseline; gains for weaker rows)."""
+    a, b, keys, kind = d_row[3], d_row[4], d_row[8], d_row[9]
+    gaps = [planted_effect(planted, k, a) - planted_effect(planted, k, b) for k in keys]
+    return gaps[0] - gaps[1] if kind == "weaker" else sum(gaps) / len(gaps)
+
+
 def simulate_cells(d: Design, rng, setting: tuple[float, float], planted: dict | None = None) -> dict:
     """{(model, dataset): {label: states (seeds x n): 1 correct, 0 wrong, -1 abstained}}."""
     out = {}
@@ -166,7 +179,7 @@ def simulate_cells(d: Design, rng, setting: tuple[float, float], planted: dict |
         p = _probabilities(rng, cell["n"], *setting)
         out[key] = {}
         for label, (seeds, det) in cell["labels"].items():
-            q = _raise(p, (planted or {}).get((label, key[1]), 0.0))
+            q = _raise(p, planted_effect(planted, key, label))
             u = rng.random((1 if det else seeds, cell["n"]))
             states = (u < q).astype(np.int8)
             if cell.get("drr"):
