@@ -75,3 +75,13 @@ def test_unknown_question_is_one_clear_error(problems):
 
     with pytest.raises(BackendError, match="names no problem"):
         engine(problems).generate([Request(messages=(), sampling=Sampling(), tag="nope#0")])
+
+
+def test_report_banner_marks_simulated_numbers():
+    from retrace.report.html import is_simulated
+
+    assert is_simulated([{"score_file": "results/scores/m/simulated/d/refine/seed0.json"}], [])
+    assert is_simulated([], [{"engine": "simulated"}])
+    assert not is_simulated(
+        [{"score_file": "results/scores/m/vllm/d/refine/seed0.json"}], [{"engine": "vllm"}]
+    )
