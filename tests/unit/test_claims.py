@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import csv
 
-import pytest
-
 import numpy as np
+import pytest
 
 from retrace.scoring.claims import (
     COLUMNS,

@@ -55,6 +55,7 @@ def test_chain_marks_and_recovers_a_planted_effect(chain):
     assert [p["vote_correct"] for p in g0] == [p["vote_correct"] for p in g1]
     out = root / "claims.csv"
     claims.run([scores[("greedy", 0)], scores[("greedy", 1)], scores[("refine", 0)]], out)
-    [row] = list(csv.DictReader(open(out)))
+    with open(out) as f:
+        [row] = list(csv.DictReader(f))
     assert (row["method"], row["baseline"], row["engine"]) == ("refine", "greedy", "simulated")
     assert row["verdict"] == "supported" and float(row["delta"]) > 0.2, row

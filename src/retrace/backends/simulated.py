@@ -33,8 +33,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from retrace.backends.base import Backend, BackendError
 from retrace.records import Completion, Request
