@@ -96,7 +96,8 @@ reliability: setup
 reliability-quick:
 	PYTHONPATH=src $(PY) benchmarks/reliability.py --quick --work /tmp/retrace-reliability-quick
 
-# The claims engine on >= 2,000 simulated null experiments of the paper grid, and its power.
+# The claims engine on simulated nulls of each shipped experiment's own design (paper, drr_paper,
+# art_paper, refine_smoke; base accuracy and difficulty swept), and the paper's power at +10 points.
 calibrate: setup
 	$(PY) benchmarks/claims_calibration.py
 

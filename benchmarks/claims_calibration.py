@@ -1,120 +1,116 @@
-"""Calibration of the claims engine on simulated per-question outcomes with known truth.
+"""Calibration of the claims engine on simulated nulls of each shipped experiment's own design.
 
-    .venv/bin/python benchmarks/claims_calibration.py            # or: make calibrate
-    .venv/bin/python benchmarks/claims_calibration.py --experiments 200 --n-boot 500
+    .venv/bin/python benchmarks/claims_calibration.py                # or: make calibrate
+    .venv/bin/python benchmarks/claims_calibration.py --experiments 40 --only paper
 
-Feeds the real claims code (retrace.stages.claims.claim_rows, then
-retrace.scoring.claims.adjust: CI + exact test + Holm over the experiment) with simulated
-score records shaped like the refinement paper's grid (config/experiment/paper.yaml: 4 models
-x AIME24/AIME25/AMC23/OlympiadBench/MATH500 with their question counts x every method label
-x 3 seeds), and prints exactly two lines on stdout:
+For every shipped experiment with claims (paper, drr_paper, art_paper, refine_smoke) the
+design comes from the experiment itself (retrace.scoring.design): `plan.jobs` gives the
+models, datasets, method labels and seed counts, each label's sampling temperature says
+whether its seeds are identical copies (temperature 0), `claims.weaker` names the
+weaker-model pairs, and the question counts are read from the mirror; DRR's and ART's
+families come from their own claim lists and settings. Per-question outcomes are simulated
+under the null (every method shares each question's success probability, so every
+"supported" verdict is false) and fed to the real claims code (scoring.claims
+compare_matrices, then adjust: sign-flip test, CI, Holm over the experiment's family).
 
-    null false-supported rate: X      share of null experiments with at least one "supported"
-                                      row (family-wise; all methods identical, so every
-                                      "supported" is false). Must be <= 0.05.
-    power at +10 points, 500 questions: Y
-                                      share of "refinement beats Maj@N" rows on the
-                                      500-question set that read "supported" when refinement's
-                                      accuracy is planted 10 points above every other method's
-                                      (everything else null, same family).
+The null sweeps base accuracy (near 0, mid, near 1) and difficulty dispersion (questions
+all alike vs many near 0 or 1: Beta with concentration 50 or 1); the smallest datasets
+(AIME, 30 questions; the smoke's 10) are in every family. Prints on stdout:
 
-How outcomes are drawn: each (model, dataset) gets per-question success probabilities from
-a Beta(0.8, 1.2) (hard benchmarks: mean 0.4, many near 0 or 1, as on AIME/MATH); every method
-label and seed then draws independent Bernoulli outcomes from the same probabilities (so
-methods are identical: the null). The planted effect raises refinement's probability of
-question q to p_q + c (1 - p_q), with c chosen so the mean rises by exactly 0.10.
-Experiments are split over several simulation seeds (--sim-seeds). Details go to stderr.
+    null family false-supported rate (EXPERIMENT): X   worst setting's share of null
+        experiments with at least one "supported" row (<= 0.05 is the goal)
+    largest per-row false-supported rate (EXPERIMENT): Y (row, setting)
+    null false-supported rate: X                       the paper's rate, pooled over settings
+    power at +10 points, 500 questions: P              "beats Maj@N" on MATH-500 with refine
+        planted 10 points above every other method (mid accuracy, Beta(0.8, 1.2) difficulty)
+    power at +10 points, 500 questions (refine vs BASELINE): P   the other main rows
+
+Details (settings, rows per family, timings) go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections import Counter
 
 import numpy as np
 
-from retrace.scoring.claims import PAPER_CLAIMS, adjust
-from retrace.stages.claims import claim_rows
+from retrace.scoring.claims import adjust
+from retrace.scoring.design import Design, design, simulate_rows
 
-PAPER_DATASETS = {"aime24": 30, "aime25": 30, "amc23": 40, "olympiadbench": 675, "math500": 500}
-PAPER_MODELS = ("qwen2.5-1.5b-instruct", "qwen2.5-math-7b", "llama-3.1-8b-instruct", "ministral-8b-instruct")
-SEEDS = 3
+EXPERIMENTS = ("paper", "drr_paper", "art_paper", "refine_smoke")
+# (base accuracy, Beta concentration): near 0 / mid / near 1, each homogeneous and dispersed
+SETTINGS = [(mu, conc) for mu in (0.05, 0.5, 0.95) for conc in (50.0, 1.0)]
 EFFECT = 0.10
-POWER_DATASET = "math500"
+POWER_ROWS = ("majority", "greedy", "majority_eq", "majority_eq_nominal")
 
 
-def labels() -> list[str]:
-    return sorted({lab for claim in PAPER_CLAIMS for lab in claim[1:3]})
+def null_family(d: Design, rng, setting, n_exp: int) -> tuple[float, Counter]:
+    """(share of experiments with a false 'supported', supported count per row name)."""
+    hits, per_row = 0, Counter()
+    for _ in range(n_exp):
+        rows = adjust(simulate_rows(d, rng, setting))
+        bad = [r for r in rows if r["verdict"] == "supported"]
+        hits += bool(bad)
+        per_row.update(f"{r['claim']} / {r['model']} / {r['dataset']}" for r in bad)
+    return hits / n_exp, per_row
 
 
-def simulate(rng, models, datasets: dict, effect: dict | None = None) -> tuple[dict, dict]:
-    """(runs, flops) in the claims stage's shapes; effect[(model, dataset)] plants +EFFECT for refine."""
-    runs, flops = {}, {}
-    for model in models:
-        for dataset, n in datasets.items():
-            p = rng.beta(0.8, 1.2, size=n)
-            ids = [f"q{i:04d}" for i in range(n)]
-            cell = runs.setdefault((model, "sim", dataset), {})
-            for label in labels():
-                prob = p
-                if label == "refine" and effect and (model, dataset) in effect:
-                    c = effect[(model, dataset)] / max(1e-9, 1.0 - p.mean())
-                    prob = p + c * (1.0 - p)
-                draws = rng.random((SEEDS, n)) < prob
-                cell[label] = [(dict(zip(ids, map(float, row))), "sim") for row in draws]
-                flops[(model, "sim", dataset, label)] = [1e15] * SEEDS
-    return runs, flops
+def calibrate(d: Design, n_exp: int, seed: int) -> dict:
+    """Null rates of one experiment over SETTINGS: worst, pooled, and the worst single row."""
+    rates, worst_row = {}, (0.0, "", None)
+    for i, setting in enumerate(SETTINGS):
+        rate, per_row = null_family(d, np.random.default_rng([seed, i]), setting, n_exp)
+        rates[setting] = rate
+        if per_row:
+            name, count = per_row.most_common(1)[0]
+            worst_row = max(worst_row, (count / n_exp, name, setting), key=lambda t: t[0])
+    return {"rates": rates, "worst_row": worst_row}
 
 
-def experiment(rng, models, datasets, n_boot: int, effect=None) -> list[dict]:
-    weaker = list(zip(models, models[1:]))  # pre-registered pairs, as an experiment file lists them
-    rows = claim_rows(*simulate(rng, models, datasets, effect), weaker=weaker, n_boot=n_boot)
-    return adjust(rows)
-
-
-def null_rate(n_exp: int, sim_seeds, models, datasets, n_boot: int) -> tuple[float, int]:
-    """(family-wise false-supported rate, rows per experiment)."""
-    hits, n_rows = 0, 0
-    per_seed = max(1, n_exp // len(sim_seeds))
-    for s in sim_seeds:
-        rng = np.random.default_rng(s)
-        for _ in range(per_seed):
-            rows = experiment(rng, models, datasets, n_boot)
-            n_rows = len(rows)
-            hits += any(r["verdict"] == "supported" for r in rows)
-    return hits / (per_seed * len(sim_seeds)), n_rows
-
-
-def power(n_exp: int, sim_seeds, models, datasets, n_boot: int, dataset: str = POWER_DATASET) -> float:
-    """Share of planted 'beats Maj@N' rows on `dataset` that read supported."""
-    effect = {(m, dataset): EFFECT for m in models}
-    supported, total = 0, 0
-    per_seed = max(1, n_exp // len(sim_seeds))
-    for s in sim_seeds:
-        rng = np.random.default_rng(10_000 + s)
-        for _ in range(per_seed):
-            for r in experiment(rng, models, datasets, n_boot, effect):
-                if (r["claim"], r["dataset"]) == ("beats Maj@N", dataset):
-                    supported += r["verdict"] == "supported"
-                    total += 1
-    return supported / total
+def power(d: Design, n_exp: int, seed: int, dataset: str = "math500") -> dict[str, float]:
+    """Share of refine-vs-BASELINE rows on `dataset` read 'supported' with refine +EFFECT."""
+    rng = np.random.default_rng([seed, 99])
+    hits, total = Counter(), Counter()
+    for _ in range(n_exp):
+        rows = adjust(simulate_rows(d, rng, (0.4, 2.0), planted={("refine", dataset): EFFECT}))
+        for r in rows:
+            main = r["method"] == "refine" and r["baseline"] in POWER_ROWS and " vs " not in r["model"]
+            if main and r["dataset"] == dataset:
+                total[r["baseline"]] += 1
+                hits[r["baseline"]] += r["verdict"] == "supported"
+    return {b: hits[b] / total[b] for b in POWER_ROWS if total[b]}
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--experiments", type=int, default=2000, help="null experiments (>= 2000 for the claim)")
-    ap.add_argument("--power-experiments", type=int, default=100)
-    ap.add_argument("--sim-seeds", type=int, nargs="+", default=[0, 1, 2, 3])
-    ap.add_argument("--n-boot", type=int, default=1000, help="bootstrap replicates per row")
+    ap.add_argument("--experiments", type=int, default=150, help="null experiments per setting")
+    ap.add_argument("--power-experiments", type=int, default=60)
+    ap.add_argument("--only", nargs="+", default=list(EXPERIMENTS), help="experiments to calibrate")
+    ap.add_argument("--mirror", default=None, help="benchmark mirror (default: $RETRACE_MIRROR or config)")
+    ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    rate, n_rows = null_rate(a.experiments, a.sim_seeds, PAPER_MODELS, PAPER_DATASETS, a.n_boot)
-    print(
-        f"{a.experiments} null experiments x {n_rows} claim rows, sim seeds {a.sim_seeds}, n_boot {a.n_boot}",
-        file=sys.stderr,
-    )
-    print(f"null false-supported rate: {rate:.4f}")
-    pw = power(a.power_experiments, a.sim_seeds, PAPER_MODELS, PAPER_DATASETS, a.n_boot)
-    print(f"power at +10 points, 500 questions: {pw:.3f}")
+    for name in a.only:
+        t0, d = time.perf_counter(), design(name, a.mirror)
+        out = calibrate(d, a.experiments, a.seed)
+        rates = out["rates"]
+        print(
+            f"{name}: {d.n_rows} claim rows, {a.experiments} null experiments x {len(SETTINGS)} settings "
+            f"in {time.perf_counter() - t0:.0f} s; rate per (accuracy, concentration): "
+            + ", ".join(f"{k}: {v:.3f}" for k, v in rates.items()),
+            file=sys.stderr,
+        )
+        print(f"null family false-supported rate ({name}): {max(rates.values()):.4f}")
+        rate, row, setting = out["worst_row"]
+        print(f"largest per-row false-supported rate ({name}): {rate:.4f} ({row or 'none'}, {setting})")
+        if name == "paper":
+            print(f"null false-supported rate: {np.mean(list(rates.values())):.4f}")
+            pw = power(d, a.power_experiments, a.seed)
+            print(f"power at +10 points, 500 questions: {pw['majority']:.3f}")
+            for b, v in pw.items():
+                print(f"power at +10 points, 500 questions (refine vs {b}): {v:.3f}")
 
 
 if __name__ == "__main__":

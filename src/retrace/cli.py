@@ -222,7 +222,7 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
 
 # Method families with stages of their own (`retrace drr train …`, `retrace art run …`):
 # each owns its sub-commands in `<module>.main(argv)`, so adding one touches only this table.
-FAMILIES = {"drr": "retrace.drr.cli", "art": "retrace.art.cli"}
+FAMILIES = {"drr": "retrace.drr.cli", "art": "retrace.art.cli", "rehearse": "retrace.rehearse"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""A small run of benchmarks/claims_calibration.py: the real claims code on simulated outcomes."""
+"""A small run of benchmarks/claims_calibration.py: the real claims code on simulated nulls of
+an experiment's own design (retrace.scoring.design)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from retrace.scoring import claims as claims_mod
+from retrace.scoring.design import Design, design, simulate_cells
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "claims_calibration.py"
 
@@ -21,32 +23,52 @@ def cal():
     return mod
 
 
-MODELS = ("m1", "m2")
-DATASETS = {"small": 30, "large": 200}
+def small_design() -> Design:
+    """Two models x a 30- and a 200-question set, greedy deterministic, 3 seeds elsewhere."""
+    d = Design("small")
+    labels = {"greedy": (3, True), "majority": (3, False), "refine": (3, False), "refine_affirm": (1, False)}
+    for model in ("m1", "m2"):
+        for dataset, n in (("small", 30), ("large", 200)):
+            d.cells[(model, dataset)] = {"n": n, "labels": labels}
+            for claim, a, b, direction in claims_mod.PAPER_CLAIMS:
+                if a in labels and b in labels:
+                    d.rows.append(
+                        (claim, model, dataset, a, b, direction, "acc", 1, [(model, dataset)], "plain")
+                    )
+    return d
 
 
 def test_null_experiments_rarely_read_supported(cal):
-    # 2 models x 2 datasets x every paper claim: ~40 rows per experiment. Under the old
-    # CI-only rule nearly every null experiment had a false "supported" row.
-    rate, n_rows = cal.null_rate(24, [0, 1], MODELS, DATASETS, n_boot=300)
-    assert n_rows >= 2 * 2 * len(claims_mod.PAPER_CLAIMS)
+    rate, _ = cal.null_family(small_design(), np.random.default_rng(0), (0.5, 1.0), 30)
     assert rate <= 0.1
 
 
-def test_ci_only_rule_would_fail_the_same_null(cal, monkeypatch):
-    # the same simulation with the exact test switched off: the calibration must detect it
+def test_no_correction_would_fail_the_same_null(cal, monkeypatch):
+    # the same simulation with the correction and the test switched off: the calibration must see it
     monkeypatch.setattr(claims_mod, "holm", lambda ps: [0.0] * len(ps))
-    rate, _ = cal.null_rate(8, [0], MODELS, DATASETS, n_boot=300)
-    assert rate >= 0.5
+    monkeypatch.setattr(claims_mod, "holm_levels", lambda ps, alpha: [0.5] * len(ps))
+    rate, per_row = cal.null_family(small_design(), np.random.default_rng(0), (0.5, 1.0), 10)
+    assert rate >= 0.5 and per_row
 
 
 def test_planted_effect_is_found(cal):
-    # +10 points on 200 questions, 3 seeds: the planted rows are mostly supported
-    assert cal.power(6, [0, 1], MODELS, DATASETS, n_boot=300, dataset="large") >= 0.5
+    d = small_design()
+    power = cal.power(d, 5, 0, dataset="large")
+    assert power["majority"] >= 0.5 and set(power) == {"majority", "greedy"}
 
 
-def test_simulated_null_methods_share_difficulty_and_differ_in_draws(cal):
-    runs, flops = cal.simulate(np.random.default_rng(0), ("m",), {"d": 50})
-    cell = runs[("m", "sim", "d")]
-    assert len(cell["refine"]) == cal.SEEDS and cell["refine"][0][0] != cell["majority"][0][0]
-    assert set(cell) == set(cal.labels())
+def test_paper_design_comes_from_the_experiment_file(monkeypatch):
+    monkeypatch.setattr("retrace.scoring.design._count", lambda dataset, mirror: 30)
+    d = design("paper", mirror="unused")
+    assert d.n_rows == 4 * 5 * len(claims_mod.PAPER_CLAIMS) + 3 * 5
+    cell = d.cells[("qwen2.5-math-7b", "math500")]
+    assert cell["labels"]["greedy"] == (3, True) and cell["labels"]["refine"] == (3, False)
+    weaker = {r[1] for r in d.rows if r[-1] == "weaker"}
+    assert "qwen2.5-1.5b-instruct vs qwen2.5-math-7b" in weaker and len(weaker) == 3
+
+
+def test_simulated_deterministic_seeds_are_copies_and_methods_differ_in_draws():
+    cells = simulate_cells(small_design(), np.random.default_rng(0), (0.5, 1.0))
+    cell = cells[("m1", "large")]
+    assert (cell["greedy"] == cell["greedy"][0]).all()
+    assert not (cell["refine"] == cell["refine"][0]).all() and (cell["refine"] != cell["majority"]).any()

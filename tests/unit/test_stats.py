@@ -3,7 +3,15 @@
 import numpy as np
 import pytest
 
-from retrace.scoring.stats import binomial_two_sided, holm, mcnemar_exact, paired_bootstrap_diff
+from retrace.scoring.stats import (
+    binomial_two_sided,
+    holm,
+    holm_levels,
+    mcnemar_exact,
+    paired_bootstrap_diff,
+    sign_flip_ci,
+    sign_flip_exact,
+)
 
 
 def test_mcnemar_known_p_values():
@@ -83,3 +91,45 @@ def test_binomial_is_scipy_binomtest():
 
     for k, n in [(0, 1), (3, 7), (4, 4), (9, 11), (50, 120), (61, 120)]:
         assert binomial_two_sided(k, n) == pytest.approx(binomtest(k, n, 0.5).pvalue, rel=1e-9)
+
+
+def _enumerated_sign_flip(d):
+    import itertools
+
+    obs, sums = abs(sum(d)), []
+    for eps in itertools.product((-1, 1), repeat=len(d)):
+        sums.append(abs(sum(e * abs(x) for e, x in zip(eps, d))))
+    return sum(s >= obs - 1e-12 for s in sums) / len(sums)
+
+
+def test_sign_flip_matches_full_enumeration():
+    for d in ([1 / 3, -2 / 3, 1, 1, 0, 2 / 3, 1 / 3, -1 / 3, 1], [0.5, 0.5, -1, 1, 1, 0.25], [1] * 6):
+        assert sign_flip_exact(d) == pytest.approx(_enumerated_sign_flip(d), rel=1e-9)
+
+
+def test_sign_flip_off_the_lattice_falls_back_to_random_flips():
+    d = [0.1 * np.pi, -0.02, 0.3, 0.31 * np.e, 0.2, 0.05, -0.11]
+    assert sign_flip_exact(d, n_flips=40_000) == pytest.approx(_enumerated_sign_flip(d), abs=0.01)
+
+
+def test_sign_flip_large_n_uses_fft_and_stays_a_probability():
+    rng = np.random.default_rng(0)
+    d = rng.integers(-3, 4, 675) / 3
+    p = sign_flip_exact(d)
+    assert 0.0 <= p <= 1.0
+    assert sign_flip_exact(np.abs(d)) < 1e-100 or sign_flip_exact(np.abs(d)) == 0.0
+
+
+def test_sign_flip_ci_excludes_zero_exactly_when_its_normal_test_rejects():
+    from scipy.stats import norm
+
+    for mean, sd, n in [(0.1, 0.5, 100), (0.05, 0.5, 100), (0.3, 0.2, 12)]:
+        low, high = sign_flip_ci(mean, sd, n, 0.95)
+        z = n * mean / np.sqrt(n * (sd**2 + mean**2))
+        assert (low > 0) == (2 * norm.sf(abs(z)) < 0.05)
+        assert low < mean < high
+    assert sign_flip_ci(1.0, 0.0, 3, 0.95) == (float("-inf"), float("inf"))
+
+
+def test_holm_levels_step_down():
+    assert holm_levels([0.03, 0.01, 0.5, 0.02], 0.05) == pytest.approx([0.05 / 2, 0.05 / 4, 0.05, 0.05 / 3])

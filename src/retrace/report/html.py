@@ -127,6 +127,15 @@ def render_html(
         sections=list(sections),
         prov_link=lambda h: pages.get(h, ""),
         engine=engine or {"rows": [], "total": {}},
+        simulated=is_simulated(rows, claims),
+    )
+
+
+def is_simulated(rows: list[dict], claims: list[dict]) -> bool:
+    """Whether any number came from the simulated engine (backends/simulated.py): the report
+    then carries a banner saying so. Score paths are model/backend/dataset/label/seed."""
+    return any("/simulated/" in str(r.get("score_file", "")) for r in rows) or any(
+        c.get("engine") == "simulated" for c in claims
     )
 
 

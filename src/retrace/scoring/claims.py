@@ -6,37 +6,46 @@
                     evidence=[prov_hash_a, prov_hash_b])
     write_claims_csv([row, ...], "results/report/claims.csv")
 
-How the numbers are made:
+How the numbers are made (docs/claims.md says why, and what it costs in power):
 - Seeds are averaged per question first (a question's score is its mean correctness over
-  the method's seeds), then questions are the resampling unit: seeds of one question are
-  not independent questions. mean ± sd over seeds of each side's accuracy is reported too.
-- delta = mean over questions of (A - B); its CI is the paired percentile bootstrap over
-  questions (scoring/stats.py paired_bootstrap_diff).
-- p_value: exact McNemar (stats.mcnemar_exact) when both sides are 0/1 per question (one
-  seed each); otherwise the two-sided sign test on per-question differences, which is the
-  same binomial test on the questions where A and B differ (scipy.stats.binomtest).
+  the method's seeds), then questions are the unit: seeds of one question are not
+  independent questions. A deterministic (temperature-0) method's seeds are identical
+  copies, so its mean is one seed's score: it counts once. mean +- sd over seeds of each
+  side's accuracy is reported too.
+- p_value: the exact paired sign-flip test of mean(A - B) = 0 on the per-question
+  differences (stats.sign_flip_exact). Its null is equal mean accuracy over these questions
+  whatever each side's seed structure; with one seed a side it is the exact McNemar test.
+  (The sign test used before tests the median difference: with 3 stochastic seeds against
+  a deterministic baseline at equal accuracy the difference is skewed and the sign test
+  rejected far too often.)
+- ci_low/ci_high: the shifts that same test does not reject (stats.sign_flip_ci), at the
+  level the row is judged at (`ci_level`): 1 - alpha alone, 1 - alpha / (m - rank) inside a
+  Holm family. So CI and test are read at one level; sd_diff keeps the CI recomputable.
 - p_adjusted: `adjust` corrects the p-values of all rows of one experiment together
   (Holm 1979, family-wise error rate; `correction` names it and the family size). A row
-  made alone (claim_row) is a family of one: p_adjusted = p_value, correction "none".
+  without a p-value counts as p = 1 (it is in the family, and inconclusive). A row made
+  alone (claim_row) is a family of one: p_adjusted = p_value, correction "none".
 - verdict: a claim reads "method > baseline" (direction "greater") or "method < baseline"
   ("less", e.g. the falsifier "always-affirm falls below Maj@N"). It is "supported" when
   the CI lies entirely on the claimed side of 0 AND p_adjusted <= ALPHA, "contradicted"
   when the CI lies entirely on the other side AND p_adjusted <= ALPHA, else "inconclusive";
-  also "inconclusive" with fewer than `min_questions` questions, where a bootstrap over a
-  handful of questions gives a CI far narrower than the evidence warrants.
+  also "inconclusive" with fewer than `min_questions` questions or without a p-value.
+- engine: "simulated" when the scores came from the simulated engine (retrace rehearse):
+  such a verdict says what the design can detect, nothing about the models.
 Not covered: seeds of A and B are not paired with each other. Calibrated on simulated
-outcomes by benchmarks/claims_calibration.py (`make calibrate`).
+nulls of each shipped experiment's own design by benchmarks/claims_calibration.py
+(`make calibrate`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from retrace.atomic import atomic_open
-from retrace.scoring.metrics import DEFAULT_BOOT, DEFAULT_LEVEL, DEFAULT_SEED
-from retrace.scoring.stats import binomial_two_sided, holm, mcnemar_exact, paired_bootstrap_diff
+from retrace.scoring.stats import holm, holm_levels, sign_flip_ci, sign_flip_exact
 
 MIN_QUESTIONS = 10
 ALPHA = 0.05  # family-wise level of the exact test, after the correction
@@ -52,6 +61,8 @@ COLUMNS = (
     "delta",
     "ci_low",
     "ci_high",
+    "ci_level",
+    "sd_diff",
     "p_value",
     "p_adjusted",
     "correction",
@@ -73,6 +84,7 @@ COLUMNS = (
     "paper_delta_tflops",
     "gain_per_1e3_tflops",
     "note",
+    "engine",
     "evidence",
 )
 Runs = Sequence[Mapping[str, float]]  # one {question id: score} per seed
@@ -120,12 +132,8 @@ def seed_accuracy(runs: Runs) -> tuple[float, float]:
 
 
 def paired_test(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
-    """(p_value, test name): McNemar on 0/1 pairs, else the sign test on differences."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all():
-        return mcnemar_exact(a == 1.0, b == 1.0)["p_value"], "mcnemar_exact"
-    wins, losses = int(np.sum(a > b)), int(np.sum(a < b))
-    return binomial_two_sided(wins, wins + losses), "sign"
+    """(p_value, test name) of mean(a - b) = 0 over questions: the exact sign-flip test."""
+    return sign_flip_exact(np.asarray(a, dtype=float) - np.asarray(b, dtype=float)), "sign_flip_exact"
 
 
 def verdict(
@@ -148,50 +156,76 @@ def verdict(
     return "inconclusive"
 
 
+def _distinct_seeds(m: np.ndarray) -> np.ndarray:
+    """The seeds matrix, or one row of it when every seed is identical (a deterministic method)."""
+    return m[:1] if len(m) > 1 and (m == m[0]).all() else m
+
+
 def compare(
     a_runs: Runs,
     b_runs: Runs,
-    n_boot: int = DEFAULT_BOOT,
-    seed: int = DEFAULT_SEED,
-    level: float = DEFAULT_LEVEL,
     min_questions: int = MIN_QUESTIONS,
     direction: str = "greater",
     alpha: float = ALPHA,
+    **_ignored,
 ) -> dict:
-    """Paired comparison of method A against baseline B; the numeric columns of a claims row."""
+    """Paired comparison of method A against baseline B; the numeric columns of a claims row.
+
+    (Keyword options of the old bootstrap CI, n_boot and seed, are accepted and unused.)"""
     (ids_a, ma), (ids_b, mb) = _matrix(a_runs), _matrix(b_runs)
     if ids_a != ids_b:
         raise ValueError(
             f"method and baseline cover different questions: {sorted(set(ids_a) ^ set(ids_b))[:5]} ..."
         )
-    a, b = ma.mean(axis=0), mb.mean(axis=0)
-    boot = paired_bootstrap_diff(a, b, n_boot, seed, level)
+    return compare_matrices(ma, mb, min_questions, direction, alpha)
+
+
+def compare_matrices(
+    ma: np.ndarray,
+    mb: np.ndarray,
+    min_questions: int = MIN_QUESTIONS,
+    direction: str = "greater",
+    alpha: float = ALPHA,
+) -> dict:
+    """`compare` on (seeds x questions) score matrices over the same questions, in order."""
+    da, db = _distinct_seeds(ma), _distinct_seeds(mb)
+    a, b = da.mean(axis=0), db.mean(axis=0)
+    d = a - b
+    n = len(d)
     p_value, test = paired_test(a, b)
-    accs_a, accs_b = ma.mean(axis=1), mb.mean(axis=1)
+    sd_diff = float(d.std())
+    ci_low, ci_high = sign_flip_ci(float(d.mean()), sd_diff, n, 1 - alpha)
     sd = lambda accs: float(accs.std(ddof=1)) if len(accs) > 1 else 0.0
-    (acc_a, sd_a), (acc_b, sd_b) = (float(accs_a.mean()), sd(accs_a)), (float(accs_b.mean()), sd(accs_b))
-    n = len(a)
+    accs_a, accs_b = ma.mean(axis=1), mb.mean(axis=1)
+    notes = [f"fewer than {min_questions} questions" if n < min_questions else ""]
+    notes += [
+        f"{side}: {len(m)} identical seeds, counted once"
+        for side, m, dm in (("method", ma, da), ("baseline", mb, db))
+        if len(dm) < len(m)
+    ]
     return {
-        "delta": boot["diff"],
-        "ci_low": boot["ci_low"],
-        "ci_high": boot["ci_high"],
+        "delta": float(d.mean()),
+        "ci_low": ci_low,
+        "ci_high": ci_high,
+        "ci_level": 1 - alpha,
+        "sd_diff": sd_diff,
         "p_value": p_value,
         "p_adjusted": p_value,
         "correction": "none",
         "test": test,
         "direction": direction,
-        "verdict": verdict(boot["ci_low"], boot["ci_high"], n, p_value, alpha, min_questions, direction),
+        "verdict": verdict(ci_low, ci_high, n, p_value, alpha, min_questions, direction),
         "n_questions": n,
         "wins": int(np.sum(a > b)),
         "ties": int(np.sum(a == b)),
         "losses": int(np.sum(a < b)),
-        "acc_method": acc_a,
-        "acc_method_sd": sd_a,
-        "acc_baseline": acc_b,
-        "acc_baseline_sd": sd_b,
-        "n_seeds_method": len(a_runs),
-        "n_seeds_baseline": len(b_runs),
-        "note": f"fewer than {min_questions} questions" if n < min_questions else "",
+        "acc_method": float(accs_a.mean()),
+        "acc_method_sd": sd(accs_a),
+        "acc_baseline": float(accs_b.mean()),
+        "acc_baseline_sd": sd(accs_b),
+        "n_seeds_method": len(ma),
+        "n_seeds_baseline": len(mb),
+        "note": "; ".join(filter(None, notes)),
     }
 
 
@@ -240,18 +274,33 @@ def _number(x) -> float:
     return float(x) if x not in (None, "") else float("nan")
 
 
+def _has_p(row: dict) -> bool:
+    return not math.isnan(_number(row.get("p_value")))  # neither missing nor NaN
+
+
+def _recompute_ci(row: dict, level: float) -> None:
+    """The row's CI at `level`, when it carries the sign-flip CI's inputs (sd_diff)."""
+    n, sd = _number(row.get("n_questions")), _number(row.get("sd_diff"))
+    if not (math.isnan(n) or math.isnan(sd)):
+        row["ci_low"], row["ci_high"] = sign_flip_ci(_number(row["delta"]), sd, int(n), level)
+        row["ci_level"] = level
+
+
 def adjust(rows: Sequence[dict], alpha: float = ALPHA, min_questions: int = MIN_QUESTIONS) -> list[dict]:
     """Holm-correct the p-values of one experiment's rows and re-decide their verdicts.
 
-    Rows read back from a CSV (strings) are accepted; a row without a p-value keeps its
-    verdict and is left out of the family (its `correction` says so).
+    Every row is in the family; a row without a p-value counts as p = 1 and reads
+    "inconclusive". Each CI is recomputed at the level Holm judges its row at
+    (alpha / (m - rank)), so CI and test agree on the level. Rows read back from a CSV
+    (strings) are accepted; a row without sd_diff (another CI method) keeps its CI.
     """
     rows = [dict(r) for r in rows]
-    family = [r for r in rows if r.get("p_value") not in (None, "")]
-    adjusted = holm([_number(r["p_value"]) for r in family])
-    for r, p_adj in zip(family, adjusted):
+    ps = [_number(r.get("p_value")) if _has_p(r) else 1.0 for r in rows]
+    adjusted, levels = holm(ps), holm_levels(ps, alpha)
+    for r, p_adj, level in zip(rows, adjusted, levels):
         r["p_adjusted"] = p_adj
-        r["correction"] = f"holm over {len(family)} claims, alpha {alpha:g}"
+        r["correction"] = f"holm over {len(rows)} claims, alpha {alpha:g}"
+        _recompute_ci(r, 1 - level)
         n = _number(r.get("n_questions"))
         r["verdict"] = verdict(
             _number(r.get("ci_low")),
@@ -262,9 +311,9 @@ def adjust(rows: Sequence[dict], alpha: float = ALPHA, min_questions: int = MIN_
             min_questions,
             r.get("direction") or "greater",
         )
-    for r in rows:
-        if r.get("p_value") in (None, ""):
-            r["correction"] = "not in the family (no p-value)"
+        if not _has_p(r):
+            r["verdict"] = "inconclusive"
+            r["correction"] += "; no p-value: counted as p = 1"
     return rows
 
 

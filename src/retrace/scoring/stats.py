@@ -8,8 +8,20 @@
 - `binomial_two_sided` / `mcnemar_exact`: the exact two-sided binomial test with p = 0.5
   (scipy.stats.binomtest); on the discordant pairs of 0/1 outcomes it is the exact McNemar
   test (McNemar 1947), on the non-zero per-question differences the sign test.
+- `sign_flip_exact`: the paired randomisation (sign-flip) test of mean(d) = 0 on per-question
+  differences d (Fisher 1935, ch. 21; Good 2005, "Permutation, Parametric and Bootstrap Tests
+  of Hypotheses", 3.1): under the null each question's difference is as likely +|d| as -|d|,
+  so the sum's null distribution is that of sum eps_i |d_i| over all 2^n sign patterns. It
+  tests the MEAN (not the median, as the sign test does), so it stays valid when the two
+  sides average different numbers of seeds. Exact: the |d| lie on a lattice (seed means are
+  multiples of 1/seeds), so the null distribution is a convolution of scaled binomials.
+  With one seed a side (|d| = 1 on the discordant pairs) it is the exact McNemar test.
+- `sign_flip_ci`: the shifts delta that the same sign-flip test (its randomisation
+  distribution taken as normal) does not reject at `level`: closed form, and it excludes 0
+  exactly when that test rejects 0, so CI and test are read at one level.
 - `holm`: Holm's (1979) step-down adjusted p-values, which control the family-wise error
-  rate over a family of tests under any dependence between them.
+  rate over a family of tests under any dependence between them; `holm_levels` the level
+  each test is judged at in the step-down (alpha / (m - rank)).
 
     holm([0.01, 0.04, 0.03])  ->  [0.03, 0.06, 0.06]
 """
@@ -85,6 +97,96 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> dict:
     x, y = x.astype(bool), y.astype(bool)
     a_only, b_only = int(np.sum(x & ~y)), int(np.sum(~x & y))
     return {"a_only": a_only, "b_only": b_only, "p_value": binomial_two_sided(a_only, a_only + b_only)}
+
+
+def lattice_scale(d: np.ndarray, max_scale: int = 2520) -> int | None:
+    """Smallest L <= max_scale with every d * L an integer (seed means: L = product of seed counts)."""
+    for scale in range(1, max_scale + 1):
+        x = d * scale
+        if np.all(np.abs(x - np.rint(x)) < 1e-6):
+            return scale
+    return None
+
+
+def _binomial_half_pmf(c: int) -> np.ndarray:
+    """P(K = k), k = 0..c, for K ~ Bin(c, 1/2), from log-gamma (exact to float precision)."""
+    from scipy.special import gammaln
+
+    k = np.arange(c + 1)
+    return np.exp(gammaln(c + 1) - gammaln(k + 1) - gammaln(c - k + 1) - c * np.log(2.0))
+
+
+def _convolve(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Full convolution; by FFT (numpy's own, clipped at 0 for its rounding) when long."""
+    if len(x) * len(y) <= 1_000_000:
+        return np.convolve(x, y)
+    size = len(x) + len(y) - 1
+    out = np.fft.irfft(np.fft.rfft(x, size) * np.fft.rfft(y, size), size)
+    return np.clip(out, 0.0, None)
+
+
+def _sign_flip_pmf(steps: np.ndarray) -> np.ndarray:
+    """Null pmf of sum eps_i * steps_i (integers > 0), indexed from -sum(steps) to +sum(steps)."""
+    pmf = np.ones(1)
+    values, counts = np.unique(steps, return_counts=True)
+    for v, c in zip(values.tolist(), counts.tolist()):
+        kernel = np.zeros(2 * c * v + 1)  # c signs of value v: v * (2k - c), k ~ Bin(c, 1/2)
+        kernel[:: 2 * v] = _binomial_half_pmf(c)
+        pmf = _convolve(pmf, kernel)
+    return pmf
+
+
+def sign_flip_exact(d: Sequence[float], n_flips: int = 200_000, seed: int = 0) -> float:
+    """Two-sided p-value of the paired sign-flip test of mean(d) = 0 (see module docstring).
+
+    Exact when the differences lie on a lattice (always, for means over seeds); otherwise
+    `n_flips` random sign patterns with the (1 + hits) / (1 + n_flips) correction.
+    """
+    x = np.asarray(d, dtype=float)
+    x = x[x != 0]
+    if x.size == 0:
+        return 1.0
+    scale = lattice_scale(x)
+    if scale is None:
+        rng = np.random.default_rng(seed)
+        obs, hits = abs(x.sum()), 0
+        for start in range(0, n_flips, 4096):
+            eps = rng.choice((-1.0, 1.0), size=(min(4096, n_flips - start), x.size))
+            hits += int(np.sum(np.abs(eps @ np.abs(x)) >= obs - 1e-12))
+        return (1 + hits) / (1 + n_flips)
+    signed = np.rint(x * scale).astype(int)  # float noise (a mean of thirds minus another) drops out
+    steps = np.abs(signed[signed != 0])
+    if steps.size == 0:
+        return 1.0
+    total, obs = int(steps.sum()), abs(int(signed.sum()))
+    pmf = _sign_flip_pmf(steps)
+    tail = pmf[: total - obs + 1].sum() + pmf[total + obs :].sum() if obs else 1.0
+    return float(min(1.0, tail))
+
+
+def sign_flip_ci(diff_mean: float, diff_sd: float, n: int, level: float) -> tuple[float, float]:
+    """CI of the mean difference inverted from the sign-flip test at `level`.
+
+    A shift delta is kept while n^2 (mean - delta)^2 < z^2 sum (d_i - delta)^2 (the
+    randomisation variance of the shifted sum), i.e. |mean - delta| < z sd / sqrt(n - z^2),
+    with sd the population sd of the differences; unbounded when n <= z^2.
+    """
+    from scipy.special import ndtri  # the normal quantile, without importing scipy.stats
+
+    z = float(ndtri(0.5 + level / 2))
+    if n <= z * z:
+        return float("-inf"), float("inf")
+    half = z * diff_sd / np.sqrt(n - z * z)
+    return float(diff_mean - half), float(diff_mean + half)
+
+
+def holm_levels(p_values: Sequence[float], alpha: float) -> list[float]:
+    """The level each test meets in Holm's step-down: alpha / (m - rank), rank 0 the smallest p."""
+    p = np.asarray(p_values, dtype=float)
+    order = np.argsort(p, kind="stable")
+    out = np.empty(len(p))
+    out[order] = alpha / (len(p) - np.arange(len(p)))
+    return [float(v) for v in out]
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

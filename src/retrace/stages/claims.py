@@ -75,6 +75,12 @@ def with_compute(row: dict, fa: list[float], fb: list[float]) -> dict:
     }
 
 
+def engine_label(backend: str) -> str:
+    """claims.csv `engine`: "simulated" for the simulated engine's scores (retrace rehearse), so a
+    rehearsal's verdicts are never read as real ones; else the backend's name."""
+    return "simulated" if backend == "simulated" else backend
+
+
 def claim_rows(
     runs: dict, flops: dict, weaker: Sequence[tuple[str, str]] = (), budgets: dict | None = None, **options
 ) -> list[dict]:
@@ -98,6 +104,7 @@ def claim_rows(
                     **options,
                 )
                 row["baseline_budget"] = budgets.get((model, backend, dataset, b), "")
+                row["engine"] = engine_label(backend)
                 rows.append(
                     with_compute(
                         row, flops[(model, backend, dataset, a)], flops[(model, backend, dataset, b)]
@@ -130,6 +137,7 @@ def weaker_rows(
                     "baseline_budget": (budgets or {}).get((weak, backend, dataset, "majority"), ""),
                     **cmp,
                     "note": "; ".join(filter(None, [cmp["note"], "pre-registered pair"])),
+                    "engine": engine_label(backend),
                     "evidence": [h for l in (wl, sl) for lab in ("refine", "majority") for _, h in l[lab]],
                 }
             )

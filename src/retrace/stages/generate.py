@@ -119,6 +119,8 @@ def run(
     if equal_compute_from:
         job, priced = equal_compute(job, equal_compute_from, manifest)
     cfg = job.config()
+    if cfg["backend"]["name"] == "simulated":  # answers from the job's problems (backends/simulated.py)
+        cfg["backend"]["engine"].update(problems=str(data_path), dataset=job.dataset, label=job.label)
     prov = Provenance("generate", config_slice("generate", cfg), stage_sources("generate", cfg))
     prov.inputs = (
         [str(data_path), str(manifest_path)]

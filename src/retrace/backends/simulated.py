@@ -1,0 +1,169 @@
+"""A simulated engine: instant answers, correct with a planted probability. NOT a model.
+
+    from retrace.registry import BACKENDS
+    Sim = BACKENDS.get("simulated")
+    sim = Sim(manifest, {"problems": "results/data/math500.jsonl", "dataset": "math500",
+                         "label": "refine", "effects": "effects.yaml"})
+    sim.generate(requests)   # one Completion per request, no model loaded
+
+Used by `retrace rehearse` to walk an experiment before paying for it; every result it
+gives is labelled simulated (backend name "simulated" in provenance and cache keys, the
+`engine` column of claims.csv, the report banner), so it cannot pass for a real run.
+
+How an answer is drawn (all from a SHA-256 of the request's identity, so a rerun gives
+the same bytes and no state is kept):
+- Each question gets a difficulty: p_q = Beta(base_accuracy * concentration,
+  (1 - base_accuracy) * concentration) quantile of a hash of (model, dataset, question).
+- A planted effect for (model, dataset, label) moves p_q to p_q + c (1 - p_q), c chosen so
+  the mean rises by exactly its points (effects YAML, see `load_effects`); else null.
+- Correct iff Phi(rho z_q + sqrt(1 - rho^2) z_s) < p, with z_q shared by every method and
+  seed on the question (`correlation` rho: methods agree on hard questions, as real ones
+  do) and z_s drawn per sample from (seed, sample index, tag). At temperature 0 the seed
+  and sample index are left out, so seeds and samples are identical, as a real engine's.
+- The text is the gold answer (\\boxed{gold}, or "Answer: X" for multiple choice) or a wrong
+  one; the gold comes from the problems file (`problems`), the question id from the tag.
+- Token counts: prompt = its whitespace words, generated ~ lognormal around `tokens_mean`,
+  cut at max_tokens (finish "length"), so compute accounting and Maj@N' pricing work.
+Not covered: nothing about a method's mechanics is simulated (a vote over identical
+samples is one answer); only what reaches the claims engine is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from retrace.backends.base import Backend, BackendError
+from retrace.records import Completion, Request
+from retrace.registry import BACKENDS
+
+DEFAULTS = {"base_accuracy": 0.4, "concentration": 2.0, "correlation": 0.6, "tokens_mean": 300}
+
+
+def unit(*parts) -> float:
+    """A uniform in (0, 1) from the SHA-256 of `parts` (stable across runs and machines)."""
+    digest = hashlib.sha256(json.dumps(parts, default=str).encode()).digest()
+    return (int.from_bytes(digest[:8], "big") + 0.5) / 2**64
+
+
+def load_effects(source) -> list[dict]:
+    """Planted effects: a YAML file (or its parsed mapping) with
+    `effects: [{label: refine, points: 8, datasets: [math500], models: [...]}]`;
+    datasets/models omitted = all. Points are accuracy points over the null (every other label)."""
+    if not source:
+        return []
+    if isinstance(source, (str, Path)):
+        from retrace.yamlfile import load_yaml
+
+        source = load_yaml(Path(source))
+    effects = (source or {}).get("effects") or []
+    for i, e in enumerate(effects):
+        if not isinstance(e, dict) or "label" not in e or not isinstance(e.get("points"), (int, float)):
+            raise BackendError(f"effects[{i}]: want {{label: L, points: P, datasets: [...]}}, got {e!r}")
+    return effects
+
+
+def planted_points(effects: list[dict], model: str, dataset: str, label: str) -> float:
+    """Sum of the planted points that apply to (model, dataset, label)."""
+    return sum(
+        e["points"]
+        for e in effects
+        if e["label"] == label
+        and dataset in (e.get("datasets") or [dataset])
+        and model in (e.get("models") or [model])
+    )
+
+
+@BACKENDS.register("simulated")
+class SimulatedBackend(Backend):
+    """Answers from planted probabilities; see the module docstring."""
+
+    name = "simulated"
+
+    def __init__(self, model: dict, engine: dict | None = None):
+        super().__init__(model, engine)
+        self.settings = {**DEFAULTS, **{k: v for k, v in self.engine.items() if v is not None}}
+        self.effects = load_effects(self.engine.get("effects"))
+        self.problems = self._problems(self.engine.get("problems"))
+
+    @staticmethod
+    def _problems(path) -> dict:
+        if not path:
+            raise BackendError("simulated backend needs engine['problems'] (the problems JSONL)")
+        from retrace.data import read_problems
+
+        return {p.id: p for p in read_problems(path)}
+
+    def probability(self, qid: str) -> float:
+        """The planted probability of a correct answer to question `qid` for this job's label."""
+        from scipy.special import betaincinv
+
+        s, model, dataset = self.settings, self.model.get("name", ""), self.engine.get("dataset", "")
+        a, b = s["base_accuracy"] * s["concentration"], (1 - s["base_accuracy"]) * s["concentration"]
+        p = float(betaincinv(a, b, unit("difficulty", model, dataset, qid)))
+        points = planted_points(self.effects, model, dataset, self.engine.get("label", "")) / 100
+        if points >= 0:
+            return p + min(1.0, points / max(1e-9, 1 - s["base_accuracy"])) * (1 - p)
+        return p * (1 - min(1.0, -points / max(1e-9, s["base_accuracy"])))
+
+    def _correct(self, qid: str, request: Request) -> bool:
+        from statistics import NormalDist
+
+        normal, rho = NormalDist(), float(self.settings["correlation"])
+        z_q = normal.inv_cdf(unit("question", self.model.get("name"), qid))
+        greedy = request.sampling.temperature == 0
+        noise = () if greedy else (request.sampling.seed, request.sample_index)
+        z_s = normal.inv_cdf(unit("sample", qid, request.tag, *noise))
+        return normal.cdf(rho * z_q + math.sqrt(1 - rho * rho) * z_s) < self.probability(qid)
+
+    def _text(self, request: Request) -> tuple[str, str]:
+        qid = request.tag.split("#")[0].split("/")[0]
+        if qid not in self.problems:
+            raise BackendError(
+                f"simulated backend: tag {request.tag!r} names no problem of engine['problems']"
+            )
+        problem = self.problems[qid]
+        right = self._correct(qid, request)
+        if problem.choices:
+            letters = [chr(65 + i) for i in range(len(problem.choices))]
+            wrong = [x for x in letters if x != problem.gold] or letters
+            pick = problem.gold if right else wrong[int(unit("wrong", qid, request.tag) * len(wrong))]
+            return f"Simulated reasoning.\nAnswer: {pick}", qid
+        answer = problem.gold if right else f"{problem.gold}+1"
+        return f"Simulated reasoning. The answer is \\boxed{{{answer}}}.", qid
+
+    def _tokens(self, request: Request, qid: str) -> tuple[int, str]:
+        from statistics import NormalDist
+
+        keep = () if request.sampling.temperature == 0 else (request.sampling.seed, request.sample_index)
+        z = NormalDist().inv_cdf(unit("tokens", qid, request.tag, *keep))
+        drawn = max(1, int(float(self.settings["tokens_mean"]) * math.exp(0.5 * z - 0.125)))
+        cap = request.sampling.max_tokens
+        return (cap, "length") if drawn >= cap else (drawn, "stop")
+
+    def _complete(self, request: Request) -> Completion:
+        text, qid = self._text(request)
+        tokens, finish = self._tokens(request, qid)
+        prompt = (
+            request.prompt if request.prompt is not None else " ".join(m.content for m in request.messages)
+        )
+        return Completion(
+            text=text if finish == "stop" else "Simulated reasoning, cut at max_tokens",
+            finish_reason=finish,
+            prompt_tokens=len(prompt.split()),
+            generated_tokens=tokens,
+        )
+
+    def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        return [self._complete(r) for r in requests]
+
+    @classmethod
+    def identity(cls, model: dict, engine: dict) -> dict:
+        """Simulated answers never share a cache key with a real engine's; the planted
+        settings are part of the key (a new effects file is a new simulation)."""
+        planted = {k: engine.get(k) for k in (*DEFAULTS, "label", "dataset")}
+        effects = load_effects(engine.get("effects"))
+        return {**super().identity(model, engine), "simulated": True, "planted": planted, "effects": effects}

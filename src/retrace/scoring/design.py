@@ -1,0 +1,231 @@
+"""An experiment's claims design, and per-question outcomes simulated on it.
+
+    from retrace.scoring.design import design, simulate_rows
+    d = design("paper")                       # cells, labels, seeds, claim rows, from the files
+    rows = simulate_rows(d, rng, (0.5, 1.0))  # one null experiment's claims rows (unadjusted)
+    rows = simulate_rows(d, rng, (0.4, 2.0), planted={("refine", "math500"): 0.10})
+
+The design is read from the experiment, never listed by hand: `plan.jobs` gives each
+(model, dataset) cell's method labels and seeds, a label whose sampling temperature is 0
+has identical seeds (the real engines give identical samples), `claims.weaker` names the
+weaker-model pairs, question counts come from the mirror (retrace.estimate.problem_count).
+DRR's rows come from retrace.drr.report.CLAIMS over its settings (evaluation questions:
+the eval file, or 1 - train_fraction of one file), ART's from retrace.art.summary.CLAIMS
+pooled over its task groups (`examples` questions per task; every ART method but art_sc
+decodes at temperature 0, an assumption this module makes for the null).
+
+Simulated outcomes: every cell draws per-question success probabilities from a Beta with
+mean `accuracy` and concentration `conc` (small: many questions near 0 or 1); every method
+of the cell shares them (the null: equal accuracy per question, hence correlated methods),
+and a planted (label, dataset) effect raises p to p + c (1 - p), c set so the mean rises by
+exactly the effect. DRR outcomes are correct / abstained / wrong (a fifth of the misses
+abstain), scored as accuracy, FS(k) = correct - k wrong, and Acc(D) = correct or abstained.
+Used by benchmarks/claims_calibration.py and `retrace rehearse` (its power statement).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from retrace.scoring.claims import PAPER_CLAIMS, compare_matrices
+
+
+@dataclass
+class Design:
+    name: str
+    # (model, dataset) -> {"n": questions, "drr": 3-state outcomes?, "labels": {label: (seeds, det)}}
+    cells: dict = field(default_factory=dict)
+    # (claim, model, dataset, method, baseline, direction, metric, k, [cell keys], kind)
+    rows: list = field(default_factory=list)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.rows)
+
+
+def default_mirror() -> str:
+    from retrace.config import CONFIG_DIR
+    from retrace.yamlfile import load_yaml
+
+    mirror = load_yaml(CONFIG_DIR / "config.yaml").get("mirror", "../shared/data")
+    return os.environ.get("RETRACE_MIRROR") or str((CONFIG_DIR.parent / mirror).resolve())
+
+
+def _count(dataset: str, mirror: str) -> int:
+    from retrace.estimate import problem_count
+
+    n = problem_count(dataset, (), mirror)
+    if not n:
+        raise ValueError(f"dataset {dataset!r}: question count unknown (mirror {mirror!r} unreadable?)")
+    return n
+
+
+def _deterministic(cfg: dict) -> bool:
+    method = cfg["method"]
+    return method["name"] == "greedy" or (method.get("sampling") or {}).get("temperature", 1.0) == 0
+
+
+def spine_design(name: str, mirror: str, d: Design) -> None:
+    """The spine's cells (plan.jobs) and its PAPER_CLAIMS and weaker-model rows."""
+    from retrace.config import load_experiment
+    from retrace.plan import jobs
+    from retrace.stages.claims import weaker_pairs
+
+    for job in jobs({"experiment": name}):
+        cell = d.cells.setdefault((job.model, job.dataset), {"n": _count(job.dataset, mirror), "labels": {}})
+        seeds, _ = cell["labels"].get(job.label, (0, False))
+        cell["labels"][job.label] = (seeds + 1, _deterministic(job.config()))
+    for (model, dataset), cell in sorted(d.cells.items()):
+        for claim, a, b, direction in PAPER_CLAIMS:
+            if a in cell["labels"] and b in cell["labels"]:
+                d.rows.append((claim, model, dataset, a, b, direction, "acc", 1, [(model, dataset)], "plain"))
+    for weak, strong in weaker_pairs(load_experiment(name), name):
+        for model, dataset in sorted(d.cells):
+            pair = [(weak, dataset), (strong, dataset)]
+            if model == weak and all(
+                k in d.cells and {"refine", "majority"} <= set(d.cells[k]["labels"]) for k in pair
+            ):
+                row = ("weaker models gain most", f"{weak} vs {strong}", dataset, "refine", "majority")
+                d.rows.append(row + ("greater", "acc", 1, pair, "weaker"))
+
+
+def drr_design(block: dict, mirror: str, d: Design) -> None:
+    from retrace.drr import settings
+    from retrace.drr.report import CLAIMS
+
+    cfg = settings.load(block)
+    labels = {m: (len(cfg["seeds"]), False) for m in settings.methods(cfg)}
+    for model in cfg["models"]:
+        for e in settings.entries(cfg):
+            n = _count(e["name"], mirror)
+            n = n if e["train"] else n - round(float(cfg["train_fraction"]) * n)
+            d.cells[(model, e["name"])] = {"n": n, "drr": True, "labels": labels}
+            for claim, a, b, metric, k in CLAIMS:
+                if a in labels and b in labels:
+                    d.rows.append(
+                        (claim, model, e["name"], a, b, "greater", metric, k, [(model, e["name"])], "plain")
+                    )
+
+
+def art_design(block: dict, d: Design) -> None:
+    from retrace.art.plan import check
+    from retrace.art.summary import CLAIMS
+
+    cfg = check(block)
+    lib, unseen = cfg["tasks"].get("library", []), cfg["tasks"].get("unseen", [])
+    groups = {"library": lib, "unseen": unseen, "all": lib + unseen}
+    fb = cfg.get("feedback") or {}
+    methods = list(cfg["methods"]) + ([f"art@{fb['version']}"] if fb else [])
+    labels = {m: (len(cfg["seeds"]), m != "art_sc") for m in methods}
+    for model in cfg["models"]:
+        for task in groups["all"]:
+            d.cells[(model, task)] = {"n": int(cfg["examples"]), "labels": labels}
+        for claim, a, b, group in CLAIMS:
+            keys = [(model, t) for t in groups[group]]
+            d.rows.append((claim, model, f"{group} tasks", a, b, "greater", "acc", 1, keys, "pooled"))
+        if fb:
+            keys = [(model, t) for t in fb.get("tasks", [])]
+            row = ("a library edit helps the edited task", model, "edited tasks", methods[-1], "art")
+            d.rows.append(row + ("greater", "acc", 1, keys, "pooled"))
+
+
+def design(name: str, mirror: str | None = None) -> Design:
+    """The claims design of experiment `name` (config/experiment/<name>.yaml)."""
+    from retrace.config import load_experiment
+
+    mirror = mirror or default_mirror()
+    exp, d = load_experiment(name), Design(name)
+    spine_design(name, mirror, d)
+    if exp.get("drr"):
+        drr_design(exp["drr"], mirror, d)
+    if exp.get("art"):
+        art_design(exp["art"], d)
+    return d
+
+
+def _probabilities(rng, n: int, accuracy: float, conc: float) -> np.ndarray:
+    p = rng.beta(max(accuracy * conc, 1e-3), max((1 - accuracy) * conc, 1e-3), n)
+    return np.clip(p, 0.0, 1.0)
+
+
+def _raise(p: np.ndarray, effect: float) -> np.ndarray:
+    """p + c (1 - p) with the mean raised by `effect` (a negative effect lowers p alike)."""
+    if effect >= 0:
+        return p + min(1.0, effect / max(1e-9, 1.0 - p.mean())) * (1.0 - p)
+    return p * (1.0 - min(1.0, -effect / max(1e-9, p.mean())))
+
+
+def planted_effect(planted: dict | None, key: tuple[str, str], label: str) -> float:
+    """A planted effect keyed (label, dataset) or (model, dataset, label); 0.0 where none."""
+    planted = planted or {}
+    return planted.get((key[0], key[1], label), planted.get((label, key[1]), 0.0))
+
+
+def truth(d_row: tuple, planted: dict | None) -> float:
+    """The planted difference a claim row measures (method minus baseline; gains for weaker rows)."""
+    a, b, keys, kind = d_row[3], d_row[4], d_row[8], d_row[9]
+    gaps = [planted_effect(planted, k, a) - planted_effect(planted, k, b) for k in keys]
+    return gaps[0] - gaps[1] if kind == "weaker" else sum(gaps) / len(gaps)
+
+
+def simulate_cells(d: Design, rng, setting: tuple[float, float], planted: dict | None = None) -> dict:
+    """{(model, dataset): {label: states (seeds x n): 1 correct, 0 wrong, -1 abstained}}."""
+    out = {}
+    for key, cell in d.cells.items():
+        p = _probabilities(rng, cell["n"], *setting)
+        out[key] = {}
+        for label, (seeds, det) in cell["labels"].items():
+            q = _raise(p, planted_effect(planted, key, label))
+            u = rng.random((1 if det else seeds, cell["n"]))
+            states = (u < q).astype(np.int8)
+            if cell.get("drr"):
+                states[(u >= q) & (u < q + 0.2 * (1 - q))] = -1
+            out[key][label] = np.repeat(states, seeds, axis=0) if det else states
+    return out
+
+
+def score(states: np.ndarray, metric: str, k: float) -> np.ndarray:
+    """Per-question scores of simulated states under a claims metric (see module docstring)."""
+    correct, wrong = (states == 1).astype(float), (states == 0).astype(float)
+    if metric == "fs":
+        return correct - k * wrong
+    if metric == "acc_d":
+        return (states != 0).astype(float)
+    return correct
+
+
+def _gain(cells: dict, key, row) -> np.ndarray:
+    a, b = (score(cells[key][lab], row[6], row[7]).mean(axis=0) for lab in (row[3], row[4]))
+    return (a - b)[None, :]
+
+
+def rows_from_cells(d: Design, cells: dict) -> list[dict]:
+    """Unadjusted claims rows of the design on simulated (or real) per-cell states."""
+    out = []
+    for row in d.rows:
+        claim, model, dataset, a, b, direction, metric, k, keys, kind = row
+        if kind == "weaker":
+            ma, mb = _gain(cells, keys[0], row), _gain(cells, keys[1], row)
+        else:
+            ma = np.concatenate([score(cells[key][a], metric, k) for key in keys], axis=1)
+            mb = np.concatenate([score(cells[key][b], metric, k) for key in keys], axis=1)
+        cmp = compare_matrices(ma, mb, direction=direction)
+        out.append({"claim": claim, "model": model, "dataset": dataset, "method": a, "baseline": b, **cmp})
+    return out
+
+
+def simulate_rows(d: Design, rng, setting: tuple[float, float], planted: dict | None = None) -> list[dict]:
+    """One simulated experiment's claims rows (before `adjust`)."""
+    return rows_from_cells(d, simulate_cells(d, rng, setting, planted))
+
+
+def summary(d: Design) -> dict:
+    """Rows per kind and cells per question count: a one-line description of the design."""
+    kinds = defaultdict(int)
+    for row in d.rows:
+        kinds[row[-1]] += 1
+    return {"rows": dict(kinds), "questions": sorted({c["n"] for c in d.cells.values()})}

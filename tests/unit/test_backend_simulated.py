@@ -1,0 +1,87 @@
+"""The simulated engine (backends/simulated.py): planted correctness, seed structure, tokens."""
+
+from __future__ import annotations
+
+import pytest
+
+from retrace.data import write_problems
+from retrace.records import Message, Problem, Request, Sampling
+from retrace.registry import BACKENDS
+from retrace.tasks._math import last_boxed
+
+MANIFEST = {"name": "sim-model"}
+
+
+@pytest.fixture()
+def problems(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    write_problems(
+        path, [Problem(id=f"q{i}", question=f"What is {i}+1?", gold=str(i + 1)) for i in range(400)]
+    )
+    return path
+
+
+def engine(problems, label="majority", **extra):
+    settings = {"problems": str(problems), "dataset": "d", "label": label, **extra}
+    return BACKENDS.get("simulated")(MANIFEST, settings)
+
+
+def requests(seed: int, temperature: float, n: int = 400) -> list[Request]:
+    sampling = lambda: Sampling(temperature=temperature, seed=seed, max_tokens=4096)
+    return [
+        Request(
+            messages=(Message("user", f"What is {i}+1?"),), sampling=sampling(), tag=f"q{i}#0", sample_index=0
+        )
+        for i in range(n)
+    ]
+
+
+def test_temperature_zero_seeds_are_identical(problems):
+    sim = engine(problems)
+    texts = [[c.text for c in sim.generate(requests(seed, 0.0))] for seed in (0, 1, 2)]
+    assert texts[0] == texts[1] == texts[2]
+    sampled = [[c.text for c in sim.generate(requests(seed, 0.7))] for seed in (0, 1)]
+    assert sampled[0] != sampled[1]
+
+
+def test_planted_effect_raises_accuracy_by_its_points(problems, tmp_path):
+    effects = tmp_path / "effects.yaml"
+    effects.write_text("effects:\n  - {label: refine, points: 20, datasets: [d]}\n")
+    acc = {}
+    for label in ("majority", "refine"):
+        sim = engine(problems, label, effects=str(effects))
+        done = sim.generate(requests(0, 0.7))
+        acc[label] = sum(last_boxed(c.text) == str(i + 1) for i, c in enumerate(done)) / len(done)
+    assert acc["refine"] - acc["majority"] == pytest.approx(0.20, abs=0.08)
+    assert 0.25 <= acc["majority"] <= 0.55  # base_accuracy 0.4
+
+
+def test_tokens_are_drawn_and_capped(problems):
+    sim = engine(problems)
+    short = [Request(messages=(Message("user", "x"),), sampling=Sampling(max_tokens=5), tag="q1")]
+    [c] = sim.generate(short)
+    assert c.generated_tokens == 5 and c.finish_reason == "length"
+    counts = {c.generated_tokens for c in sim.generate(requests(0, 0.7, 50))}
+    assert len(counts) > 10 and all(0 < t < 4096 for t in counts)
+
+
+def test_identity_marks_the_cache_as_simulated():
+    ident = BACKENDS.get("simulated").identity(MANIFEST, {"label": "refine"})
+    assert ident["backend"] == "simulated" and ident["simulated"] is True
+
+
+def test_unknown_question_is_one_clear_error(problems):
+    from retrace.backends.base import BackendError
+
+    with pytest.raises(BackendError, match="names no problem"):
+        engine(problems).generate([Request(messages=(), sampling=Sampling(), tag="nope#0")])
+
+
+def test_report_banner_marks_simulated_numbers():
+    from retrace.report.html import is_simulated
+
+    assert is_simulated([{"score_file": "results/scores/m/simulated/d/refine/seed0.json"}], [])
+    assert is_simulated([], [{"engine": "simulated"}])
+    assert not is_simulated(
+        [{"score_file": "results/scores/m/vllm/d/refine/seed0.json"}], [{"engine": "vllm"}]
+    )
