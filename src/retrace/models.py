@@ -80,6 +80,7 @@ def export_hf(gguf: Path, dest: Path) -> Path:
     ordinary floats. Written into a temporary folder and renamed, so a kill leaves none."""
     import copy
     import shutil
+
     from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: heavy, only for export
 
     tmp = dest.with_name(dest.name + ".tmp")
