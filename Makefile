@@ -93,7 +93,7 @@ reliability: setup
 	PYTHONPATH=src $(PY) benchmarks/reliability.py
 
 # Its reduced form (CI): 2 kills of each kind, one race, one run on corrupt cache entries.
-reliability-quick:
+reliability-quick: setup
 	PYTHONPATH=src $(PY) benchmarks/reliability.py --quick --work /tmp/retrace-reliability-quick
 
 # The claims engine on simulated nulls of each shipped experiment's own design (paper, drr_paper,
