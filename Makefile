@@ -86,6 +86,7 @@ bench: setup
 	$(PY) benchmarks/pipeline_vs_engine.py
 	$(PY) benchmarks/deterministic_cost.py
 	$(PY) benchmarks/raw_rates.py
+	PYTHONPATH=src $(PY) benchmarks/planner_scale.py
 
 # Kills, races, corrupt cache entries, a full disk, bad inputs, tampering (benchmarks/reliability.py).
 # Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.
