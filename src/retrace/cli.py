@@ -198,6 +198,7 @@ def _export(results: Path, out: Path, generations: bool, agent: str | None) -> i
 
 def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: bool = False) -> int:
     import yaml
+
     from retrace.config import check_global
     from retrace.estimate import estimate
     from retrace.plan import jobs, shared_overrides

@@ -11,10 +11,10 @@ import ast
 import os
 import socket  # noqa: F401  (programs below are strings)
 
-from retrace.tools._uid_slots import UID_SLOTS
-from retrace.tools.code_exec import Limits
 from sandbox_suite import REPO, ex  # noqa: F401  (ex: the fixture)
 
+from retrace.tools._uid_slots import UID_SLOTS
+from retrace.tools.code_exec import Limits
 
 # --- processes -----------------------------------------------------------------------
 

@@ -80,11 +80,10 @@ import tempfile
 import time
 
 from retrace.tools import _uid_slots
-from retrace.tools._uid_slots import UID_SLOTS
 from retrace.tools._hostfs import remove_tree
 from retrace.tools._seccomp import filter_bytes
+from retrace.tools._uid_slots import UID_SLOTS
 from retrace.tools.code_exec import ExecResult, Limits, SandboxUnavailable
-
 
 SANDBOX_UID = 65534  # nobody / nogroup on Debian; the uid the program sees rootless
 SCRATCH = "/scratch"

@@ -325,6 +325,7 @@ def _last_line(text: str) -> str:
 def _worker() -> None:
     """The worker process: run the program in a fresh store, print a one-line JSON report."""
     import resource
+
     import wasmtime
 
     spec = json.loads(sys.stdin.read())
