@@ -101,6 +101,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="WEAK,STRONG",
         help="a pre-registered model pair for 'weaker models gain most' (repeatable)",
     )
+    p.add_argument(
+        "--controls",
+        action="store_true",
+        help="add the positive (Maj@N vs greedy) and A/A (majority_aa vs majority) control rows",
+    )
     p.add_argument("scores", type=Path, nargs="*")
     p = sub.add_parser("report", help="build the results table")
     p.add_argument("--out-dir", type=Path, required=True)
@@ -273,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.command == "claims":
         from retrace.stages import claims
 
-        claims.run(a.scores, a.out, a.extra, [claims.parse_pair(w) for w in a.weaker])
+        claims.run(a.scores, a.out, a.extra, [claims.parse_pair(w) for w in a.weaker], a.controls)
     elif a.command == "report":
         from retrace.stages import report
 

@@ -107,6 +107,14 @@ PAPER_CLAIMS = (
     ("always-affirm refinement falls below Maj@N", "refine_affirm", "majority", "less"),
 )
 
+# The controls of `make controls` (config/experiment/controls.yaml), added by `--controls`:
+# a known effect the engine must find (self-consistency over greedy, Wang et al. 2023,
+# arXiv:2203.11171) and an A/A comparison (the same method, other seeds) it must not call.
+CONTROL_CLAIMS = (
+    ("positive control: Maj@N beats greedy", "majority", "greedy", "greater"),
+    ("negative control (A/A): Maj@N vs Maj@N on other seeds", "majority_aa", "majority", "greater"),
+)
+
 
 def _matrix(runs: Runs) -> tuple[list[str], np.ndarray]:
     """(sorted question ids, seeds x questions scores); every seed must cover the same questions."""
