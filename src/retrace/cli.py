@@ -221,7 +221,8 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
     planned = jobs(cfg)
     if not estimate_only:
         print("\n".join(j.path for j in planned))
-    print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset")).line())
+    # CPU jobs are priced at the probe's measured rate when a run here has one (results/probe)
+    print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset"), Path("results/probe")).line())
     return 0
 
 
