@@ -56,9 +56,10 @@ def test_control_rows_only_when_asked(tmp_path, controls):
     qs = 40
     greedy = write_score(tmp_path, "greedy", [1] * 10 + [0] * 30, 1e15)
     maj = write_score(tmp_path, "majority", [1] * 30 + [0] * 10, 4e15)
-    aa = write_score(tmp_path, "majority_aa", [1] * 30 + [0] * 10, 4e15)
+    a = write_score(tmp_path, "sampled", [1] * 20 + [0] * 20, 1e15)
+    aa = write_score(tmp_path, "sampled_aa", [0] * 10 + [1] * 20 + [0] * 10, 1e15)
     out = tmp_path / "claims.csv"
-    claims.run([greedy, maj, aa], out, controls=controls)
+    claims.run([greedy, maj, a, aa], out, controls=controls)
     rows = {r["claim"]: r for r in csv.DictReader(open(out))}
     if not controls:
         assert rows == {}
@@ -70,10 +71,10 @@ def test_control_rows_only_when_asked(tmp_path, controls):
         "supported",
         str(qs),
     )
-    aa_row = rows["negative control (A/A): Maj@N vs Maj@N on other seeds"]
+    aa_row = rows["negative control (A/A): the same method on other seeds"]
     assert (aa_row["method"], aa_row["baseline"], aa_row["verdict"]) == (
-        "majority_aa",
-        "majority",
+        "sampled_aa",
+        "sampled",
         "inconclusive",
     )
     assert "holm over 2 claims" in pos["correction"]
