@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--controls",
         action="store_true",
-        help="add the positive (majority vs greedy) and A/A (sampled_aa vs sampled) control rows",
+        help="add the positive (majority vs greedy) and A/A (sample 1 vs 0 of majority) control rows",
     )
     p.add_argument("scores", type=Path, nargs="*")
     p = sub.add_parser("report", help="build the results table")

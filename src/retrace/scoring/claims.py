@@ -109,11 +109,12 @@ PAPER_CLAIMS = (
 
 # The controls of `make controls` (config/experiment/controls.yaml), added by `--controls`:
 # a known effect the engine must find (self-consistency over greedy, Wang et al. 2023,
-# arXiv:2203.11171) and an A/A comparison (one sampled answer against the same method on other
-# seeds) it must not call either way.
+# arXiv:2203.11171) and an A/A comparison it must not call either way: one sampled answer
+# against another of the same method with other per-request seeds (samples 1 and 0 of Maj@N,
+# stages/claims.single_samples).
 CONTROL_CLAIMS = (
     ("positive control: Maj@N beats greedy", "majority", "greedy", "greater"),
-    ("negative control (A/A): the same method on other seeds", "sampled_aa", "sampled", "greater"),
+    ("negative control (A/A): one sample vs another, other seeds", "majority#sample1", "majority#sample0", "greater"),
 )
 
 

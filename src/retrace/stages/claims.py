@@ -42,14 +42,28 @@ def load_runs(score_files: list[Path]) -> tuple[dict, dict, dict]:
         s = json.loads(Path(path).read_text())
         job = s["job"]
         flags = {p["id"]: float(p.get("chosen_correct", p["vote_correct"])) for p in s["per_problem"]}
-        runs[(job["model"], job["backend"], job["dataset"])][job["method"]].append(
-            (flags, sha256_file(prov_path(path)))
-        )
+        evidence = sha256_file(prov_path(path))
+        labels = runs[(job["model"], job["backend"], job["dataset"])]
+        labels[job["method"]].append((flags, evidence))
         key = (job["model"], job["backend"], job["dataset"], job["method"])
         flops[key].append(s["flops"]["effective"])
+        per_sample = s["flops"]["effective"] * len(s["per_problem"]) / max(1, s.get("n_samples", 1))
+        for i, sample_flags in enumerate(single_samples(s["per_problem"])):
+            labels[f"{job['method']}#sample{i}"].append((sample_flags, evidence))
+            flops[(*key[:3], f"{job['method']}#sample{i}")].append(per_sample)
         if s.get("budget"):
             budgets[key] = s["budget"]["text"]
     return runs, flops, budgets
+
+
+def single_samples(per_problem: list[dict], k: int = 2) -> list[dict]:
+    """{qid: correct} of each of samples 0..k-1 alone (one sampled answer each), when every
+    problem has k samples: the A/A control compares two of them (label "<label>#sample<i>").
+    Samples i and j of a run have independent per-request seeds (methods/base.derive_seed), so
+    they are the same method run twice with different seeds, at no extra generation."""
+    if not per_problem or any(len(p.get("correct") or ()) < k for p in per_problem):
+        return []
+    return [{p["id"]: float(p["correct"][i]) for p in per_problem} for i in range(k)]
 
 
 # The paper's ΔTFLOPs per problem of Ours (N=8, D=4) over a baseline, Table 4 of
