@@ -201,9 +201,11 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
 
     from retrace.config import check_global
     from retrace.estimate import estimate
+    from retrace.mirror import resolve
     from retrace.plan import jobs, shared_overrides
 
     cfg = check_global(yaml.safe_load(configfile.read_text()))
+    cfg["mirror"] = resolve(cfg["mirror"])[0]
     if experiment:
         cfg["experiment"] = experiment
     if check:
