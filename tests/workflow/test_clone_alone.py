@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -43,3 +44,34 @@ def test_a_mirror_experiment_without_a_mirror_fails_naming_the_dataset(clone):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert re.search(r"MirrorMissing: dataset '\w+': mirror directory .*no-such-mirror does not exist", out)
+
+
+def retrace_run(root, *args):
+    env = {**env_for(root), "RETRACE_MIRROR": str(root / "no-such-mirror")}
+    return subprocess.run(
+        [sys.executable, "-m", "retrace", "run", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_retrace_run_dry_run_prints_the_snakemake_command(clone):
+    proc = retrace_run(clone, "--experiment", "plumbing", "--limit", "2", "-n")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (
+        "running: snakemake --cores 2 -n --config experiment=plumbing 'overrides=[\"dataset.limit=2\"]'"
+        in proc.stdout
+    )
+    assert "results/data/smoke_math.jsonl" in proc.stdout
+
+
+def test_retrace_run_bad_value_ends_in_one_line_naming_the_key(clone):
+    proc = retrace_run(clone, "-n", "--set", "estimate=maybe")
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "retrace run: failed: ConfigError: config key 'estimate' = 'maybe': takes true or false, "
+        "e.g. --config estimate=false"
+    )
