@@ -11,8 +11,9 @@ A task turns a dataset config (a `config/dataset/*.yaml` mapping) into canonical
     task.extract(completion_text, problems[0])   # Extraction(answer, source): how it was found
 
 Three sources, chosen by `cfg["source"]`: "mirror" (a file under the mirror directory,
-at `cfg["mirror_path"]`), "bundled" (a file in `retrace/tasks/bundled/`) and "hub"
-(`datasets.load_dataset` at a pinned revision; `datasets` is imported only then).
+at `cfg["mirror_path"]`; retrace.mirror says where the mirror is), "bundled" (a file in
+`retrace/tasks/bundled/`, listed in its MANIFEST.yaml) and "hub" (`datasets.load_dataset` at
+a pinned revision; `datasets` is imported only then).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+# MirrorMissing is re-exported: callers of Task.load catch it from here.
+from retrace.mirror import MirrorMissing as MirrorMissing
+from retrace.mirror import require as require_mirror
 from retrace.records import Problem
 from retrace.registry import TASKS
 from retrace.templates import render
@@ -79,10 +83,6 @@ def after_placeholder(tail: str) -> tuple[str, bool]:
     return (tail[m.end() :], True) if m else (tail, False)
 
 
-class MirrorMissing(FileNotFoundError):
-    """No usable mirror directory was given for a `source: mirror` dataset."""
-
-
 class Task:
     """A dataset family: loading plus answer extraction and judging.
 
@@ -108,7 +108,7 @@ class Task:
                 f"dataset {cfg.get('name', self.name)!r}: unknown source {source!r}; "
                 "expected mirror, bundled or hub"
             )
-        root = mirror_root(mirror) if source == "mirror" else BUNDLED_DIR
+        root = require_mirror(mirror, cfg.get("name", self.name)) if source == "mirror" else BUNDLED_DIR
         return self.read_file(cfg, root, source)
 
     def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
@@ -184,17 +184,6 @@ def register(name: str):
         return cls
 
     return decorator
-
-
-def mirror_root(mirror: Path | str | None) -> Path:
-    """The mirror directory, or an error that says how to point at one."""
-    how = "set `mirror: /path/to/data` in config/config.yaml or run `snakemake --config mirror=/path/to/data`"
-    if mirror is None or str(mirror) == "":
-        raise MirrorMissing(f"dataset source is 'mirror' but no mirror directory is set; {how}")
-    root = Path(mirror).expanduser()
-    if not root.is_dir():
-        raise MirrorMissing(f"mirror directory {root} does not exist; {how}")
-    return root
 
 
 def source_file(
