@@ -9,10 +9,10 @@ import pytest
 
 from retrace.config import check_global
 from retrace.estimate import DEFAULT_CPU_TOK_S, estimate
-from retrace.plan import jobs
-from retrace.registry import TASKS
 from retrace.hashing import sha256_file
+from retrace.plan import jobs
 from retrace.provenance import prov_path
+from retrace.registry import TASKS
 from retrace.scoring.claims import CONTROL_CLAIMS
 from retrace.stages import claims
 from tests.unit.test_claims_stage import write_score
@@ -63,7 +63,9 @@ def write_maj(tmp_path, samples, label="majority"):
     ]
     job = {"model": "m", "backend": "b", "dataset": "d", "method": label, "seed": 0}
     n = sum(len(c) for c in samples)
-    path.write_text(json.dumps({"job": job, "flops": {"effective": 4e15}, "per_problem": per_problem, "n_samples": n}))
+    path.write_text(
+        json.dumps({"job": job, "flops": {"effective": 4e15}, "per_problem": per_problem, "n_samples": n})
+    )
     prov_path(path).write_text(json.dumps({"artifact": {"sha256": sha256_file(path)}}))
     return path
 
@@ -89,7 +91,11 @@ def test_control_rows_only_when_asked(tmp_path, controls):
         "40",
     )
     aa = rows["negative control (A/A): one sample vs another, other seeds"]
-    assert (aa["method"], aa["baseline"], aa["verdict"]) == ("majority#sample1", "majority#sample0", "inconclusive")
+    assert (aa["method"], aa["baseline"], aa["verdict"]) == (
+        "majority#sample1",
+        "majority#sample0",
+        "inconclusive",
+    )
     assert (aa["wins"], aa["losses"], aa["acc_method"]) == ("10", "10", "0.5")
     assert "holm over 2 claims" in pos["correction"]
 

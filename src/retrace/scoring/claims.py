@@ -114,7 +114,12 @@ PAPER_CLAIMS = (
 # stages/claims.single_samples).
 CONTROL_CLAIMS = (
     ("positive control: Maj@N beats greedy", "majority", "greedy", "greater"),
-    ("negative control (A/A): one sample vs another, other seeds", "majority#sample1", "majority#sample0", "greater"),
+    (
+        "negative control (A/A): one sample vs another, other seeds",
+        "majority#sample1",
+        "majority#sample0",
+        "greater",
+    ),
 )
 
 
