@@ -9,10 +9,10 @@ import pytest
 
 from retrace.config import check_global
 from retrace.estimate import DEFAULT_CPU_TOK_S, estimate
-from retrace.plan import jobs
-from retrace.registry import TASKS
 from retrace.hashing import sha256_file
+from retrace.plan import jobs
 from retrace.provenance import prov_path
+from retrace.registry import TASKS
 from retrace.scoring.claims import CONTROL_CLAIMS
 from retrace.stages import claims
 from tests.unit.test_claims_stage import write_score
@@ -63,7 +63,9 @@ def write_maj(tmp_path, samples, label="majority"):
     ]
     job = {"model": "m", "backend": "b", "dataset": "d", "method": label, "seed": 0}
     n = sum(len(c) for c in samples)
-    path.write_text(json.dumps({"job": job, "flops": {"effective": 4e15}, "per_problem": per_problem, "n_samples": n}))
+    path.write_text(
+        json.dumps({"job": job, "flops": {"effective": 4e15}, "per_problem": per_problem, "n_samples": n})
+    )
     prov_path(path).write_text(json.dumps({"artifact": {"sha256": sha256_file(path)}}))
     return path
 
@@ -89,7 +91,11 @@ def test_control_rows_only_when_asked(tmp_path, controls):
         "40",
     )
     aa = rows["negative control (A/A): one sample vs another, other seeds"]
-    assert (aa["method"], aa["baseline"], aa["verdict"]) == ("majority#sample1", "majority#sample0", "inconclusive")
+    assert (aa["method"], aa["baseline"], aa["verdict"]) == (
+        "majority#sample1",
+        "majority#sample0",
+        "inconclusive",
+    )
     assert (aa["wins"], aa["losses"], aa["acc_method"]) == ("10", "10", "0.5")
     assert "holm over 2 claims" in pos["correction"]
 
@@ -206,3 +212,17 @@ def test_results_count_each_extraction_path():
     assert rates["answer_paths"] == {"boxed": 2, "statement:bold": 1, "fallback:last-number": 1}
     cols = result_columns({**rates, "tokens": {"generated": 0}, "n_problems": 1})
     assert cols["answer_paths"] == "boxed=2; statement:bold=1; fallback:last-number=1"
+
+
+def test_smoke_report_opens_with_the_banner_naming_make_controls(tmp_path):
+    from retrace.report.html import render_html, smoke_banner
+
+    probe = tmp_path / "probe" / "qwen2.5-coder-0.5b-q4km" / "llamacpp.json"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(json.dumps({"tok_s": 2 * DEFAULT_CPU_TOK_S}))
+    assumed, measured = smoke_banner([{"n_questions": "4"}]), smoke_banner([{"n_questions": 4}], [probe])
+    assert assumed.startswith("smoke run: verdicts are inconclusive by rule (n < 10)")
+    assert "`make controls` (≈ 1.4 h here)" in assumed and "(≈ 0.7 h here)" in measured
+    assert smoke_banner([{"n_questions": "200"}]) == ""
+    page = render_html([], [], banner=assumed)
+    assert page.index("smoke run:") < page.index("<h2")

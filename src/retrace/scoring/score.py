@@ -51,7 +51,6 @@ from retrace.scoring.metrics import (
 from retrace.scoring.vote import plurality_index
 from retrace.tasks.base import EXPLICIT, NO_ANSWER, SOURCES, Extraction, ruled
 
-
 VOTES = ("explicit", "any")
 
 

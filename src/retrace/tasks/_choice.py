@@ -118,7 +118,9 @@ def _statement_rule(lead: str, tail: str) -> str:
 
 
 def _explicit(text: str, choices: tuple[str, ...], base: int = 1) -> Extraction:
-    found = [(m.start(), _from_tail(m.group(1), choices, base), "boxed", "boxed") for m in BOXED.finditer(text)]
+    found = [
+        (m.start(), _from_tail(m.group(1), choices, base), "boxed", "boxed") for m in BOXED.finditer(text)
+    ]
     for m in LEAD.finditer(text):
         rule = _statement_rule(m[0], text[m.end() :])
         letter = _from_tail(text[m.end() :], choices, base, rule == "statement:correct-option")
@@ -141,7 +143,9 @@ def _fallback(text: str, choices: tuple[str, ...], base: int = 1) -> tuple[str, 
         [m.group(1) for m in PAREN.finditer(text)],
     ]
     for rule, tier in zip(FALLBACK_RULES, tiers, strict=True):
-        letters = [x for x in (_letter(t.upper() if not t.isdigit() else t, n, True, "", base) for t in tier) if x]
+        letters = [
+            x for x in (_letter(t.upper() if not t.isdigit() else t, n, True, "", base) for t in tier) if x
+        ]
         if letters:
             return letters[-1], rule
     named = _choice_text(last, choices) if _norm(last) in {_norm(c) for c in choices} else None
