@@ -212,3 +212,17 @@ def test_results_count_each_extraction_path():
     assert rates["answer_paths"] == {"boxed": 2, "statement:bold": 1, "fallback:last-number": 1}
     cols = result_columns({**rates, "tokens": {"generated": 0}, "n_problems": 1})
     assert cols["answer_paths"] == "boxed=2; statement:bold=1; fallback:last-number=1"
+
+
+def test_smoke_report_opens_with_the_banner_naming_make_controls(tmp_path):
+    from retrace.report.html import render_html, smoke_banner
+
+    probe = tmp_path / "probe" / "qwen2.5-coder-0.5b-q4km" / "llamacpp.json"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(json.dumps({"tok_s": 2 * DEFAULT_CPU_TOK_S}))
+    assumed, measured = smoke_banner([{"n_questions": "4"}]), smoke_banner([{"n_questions": 4}], [probe])
+    assert assumed.startswith("smoke run: verdicts are inconclusive by rule (n < 10)")
+    assert "`make controls` (≈ 1.4 h here)" in assumed and "(≈ 0.7 h here)" in measured
+    assert smoke_banner([{"n_questions": "200"}]) == ""
+    page = render_html([], [], banner=assumed)
+    assert page.index("smoke run:") < page.index("<h2")
