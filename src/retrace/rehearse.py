@@ -74,11 +74,10 @@ def judge(row: dict, effect: float) -> str:
 
 
 def rehearse_once(d, plant: dict, seed: int) -> list[tuple[dict, float]]:
-    from retrace.scoring.claims import adjust
     from retrace.scoring.design import simulate_rows, truth
 
-    rows = adjust(simulate_rows(d, np.random.default_rng(seed), (0.4, 2.0), plant))
-    return [(r, truth(spec, plant)) for r, spec in zip(rows, d.rows)]
+    rows = d.adjust(simulate_rows(d, np.random.default_rng(seed), (0.4, 2.0), plant))
+    return [(r, truth(spec, plant)) for r, spec in zip(rows, d.rows, strict=True)]
 
 
 def power(d, plant: dict, runs: int, seed: int) -> dict[tuple, float]:

@@ -2,6 +2,16 @@
 from retrace.stages import claims as _claims_stage
 
 
+def primary_args():
+    """--primary CLAIM --primary-dataset D --primary-alpha A: the experiment's primary claims."""
+    primary = _claims_stage.primary_family(EXPERIMENT, config["experiment"])
+    if primary is None:
+        return ""
+    args = [f"--primary {shlex.quote(c)}" for c in primary.claims]
+    args += [f"--primary-dataset {shlex.quote(d)}" for d in primary.datasets]
+    return " ".join(args + [f"--primary-alpha {primary.alpha}"])
+
+
 rule claims:
     input:
         scores=all_outputs("scores", ".json"),
@@ -17,5 +27,7 @@ rule claims:
         weaker=" ".join(
             f"--weaker {w},{s}" for w, s in _claims_stage.weaker_pairs(EXPERIMENT, config["experiment"])
         ),
+        primary=primary_args(),
     shell:
-        "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {input.scores} > {log} 2>&1"
+        "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {params.primary} "
+        "{input.scores} > {log} 2>&1"
