@@ -65,6 +65,7 @@ def test_cli_rehearses_the_smoke_experiment(capsys, tmp_path):
                 str(effects),
                 "--power-runs",
                 "1",
+                "--design-only",
             ]
         )
         == 0
