@@ -107,7 +107,8 @@ def derive(
     exp = load_yaml(config_dir / "experiment" / f"{experiment}.yaml")
     if exp.get("drr") or exp.get("art"):
         raise ValueError(
-            f"experiment {experiment!r} has a drr:/art: block; the workflow rehearsal covers the spine only"
+            f"experiment {experiment!r} has a drr:/art: block, whose stages the workflow rehearsal cannot "
+            "simulate yet (docs/rehearse.md); rehearse its claims design with --design-only"
         )
     copy = root / "config"
     shutil.rmtree(copy, ignore_errors=True)
