@@ -153,6 +153,11 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("claims", help="paper claims as gates (claims.csv)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
+        "--primary", action="append", default=[], help="a pre-registered primary claim (repeatable)"
+    )
+    p.add_argument("--primary-dataset", action="append", default=[], help="... on this dataset (repeatable)")
+    p.add_argument("--primary-alpha", type=float, default=0.04, help="the primary claims' share of alpha")
+    p.add_argument(
         "--extra",
         type=Path,
         action="append",
@@ -446,7 +451,11 @@ def _dispatch(argv: list[str]) -> int:
     elif a.command == "claims":
         from retrace.stages import claims
 
-        claims.run(a.scores, a.out, a.extra, [claims.parse_pair(w) for w in a.weaker], a.controls)
+        pairs = [claims.parse_pair(w) for w in a.weaker]
+        primary = None
+        if a.primary:
+            primary = claims.Primary(tuple(a.primary), a.primary_alpha, tuple(a.primary_dataset))
+        claims.run(a.scores, a.out, a.extra, pairs, primary, a.controls)
     elif a.command == "report":
         from retrace.stages import report
 

@@ -62,6 +62,7 @@ ENGINE_PACKAGES = {
     "hf": ("transformers", "torch"),
     "openai": ("openai",),
     "scripted": (),
+    "simulated": ("scipy",),  # its difficulty quantiles (scipy.special.betaincinv)
 }
 _NAME = re.compile(r"^retrace(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$")
 

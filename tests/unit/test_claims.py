@@ -9,6 +9,7 @@ import pytest
 
 from retrace.scoring.claims import (
     COLUMNS,
+    Primary,
     adjust,
     claim_row,
     compare,
@@ -218,3 +219,25 @@ def test_holm_family_recomputes_each_ci_at_the_level_its_row_is_judged_at():
     # CI and test read at one level: where the corrected test rejects, the CI excludes 0
     for r in family:
         assert (r["p_adjusted"] <= 0.05) == (r["ci_low"] > 0) or r["verdict"] == "inconclusive"
+
+
+def test_primary_claims_are_judged_in_their_own_family_at_their_share_of_alpha():
+    a = run([1] * 20 + [0] * 5 + [1, 0] * 10)
+    b = run([0] * 20 + [1] * 5 + [1, 0] * 10)
+    strong = claim_row("beats greedy", "m", "math500", "refine", "greedy", [a], [b])  # p ~ 0.0041
+    rows = [strong] + [dict(strong, claim=f"exploratory {i}") for i in range(19)]
+    assert adjust(rows)[0]["verdict"] == "inconclusive"  # one family of 20: 20 p > 0.05
+    primary = Primary(("beats greedy",), 0.04, datasets=("math500",))
+    out = adjust(rows, primary=primary)
+    assert (
+        out[0]["verdict"] == "supported" and out[0]["correction"] == "holm over 1 primary claims, alpha 0.04"
+    )
+    assert out[0]["p_adjusted"] == pytest.approx(strong["p_value"])
+    # the rest: a Holm family of 19 at the remaining 0.01, so the experiment's level stays 0.05
+    assert out[1]["correction"] == "holm over 19 exploratory claims, alpha 0.01"
+    assert out[1]["ci_level"] == pytest.approx(1 - 0.01 / 19) and out[1]["verdict"] == "inconclusive"
+    # the primary claim on a dataset not pre-registered is exploratory
+    other = adjust([dict(strong, dataset="aime24")], primary=primary)
+    assert other[0]["correction"] == "holm over 1 exploratory claims, alpha 0.01"
+    with pytest.raises(ValueError, match="primary alpha"):
+        adjust(rows, primary=Primary(("beats greedy",), 0.05))

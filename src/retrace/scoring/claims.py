@@ -24,7 +24,9 @@ How the numbers are made (docs/claims.md says why, and what it costs in power):
 - p_adjusted: `adjust` corrects the p-values of all rows of one experiment together
   (Holm 1979, family-wise error rate; `correction` names it and the family size). A row
   without a p-value counts as p = 1 (it is in the family, and inconclusive). A row made
-  alone (claim_row) is a family of one: p_adjusted = p_value, correction "none".
+  alone (claim_row) is a family of one: p_adjusted = p_value, correction "none". An
+  experiment that pre-registers primary claims (`claims.primary`) splits alpha over two
+  families, primary and exploratory (`adjust`); the experiment's error rate stays <= ALPHA.
 - verdict: a claim reads "method > baseline" (direction "greater") or "method < baseline"
   ("less", e.g. the falsifier "always-affirm falls below Maj@N"). It is "supported" when
   the CI lies entirely on the claimed side of 0 AND p_adjusted <= ALPHA, "contradicted"
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -301,20 +304,59 @@ def _recompute_ci(row: dict, level: float) -> None:
         row["ci_level"] = level
 
 
-def adjust(rows: Sequence[dict], alpha: float = ALPHA, min_questions: int = MIN_QUESTIONS) -> list[dict]:
+@dataclass(frozen=True)
+class Primary:
+    """An experiment's pre-registered primary claims (`claims.primary` of its file): rows of
+    these claims (on these datasets; empty: every dataset) form a Holm family at `alpha`."""
+
+    claims: tuple[str, ...]
+    alpha: float
+    datasets: tuple[str, ...] = ()
+
+    def __contains__(self, row: Mapping) -> bool:
+        return row["claim"] in self.claims and (not self.datasets or row["dataset"] in self.datasets)
+
+
+def adjust(
+    rows: Sequence[dict],
+    alpha: float = ALPHA,
+    min_questions: int = MIN_QUESTIONS,
+    primary: Primary | None = None,
+) -> list[dict]:
     """Holm-correct the p-values of one experiment's rows and re-decide their verdicts.
 
-    Every row is in the family; a row without a p-value counts as p = 1 and reads
+    Every row is in a family; a row without a p-value counts as p = 1 and reads
     "inconclusive". Each CI is recomputed at the level Holm judges its row at
     (alpha / (m - rank)), so CI and test agree on the level. Rows read back from a CSV
     (strings) are accepted; a row without sd_diff (another CI method) keeps its CI.
+
+    Families: one (every row at `alpha`), or, with `primary` (the experiment's pre-registered
+    primary claims), two: the primary rows at `primary.alpha` and the other, exploratory,
+    rows at `alpha - primary.alpha`. The chance of any false "supported" in the experiment
+    stays <= alpha (Bonferroni over the two families); the primary claims are judged in a
+    family of their own size.
     """
     rows = [dict(r) for r in rows]
+    if primary is None:
+        _holm_family(rows, alpha, "", min_questions)
+        return rows
+    if not 0 < primary.alpha < alpha:
+        raise ValueError(f"primary claims need 0 < primary alpha < {alpha:g}, got {primary.alpha!r}")
+    _holm_family([r for r in rows if r in primary], primary.alpha, "primary ", min_questions)
+    rest = [r for r in rows if r not in primary]
+    _holm_family(rest, alpha - primary.alpha, "exploratory ", min_questions)
+    return rows
+
+
+def _holm_family(rows: list[dict], alpha: float, name: str, min_questions: int) -> None:
+    """Holm over `rows` at `alpha`, in place: p_adjusted, correction, CI at its level, verdict."""
+    if not rows:
+        return
     ps = [_number(r.get("p_value")) if _has_p(r) else 1.0 for r in rows]
     adjusted, levels = holm(ps), holm_levels(ps, alpha)
-    for r, p_adj, level in zip(rows, adjusted, levels):
+    for r, p_adj, level in zip(rows, adjusted, levels, strict=True):
         r["p_adjusted"] = p_adj
-        r["correction"] = f"holm over {len(rows)} claims, alpha {alpha:g}"
+        r["correction"] = f"holm over {len(rows)} {name}claims, alpha {alpha:g}"
         _recompute_ci(r, 1 - level)
         n = _number(r.get("n_questions"))
         r["verdict"] = verdict(
@@ -329,7 +371,6 @@ def adjust(rows: Sequence[dict], alpha: float = ALPHA, min_questions: int = MIN_
         if not _has_p(r):
             r["verdict"] = "inconclusive"
             r["correction"] += "; no p-value: counted as p = 1"
-    return rows
 
 
 def write_claims_csv(rows: Sequence[dict], path) -> None:

@@ -4,6 +4,7 @@
     d = design("paper")                       # cells, labels, seeds, claim rows, from the files
     rows = simulate_rows(d, rng, (0.5, 1.0))  # one null experiment's claims rows (unadjusted)
     rows = simulate_rows(d, rng, (0.4, 2.0), planted={("refine", "math500"): 0.10})
+    verdicts = d.adjust(rows)                 # Holm over the experiment's families
 
 The design is read from the experiment, never listed by hand: `plan.jobs` gives each
 (model, dataset) cell's method labels and seeds, a label whose sampling temperature is 0
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrace.scoring.claims import PAPER_CLAIMS, compare_matrices
+from retrace.scoring.claims import PAPER_CLAIMS, Primary, adjust, compare_matrices
 
 
 @dataclass
@@ -40,6 +41,12 @@ class Design:
     cells: dict = field(default_factory=dict)
     # (claim, model, dataset, method, baseline, direction, metric, k, [cell keys], kind)
     rows: list = field(default_factory=list)
+    # the experiment's pre-registered primary claims (claims.primary); None: one family
+    primary: Primary | None = None
+
+    def adjust(self, rows: list[dict]) -> list[dict]:
+        """Holm over the experiment's families (scoring.claims.adjust), as its claims stage does."""
+        return adjust(rows, primary=self.primary)
 
     @property
     def n_rows(self) -> int:
@@ -75,8 +82,9 @@ def spine_design(name: str, mirror: str, d: Design) -> None:
     """The spine's cells (plan.jobs) and its PAPER_CLAIMS and weaker-model rows."""
     from retrace.config import load_experiment
     from retrace.plan import jobs
-    from retrace.stages.claims import weaker_pairs
+    from retrace.stages.claims import primary_family, weaker_pairs
 
+    d.primary = primary_family(load_experiment(name), name)
     for job in jobs({"experiment": name}):
         cell = d.cells.setdefault((job.model, job.dataset), {"n": _count(job.dataset, mirror), "labels": {}})
         seeds, _ = cell["labels"].get(job.label, (0, False))

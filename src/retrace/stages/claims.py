@@ -5,7 +5,8 @@
 For every (model, backend, dataset) and every (claim, method label, baseline label) in
 retrace.scoring.claims.PAPER_CLAIMS whose two labels were both run, compares the per-question
 correctness (seeds averaged) with a paired bootstrap CI and a McNemar/sign test; the
-p-values of all rows (the family's own CSVs included) are Holm-corrected together and each
+p-values of all rows (the family's own CSVs included) are Holm-corrected together (or in
+two families, primary and exploratory, when the experiment pre-registers `claims.primary`) and each
 verdict needs both the CI and the corrected test (retrace.scoring.claims). "Weaker models gain most" compares refinement's gain over Maj@N between models.
 Each row lists the provenance hashes of the score records it used.
 """
@@ -21,8 +22,10 @@ from retrace.hashing import sha256_file
 from retrace.plan import stage_sources
 from retrace.provenance import Provenance, prov_path
 from retrace.scoring.claims import (
+    ALPHA,
     CONTROL_CLAIMS,
     PAPER_CLAIMS,
+    Primary,
     adjust,
     claim_row,
     weaker_gains_more,
@@ -178,12 +181,38 @@ def parse_pair(text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+def _claims_block(experiment: dict, name: str) -> dict:
+    block = experiment.get("claims") or {}
+    unknown = set(block) - {"weaker", "primary", "controls"}
+    if unknown:
+        raise ValueError(f"{name}: claims: unknown key(s) {sorted(unknown)}; valid: controls, primary, weaker")
+    return block
+
+
+def primary_family(experiment: dict, name: str = "experiment") -> Primary | None:
+    """The experiment file's pre-registered primary claims, checked:
+    `claims: {primary: {claims: [claim, ...], datasets: [...], alpha: 0.04}}` (datasets
+    optional: every dataset); None without."""
+    block = _claims_block(experiment, name).get("primary")
+    if not block:
+        return None
+    claims, alpha = block.get("claims"), block.get("alpha")
+    known = {c[0] for c in PAPER_CLAIMS} | {"weaker models gain most"}
+    if set(block) - {"claims", "datasets", "alpha"} or not claims or not isinstance(alpha, float):
+        raise ValueError(
+            f"{name}: claims.primary wants {{claims: [claim, ...], datasets: [...], alpha: 0.04}}, got {block!r}"
+        )
+    if not 0 < alpha < ALPHA:
+        raise ValueError(f"{name}: claims.primary.alpha must lie in (0, {ALPHA:g}), got {alpha}")
+    unknown = [c for c in claims if c not in known]
+    if unknown:
+        raise ValueError(f"{name}: claims.primary names unknown claim(s) {unknown}; known: {sorted(known)}")
+    return Primary(tuple(claims), alpha, tuple(block.get("datasets") or ()))
+
+
 def weaker_pairs(experiment: dict, name: str = "experiment") -> list[tuple[str, str]]:
     """The experiment file's `claims: {weaker: [[weak, strong], ...]}`, checked."""
-    block = experiment.get("claims") or {}
-    unknown = set(block) - {"weaker", "controls"}
-    if unknown:
-        raise ValueError(f"{name}: claims: unknown key(s) {sorted(unknown)}; valid: controls, weaker")
+    block = _claims_block(experiment, name)
     pairs = []
     for i, pair in enumerate(block.get("weaker") or []):
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(m, str) for m in pair)):
@@ -219,16 +248,23 @@ def run(
     out: Path,
     extra: list[Path] = (),
     weaker: Sequence[tuple[str, str]] = (),
+    primary: Primary | None = None,
     controls: bool = False,
 ) -> int:
     """Claims of the spine's score files, then the rows of each family's claims CSV (`extra`:
     DRR, ART, ...), whose evidence hashes the audit follows through that CSV's own record.
-    `weaker`: the experiment's pre-registered (weak, strong) model pairs; `controls`: add the
-    positive and A/A control rows (CONTROL_CLAIMS) to the same Holm family."""
+    `weaker`: the experiment's pre-registered (weak, strong) model pairs; `primary`: its
+    pre-registered primary claims (scoring.claims.adjust); `controls`: add the positive and A/A
+    control rows (CONTROL_CLAIMS) to the same family."""
     claims = CONTROL_CLAIMS + PAPER_CLAIMS if controls else PAPER_CLAIMS
     prov = Provenance(
         "claims",
-        {"claims": [list(c) for c in claims], "weaker": [list(w) for w in weaker]},
+        {
+            "claims": [list(c) for c in claims],
+            "weaker": [list(w) for w in weaker],
+            "primary": primary
+            and {"claims": list(primary.claims), "datasets": list(primary.datasets), "alpha": primary.alpha},
+        },
         stage_sources("claims"),
         inputs=[str(p) for p in score_files] + [str(p) for p in extra],
     )
@@ -238,6 +274,7 @@ def run(
         rows = claim_rows(runs, flops, weaker, budgets, claims)
     for path in extra:
         rows += read_extra(path)
-    write_claims_csv(adjust(rows), out)  # one family: every claim of this experiment
+    # one family of every claim of this experiment, or primary + exploratory (alpha split)
+    write_claims_csv(adjust(rows, primary=primary), out)
     prov.write(out)
     return len(rows)
