@@ -2,6 +2,11 @@
 from retrace.stages import claims as _claims_stage
 
 
+# A small job: on a cluster it runs in the controller, not as an sbatch job of its own (profiles/slurm).
+localrules:
+    claims,
+
+
 rule claims:
     input:
         scores=all_outputs("scores", ".json"),
