@@ -15,8 +15,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from retrace.yamlfile import load_yaml
 
@@ -141,7 +142,7 @@ def check_ranges(cfg: dict, overrides: Iterable[str] = ()) -> None:
             )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compose_cached(selections: tuple, overrides: tuple, config_dir: str) -> str:
     _check_selections(selections, config_dir)
     chosen = {**_default_options(config_dir), **dict(selections)}
@@ -157,7 +158,8 @@ def compose_with_hydra(
     selections: dict[str, str], overrides: Iterable[str] = (), config_dir: Path = CONFIG_DIR
 ) -> dict:
     """The same composition through `hydra.compose` (slow; the reference for tests)."""
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
 

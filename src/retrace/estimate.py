@@ -19,7 +19,7 @@ from retrace.plan import Job
 from retrace.registry import METHODS
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def problem_count(dataset: str, overrides: tuple, mirror: str | None) -> int | None:
     """Problems a dataset config yields (its limit, or the source file's count; None: unknown)."""
     from retrace.config import compose

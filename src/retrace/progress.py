@@ -20,9 +20,10 @@ import os
 import re
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import TextIO
 
 LINE = re.compile(
     r"^progress (?P<label>[^:]+): (?P<done>\d+)/(?P<total>\d+) (?P<unit>\S+) "

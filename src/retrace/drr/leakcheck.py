@@ -13,13 +13,12 @@ writes the verdict and lets the run go on (the report shows it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from retrace import data
 from retrace.atomic import write_json
 from retrace.discriminator import leak
-
 
 MODES = ("fail", "report")
 

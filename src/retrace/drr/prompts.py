@@ -13,7 +13,7 @@ prompts ask for "your choice (e.g., 0, 1, 2, etc)" (Appendix B); an answer is re
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from retrace.records import Message, Problem
 from retrace.tasks.base import LETTERS

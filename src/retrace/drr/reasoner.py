@@ -22,7 +22,7 @@ keys) are those of a turn-by-turn batched loop; the results are returned in prob
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from retrace.drr import prompts
 from retrace.methods.base import derive_seed

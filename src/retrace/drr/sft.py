@@ -19,7 +19,7 @@ Prompt's own format with the gold index and no rationale.
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 from retrace.drr import prompts
 from retrace.records import Problem

@@ -15,8 +15,8 @@ CSV has the full hash).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import jinja2
 
@@ -25,8 +25,8 @@ from retrace.report import lineage, paper
 from retrace.report.claims_table import P_ADJ, read_claims
 from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
-from retrace.report.sections import copy_images, load_sections
 from retrace.report.run_summary import run_summary
+from retrace.report.sections import copy_images, load_sections
 from retrace.report.tables import extra_columns, k_columns, result_rows, seed_aggregates, write_csv
 
 TEMPLATES = Path(__file__).parent / "templates"

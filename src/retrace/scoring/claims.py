@@ -40,7 +40,7 @@ nulls of each shipped experiment's own design by benchmarks/claims_calibration.p
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

@@ -174,7 +174,7 @@ def truth(d_row: tuple, planted: dict | None) -> float:
 
 def simulate_cells(d: Design, rng, setting: tuple[float, float], planted: dict | None = None) -> dict:
     """{(model, dataset): {label: states (seeds x n): 1 correct, 0 wrong, -1 abstained}}."""
-    out = {}
+    out: dict = {}
     for key, cell in d.cells.items():
         p = _probabilities(rng, cell["n"], *setting)
         out[key] = {}
@@ -225,7 +225,7 @@ def simulate_rows(d: Design, rng, setting: tuple[float, float], planted: dict | 
 
 def summary(d: Design) -> dict:
     """Rows per kind and cells per question count: a one-line description of the design."""
-    kinds = defaultdict(int)
+    kinds: defaultdict[str, int] = defaultdict(int)
     for row in d.rows:
         kinds[row[-1]] += 1
     return {"rows": dict(kinds), "questions": sorted({c["n"] for c in d.cells.values()})}

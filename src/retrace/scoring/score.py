@@ -35,7 +35,8 @@ the artifact, not of this particular run; `request_cache_hits` says how many the
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from retrace.records import Problem
 from retrace.scoring.metrics import (
@@ -49,7 +50,6 @@ from retrace.scoring.metrics import (
 )
 from retrace.scoring.vote import plurality_index
 from retrace.tasks.base import EXPLICIT, NO_ANSWER, SOURCES, Extraction
-
 
 VOTES = ("explicit", "any")
 
@@ -68,7 +68,7 @@ def safe_extraction(task: Any, text: Any, problem: Problem) -> tuple[Extraction,
         else:
             answer = task.extract_answer(text, problem)
             found = Extraction(answer, "statement") if answer is not None else NO_ANSWER
-    except Exception:  # noqa: BLE001 - see docstring; counted in extract_exceptions
+    except Exception:
         return NO_ANSWER, True
     return (NO_ANSWER if found.answer is None else Extraction(str(found.answer), found.source)), False
 

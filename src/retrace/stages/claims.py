@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from retrace.hashing import sha256_file
 from retrace.plan import stage_sources

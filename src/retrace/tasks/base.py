@@ -18,8 +18,9 @@ at `cfg["mirror_path"]`), "bundled" (a file in `retrace/tasks/bundled/`) and "hu
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from retrace.records import Problem
 from retrace.registry import TASKS

@@ -82,7 +82,6 @@ import time
 from retrace.tools._seccomp import filter_bytes
 from retrace.tools.code_exec import ExecResult, Limits, SandboxUnavailable
 
-
 SANDBOX_UID = 65534  # nobody / nogroup on Debian; the uid the program sees in both modes
 SCRATCH = "/scratch"
 

@@ -121,6 +121,7 @@ def _engine():
 def compiled_module(cache: str | os.PathLike | None = None) -> Path:
     """Path of the compiled runtime for this wasmtime, compiling and caching it if needed."""
     from importlib.metadata import version
+
     import wasmtime
 
     wasm = runtime_path()
@@ -309,6 +310,7 @@ def _last_line(text: str) -> str:
 def _worker() -> None:
     """The worker process: run the program in a fresh store, print a one-line JSON report."""
     import resource
+
     import wasmtime
 
     spec = json.loads(sys.stdin.read())
