@@ -307,6 +307,12 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
         failures = preflight(cfg)
         for where, why in failures:
             print(f"check: FAIL {where}: {why}")
+        # Runtimes against the partition limit, with the retries of the SLURM profile beside config/.
+        from retrace.cluster import runtime_check
+
+        for line, fails in runtime_check(cfg, configfile.resolve().parents[1] / "profiles" / "slurm"):
+            print(f"check: {'FAIL' if fails else 'note'} {line}")
+            failures += [("max_runtime", line)] if fails else []
         print(f"check: {cfg['experiment']}: {len(jobs(cfg))} jobs, {len(failures)} problems")
         return 1 if failures else 0
     planned = jobs(cfg)

@@ -5,6 +5,12 @@ executor (profiles/slurm) turns them into `sbatch --gpus N --mem M -t T`. Local 
 `gpu` and `runtime`. Everything here is an upper-bound guess from configuration; a
 cluster's own limits win through `set-resources` in the profile.
 
+No job asks for more runtime than the partition allows (`max_runtime` in config/config.yaml,
+minutes; `capped`): a job estimated longer asks for the limit, SLURM ends it there, and its
+retry (profiles/slurm `retries`) resumes from the request cache, which holds every request
+the killed attempt finished. `retrace plan --check` lists those jobs (`over_limit`) and fails
+when one needs more attempts than the profile allows, or cannot resume (a DM training).
+
     gpu      vLLM: the engine's tensor_parallel_size (one engine spans that many GPUs);
              hf on cuda: 1; CPU engines (llama.cpp, hf on cpu, openai clients): 0
     mem_mb   host memory: the weights as loaded (bf16 on GPU engines, ~4.5-bit GGUF on
@@ -17,8 +23,11 @@ cluster's own limits win through `set-resources` in the profile.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from pathlib import Path
 
 from retrace.plan import Job
+from retrace.yamlfile import load_yaml
 
 BYTES_PER_PARAM = {"gpu": 2.0, "gguf": 0.6}  # bf16; Q4_K_M/Q4_1 average ~4.5-5 bits
 MIN_MEM_MB, RUNTIME_OVERHEAD_MIN, DEFAULT_RUNTIME_MIN = 4000, 30, 60
@@ -58,3 +67,74 @@ def job_resources(job: Job, mirror: str | None, dataset_overrides: tuple = ()) -
         "mem_mb": mem_mb(cfg),
         "runtime": runtime_min(cfg, job_tokens(job, cfg, mirror, dataset_overrides)),
     }
+
+
+def capped(minutes: int, limit: int | None) -> int:
+    """A runtime request (minutes) no longer than the partition's limit (None: no limit)."""
+    return min(int(minutes), int(limit)) if limit else int(minutes)
+
+
+@dataclass(frozen=True)
+class OverLimit:
+    """A job whose estimated runtime exceeds the partition limit."""
+
+    rule: str
+    where: str
+    minutes: int
+    resumes: bool  # it commits finished requests to the request cache, so a retry goes on
+
+    def attempts(self, limit: int) -> int:
+        return math.ceil(self.minutes / limit)
+
+    def line(self, limit: int, retries: int) -> str:
+        if not self.resumes:
+            how = "it cannot resume, so every retry starts over: raise max_runtime or shorten it"
+        else:
+            how = (
+                f"asks for {limit} min and resumes from the request cache on each retry: "
+                f"{self.attempts(limit)} attempts, the profile allows {retries + 1}"
+            )
+        return f"{self.rule} {self.where}: estimated {self.minutes} min > max_runtime {limit} min; {how}"
+
+    def fails(self, limit: int, retries: int) -> bool:
+        return not self.resumes or self.attempts(limit) > retries + 1
+
+
+def over_limit(global_cfg: dict, limit: int) -> list[OverLimit]:
+    """Generation and DRR jobs whose estimated runtime exceeds `limit` minutes."""
+    from retrace.plan import jobs, load_experiment, shared_overrides
+
+    dso = shared_overrides(global_cfg, "dataset")
+    out = []
+    for job in jobs(global_cfg):
+        minutes = job_resources(job, global_cfg.get("mirror"), dso)["runtime"]
+        if minutes > limit:
+            rule = "generate_shard" if job.shards > 1 else "generate"
+            out.append(OverLimit(rule, job.path, minutes, True))
+    block = load_experiment(global_cfg["experiment"]).get("drr")
+    if block:
+        from retrace.drr import settings
+
+        out += [
+            o for o in settings.runtimes(settings.load(block), global_cfg.get("mirror")) if o.minutes > limit
+        ]
+    return out
+
+
+def _profile(profile: Path) -> dict:
+    path = profile / "config.yaml"
+    return (load_yaml(path) or {}) if path.is_file() else {}
+
+
+def runtime_check(global_cfg: dict, profile: Path) -> list[tuple[str, bool]]:
+    """(line, fails) for each job over `max_runtime`, for `retrace plan --check`; `profile`
+    (profiles/slurm) gives the retries, and the runtime of the rules that set none."""
+    limit, settings = int(global_cfg["max_runtime"]), _profile(profile)
+    retries = int(settings.get("retries") or 0)
+    out = [(o.line(limit, retries), o.fails(limit, retries)) for o in over_limit(global_cfg, limit)]
+    default = int((settings.get("default-resources") or {}).get("runtime") or 0)
+    if default > limit:
+        out.append(
+            (f"{profile}/config.yaml: default-resources runtime {default} min > max_runtime {limit}", True)
+        )
+    return out

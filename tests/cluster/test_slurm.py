@@ -49,6 +49,8 @@ TEST_ARGS = [
 # hits, engine loads); the report's run summary and the probe's raw rate are timings.
 # Texts, answers, token counts, accuracies and claims must be equal.
 RECORD_HASH_COLUMNS = {"results.csv": "prov_sha256", "claims.csv": "evidence"}
+# Outputs of the localrules (profiles/slurm): these jobs run in the controller, not under SLURM.
+LOCAL_RULE_OUTPUTS = ("results/data/", "results/scores/", "results/diagnostics/", "results/report/")
 RUN_SPECIFIC = ("latency_s", "cache_hit", "generation_usage", "request_cache_hits")
 
 
@@ -186,7 +188,9 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     write_config(root, experiment=EXPERIMENT)
     cache_dir = root / "results/cache/requests"
     started = time.time()
-    first = run_slurm(root)
+    # Without retries, so that the cancelled job fails the run and the rerun (a restarted
+    # controller) resumes it; retries are test_a_job_killed_at_its_time_limit_… below.
+    first = run_slurm(root, "--retries", "0")
     cancelled = _scancel_a_generation_mid_run(first, cache_dir)
     killed_at = time.time()
     out, _ = first.communicate(timeout=900)
@@ -212,17 +216,22 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     shard_usage = [r["usage"] for p, r in _records(root).items() if "/shards/" in p]
     assert sum(u["cache_hits"] for u in shard_usage) >= len(interrupted)
 
-    # Every job ran as a SLURM job: each record names a job id that sacct knows as COMPLETED
-    # (the cancelled one shows CANCELLED and produced no record).
+    # Every engine job ran as a SLURM job: each record names a job id that sacct knows as
+    # COMPLETED (the cancelled one shows CANCELLED and produced no record); the small stages
+    # are localrules (profiles/slurm) and ran in the controller, outside SLURM.
     states = _sacct_states()
     assert states.get(cancelled, "").startswith("CANCELLED")
     records = _records(root)
     assert len(records) >= 8
     for path, rec in records.items():
         ex = rec["host"]["executor"]
+        if path.startswith(LOCAL_RULE_OUTPUTS):
+            assert ex["kind"] == "local", path
+            continue
         assert ex["kind"] == "slurm" and ex["node"] == "localhost", path
         assert states.get(ex["SLURM_JOB_ID"]) == "COMPLETED", (path, ex)
-    assert cancelled not in {r["host"]["executor"]["SLURM_JOB_ID"] for r in records.values()}
+    slurm_ids = {r["host"]["executor"].get("SLURM_JOB_ID") for r in records.values()}
+    assert cancelled not in slurm_ids and len(slurm_ids - {None}) >= 4  # model, 2 shards, merge
     merged = [r for p, r in records.items() if p.startswith("results/generations/")]
     assert merged and all(len(r["shards"]) == 2 for r in merged)
 
@@ -265,3 +274,68 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
         text=True,
     )
     assert "Nothing to be done" in check.stdout + check.stderr
+
+
+# One shard of the smoke with enough requests to be mid-run half a minute after its first
+# commit even on a fast machine (one slot, one request per cache commit: cluster_smoke).
+SHARD0 = "results/shards/smollm2-135m-q41/llamacpp/smoke_math_mini/majority/seed0/0of2.jsonl"
+LONG_SHARD = ["method.n=48", "method.sampling.max_tokens=128"]
+
+
+def _sacct_jobs() -> dict[str, dict]:
+    """{job id: {"State", "Timelimit"}} of this cluster's jobs of the last two hours."""
+    out = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-S", "now-2hours", "-o", "JobID,State,Timelimit"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = [line.split("|") for line in out.splitlines() if line]
+    return {r[0]: {"State": r[1], "Timelimit": r[2]} for r in rows}
+
+
+def _time_limit_a_shard_mid_run(proc, cache_dir: Path, timeout: float = 1200) -> str:
+    """Wait for the shard job to commit its first requests, then lower its time limit below
+    what it has run: SLURM's own time-limit check ends it (state TIMEOUT) within ~30 s,
+    however fast this machine generates, while the job is still mid-run."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        running = [i for i, c, s in _squeue() if s == "RUNNING" and "generate_shard" in c]
+        cached = RequestCache(cache_dir).count() if (cache_dir / "objects").exists() else 0
+        if running and cached:
+            subprocess.run(["scontrol", "update", f"JobId={running[0]}", "TimeLimit=0:01"], check=True)
+            return running[0]
+        time.sleep(0.2)
+    raise AssertionError("the shard job could not be caught mid-run")
+
+
+def test_a_job_killed_at_its_time_limit_completes_on_retry_from_the_cache(tmp_path, slurm):
+    root = copy_repo(tmp_path)
+    write_config(root, experiment=EXPERIMENT, overrides=LONG_SHARD)
+    cache_dir = root / "results/cache/requests"
+    # max_runtime=5: the job's estimate (an hour by default) is capped at the "partition's" 5 min
+    # (--printshellcmds, as in the profile, ends --config's list: SHARD0 is the target)
+    run = run_slurm(root, "--config", "max_runtime=5", "--printshellcmds", SHARD0)
+    killed = _time_limit_a_shard_mid_run(run, cache_dir)
+    deadline = time.time() + 300
+    while _sacct_jobs().get(killed, {}).get("State") in (None, "RUNNING", "COMPLETING"):
+        assert time.time() < deadline, f"job {killed} was not ended at its time limit"
+        time.sleep(1)
+    killed_at = time.time()
+    interrupted = RequestCache(cache_dir).keys()  # what the killed attempt had committed
+    out, _ = run.communicate(timeout=1800)
+    assert run.returncode == 0, out[-4000:]
+    _wait_for_empty_queue()
+
+    jobs = _sacct_jobs()
+    assert jobs[killed]["State"] == "TIMEOUT", jobs[killed]
+    rows = json.loads((root / SHARD0).read_text().splitlines()[0])
+    record = json.loads((root / (SHARD0 + ".prov.json")).read_text())
+    retry = record["host"]["executor"]["SLURM_JOB_ID"]
+    # The retry (profiles/slurm `retries`) was a new SLURM job, asked for the capped 5 minutes,
+    # and served every request the killed attempt had finished from the request cache.
+    assert retry != killed and jobs[retry]["State"] == "COMPLETED"
+    assert jobs[retry]["Timelimit"] == "00:05:00", jobs[retry]
+    assert interrupted and len(rows["samples"]) == 48
+    assert interrupted <= {h["key"] for h in RequestCache(cache_dir).hits(since=killed_at)}
+    assert record["usage"]["cache_hits"] >= len(interrupted)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from retrace import cluster
 from retrace.plan import Job
+
+# The benchmark mirror: the paper's problem counts, hence its runtimes, come from it.
+MIRROR = os.environ.get("RETRACE_MIRROR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
 
 
 def cfg(model="qwen2.5-math-7b-instruct", backend="vllm", *overrides):
@@ -65,3 +71,37 @@ def test_shards_in_an_experiment_expand_to_sharded_jobs(tmp_path, monkeypatch):
         exp["runs"][0]["shards"] = bad
         with pytest.raises(ValueError, match="shards must be a positive integer"):
             plan.jobs({"experiment": "x"})
+
+
+def test_a_runtime_is_capped_at_the_partition_limit():
+    assert cluster.capped(2000, 1440) == 1440 and cluster.capped(90, 1440) == 90
+    assert cluster.capped(2000, None) == 2000
+
+
+def _profile(tmp_path, text):
+    (tmp_path / "config.yaml").write_text(text)
+    return tmp_path
+
+
+def test_plan_check_names_jobs_over_max_runtime_and_counts_their_attempts(tmp_path):
+    cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 1440}
+    lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 0\n"))
+    # the paper's longest refinements (Ministral-8B on MATH500) are estimated beyond a day
+    assert lines and all(fails for _, fails in lines)
+    assert any("generate ministral-8b-instruct/vllm/math500/refine/seed0" in line for line, _ in lines)
+    # with retries enough for every job's attempts they are notes, not failures
+    assert not any(fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, "retries: 3\n")))
+    # a limit no job reaches names none
+    assert cluster.runtime_check({**cfg, "max_runtime": 10**6}, tmp_path) == []
+
+
+def test_plan_check_fails_a_profile_default_over_max_runtime_and_dm_training_over_it(tmp_path):
+    cfg = {"experiment": "drr_paper", "mirror": MIRROR, "overrides": [], "max_runtime": 20}
+    lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 50\ndefault-resources: {runtime: 30}\n"))
+    failing = [line for line, fails in lines if fails]
+    # DM training cannot resume, so a limit below its runtime fails whatever the retries
+    assert any(line.startswith("drr_train") for line in failing)
+    assert any("default-resources runtime 30 min > max_runtime 20" in line for line in failing)
+    # the reasoner's jobs resume from the request cache: with retries enough, only notes
+    assert not any(line.startswith(("drr_distil", "drr_generate")) for line in failing)
+    assert any(line.startswith("drr_generate") for line, _ in lines)

@@ -9,10 +9,10 @@ import subprocess
 from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, write_config
 
 
-def dry_run(root, experiment: str) -> str:
+def dry_run(root, experiment: str, *args: str) -> str:
     write_config(root, experiment=experiment, probe=True)  # the probe jobs are sized too
     proc = subprocess.run(
-        [SNAKEMAKE, "--profile", "profiles/slurm", "-n"],
+        [SNAKEMAKE, "--profile", "profiles/slurm", "-n", *args],
         cwd=root,
         env=env_for(root),
         capture_output=True,
@@ -46,6 +46,20 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     assert len({r["mem_mb"] for r in gen}) >= 2 and max(int(r["mem_mb"]) for r in gen) > 20000
     cpu = [r for rule, r in planned if rule in ("data", "score", "claims", "report")]
     assert cpu and all(r.get("gpu", "0") == "0" for r in cpu)
+    # The longest refinements are estimated beyond a day: they ask for the partition's limit
+    # (max_runtime, 1440 min by default) and no job asks for more.
+    runtimes = [int(r["runtime"]) for _, r in planned if "runtime" in r]
+    assert len(runtimes) == len(planned) and max(runtimes) == 1440
+
+
+def test_no_job_asks_for_more_than_max_runtime_and_drr_gpu_jobs_are_sized(tmp_path):
+    planned = jobs(dry_run(copy_repo(tmp_path), "drr_paper", "--config", "max_runtime=100"))
+    asked = {rule: [int(r["runtime"]) for rr, r in planned if rr == rule] for rule, _ in planned}
+    assert max(max(v) for v in asked.values() if v) == 100
+    # The reasoner's jobs are sized from their tokens (not the 30-minute default), the DM's
+    # from the DRR block's runtime (240 min for training, capped here at 100).
+    assert all(t > 30 for t in asked["drr_distil"] + asked["drr_generate"])
+    assert set(asked["drr_train"]) == {100} and set(asked["drr_infer"]) == {60}
 
 
 def test_shards_plan_one_engine_job_per_shard_and_a_merge(tmp_path):

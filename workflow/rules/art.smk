@@ -54,6 +54,11 @@ if ART_CFG:
         task=r"[^/]+",
         version=r"[^/]+",
 
+    # The bookkeeping stages are small: on a cluster they run in the controller (profiles/slurm).
+    localrules:
+        art_leakcheck,
+        art_summarize,
+
     checkpoint art_select:
         input:
             problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task, ART)}.jsonl",

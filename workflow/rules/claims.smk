@@ -12,6 +12,11 @@ def primary_args():
     return " ".join(args + [f"--primary-alpha {primary.alpha}"])
 
 
+# A small job: on a cluster it runs in the controller, not as an sbatch job of its own (profiles/slurm).
+localrules:
+    claims,
+
+
 rule claims:
     input:
         scores=all_outputs("scores", ".json"),

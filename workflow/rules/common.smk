@@ -70,7 +70,15 @@ def job_of(w):
 def _engine_resources(job):
     from retrace.cluster import job_resources as sized
 
-    return {"engine": 1, **sized(job, config["mirror"], _plan.shared_overrides(config, "dataset"))}
+    out = {"engine": 1, **sized(job, config["mirror"], _plan.shared_overrides(config, "dataset"))}
+    return {**out, "runtime": capped(out["runtime"])}
+
+
+def capped(minutes):
+    """A runtime no longer than the partition's (`max_runtime`; retrace.cluster.capped)."""
+    from retrace.cluster import capped as cap
+
+    return cap(minutes, config["max_runtime"])
 
 
 def job_resources(w):

@@ -1,4 +1,9 @@
 # Stage data: load a dataset (bundled, mirror or hub), subset it, write canonical problems.
+# A small job: on a cluster it runs in the controller, not as an sbatch job of its own (profiles/slurm).
+localrules:
+    data,
+
+
 rule data:
     output:
         problems=f"{RESULTS}/data/{{dataset}}.jsonl",

@@ -1,4 +1,9 @@
 # Stage diagnose: per-depth recovery/regression, B(d) and diversity of refinement jobs.
+# A small job: on a cluster it runs in the controller, not as an sbatch job of its own (profiles/slurm).
+localrules:
+    diagnose,
+
+
 rule diagnose:
     input:
         rows=f"{RESULTS}/generations/{JOB_PATH}.jsonl",

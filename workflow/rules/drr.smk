@@ -33,6 +33,13 @@ if _DRR_BLOCK:
                 out.append(pattern.format(model=m, backend=b, seed=s, dataset=e["name"]))
         return out
 
+    # The bookkeeping stages are small: on a cluster they run in the controller (profiles/slurm).
+    localrules:
+        drr_questions,
+        drr_split,
+        drr_leakcheck,
+        drr_summarise,
+
     rule drr_questions:
         input:
             data=f"{RESULTS}/data/{{dataset}}.jsonl",
@@ -70,6 +77,7 @@ if _DRR_BLOCK:
             mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
             gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
             engine=1,
+            runtime=lambda w: capped(_drr.reasoner_runtime(DRR, w.model, "distil", w.dataset, MIRROR)),
         params:
             key=drr_key("distil"),
         shell:
@@ -116,6 +124,7 @@ if _DRR_BLOCK:
         resources:  # the DM's device and size (drr/settings.dm_resources); gpu only with dm.device: cuda
             mem_mb=_drr.dm_resources(DRR)["mem_mb"],
             gpu=_drr.dm_resources(DRR)["gpu"],
+            runtime=capped(DRR["runtime"]["train"]),
         params:
             key=drr_key("train"),
         shell:
@@ -140,6 +149,7 @@ if _DRR_BLOCK:
             mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
             gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
             engine=1,
+            runtime=lambda w: capped(_drr.reasoner_runtime(DRR, w.model, "generate", w.dataset, MIRROR)),
         params:
             key=drr_key("generate"),
         shell:
@@ -176,6 +186,7 @@ if _DRR_BLOCK:
             gpu=lambda w: (
                 _drr.dm_resources(DRR, training=False)["gpu"] if w.drr_method in DRR_VARIANT_OF else 0
             ),
+            runtime=capped(DRR["runtime"]["infer"]),
         params:
             key=drr_key("infer"),
             checkpoint=lambda w, input: (
@@ -205,6 +216,7 @@ if _DRR_BLOCK:
             resources:
                 mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
                 gpu=int(DRR["sft_lora"]["device"] == "cuda"),
+                runtime=capped(DRR["runtime"]["sft"]),
             params:
                 key=drr_key("sft"),
             shell:

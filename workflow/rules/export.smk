@@ -4,6 +4,11 @@
 # The crate has no .prov.json of its own: it carries its manifest and every record inside it.
 
 
+# A small job: on a cluster it runs in the controller, not as an sbatch job of its own (profiles/slurm).
+localrules:
+    export,
+
+
 rule export:
     input:
         f"{RESULTS}/report/index.html",

@@ -2,6 +2,12 @@
 REFINE_DIAGNOSTICS = all_outputs("diagnostics", ".json", method="refine")
 
 
+# Small jobs: on a cluster they run in the controller, not as sbatch jobs of their own (profiles/slurm).
+localrules:
+    report,
+    audit,
+
+
 rule report:
     input:
         scores=all_outputs("scores", ".json"),

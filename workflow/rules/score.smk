@@ -1,4 +1,9 @@
 # Stage score: extract, judge and vote over stored rollouts (never generates).
+# A small job: on a cluster it runs in the controller, not as an sbatch job of its own (profiles/slurm).
+localrules:
+    score,
+
+
 rule score:
     input:
         rows=f"{RESULTS}/generations/{JOB_PATH}.jsonl",

@@ -5,6 +5,8 @@ settings.entries(cfg)                         # [{"name", "train"|None}, ...]
 settings.stage_key("distil", cfg)             # hash of config slice + sources + templates
 settings.dm_resources(cfg)                    # {"gpu", "mem_mb", "gpu_mem_mb"} of a DM job
 settings.reasoner_resources(cfg, model)       # {"gpu", "mem_mb"} of a distil/generate job
+settings.reasoner_runtime(cfg, model, "distil", dataset, mirror)  # minutes, from tokens
+settings.runtimes(cfg, mirror)                # every DRR job's runtime (retrace.cluster.OverLimit)
 """
 
 from __future__ import annotations
@@ -210,3 +212,42 @@ def reasoner_resources(cfg: dict, model: str) -> dict:
 
     job = compose({"model": model, "backend": cfg["backend"]})
     return {"gpu": cluster.gpus(job), "mem_mb": cluster.mem_mb(job)}
+
+
+# Reasoner calls per question: distillation walks at most max_turns_distil turns of a
+# rejection path; evaluation walks max_turns_infer turns, plus one Abstain answer and three
+# Self-Critic steps (retrace.drr.reasoner.eval_generations).
+def _calls(cfg: dict, stage: str) -> int:
+    return int(cfg["max_turns_distil"]) if stage == "distil" else int(cfg["max_turns_infer"]) + 1 + 3
+
+
+def reasoner_runtime(cfg: dict, model: str, stage: str, dataset: str, mirror: str | None) -> int:
+    """Minutes of a distil/generate job: retrace.cluster's runtime of its upper-bound tokens
+    (every question of the dataset: its train file for distillation, when it has one, else
+    all of it; × calls per question × max_tokens)."""
+    from retrace import cluster
+    from retrace.config import compose
+    from retrace.estimate import problem_count
+
+    train = {e["name"]: e["train"] for e in entries(cfg)}.get(dataset)
+    questions = problem_count(train if stage == "distil" and train else dataset, (), mirror)
+    tokens = questions * _calls(cfg, stage) * int(cfg["max_tokens"]) if questions else None
+    return cluster.runtime_min(compose({"model": model, "backend": cfg["backend"]}), tokens)
+
+
+def runtimes(cfg: dict, mirror: str | None) -> list:
+    """Every DRR job's estimated runtime as retrace.cluster.OverLimit records (reasoner jobs
+    resume from the request cache; DM training and SFT start over)."""
+    from retrace.cluster import OverLimit
+
+    out = []
+    for model in cfg["models"]:
+        for e in entries(cfg):
+            for stage in ("distil", "generate"):
+                minutes = reasoner_runtime(cfg, model, stage, e["name"], mirror)
+                out.append(OverLimit(f"drr_{stage}", f"{model}/{e['name']}", minutes, True))
+    out.append(OverLimit("drr_train", "(each DM)", int(cfg["runtime"]["train"]), False))
+    out.append(OverLimit("drr_infer", "(each DM method)", int(cfg["runtime"]["infer"]), False))
+    if cfg["sft_lora"]["enabled"]:
+        out.append(OverLimit("drr_sft", "(each seed)", int(cfg["runtime"]["sft"]), False))
+    return out
