@@ -118,6 +118,32 @@ def test_editing_a_tools_data_changes_the_tool_using_jobs_keys_only(tmp_path):
     assert plan.run_key(cfg, art, files) != mid[art] and plan.run_key(cfg, notools, files) == mid[notools]
 
 
+def test_the_code_executors_engine_and_runtime_are_in_the_tool_using_jobs_keys_only(monkeypatch):
+    from retrace import closure
+    from retrace.tools import wasm_exec
+
+    art, notools = plan.ArtJob("m", "arithmetic", "art", 0), plan.ArtJob("m", "arithmetic", "art_notools", 0)
+    before = {j: plan.run_key(CFG, j, []) for j in (art, notools)}
+    select = plan.select_key({**CFG, "selection": "cluster"}, "word_unscrambling", "base")
+    closure.sandbox_versions.cache_clear()
+    real = closure.importlib.metadata.version
+    other = lambda pkg: "0.0-other" if pkg == "wasmtime" else real(pkg)
+    monkeypatch.setattr(closure.importlib.metadata, "version", other)  # another wasmtime
+    try:
+        assert closure.sandbox_versions("wasm")["wasmtime"] == "0.0-other"
+        assert closure.sandbox_versions("wasm")["runtime_sha256"] == wasm_exec.RUNTIME_SHA256
+        assert plan.run_key(CFG, art, []) != before[art]
+        assert plan.select_key({**CFG, "selection": "cluster"}, "word_unscrambling", "base") != select
+        monkeypatch.undo()
+        closure.sandbox_versions.cache_clear()
+        monkeypatch.setattr(wasm_exec, "RUNTIME_SHA256", "0" * 64)  # another runtime
+        assert plan.run_key(CFG, art, []) != before[art]
+    finally:
+        closure.sandbox_versions.cache_clear()
+        closure.engine_versions.cache_clear()
+    assert plan.run_key(CFG, notools, []) == before[notools]
+
+
 def test_the_default_word_list_is_the_pinned_pypi_file_and_in_the_key():
     from retrace.tools.lookup import PACKAGED
 

@@ -105,3 +105,48 @@ def test_summary_scores_claims_and_section(tmp_path):
     assert fails[("art", "code_execute")][3] == 0 and fails[("art_notools", "code_execute")][4] == 1.0
     scores = json.loads(paths["scores"].read_text())
     assert {s["label"]: s["tool_use_rate"] for s in scores}["fewshot"] == 0.0
+
+
+def _search_run(tmp_path, task, label, found: list[bool], search: dict):
+    """An ART run whose items each made one search call (found or not), with its tool record."""
+    out = tmp_path / "art" / task / label / "seed0.jsonl"
+    prefix, gold = ("a", lambda i: str(i + 1)) if task == "arithmetic" else ("w", lambda i: "cat")
+    rows = [
+        {
+            "id": f"{prefix}{i}",
+            "answer": gold(i),
+            "trace": {
+                "tool_calls": [{"tool": "search", "ok": hit, "meta": {"found": hit}}]
+                if hit is not None
+                else []
+            },
+        }
+        for i, hit in enumerate(found)
+    ]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_jsonl(out, rows)
+    extra = {"job": {"model": "m", "task": task, "label": label, "seed": 0}, "tools": {"search": search}}
+    Provenance("art_run", {}, [], extra=extra).write(out)
+    return out
+
+
+def test_search_backend_corpus_and_hit_rate_are_reported_and_the_stand_in_flagged(tmp_path):
+    from retrace.art.summary import summarize
+
+    stand_in = {"backend": "bm25", "collection": "retrace-passages-v1", "version": "abc", "stand_in": True}
+    mine = {"backend": "bm25", "collection": "wiki", "version": "def", "stand_in": False}
+    hits = [True, False, False, False] + [None] * (N - 4)  # 1 of 4 calls found a passage
+    runs = [_search_run(tmp_path, "arithmetic", "art", hits, stand_in)]
+    runs += [_search_run(tmp_path, "arithmetic", "art_notools", [None] * N, stand_in)]
+    runs += [_search_run(tmp_path, "word_unscrambling", "art", [True, True] + [None] * (N - 2), mine)]
+    runs += [_search_run(tmp_path, "word_unscrambling", "art_notools", [None] * N, mine)]
+    paths = summarize(CFG, runs, _data(tmp_path), tmp_path / "summary", {"test": 1})
+    (sec,), _ = load_sections([paths["section"]], tmp_path / "out")
+    (table,) = [t for t in sec["tables"] if t["caption"].startswith("Search per run")]
+    assert table["rows"] == [
+        ["m", "arithmetic", "art", "bm25", "retrace-passages-v1 (stand-in)", "abc", 4, 0.25],
+        ["m", "word_unscrambling", "art", "bm25", "wiki", "def", 2, 1.0],
+    ]
+    assert any("stand-in" in n and "1/4 calls found a passage" in n for n in sec["notes"])
+    claims = {r["claim"]: r for r in csv.DictReader(open(paths["claims"]))}
+    assert "stand-in corpus retrace-passages-v1" in claims["tools help"]["note"]

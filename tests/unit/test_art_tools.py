@@ -38,6 +38,7 @@ def test_every_hit_records_collection_and_version():
     assert out.ok and "1809-1865" in out.text
     assert out.meta["collection"] == "retrace-passages-v1" and len(out.meta["version"]) == 12
     assert out.meta["hits"][0]["id"] == "lincoln" and out.meta["backend"] == "bm25"
+    assert out.meta["found"] and out.meta["stand_in"]  # the shipped collection is labelled a stand-in
 
 
 def test_search_with_no_match_says_so(tmp_path):
@@ -45,6 +46,7 @@ def test_search_with_no_match_says_so(tmp_path):
     coll.write_text(json.dumps({"id": "a", "title": "Cats", "text": "Cats purr."}) + "\n")
     out = TOOLS.get("search")({"collection": str(coll)})(ToolCall("search", "quantum chromodynamics"))
     assert not out.ok and out.text == "No result." and out.meta["hits"] == []
+    assert out.meta["found"] is False and out.meta["stand_in"] is False  # the user's own corpus
 
 
 @pytest.mark.parametrize(

@@ -48,6 +48,12 @@ def test_art_smoke_runs_every_method_and_audits(art_run):
         rec["library"]["version"] == "feedback"
         and rec["tools"]["search"]["collection"] == "retrace-passages-v1"
     )
+    # provenance names the runtime and the digest of the compiled module that ran it
+    from retrace.tools import wasm_exec
+
+    ran = rec["tools"]["code_execute"]
+    assert ran["runtime_sha256"] == wasm_exec.RUNTIME_SHA256
+    assert ran["module_sha256"] == wasm_exec.describe()["module_sha256"]
     rows = [
         json.loads(line)
         for line in (root / f"results/{RUNS}/arithmetic/art/seed0.jsonl").read_text().splitlines()

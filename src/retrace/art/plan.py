@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrace.art.library import EVAL_TASKS, eval_tasks, load_index, resolve
-from retrace.closure import code_files, engine_versions
+from retrace.closure import code_files, engine_versions, sandbox_versions
 from retrace.hashing import hash_sources, sha256_json
 
 PKG = Path(__file__).resolve().parent
@@ -350,17 +350,26 @@ def config_slice(cfg: dict, job: ArtJob, dataset_cfg: dict | None = None) -> dic
 
 
 def run_key(cfg: dict, job: ArtJob, library: list[Path]) -> str:
-    """Rerun key of one job: settings, code, templates, and exactly the library files it reads."""
+    """Rerun key of one job: settings, code, templates, and exactly the library files it reads;
+    with tools, also the code executor's engine and runtime (retrace.closure.sandbox_versions)."""
     code = sources(job) + templates(job)
-    return sha256_json(
-        {
-            "config": config_slice(cfg, job),
-            "code": hash_sources(code),
-            "library": hash_sources(library) if library else None,
-            "tool_data": hash_sources(tool_data(cfg)) if uses_tools(job) else None,
-            "engine": engine_versions(cfg["backend"]),
-        }
-    )
+    key = {
+        "config": config_slice(cfg, job),
+        "code": hash_sources(code),
+        "library": hash_sources(library) if library else None,
+        "tool_data": hash_sources(tool_data(cfg)) if uses_tools(job) else None,
+        "engine": engine_versions(cfg["backend"]),
+    }
+    if uses_tools(job):  # only there: the keys of jobs without tools stay as they were
+        key["sandbox"] = sandbox_versions(code_sandbox(cfg))
+    return sha256_json(key)
+
+
+def code_sandbox(cfg: dict) -> str:
+    """The executor `code execute` runs programs in (tools.code_execute.sandbox)."""
+    from retrace.tools.code_exec import DEFAULT_SANDBOX
+
+    return str((tool_settings(cfg).get("code_execute") or {}).get("sandbox", DEFAULT_SANDBOX))
 
 
 def select_key(cfg: dict, task: str, version: str) -> str:
@@ -381,6 +390,7 @@ def select_key(cfg: dict, task: str, version: str) -> str:
                 "tool_data": hash_sources(tool_data(cfg)),
                 "settings": cfg["settings"],
                 "tools": tool_settings(cfg),
+                "sandbox": sandbox_versions(code_sandbox(cfg)),
             }
             if runs_art
             else None,

@@ -40,7 +40,7 @@ def _traces(row: dict) -> list[dict]:
 def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
     rec = load(path)
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    correct, tool_rows, calls = {}, 0, {}
+    correct, tool_rows, calls, searches = {}, 0, {}, [0, 0]
     for r in rows:
         ok, _ = grade(task, problems[r["id"]], r["answer"])
         correct[r["id"]] = 1.0 if ok else 0.0
@@ -50,7 +50,11 @@ def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
                 used = True
                 n, f = calls.get(c["tool"], (0, 0))
                 calls[c["tool"]] = (n + 1, f + (0 if c["ok"] else 1))
+                if c["tool"] == "search":  # found: the call's own flag (older traces: ok)
+                    searches[0] += 1
+                    searches[1] += bool((c.get("meta") or {}).get("found", c["ok"]))
         tool_rows += used
+    search = (rec.get("tools") or {}).get("search")  # the run's search backend and corpus
     return {
         "path": str(path),
         "prov_sha256": sha256_file(prov_path(path)),
@@ -60,6 +64,7 @@ def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
         "accuracy": sum(correct.values()) / max(1, len(correct)),
         "tool_use_rate": tool_rows / max(1, len(rows)),
         "tool_calls": calls,
+        "search": {**search, "calls": searches[0], "found": searches[1]} if search else None,
     }
 
 
@@ -109,7 +114,23 @@ def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
     rb, eb = _pooled(scores, b, tasks)
     if not ra or not rb:
         return []
-    return [claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb)]
+    row = claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb)
+    caveat = stand_in_note([s for s in scores if s["label"] in (a, b) and s["task"] in tasks])
+    row["note"] = "; ".join(filter(None, [row.get("note"), caveat]))
+    return [row]
+
+
+def stand_in_note(scores: list[dict]) -> str:
+    """The caveat of a result that rests on the shipped stand-in search corpus ("" if none)."""
+    used = [s["search"] for s in scores if s.get("search") and s["search"]["calls"]]
+    stand_in = [x for x in used if x.get("stand_in")]
+    if not stand_in:
+        return ""
+    calls, found = sum(x["calls"] for x in stand_in), sum(x["found"] for x in stand_in)
+    return (
+        f"search: stand-in corpus {stand_in[0]['collection']} (not the paper's web search), "
+        f"{found}/{calls} calls found a passage"
+    )
 
 
 def section(cfg: dict, scores: list[dict]) -> dict:
@@ -148,6 +169,7 @@ def section(cfg: dict, scores: list[dict]) -> dict:
         for (label, tool) in sorted(fail)
     ]
     per_tool = tool_table(scores)
+    search = search_table(scores)
     ver_rows, ver_prov = [], []
     for s in scores:
         if s["label"].startswith("art") and s.get("library"):
@@ -195,13 +217,47 @@ def section(cfg: dict, scores: list[dict]) -> dict:
                 "rows": ver_rows,
                 "prov": ver_prov,
             },
+            search,
         ],
         "notes": [
+            *([stand_in_warning(scores)] if stand_in_warning(scores) else []),
             "Small samples: with fewer than 10 questions a claim is inconclusive by design.",
             "Multiple choice is graded on the generated answer (it must name exactly one option), "
             "not by log-likelihood ranking as in BIG-bench; never by substring.",
         ],
     }
+
+
+def search_table(scores: list[dict]) -> dict:
+    """Per ART run that called search: its backend, corpus (fingerprint) and hit rate."""
+    rows, prov = [], []
+    for s in scores:
+        x = s.get("search")
+        if s["label"].startswith("art") and x and x["calls"]:
+            corpus = f"{x['collection']} (stand-in)" if x.get("stand_in") else x["collection"]
+            hit = _fmt(x["found"] / x["calls"])
+            rows.append(
+                [s["model"], s["task"], s["label"], x["backend"], corpus, x["version"], x["calls"], hit]
+            )
+            prov.append(s["prov_sha256"])
+    return {
+        "caption": "Search per run: backend, corpus and hit rate (share of calls that found a passage)",
+        "columns": ["model", "task", "label", "backend", "corpus", "version", "calls", "hit rate"],
+        "rows": rows,
+        "prov": prov,
+    }
+
+
+def stand_in_warning(scores: list[dict]) -> str:
+    note = stand_in_note([s for s in scores if s["label"].startswith("art")])
+    if not note:
+        return ""
+    return (
+        f"Search ran on the shipped stand-in ({note}): 48 hand-written passages mirroring the "
+        "library's demonstrations, not web search as in the paper. Results that rest on search "
+        "(tools help, ART vs baselines) say so in their claim note; set tools.search.collection "
+        "or a web backend for a paper-scale run."
+    )
 
 
 def tool_table(scores: list[dict]) -> dict:

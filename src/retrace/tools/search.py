@@ -3,14 +3,16 @@
     tool = TOOLS.get("search")({"collection": "path/to/passages.jsonl", "top_k": 1})
     out = tool(ToolCall("search", "When was the telegram invented?"))
     out.text        # the best passage
-    out.meta        # {"backend": "bm25", "collection": "retrace-passages-v1",
-                    #  "version": "<sha256[:12] of the file>", "hits": [{"id", "score"}, …]}
+    out.meta        # {"backend": "bm25", "collection": "retrace-passages-v1", "stand_in": True,
+                    #  "version": "<sha256[:12] of the file>", "hits": [{"id", "score"}, …],
+                    #  "found": True}
 
 Two implementations behind one interface:
 - offline (default): BM25 (the `bm25s` package) over a local JSONL collection of
   `{"id", "title", "text"}` rows; retrace ships `collections/retrace-passages-v1.jsonl`,
-  a small collection written for the embedded smoke (not a web index: most real questions
-  find nothing useful in it).
+  48 passages written for the embedded smoke. It is a STAND-IN, not the web search of the
+  paper (most real questions find nothing in it): `describe()` says `stand_in: true`, and
+  the ART report shows it beside each task's hit rate and notes it on the claims.
 - web: when `endpoint` and `key` are configured (settings, or RETRACE_SEARCH_ENDPOINT and
   RETRACE_SEARCH_KEY), a GET `endpoint?q=<query>` with header `Authorization: Bearer <key>`
   returning JSON `{"results": [{"title", "snippet", "url"}, …]}`. Web results change over
@@ -93,9 +95,17 @@ class Search(Tool):
         return [Path((settings or {}).get("collection") or DEFAULT_COLLECTION)]
 
     def describe(self) -> dict:
+        """Backend, corpus and its fingerprint; `stand_in` marks the shipped toy collection
+        (the report and the claims that rest on search say so)."""
         if self.endpoint and self.key:
-            return {"backend": "web", "collection": self.endpoint, "version": "live"}
-        return {"backend": "bm25", "collection": self.path.stem, "version": self.digest[:12]}
+            return {"backend": "web", "collection": self.endpoint, "version": "live", "stand_in": False}
+        stand_in = self.path.resolve() == DEFAULT_COLLECTION
+        return {
+            "backend": "bm25",
+            "collection": self.path.stem,
+            "version": self.digest[:12],
+            "stand_in": stand_in,
+        }
 
     def __call__(self, call: ToolCall) -> ToolOutput:
         meta = self.describe()
@@ -106,8 +116,11 @@ class Search(Tool):
                 else bm25_search(self.path, call.instruction, self.top_k, self.digest)
             )
         except OSError as e:  # the web backend's network errors
-            return ToolOutput("No result.", ok=False, error=f"search failed: {e}", meta=meta)
+            return ToolOutput(
+                "No result.", ok=False, error=f"search failed: {e}", meta={**meta, "found": False}
+            )
         meta["hits"] = [{k: h[k] for k in h if k != "text"} for h in hits]
+        meta["found"] = bool(hits)  # per call: the report's hit rate per task
         if not hits:
             return ToolOutput("No result.", ok=False, error="no passage matched", meta=meta)
         return ToolOutput(" ".join(h["text"] for h in hits), meta=meta)
