@@ -5,7 +5,8 @@ claims, report; method families with their own stages: `retrace drr …`, `retra
 User commands: `retrace audit PATH…` (verify lineage), `retrace plan` (list jobs),
 `retrace status` (running jobs' progress, read from their logs),
 `retrace export --out run.crate.zip` (publish a run as a Provenance Run Crate) and
-`retrace audit --crate run.crate.zip` (verify one without the results directory).
+`retrace audit --crate run.crate.zip` (verify one without the results directory),
+`retrace leakcheck --jsonl FILE` (do these prompts carry their gold answer?).
 """
 
 from __future__ import annotations
@@ -208,7 +209,10 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
     if check:
         from retrace.preflight import check as preflight
 
-        failures = preflight(cfg)
+        notes: list[str] = []
+        failures = preflight(cfg, notes)
+        for line in notes:
+            print(f"check: {line}")
         for where, why in failures:
             print(f"check: FAIL {where}: {why}")
         print(f"check: {cfg['experiment']}: {len(jobs(cfg))} jobs, {len(failures)} problems")
@@ -222,7 +226,12 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
 
 # Method families with stages of their own (`retrace drr train …`, `retrace art run …`):
 # each owns its sub-commands in `<module>.main(argv)`, so adding one touches only this table.
-FAMILIES = {"drr": "retrace.drr.cli", "art": "retrace.art.cli", "rehearse": "retrace.rehearse"}
+FAMILIES = {
+    "drr": "retrace.drr.cli",
+    "art": "retrace.art.cli",
+    "rehearse": "retrace.rehearse",
+    "leakcheck": "retrace.discriminator.leak",  # `retrace leakcheck --jsonl FILE`: your own prompts
+}
 
 
 def main(argv: list[str] | None = None) -> int:
