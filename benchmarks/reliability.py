@@ -24,7 +24,7 @@ import argparse
 import shutil
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -32,13 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reliability_faults import (
     audit_tamper,
     concurrent_same_dir,
-    concurrent_shared_cache,  # noqa: E402
+    concurrent_shared_cache,
     corrupt_cache_entries,
     disk_full,
 )
-from reliability_inputs import bad_inputs  # noqa: E402
-from reliability_kills import kill_suite  # noqa: E402
-from reliability_kit import Checkout, outcome, timed  # noqa: E402
+from reliability_inputs import bad_inputs
+from reliability_kills import kill_suite
+from reliability_kit import Checkout, outcome, timed
 
 FIGURES = (
     "kills",
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    say("date", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    say("date", datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
     ref, reference, seconds = reference_run(args.work, args.keep)
     say("reference_run_s", f"{seconds:.0f}")
     ok, work = True, args.work

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import yaml
-
 from reliability_kit import Checkout, differences, flip_byte, outcome, run_jobs
+
 from retrace.cache import RequestCache
 
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-
 from reliability_kit import OVERRIDES, Checkout, flip_byte
 
 GOOD = {"id": "a", "question": "What is 1+1?", "answer": "2"}

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reliability_kit import Checkout, differences, kill_session, outcome, run_jobs, wait
+
 from retrace.cache import RequestCache
 
 

@@ -82,7 +82,7 @@ class Checkout:
         self.write_config(experiment, overrides if overrides is not None else OVERRIDES)
 
     @classmethod
-    def existing(cls, root: Path) -> "Checkout":
+    def existing(cls, root: Path) -> Checkout:
         """A handle on a checkout made before (nothing is copied or reset)."""
         co = cls.__new__(cls)
         co.root = Path(root)

@@ -42,8 +42,8 @@ import re
 import socket
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from retrace.hashing import sha256_json
 from retrace.records import Completion, Request

@@ -15,8 +15,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from retrace.yamlfile import load_yaml
 
@@ -141,7 +142,7 @@ def check_ranges(cfg: dict, overrides: Iterable[str] = ()) -> None:
             )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compose_cached(selections: tuple, overrides: tuple, config_dir: str) -> str:
     _check_selections(selections, config_dir)
     chosen = {**_default_options(config_dir), **dict(selections)}
@@ -157,7 +158,8 @@ def compose_with_hydra(
     selections: dict[str, str], overrides: Iterable[str] = (), config_dir: Path = CONFIG_DIR
 ) -> dict:
     """The same composition through `hydra.compose` (slow; the reference for tests)."""
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
 
@@ -193,8 +195,36 @@ def check_global(config: dict, config_dir: Path = CONFIG_DIR) -> dict:
                 f"valid keys: {', '.join(sorted(props))}"
             )
     out = {k: v.get("default") for k, v in props.items()}
-    out.update(config)
+    out.update({key: _typed(key, value, props[key]) for key, value in config.items()})
     return out
+
+
+_BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def _typed(key: str, value: Any, spec: dict) -> Any:
+    """`value` as the schema's type for `key`: `--config probe=false` arrives as the string
+    "false" and `--config mirror=123` as a number; what cannot be converted is refused naming
+    the key and what it takes (jsonschema's own message names neither)."""
+    types = spec.get("type")
+    types = set(types) if isinstance(types, list) else {types}
+    if value is None and "null" in types:
+        return None
+    if "boolean" in types and not isinstance(value, bool):
+        if str(value).lower() not in _BOOLEANS:
+            raise ConfigError(
+                f"config key {key!r} = {value!r}: takes true or false, e.g. --config {key}=false"
+            )
+        return _BOOLEANS[str(value).lower()]
+    if "string" in types and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if "array" in types and not isinstance(value, list):
+        raise ConfigError(
+            f"config key {key!r} = {value!r}: takes a list, e.g. --config '{key}=[\"method.n=8\"]'"
+        )
+    if "string" in types and not isinstance(value, str):
+        raise ConfigError(f"config key {key!r} = {value!r}: takes a string ({spec.get('description', '')})")
+    return value
 
 
 def load_experiment(name: str, config_dir: Path = CONFIG_DIR) -> dict:

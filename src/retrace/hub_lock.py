@@ -22,8 +22,8 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 LOCK_FILE = Path(__file__).resolve().parents[2] / "config" / "hub.lock"
 COMMIT = re.compile(r"^[0-9a-f]{40}$")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, Sequence
 
 from retrace.backends.base import Backend
 from retrace.cache import RequestCache, request_key

@@ -43,7 +43,7 @@ def tokens(text: str) -> int:
     return ceil(len(text) / CHARS_PER_TOKEN) + CHAT_OVERHEAD
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def question_tokens(dataset: str, mirror: str | None, overrides: tuple = ()) -> int:
     """Tokens of the longest rendered task prompt of `dataset` (DEFAULT_QUESTION_TOKENS if unreadable)."""
     from retrace.data import prepare

@@ -16,9 +16,9 @@ import platform
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from retrace.atomic import portable, write_json
 from retrace.hashing import sha256_file, sha256_json
@@ -173,7 +173,7 @@ class AuditNode:
     path: str
     ok: bool
     problems: list[str]
-    children: list["AuditNode"]
+    children: list[AuditNode]
 
     def lines(self, depth: int = 0) -> Iterable[str]:
         mark = "ok " if self.ok else "BAD"
@@ -185,6 +185,12 @@ class AuditNode:
 
     def all_ok(self) -> bool:
         return self.ok and all(c.all_ok() for c in self.children)
+
+    def walk(self) -> Iterable[AuditNode]:
+        """This node and every node below it, depth first."""
+        yield self
+        for c in self.children:
+            yield from c.walk()
 
 
 def run_root(path: str | Path, rec: dict) -> Path:

@@ -47,7 +47,7 @@ class Problem:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Problem":
+    def from_dict(cls, d: dict) -> Problem:
         choices = d.get("choices")
         return cls(
             id=str(d["id"]),
@@ -85,7 +85,7 @@ class Sampling:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Sampling":
+    def from_dict(cls, d: dict) -> Sampling:
         d = dict(d)
         d["stop"] = tuple(d.get("stop") or ())
         return cls(**d)
@@ -159,7 +159,7 @@ class Completion:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Completion":
+    def from_dict(cls, d: dict) -> Completion:
         d = dict(d)
         if d.get("logprobs") is not None:
             d["logprobs"] = tuple(

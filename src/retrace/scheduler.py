@@ -31,10 +31,11 @@ out of all, and generated tokens per second; an all-cached run prints nothing.
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
+from collections.abc import Generator, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from typing import Any, Generator, Iterable, Sequence
+from typing import Any
 
 from retrace.records import Completion, Request
 

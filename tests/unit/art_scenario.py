@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from fake_backend import engine_requests, scripted_llm
+
 from retrace.art import plan
 from retrace.art.baselines import METHOD_FNS, Context
 from retrace.records import Problem

@@ -84,6 +84,7 @@ def build_run(root: Path) -> Path:
 def exported(root: Path, **kwargs) -> Path:
     """Build the run under `root` (as the workflow does, from its root) and export it."""
     import pytest
+
     from retrace.export.crate import export
 
     with pytest.MonkeyPatch.context() as mp:

@@ -10,10 +10,11 @@ Shares the scripted backend's cache identity, so it can read a cache a scripted 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from fake_backend import manifest
+
 from retrace.backends.scripted import ScriptedBackend, words
 from retrace.cache import RequestCache
 from retrace.llm import CachedLLM

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from fake_backend import ExactTask
+
 from retrace.atomic import write_json
 from retrace.hashing import sha256_file
 from retrace.provenance import Provenance

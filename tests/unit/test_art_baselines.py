@@ -4,6 +4,7 @@ with k seeds, AutoCoT picks one demonstration per question cluster."""
 from __future__ import annotations
 
 from fake_backend import engine_requests, scripted_llm
+
 from retrace.art import plan
 from retrace.art.baselines import METHOD_FNS, Context
 from retrace.methods.base import derive_seed

@@ -4,6 +4,7 @@ with the tool's output; step limits, tool errors and timeouts are recorded."""
 import time
 
 from fake_backend import engine_requests, scripted_llm
+
 from retrace.art.runner import ProgramRunner
 from retrace.tools._interface import Tool, ToolOutput
 

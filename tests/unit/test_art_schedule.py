@@ -10,15 +10,15 @@ import threading
 from concurrent.futures import Future
 
 import pytest
-
 from art_scenario import run_all, without_latency
 from fake_backend import manifest
+from test_scheduler import wait_for
+
 from retrace.art.runner import ProgramRunner
 from retrace.backends.scripted import ScriptedBackend
 from retrace.cache import RequestCache
 from retrace.llm import CachedLLM
 from retrace.tools._interface import Tool, ToolOutput
-from test_scheduler import wait_for
 
 PREFIX = "Description: demo\nInput: d\nQ1: [EOQ]\nAns: d\n----\n"
 
@@ -112,9 +112,10 @@ def test_per_program_and_round_barrier_schedules_give_identical_art_rows(
     generate` request, submitted as its program is ready) reproduce the round-barrier
     schedule (waves) byte for byte. Self-consistency: two sampled programs, seeds of their own."""
     from art_scenario import context
+    from test_refine import _Waves
+
     from retrace.art.baselines import METHOD_FNS
     from retrace.records import Problem
-    from test_refine import _Waves
 
     demo = (
         "Description: Add the numbers.\nInput: What is 2 plus 3?\nQ1: [code generate] Add 2 and 3.\n"

@@ -1,8 +1,8 @@
 """Task selection: own cluster for library tasks, embedding similarity, LLM similarity, cluster."""
 
 import pytest
-
 from fake_backend import scripted_llm
+
 from retrace.art import select
 from retrace.art.library import load_library
 from retrace.records import Completion, TokenLogprob

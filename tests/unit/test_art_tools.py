@@ -2,15 +2,13 @@
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 
 from retrace.art.program import Step
-from retrace.tools import TOOLS
+from retrace.tools import TOOLS, lookup
 from retrace.tools._interface import ToolCall, tool_name
 from retrace.tools.code_exec import run_code, sandbox_problem
-from retrace.tools import lookup
 from retrace.tools.lookup import DEFAULT_WORDS, PACKAGED, WordListMissing, letters_of
 from retrace.tools.search import DEFAULT_COLLECTION, bm25_search
 

@@ -15,8 +15,8 @@ def chat(text: str, **sampling) -> Request:
 
 
 def test_registered_under_hf():
-    from retrace.registry import BACKENDS
     from retrace.backends.hf import HFBackend
+    from retrace.registry import BACKENDS
 
     assert BACKENDS.get("hf") is HFBackend
 

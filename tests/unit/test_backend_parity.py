@@ -57,7 +57,7 @@ def test_llamacpp_and_hf_agree_on_greedy_chat(llamacpp_smollm2_det, hf_smollm2):
     reqs = [Request(messages=(Message("user", q),), sampling=Sampling(max_tokens=24)) for q in QUESTIONS]
     a = llamacpp_smollm2_det.generate(reqs)
     b = hf_smollm2.generate(reqs)
-    tokenize = lambda t: hf_smollm2.tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+    tokenize = lambda t: hf_smollm2.tokenizer(t, add_special_tokens=False)["input_ids"]
     score = agreement([c.text for c in a], [c.text for c in b], tokenize)
     print(f"\nllamacpp vs hf on SmolLM2 Q4_1, {len(reqs)} greedy chats: {score}")
     for x, y in zip(a, b):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from fake_backend import chat, manifest
+
 from retrace.backends.base import BackendError
 from retrace.backends.scripted import ScriptedBackend
 from retrace.records import Message, Request, Sampling

@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from fake_backend import engine_requests
 from judged_backend import is_judge, judged_llm
-from retrace.registry import METHODS
 from test_methods import ctx, method_cfg, problems  # noqa: F401 - fixture
+
+from retrace.registry import METHODS
 
 SEP = "\n\n"
 SOLUTION = re.compile(r"(?:Solution|Steps so far):\n(.*)\n\n(?:Is this|Are these)", re.S)

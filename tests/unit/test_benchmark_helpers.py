@@ -30,6 +30,7 @@ def test_generated_twice_counts_sample_set_rollouts_the_engine_ran_again():
 def test_raw_chains_submit_each_rollouts_next_request_after_its_previous():
     pytest.importorskip("xllamacpp")
     from fake_backend import chat, manifest
+
     from retrace.backends.scripted import ScriptedBackend
 
     bench = load("pipeline_vs_engine")

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
 from fake_backend import FINGERPRINT, engine_requests, scripted_llm
 from judged_backend import is_judge, judged_llm
+from test_methods import ANSWERS, ctx, method_cfg, problems  # noqa: F401 - fixture
+
 from retrace.cache import RequestCache
 from retrace.methods.best_of_n import argmax
 from retrace.registry import METHODS
 from retrace.scoring.selection import chosen_correct
-from test_methods import ANSWERS, ctx, method_cfg, problems  # noqa: F401 - fixture
 
 JUDGE_BY_ANSWER = {str(i): i / 10 for i in range(10)}  # the judge likes larger answers
 

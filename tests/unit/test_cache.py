@@ -9,8 +9,8 @@ import sys
 import textwrap
 
 import pytest
-
 from fake_backend import FINGERPRINT
+
 from retrace.cache import RequestCache, request_key
 from retrace.records import Completion, Message, Request, Sampling, TokenLogprob
 

@@ -39,6 +39,7 @@ def test_job_resources_of_a_shard_cover_its_share(tmp_path):
     whole = cluster.job_resources(job, None)
     assert whole["gpu"] == 1 and whole["runtime"] >= cluster.RUNTIME_OVERHEAD_MIN
     from dataclasses import replace
+
     from retrace.estimate import job_tokens
 
     assert job_tokens(replace(job, shards=4), job.config(), None) * 4 >= job_tokens(job, job.config(), None)

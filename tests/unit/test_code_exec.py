@@ -12,14 +12,13 @@ from __future__ import annotations
 import ast
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
+from sandbox_suite import REPO, ex  # noqa: F401  (ex: the fixture)
 
 from retrace.tools import TOOLS, bwrap_exec, code_exec, wasm_exec
 from retrace.tools.code_exec import Limits, SandboxUnavailable, run_code
-from sandbox_suite import REPO, ex  # noqa: F401  (ex: the fixture)
 
 MIRROR = Path(os.environ.get("RETRACE_MIRROR") or REPO.parent / "shared" / "data")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from retrace.scoring.compute import (
-    structural_usage,
     compute_normalised_gain,
     depth_tokens,
     equal_compute_n,
     flops,
     flops_summary,
+    structural_usage,
     token_counts,
 )
 
@@ -97,7 +97,7 @@ def test_structural_usage_of_append_only_refinement_ignores_engine_cache_state()
         "cached_prompt_tokens": 0,
         "generated_tokens": g,
         "context_tokens": ctx,
-    }  # noqa: E731
+    }
     # two rollouts, question prompt 10; each final history is 60 tokens long
     row = {
         "samples": [sample(100, 40), sample(100, 40)],
@@ -112,7 +112,7 @@ def test_structural_usage_of_append_only_refinement_ignores_engine_cache_state()
 
 
 def test_depth_tokens_sum_rollouts_per_depth():
-    rec = lambda p, c, g: {"prompt_tokens": p, "cached_prompt_tokens": c, "generated_tokens": g}  # noqa: E731
+    rec = lambda p, c, g: {"prompt_tokens": p, "cached_prompt_tokens": c, "generated_tokens": g}
     rows = [
         {"extra": {"depths": [[rec(10, 0, 5), rec(10, 5, 6)], [rec(40, 20, 15), rec(41, 25, 16)]]}},
         {"extra": {"depths": [[rec(1, 0, 1)], [rec(2, 1, 2)]]}},

@@ -7,7 +7,7 @@ PIQA choices with trailing or doubled spaces (the rendered listing strips them).
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -30,7 +30,7 @@ ROWS = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def problems(dataset: str) -> dict:
     if not MIRROR.is_dir():
         pytest.skip(f"no benchmark mirror at {MIRROR} (set RETRACE_MIRROR)")

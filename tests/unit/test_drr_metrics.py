@@ -2,7 +2,7 @@
 
 import pytest
 
-from retrace.discriminator.loop import replay, NeedsMoreTurns
+from retrace.discriminator.loop import NeedsMoreTurns, replay
 from retrace.scoring import drr_metrics as m
 
 

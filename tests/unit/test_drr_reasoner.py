@@ -7,8 +7,8 @@ import threading
 from concurrent.futures import Future
 
 import pytest
-
 from fake_backend import engine_requests, manifest, scripted_llm
+
 from retrace.backends.scripted import ScriptedBackend
 from retrace.cache import RequestCache
 from retrace.discriminator import loop

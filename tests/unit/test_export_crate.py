@@ -9,8 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from export_run import MODEL, build_run, exported
+
 from retrace.cli import main
 from retrace.export.crate import MANIFEST, METADATA, export
 from retrace.export.verify import verify

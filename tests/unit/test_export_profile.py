@@ -14,7 +14,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from export_run import exported
 
 PROV = "https://w3id.org/ro/wfrun/provenance/0.5"

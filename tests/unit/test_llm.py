@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from fake_backend import chat, engine_requests, manifest, scripted_llm
+
 from retrace.backends.base import BackendError
 from retrace.cache import RequestCache
 from retrace.llm import CachedLLM

@@ -4,12 +4,12 @@ rollout, which can overturn the ranking plain beam search would make on the same
 from __future__ import annotations
 
 import pytest
-
 from fake_backend import engine_requests
 from judged_backend import is_judge, judged_llm
-from retrace.registry import METHODS
 from test_beam import SEP, responder, solution_of
 from test_methods import ctx, method_cfg, problems  # noqa: F401 - fixture
+
+from retrace.registry import METHODS
 
 
 def greedy(t, prefix):

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-
 import pytest
-
 from fake_backend import engine_requests, method_cfg, scripted_llm, smoke_math_problems
+
 from retrace.cache import RequestCache
 from retrace.methods.base import MethodContext, derive_seed
 from retrace.registry import METHODS, TASKS

@@ -160,6 +160,7 @@ def test_hf_export_gives_one_model_to_both_engines(tmp_path, smollm2_manifest):
     that loads without a quantization config and carries the GGUF's chat template."""
     pytest.importorskip("accelerate")
     import json
+
     from tests.conftest import SMOLLM2_SHA256
 
     cfg = model_cfg(

@@ -3,9 +3,8 @@ structures the report feeds them (result rows; `diagnose` output)."""
 
 from __future__ import annotations
 
-from fake_backend import ExactTask
-
 import pytest
+from fake_backend import ExactTask
 
 from retrace.records import Problem
 from retrace.report.plots import (

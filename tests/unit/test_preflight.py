@@ -172,8 +172,10 @@ def test_random_critique_estimate_covers_its_real_token_count():
     tokenizer on critiques drawn at the default (critique-length) word count."""
     transformers = pytest.importorskip("transformers")
     import os
-    from conftest import smollm2_gguf_path
     from types import SimpleNamespace
+
+    from conftest import smollm2_gguf_path
+
     from retrace.config import compose
     from retrace.methods.base import MethodContext
     from retrace.methods.refine import random_critique

@@ -3,10 +3,9 @@ plus one slow check on the real SmolLM2 engine."""
 
 from __future__ import annotations
 
-
 import pytest
-
 from fake_backend import engine_requests, method_cfg, scripted_llm, smoke_math_problems
+
 from retrace.cache import RequestCache
 from retrace.llm import CachedLLM
 from retrace.methods.base import MethodContext
@@ -140,7 +139,7 @@ def test_random_critic_is_seeded_word_salad(tmp_path, problems):
     words = round(0.75 * method_cfg("refine")["sampling"]["max_tokens"])
     assert all(len(s.split()) == words and set(s.split()) <= vocabulary for s in salads)
     assert len(set(salads)) == len(salads)  # rollouts get different text
-    texts = lambda rows: [d["critique"] for r in rows for d in r["extra"]["depths"][1]]  # noqa: E731
+    texts = lambda rows: [d["critique"] for r in rows for d in r["extra"]["depths"][1]]
     assert texts(rows_a) == texts(rows_b)
 
 

@@ -6,8 +6,8 @@ import json
 import re
 
 import pytest
-
 from fake_backend import ExactTask
+
 from retrace.atomic import write_json
 from retrace.hashing import sha256_file
 from retrace.provenance import prov_path

@@ -22,8 +22,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-
 from report_fixture import build_run
+
 from retrace.report import build_report
 
 WIDTH = 1400

@@ -10,11 +10,11 @@ import io
 import statistics
 
 import pytest
+from test_report import make_score
 
 from retrace.report.diagnostics_table import grid_tables
 from retrace.report.plots import method_points
 from retrace.report.tables import columns, result_rows, seed_aggregates, write_csv
-from test_report import make_score
 
 
 def _old_write_csv(rows: list[dict]) -> str:

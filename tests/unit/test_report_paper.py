@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import html as htmllib
 import re
-from pathlib import Path
 
 import pytest
-
 from report_fixture import build_run
+
 from retrace.art.summary import CLAIMS as ART_CLAIMS
 from retrace.drr.report import CLAIMS as DRR_CLAIMS
 from retrace.hashing import sha256_file

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fake_backend import manifest
+
 from retrace.backends.scripted import ScriptedBackend
 from retrace.report.html import render_html
 from retrace.report.run_summary import run_summary
@@ -91,6 +91,7 @@ def test_engine_load_time_is_summed_apart_from_engine_seconds(tmp_path):
 
 def test_the_llm_handle_times_the_engine_load_once(tmp_path):
     import time
+
     from retrace.cache import RequestCache
     from retrace.llm import CachedLLM
 

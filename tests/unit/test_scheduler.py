@@ -10,8 +10,8 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-
 from fake_backend import chat, manifest, method_cfg, scripted_llm, smoke_math_problems
+
 from retrace.backends.base import Backend, BackendError
 from retrace.cache import RequestCache
 from retrace.llm import CachedLLM
@@ -231,9 +231,10 @@ def test_fan_outs_on_async_and_wave_engines(tmp_path):
 def test_refinement_gives_the_same_rows_and_requests_on_async_and_wave_engines(tmp_path, critic):
     """Sample once, score many: the scheduler's path (Futures finishing out of order, or
     synchronous waves) must not change a single request or row."""
+    from test_refine import SCRIPT
+
     from retrace.methods.base import MethodContext
     from retrace.registry import METHODS, TASKS
-    from test_refine import SCRIPT
 
     problems = smoke_math_problems(2)
     rows, seen = {}, {}

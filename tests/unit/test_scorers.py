@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from fake_backend import FINGERPRINT
 from judged_backend import judged_llm
+
 from retrace.records import Completion, Problem, TokenLogprob
 from retrace.scoring.scorers import LLMJudge, ScoreItem, build_scorer, yes_probability
 

@@ -14,15 +14,15 @@ from concurrent.futures import Future
 from dataclasses import replace
 
 import pytest
-
 from fake_backend import manifest, method_cfg, smoke_math_problems
 from judged_backend import JudgedBackend, is_judge, judged_llm
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
-from retrace.registry import METHODS
 from test_beam import SEP, responder
 from test_methods import ctx
 from test_scheduler import wait_for
+
+from retrace.cache import RequestCache
+from retrace.llm import CachedLLM
+from retrace.registry import METHODS
 
 SETTINGS = {
     "beam": {"width": 2, "expand": 2, "max_steps": 4},

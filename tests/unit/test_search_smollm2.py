@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from test_methods import ctx, method_cfg, problems  # noqa: F401 - fixture
 
 from retrace.cache import RequestCache
 from retrace.llm import CachedLLM
 from retrace.registry import METHODS
 from retrace.scoring.scorers import ScoreItem, build_scorer
-from test_methods import ctx, method_cfg, problems  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow
 

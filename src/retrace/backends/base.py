@@ -9,8 +9,8 @@ which travel inside each Request.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Sequence
 
 from retrace.records import Completion, Request, TokenLogprob
 
@@ -38,7 +38,7 @@ class Backend(ABC):
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         """Run `requests` (in any internal order) and return completions in input order."""
 
-    def submit(self, request: Request) -> "Future | None":
+    def submit(self, request: Request) -> Future | None:
         """Start one request and return its Future, for engines that take requests one by one
         and keep their own slots busy (retrace.scheduler); None: this engine batches
         synchronously, so the scheduler hands it waves of `generate` calls instead."""
@@ -63,7 +63,7 @@ class Backend(ABC):
     def close(self) -> None:
         """Release the engine (idempotent)."""
 
-    def __enter__(self) -> "Backend":
+    def __enter__(self) -> Backend:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from retrace.backends.base import Backend, BackendError
 from retrace.records import Completion, Request, TokenLogprob

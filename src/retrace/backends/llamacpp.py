@@ -21,9 +21,8 @@ llama.cpp build, which are recorded in provenance rather than held fixed.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Sequence
-
 from dataclasses import replace
 
 from retrace.backends.base import (

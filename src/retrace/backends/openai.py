@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import Sequence
 
 from retrace.backends.base import (
     Backend,

@@ -24,8 +24,8 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Sequence
 
 from retrace.backends.base import Backend, BackendError
 from retrace.records import Completion, Request, TokenLogprob
@@ -147,7 +147,7 @@ class ScriptedBackend(Backend):
                 done = self._complete(request)
                 self.requests_seen.append(request)
                 ScriptedBackend.requests_total += 1
-            except Exception as e:  # noqa: BLE001 - handed to the waiting scheduler
+            except Exception as e:
                 future.set_exception(e)
                 return
         future.set_result(done)

@@ -21,10 +21,9 @@ time (max_num_seqs=1) with prefix caching off. Either way the mode is recorded i
 
 from __future__ import annotations
 
-import time
-from typing import Sequence
-
 import os
+import time
+from collections.abc import Sequence
 
 from retrace.backends.base import Backend, BackendError, is_deterministic, messages_payload
 from retrace.records import Completion, Request, TokenLogprob

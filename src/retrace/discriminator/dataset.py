@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 ACCEPT, REJECT = 1, 0  # Appendix A: "we map Accept labels to 1, Reject labels to 0"
 ACCEPT_WEIGHT_RATIO = 3.0  # Section 4.2: w_1 "set three times higher than" w_0

@@ -56,10 +56,10 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from retrace.atomic import read_jsonl
 from retrace.discriminator.dataset import judged_text, render_context

@@ -19,8 +19,8 @@ is the prompt template's business, not the loop's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 DISTIL_MAX_TURNS = 4  # Appendix A, "Maximum Turns": four for generation
 INFER_MAX_TURNS = 5  # ... and five for inference

@@ -24,8 +24,8 @@ from __future__ import annotations
 import importlib
 import logging
 import random
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from retrace.discriminator.dataset import ACCEPT, SEPARATOR, dm_input_segments
 from retrace.progress import progress

@@ -21,8 +21,8 @@ labelled rows (`nota_reading`). A DM that rejects every turn is an abstention ei
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from retrace import data
 from retrace.atomic import read_jsonl, write_jsonl
@@ -184,6 +184,7 @@ def judge_paths(cfg: Mapping, checkpoint: Path, problems: Mapping, rows: list) -
     import json
 
     import torch
+
     from retrace.drr import dm
 
     torch.set_num_threads(int(cfg["dm"]["threads"]))

@@ -15,14 +15,13 @@ writes the verdict and lets the run go on (the report shows it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from retrace import data
 from retrace.atomic import write_json
 from retrace.discriminator import leak
 from retrace.records import Problem
-
 
 MODES = ("fail", "report")
 

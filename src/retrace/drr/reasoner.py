@@ -22,7 +22,7 @@ keys) are those of a turn-by-turn batched loop; the results are returned in prob
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from retrace.drr import prompts
 from retrace.methods.base import derive_seed
@@ -53,7 +53,7 @@ def turn_record(problem: Problem, turn: int, messages, completion) -> dict:
         "text": completion.text,
         "answer": answer,
         "rationale": rationale,
-        "letter": prompts.answer_letter(answer, problem.choices or ()),
+        "letter": prompts.reply_letter(completion.text, problem.choices or ()),
         "abstain": prompts.is_abstention(answer),
         "key": completion.key,
         "cache_hit": completion.cache_hit,

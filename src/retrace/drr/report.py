@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from retrace.atomic import read_jsonl, write_json
 from retrace.hashing import sha256_file

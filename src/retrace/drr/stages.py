@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from retrace import data, models
 from retrace.atomic import read_jsonl, write_json, write_jsonl
@@ -224,6 +224,7 @@ def train(
 ) -> dict:
     """One DM: weighted (the paper's), unweighted CE, or trained on shuffled labels."""
     import torch
+
     from retrace.drr import dm
 
     torch.set_num_threads(int(cfg["dm"]["threads"]))

@@ -19,7 +19,7 @@ import getpass
 import os
 import tempfile
 import zipfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from retrace.export.collect import Job, Run, collect
@@ -45,7 +45,7 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed zip timestamps: the same run exports the
 
 
 def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
 def build(run: Run, agent: str):

@@ -127,6 +127,7 @@ class Builder:
     # -- workflow, steps, tools ----------------------------------------------------------------
     def workflow(self):
         from rocrate.model.computationalworkflow import ComputationalWorkflow
+
         from retrace.hashing import sha256_file
 
         disk = self.run.files["Snakefile"]

@@ -8,8 +8,9 @@ extended Maj@N' all reuse one generation of each rollout.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from retrace.records import Completion, Message, Problem, Request, Sampling
 

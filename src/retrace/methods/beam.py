@@ -51,7 +51,7 @@ class Settings:
     dedupe: bool
 
     @classmethod
-    def from_cfg(cls, cfg: dict, lookahead: int) -> "Settings":
+    def from_cfg(cls, cfg: dict, lookahead: int) -> Settings:
         s = cls(
             width=int(cfg["width"]),
             expand=int(cfg["expand"]),

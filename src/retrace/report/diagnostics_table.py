@@ -11,8 +11,8 @@ row carries that record's sha256.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from retrace.report.plots import depth_records
 from retrace.report.tables import IDENTITY, load_job_json, sort_key

@@ -15,8 +15,8 @@ is shown as such rather than failing the report (`retrace audit` is where that f
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from retrace.atomic import atomic_open
 from retrace.hashing import sha256_file

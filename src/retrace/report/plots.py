@@ -14,8 +14,9 @@ across matplotlib or freetype versions is not promised.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from retrace.atomic import atomic_open
 

@@ -40,7 +40,7 @@ nulls of each shipped experiment's own design by benchmarks/claims_calibration.p
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -105,6 +105,21 @@ PAPER_CLAIMS = (
     ("beats step-level beam search", "refine", "beam", "greater"),
     ("beats lookahead search", "refine", "lookahead", "greater"),
     ("always-affirm refinement falls below Maj@N", "refine_affirm", "majority", "less"),
+)
+
+# The controls of `make controls` (config/experiment/controls.yaml), added by `--controls`:
+# a known effect the engine must find (self-consistency over greedy, Wang et al. 2023,
+# arXiv:2203.11171) and an A/A comparison it must not call either way: one sampled answer
+# against another of the same method with other per-request seeds (samples 1 and 0 of Maj@N,
+# stages/claims.single_samples).
+CONTROL_CLAIMS = (
+    ("positive control: Maj@N beats greedy", "majority", "greedy", "greater"),
+    (
+        "negative control (A/A): one sample vs another, other seeds",
+        "majority#sample1",
+        "majority#sample0",
+        "greater",
+    ),
 )
 
 

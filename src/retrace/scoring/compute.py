@@ -32,7 +32,7 @@ This does not cover the cost of scoring (extraction, reward models) or of cache 
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 KINDS = ("nominal", "effective")
 _FORMS = (

@@ -25,7 +25,6 @@ Used by benchmarks/claims_calibration.py and `retrace rehearse` (its power state
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -49,10 +48,13 @@ class Design:
 
 def default_mirror() -> str:
     from retrace.config import CONFIG_DIR
+    from retrace.mirror import resolve
     from retrace.yamlfile import load_yaml
 
-    mirror = load_yaml(CONFIG_DIR / "config.yaml").get("mirror", "../shared/data")
-    return os.environ.get("RETRACE_MIRROR") or str((CONFIG_DIR.parent / mirror).resolve())
+    mirror = load_yaml(CONFIG_DIR / "config.yaml").get("mirror")
+    if mirror:  # relative to the repository, where Snakemake runs
+        return str((CONFIG_DIR.parent / mirror).resolve())
+    return resolve(None)[0] or ""
 
 
 def _count(dataset: str, mirror: str) -> int:
@@ -174,7 +176,7 @@ def truth(d_row: tuple, planted: dict | None) -> float:
 
 def simulate_cells(d: Design, rng, setting: tuple[float, float], planted: dict | None = None) -> dict:
     """{(model, dataset): {label: states (seeds x n): 1 correct, 0 wrong, -1 abstained}}."""
-    out = {}
+    out: dict = {}
     for key, cell in d.cells.items():
         p = _probabilities(rng, cell["n"], *setting)
         out[key] = {}
@@ -225,7 +227,7 @@ def simulate_rows(d: Design, rng, setting: tuple[float, float], planted: dict | 
 
 def summary(d: Design) -> dict:
     """Rows per kind and cells per question count: a one-line description of the design."""
-    kinds = defaultdict(int)
+    kinds: defaultdict[str, int] = defaultdict(int)
     for row in d.rows:
         kinds[row[-1]] += 1
     return {"rows": dict(kinds), "questions": sorted({c["n"] for c in d.cells.values()})}

@@ -32,7 +32,7 @@ not a weighted mean of the per-dataset columns (CoT Llama3: 2·72.5 − 100 = 45
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 Episode = Mapping  # {"id", "status", "turns": [{"answer", "correct", "decision"}]}
 STATUSES = ("answered", "abstained")

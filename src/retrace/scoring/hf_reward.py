@@ -32,8 +32,9 @@ device).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from retrace.hashing import sha256_file, sha256_json
 from retrace.scoring.scorers import Score, ScoreItem, Scorer

@@ -16,7 +16,7 @@ ch. 13) with a fixed seed, so the same scores give the same interval.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -31,8 +31,9 @@ from __future__ import annotations
 import importlib
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from retrace.hashing import sha256_file
 from retrace.records import Completion, Message, Problem, Request, Sampling, TokenLogprob

@@ -15,7 +15,7 @@ This does not cover weighted voting (e.g. by a reward model); that is a differen
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 SameAnswer = Callable[[str, str], bool]
 

@@ -44,8 +44,7 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
     from dataclasses import replace
 
     from retrace.provenance import load
-    from retrace.scoring.compute import equal_compute_n
-    from retrace.scoring.compute import structural_usage
+    from retrace.scoring.compute import equal_compute_n, structural_usage
 
     refine, majority = load(sources[0]), load(sources[1])
     # effective: priced from the request structure (shared prefixes), the same on any engine;

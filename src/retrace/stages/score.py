@@ -10,9 +10,9 @@ from pathlib import Path
 
 from retrace import data
 from retrace.atomic import read_jsonl, write_json
+from retrace.methods.budget import solution_budget
 from retrace.plan import Job, config_slice, stage_sources
 from retrace.provenance import Provenance, load
-from retrace.methods.budget import solution_budget
 from retrace.registry import TASKS
 from retrace.scoring.score import score_generations
 

@@ -14,9 +14,9 @@ the programs' own requests; `run_batch` sends several calls at once (one generat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 
 @dataclass(frozen=True)

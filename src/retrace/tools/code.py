@@ -26,8 +26,8 @@ marker; `meta` (kept in the trace) records output_chars, output_cap and output_c
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from retrace.records import Completion, Message, Request, Sampling
 from retrace.templates import render, template_path
