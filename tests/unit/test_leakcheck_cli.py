@@ -102,9 +102,8 @@ def test_the_question_and_allowed_texts_may_hold_the_gold(tmp_path, capsys):
 
 
 def test_a_bad_record_names_its_line(tmp_path, capsys):
-    with pytest.raises(ValueError, match=r"prompts.jsonl:2: gold 4 is not a 0-based index"):
-        run(
-            tmp_path,
-            capsys,
-            [{"text": "x", "choices": CHOICES, "gold": 1}, {"text": "x", "choices": CHOICES, "gold": 4}],
-        )
+    path = tmp_path / "prompts.jsonl"
+    bad = [{"text": "x", "choices": CHOICES, "gold": 1}, {"text": "x", "choices": CHOICES, "gold": 4}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in bad))
+    assert cli.main(["leakcheck", "--jsonl", str(path)]) == 2
+    assert "prompts.jsonl:2: gold 4 is not a 0-based index" in capsys.readouterr().err
