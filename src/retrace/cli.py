@@ -304,7 +304,10 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
     if check:
         from retrace.preflight import check as preflight
 
-        failures = preflight(cfg)
+        notes: list[str] = []
+        failures = preflight(cfg, notes)
+        for line in notes:
+            print(f"check: {line}")
         for where, why in failures:
             print(f"check: FAIL {where}: {why}")
         # Runtimes against the partition limit, with the retries of the SLURM profile beside config/.
@@ -378,7 +381,12 @@ def _run(p: argparse.ArgumentParser) -> Callable:
 
 # Method families with stages of their own (`retrace drr train …`, `retrace art run …`):
 # each owns its sub-commands in `<module>.main(argv)`, so adding one touches only this table.
-FAMILIES = {"drr": "retrace.drr.cli", "art": "retrace.art.cli", "rehearse": "retrace.rehearse"}
+FAMILIES = {
+    "drr": "retrace.drr.cli",
+    "art": "retrace.art.cli",
+    "rehearse": "retrace.rehearse",
+    "leakcheck": "retrace.discriminator.leak",  # `retrace leakcheck --jsonl FILE`: do prompts carry their gold?
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -148,3 +148,17 @@ def test_report_stage_records_every_page_and_the_lineage_audits(tmp_path):
     assert pages and all(prov_path(p).exists() for p in pages)
     node = audit(out / "index.html")
     assert node.all_ok(), "\n".join(node.lines())
+
+
+def test_a_reference_comes_only_from_the_same_dataset():
+    from retrace.report.paper import pick_ref
+
+    refs = [
+        {"model": "m1", "dataset": "a", "source": "s"},
+        {"model": "m2", "dataset": "a", "source": "t"},
+        {"model": "m2", "dataset": "all", "source": "u"},
+    ]
+    assert pick_ref(refs, "m2", "a")["source"] == "t"
+    assert pick_ref(refs, "m3", "a")["source"] == "s"  # another model, same dataset
+    assert pick_ref(refs, "m2", "all")["source"] == "u"
+    assert pick_ref(refs, "m1", "smoke_mc_all") is None  # never a number from another dataset

@@ -34,6 +34,12 @@ def test_claims_section_and_audit(drr_run):
     assert len(rows) == 14 and all(
         r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows
     )
+    # Table 1's Overall (Combined) column: every DRR dataset pooled (here the one there is)
+    overall = [
+        r for r in csv.DictReader(open(drr_run / "results/report/claims.csv")) if r["dataset"] == "all"
+    ]
+    assert {r["claim"] for r in overall} == {r["claim"] for r in rows}
+    assert {r["n_questions"] for r in overall} == {r["n_questions"] for r in rows}
     html = (drr_run / "results/report/index.html").read_text()
     assert "DRR: discriminator-guided reasoning" in html and "Gold-leak check" in html
     assert (drr_run / "results/report/drr-discriminator-guided-reasoning-loss_curve.png").exists()

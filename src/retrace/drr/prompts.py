@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from retrace.discriminator.dataset import render_context
 from retrace.records import Message, Problem
 from retrace.tasks._choice import extract_choice
 from retrace.tasks.base import LETTERS, after_placeholder
@@ -47,10 +48,7 @@ def system_prompt(turn: int, strategy: str) -> str:
 
 def context_text(context: Sequence[Mapping], strategy: str) -> str:
     """The appended environment messages for the past attempts ('' on turn 1)."""
-    if not context:
-        return ""
-    name = {"exploration": "drr/env_exploration.j2", "gradual": "drr/env_gradual.j2"}[strategy]
-    return render(name, context=[{"answer": c["answer"], "rationale": c["rationale"]} for c in context])
+    return render_context(context, strategy)
 
 
 def turn_messages(

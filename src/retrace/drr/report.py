@@ -148,6 +148,28 @@ def claims(runs: Mapping, hashes: Mapping) -> list[dict]:
     return rows
 
 
+OVERALL = "all"  # Table 1's "Overall (Combined)": every question of every dataset, one set
+
+
+def pooled(runs: Mapping, seeds: Mapping, hashes: Mapping) -> tuple[dict, dict, dict]:
+    """The Overall set per model: for each method and seed that every dataset of the model has,
+    the datasets' episodes concatenated (question ids are dataset-prefixed, so claims stay
+    paired question by question); same shapes as runs/seeds/hashes, keyed (model, OVERALL)."""
+    out_runs: dict = defaultdict(lambda: defaultdict(list))
+    out_seeds: dict = defaultdict(lambda: defaultdict(list))
+    out_hashes: dict = defaultdict(lambda: defaultdict(list))
+    for model in sorted({m for m, _ in runs}):
+        keys = sorted(k for k in runs if k[0] == model)
+        for method in sorted(set.intersection(*(set(runs[k]) for k in keys))):
+            common = set.intersection(*(set(seeds[k][method]) for k in keys))
+            for seed in sorted(common):
+                at = {k: seeds[k][method].index(seed) for k in keys}
+                out_runs[(model, OVERALL)][method].append([e for k in keys for e in runs[k][method][at[k]]])
+                out_seeds[(model, OVERALL)][method].append(seed)
+                out_hashes[(model, OVERALL)][method] += [hashes[k][method][at[k]] for k in keys]
+    return out_runs, out_seeds, out_hashes
+
+
 def falsifier_notes(rows: list[dict]) -> list[str]:
     notes = []
     for r in rows:
@@ -348,7 +370,13 @@ def summarise(
     from retrace.drr.leakcheck import refuse
 
     refuse(leak, cfg["leak_check"], str(leak_file))  # no claims from a leaking run
-    rows = claims(runs, hashes)
+    all_runs, all_seeds, all_hashes = pooled(runs, seeds, hashes)
+    for (model, dataset), methods in sorted(all_runs.items()):
+        for method, per_seed in methods.items():
+            for seed, eps in zip(all_seeds[(model, dataset)][method], per_seed, strict=True):
+                table.append(metrics_row(model, dataset, seed, method, eps))
+                table_prov.append(all_hashes[(model, dataset)][method][0])
+    rows = claims({**runs, **all_runs}, {**hashes, **all_hashes})
     write_claims_csv(rows, claims_out)
     loss_plot(train_files, plot_out)
     dm_notes: list[str] = []
@@ -377,6 +405,11 @@ def summarise(
         ],
         "images": [str(plot_out)],
         "notes": split_notes
+        + [
+            f"Dataset '{OVERALL}' is Table 1's Overall (Combined) column: the questions of every "
+            f"dataset ({', '.join(sorted({d for _, d in runs}))}) pooled into one set, its claims "
+            "paired question by question."
+        ]
         + dm_notes
         + falsifier_notes(rows)
         + [

@@ -11,7 +11,8 @@ The design is read from the experiment, never listed by hand: `plan.jobs` gives 
 has identical seeds (the real engines give identical samples), `claims.weaker` names the
 weaker-model pairs, question counts come from the mirror (retrace.estimate.problem_count).
 DRR's rows come from retrace.drr.report.CLAIMS over its settings (evaluation questions:
-the eval file, or 1 - train_fraction of one file), ART's from retrace.art.summary.CLAIMS
+the eval file, or 1 - train_fraction of one file), per dataset and pooled over them
+(dataset "all", Table 1's Overall), ART's from retrace.art.summary.CLAIMS
 pooled over its task groups (`examples` questions per task; every ART method but art_sc
 decodes at temperature 0, an assumption this module makes for the null).
 
@@ -105,7 +106,7 @@ def spine_design(name: str, mirror: str, d: Design) -> None:
 
 def drr_design(block: dict, mirror: str, d: Design) -> None:
     from retrace.drr import settings
-    from retrace.drr.report import CLAIMS
+    from retrace.drr.report import CLAIMS, OVERALL
 
     cfg = settings.load(block)
     labels = {m: (len(cfg["seeds"]), False) for m in settings.methods(cfg)}
@@ -119,6 +120,10 @@ def drr_design(block: dict, mirror: str, d: Design) -> None:
                     d.rows.append(
                         (claim, model, e["name"], a, b, "greater", metric, k, [(model, e["name"])], "plain")
                     )
+        keys = [(model, e["name"]) for e in settings.entries(cfg)]  # Table 1's Overall: all pooled
+        for claim, a, b, metric, k in CLAIMS:
+            if a in labels and b in labels:
+                d.rows.append((claim, model, OVERALL, a, b, "greater", metric, k, keys, "pooled"))
 
 
 def art_design(block: dict, d: Design) -> None:
