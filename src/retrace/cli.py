@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("data", help="prepare a dataset in the canonical schema")
     p.add_argument("--dataset", required=True)
-    p.add_argument("--mirror", default=None)
+    p.add_argument("--mirror", default=None, help="benchmark mirror directory; '-': none (retrace.mirror)")
     p.add_argument("--override", action="append", default=[])
     p.add_argument("--out", type=Path, required=True)
     for name in ("generate", "score"):
@@ -407,7 +407,7 @@ def _dispatch(argv: list[str]) -> int:
     elif a.command == "data":
         from retrace.stages import data
 
-        data.run(a.dataset, a.mirror, a.out, tuple(a.override))
+        data.run(a.dataset, None if a.mirror in ("-", "") else a.mirror, a.out, tuple(a.override))
     elif a.command == "generate":
         from retrace.stages import generate
 
