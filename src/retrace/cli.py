@@ -387,8 +387,9 @@ def main(argv: list[str] | None = None) -> int:
 def _one_line(e: BaseException) -> str:
     """The exception as one line: its message, with the type where the message alone is unclear."""
     text = " ".join(str(e).split()) or type(e).__name__
-    if isinstance(e, PermissionError) and e.filename:
-        return f"permission denied: {e.filename} (is the results folder read-only?)"
+    if isinstance(e, PermissionError):
+        where = f": {e.filename}" if e.filename else ""
+        return f"{e.strerror or 'Permission denied'}{where}; is the folder read-only?"
     return text if type(e).__name__.endswith(("ConfigError", "Missing")) else f"{type(e).__name__}: {text}"
 
 
