@@ -106,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p = sub.add_parser("data", help="prepare a dataset in the canonical schema")
     p.add_argument("--dataset", required=True)
-    p.add_argument("--mirror", default=None)
+    p.add_argument("--mirror", default=None, help="benchmark mirror directory; '-': none (retrace.mirror)")
     p.add_argument("--override", action="append", default=[])
     p.add_argument("--out", type=Path, required=True)
     for name in ("generate", "score"):
@@ -412,8 +412,9 @@ def main(argv: list[str] | None = None) -> int:
 def _one_line(e: BaseException) -> str:
     """The exception as one line: its message, with the type where the message alone is unclear."""
     text = " ".join(str(e).split()) or type(e).__name__
-    if isinstance(e, PermissionError) and e.filename:
-        return f"permission denied: {e.filename} (is the results folder read-only?)"
+    if isinstance(e, PermissionError):
+        where = f": {e.filename}" if e.filename else ""
+        return f"{e.strerror or 'Permission denied'}{where}; is the folder read-only?"
     return text if type(e).__name__.endswith(("ConfigError", "Missing")) else f"{type(e).__name__}: {text}"
 
 
@@ -432,7 +433,7 @@ def _dispatch(argv: list[str]) -> int:
     elif a.command == "data":
         from retrace.stages import data
 
-        data.run(a.dataset, a.mirror, a.out, tuple(a.override))
+        data.run(a.dataset, None if a.mirror in ("-", "") else a.mirror, a.out, tuple(a.override))
     elif a.command == "generate":
         from retrace.stages import generate
 

@@ -10,7 +10,7 @@ import pytest
 from retrace import catalog, cli, launch
 from tests.unit.test_provenance import chain, flip_byte  # noqa: F401 (a fixture)
 
-USER = ("run", "list", "plan", "status", "audit", "export")
+USER = ("run", "list", "plan", "status", "audit", "export", "rehearse")
 
 
 def help_text(capsys, *argv) -> str:

@@ -53,7 +53,10 @@ def test_unknown_top_level_override_lists_groups():
 
 
 def test_unknown_middle_key_lists_the_keys_where_it_failed():
-    with pytest.raises(ConfigError, match="valid keys under method: n, name, sampling, scoring"):
+    with pytest.raises(
+        ConfigError,
+        match=r"valid keys under method \(method 'majority', config/method/majority.yaml\): n, name, sampling",
+    ):
         compose(SMOKE, ["method.samplin.temperature=0.5"])
 
 

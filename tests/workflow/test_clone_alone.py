@@ -1,7 +1,8 @@
 """A clone alone runs the default experiment: no benchmark mirror, no folder beside it.
 
 The repository copy lives in a temporary directory (no ../shared/data beside it) and
-RETRACE_MIRROR points at a directory that does not exist, as on a researcher's laptop.
+RETRACE_MIRROR is unset, as on a researcher's laptop; or it points at a directory that does
+not exist, which must not matter to bundled data either.
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ import pytest
 from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for
 
 
-def run_without_mirror(root, *args):
-    env = {**env_for(root), "RETRACE_MIRROR": str(root / "no-such-mirror")}
+def env_without_mirror(root, variable: bool) -> dict:
+    env = {k: v for k, v in env_for(root).items() if k != "RETRACE_MIRROR"}
+    return {**env, "RETRACE_MIRROR": str(root / "no-such-mirror")} if variable else env
+
+
+def run_without_mirror(root, *args, variable=False):
+    env = env_without_mirror(root, variable)
     return subprocess.run(
         [SNAKEMAKE, "--cores", "2", *args], cwd=root, env=env, capture_output=True, text=True, timeout=900
     )
@@ -29,25 +35,34 @@ def clone(tmp_path_factory):
     return root
 
 
-def test_default_plan_and_its_data_stage_need_no_mirror(clone):
-    plan = run_without_mirror(clone, "-n")
+@pytest.mark.parametrize("variable", [False, True], ids=["unset", "nonexistent"])
+def test_default_plan_and_its_data_stage_need_no_mirror(clone, variable):
+    plan = run_without_mirror(clone, "-n", variable=variable)
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     data = sorted(set(re.findall(r"output: (results/data/[^,\s]+\.jsonl)", plan.stdout)))
     assert "results/data/smoke_bigbench_word_unscrambling.jsonl" in data  # the ART smoke's data too
-    done = run_without_mirror(clone, *data)
+    done = run_without_mirror(clone, *data, "--forcerun", "data", variable=variable)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert all((clone / d).stat().st_size > 0 for d in data)
 
 
-def test_a_mirror_experiment_without_a_mirror_fails_naming_the_dataset(clone):
-    proc = run_without_mirror(clone, "-n", "--config", "experiment=art_paper")
+@pytest.mark.parametrize(
+    "variable, why",
+    [
+        (False, "reads the benchmark mirror, and none was found"),
+        (True, "mirror directory .*no-such-mirror does not exist"),
+    ],
+    ids=["unset", "nonexistent"],
+)
+def test_a_mirror_experiment_without_a_mirror_fails_naming_the_dataset(clone, variable, why):
+    proc = run_without_mirror(clone, "-n", "--config", "experiment=art_paper", variable=variable)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert re.search(r"MirrorMissing: dataset '\w+': mirror directory .*no-such-mirror does not exist", out)
+    assert re.search(rf"MirrorMissing: dataset '\w+':? {why}", out)
 
 
 def retrace_run(root, *args):
-    env = {**env_for(root), "RETRACE_MIRROR": str(root / "no-such-mirror")}
+    env = env_without_mirror(root, variable=False)
     return subprocess.run(
         [sys.executable, "-m", "retrace", "run", *args],
         cwd=root,

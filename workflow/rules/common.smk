@@ -12,13 +12,12 @@ from retrace.mirror import resolve as resolve_mirror
 
 config.update(check_global(config))  # unknown keys are refused, naming the valid ones
 validate(config, "../schemas/config.schema.yaml")
-config["mirror"] = resolve_mirror(config["mirror"])[
-    0
-]  # key, else $RETRACE_MIRROR, else ../shared/data, else None
+# the `mirror:` key, else $RETRACE_MIRROR, else ../shared/data if it exists, else None (retrace.mirror)
+config["mirror"] = resolve_mirror(config["mirror"])[0]
 
 PY = sys.executable  # the interpreter running Snakemake also runs the stages
 RESULTS = "results"
-MIRROR = config["mirror"] or ""  # "" on the command line: no mirror
+MIRROR = config["mirror"] or "-"  # "-": no mirror (an empty word would vanish from the shell command)
 CACHE = config["request_cache"]  # shared between checkouts if pointed at one directory
 # `snakemake --lint` waivers (checked by .ci/snakemake_lint.py in `make lint`). The lint asks for
 # every non-file value a shell command reads to go through params:, so that a change reruns the
