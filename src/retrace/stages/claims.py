@@ -185,7 +185,9 @@ def _claims_block(experiment: dict, name: str) -> dict:
     block = experiment.get("claims") or {}
     unknown = set(block) - {"weaker", "primary", "controls"}
     if unknown:
-        raise ValueError(f"{name}: claims: unknown key(s) {sorted(unknown)}; valid: controls, primary, weaker")
+        raise ValueError(
+            f"{name}: claims: unknown key(s) {sorted(unknown)}; valid: controls, primary, weaker"
+        )
     return block
 
 
