@@ -148,3 +148,31 @@ def test_an_unseen_task_that_is_a_library_task_renamed_is_flagged():
     assert fresh["inputs"] < unseen.INPUTS
     assert result["verdict"] == "near_duplicate"
     assert unseen.near_duplicates(result) == {"word_unscrambling": "anagrams"}
+
+
+def test_the_leak_check_job_flags_an_unseen_near_duplicate_without_failing(tmp_path, monkeypatch):
+    cfg = plan.check(
+        {
+            **{k: CFG[k] for k in ("models", "backend", "library_versions", "methods")},
+            "tasks": {"library": [], "unseen": ["word_unscrambling"]},
+        }
+    )
+    monkeypatch.setattr(stages, "art_config", lambda experiment: cfg)
+    d = tmp_path / "data"
+    d.mkdir()
+    words = ("hte", "tca", "odg", "nru")
+    problems = [
+        Problem(f"w{i}", f"The word {w} is a scrambled version of the English word", "x")
+        for i, w in enumerate(words)
+    ]
+    data.write_problems(d / "bigbench_word_unscrambling.jsonl", problems)
+    run = tmp_path / "runs" / "seed0.jsonl"
+    run.parent.mkdir(parents=True)
+    write_jsonl(run, [{"id": "w2", "answer": None}])
+    job = {"model": "m", "task": "word_unscrambling", "label": "art", "seed": 0}
+    Provenance(
+        "art_run", {}, [], extra={"job": job, "data": {"test_ids": ["w2"], "pool_ids": ["w0", "w1"]}}
+    ).write(run)
+    result = stages.leakcheck("x", [run], d, tmp_path / "leak.json")  # strict, yet no failure
+    assert result["verdict"] == "clean" and result["unseen"]["verdict"] == "near_duplicate"
+    assert result["unseen"]["tasks"]["word_unscrambling"]["nearest"] == "anagrams"

@@ -32,6 +32,19 @@ INPUTS = 0.45  # mean best cosine of inputs at or over which two tasks share an 
 def check(library, tasks: dict[str, tuple[str, list[str]]]) -> dict:
     """{"verdict", "thresholds", "embedder", "tasks": {task: {nearest, description, inputs,
     near_duplicate}}} for `tasks` = {unseen task: (description, example inputs)}."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(
+        1
+    )  # a few dozen short texts: extra threads only contend (7x slower on 2 busy cores)
+    try:
+        return _check(library, tasks)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _check(library, tasks: dict[str, tuple[str, list[str]]]) -> dict:
     from retrace.art.program import parse
     from retrace.art.select import minilm
 
