@@ -195,8 +195,36 @@ def check_global(config: dict, config_dir: Path = CONFIG_DIR) -> dict:
                 f"valid keys: {', '.join(sorted(props))}"
             )
     out = {k: v.get("default") for k, v in props.items()}
-    out.update(config)
+    out.update({key: _typed(key, value, props[key]) for key, value in config.items()})
     return out
+
+
+_BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def _typed(key: str, value: Any, spec: dict) -> Any:
+    """`value` as the schema's type for `key`: `--config probe=false` arrives as the string
+    "false" and `--config mirror=123` as a number; what cannot be converted is refused naming
+    the key and what it takes (jsonschema's own message names neither)."""
+    types = spec.get("type")
+    types = set(types) if isinstance(types, list) else {types}
+    if value is None and "null" in types:
+        return None
+    if "boolean" in types and not isinstance(value, bool):
+        if str(value).lower() not in _BOOLEANS:
+            raise ConfigError(
+                f"config key {key!r} = {value!r}: takes true or false, e.g. --config {key}=false"
+            )
+        return _BOOLEANS[str(value).lower()]
+    if "string" in types and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if "array" in types and not isinstance(value, list):
+        raise ConfigError(
+            f"config key {key!r} = {value!r}: takes a list, e.g. --config '{key}=[\"method.n=8\"]'"
+        )
+    if "string" in types and not isinstance(value, str):
+        raise ConfigError(f"config key {key!r} = {value!r}: takes a string ({spec.get('description', '')})")
+    return value
 
 
 def load_experiment(name: str, config_dir: Path = CONFIG_DIR) -> dict:

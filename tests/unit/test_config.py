@@ -83,7 +83,7 @@ def test_check_global_refuses_unknown_key_and_names_valid_ones():
 def test_check_global_fills_defaults():
     assert check_global({"experiment": "paper"}) == {
         "experiment": "paper",
-        "mirror": "../shared/data",
+        "mirror": None,
         "overrides": [],
         "estimate": True,
         "probe": True,

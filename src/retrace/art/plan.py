@@ -11,6 +11,7 @@
       seeds: [0]
       settings: {...}              # see DEFAULTS
       tools: {search: {top_k: 1}, code_execute: {wall_s: 10, sandbox: wasm}}
+      datasets: {word_unscrambling: smoke_bigbench_word_unscrambling}  # instead of eval_tasks.yaml's
 
 One job = model × task × method label × seed; label `art@<version>` runs ART on another
 library version. Library tasks take their own cluster's demonstrations (§5.1); unseen tasks
@@ -49,6 +50,7 @@ KEYS = {
     "pool",
     "split_seed",
     "overrides",
+    "datasets",
 }
 DEFAULTS = {
     "n_tasks": 3,
@@ -58,6 +60,7 @@ DEFAULTS = {
     "selection": "similarity",
     "seeds": [0],
     "tools": {},
+    "datasets": {},
 }
 SETTINGS = {
     "max_steps": 6,
@@ -136,6 +139,7 @@ def check(cfg: dict, where: str = "art") -> dict:
                 raise ValueError(f"{where}.tasks.library: {t!r} is not a library task in {EVAL_TASKS.name}")
     versions = out.get("library_versions") or {"base": ["base"]}
     out["library_versions"] = {k: list(v) for k, v in versions.items()}
+    check_datasets(out, where)
     fb = out.get("feedback") or {}
     if fb and fb.get("version") not in versions:
         raise ValueError(f"{where}.feedback.version: {fb.get('version')!r} is not in library_versions")
@@ -159,8 +163,27 @@ def jobs(cfg: dict) -> list[ArtJob]:
     return list(dict.fromkeys(out))
 
 
-def dataset_of(task: str) -> str:
-    return eval_tasks()[task]["dataset"]
+def check_datasets(cfg: dict, where: str) -> None:
+    """`datasets:` names tasks of the block and existing dataset configs."""
+    from retrace.config import group_options
+
+    tasks = (cfg.get("tasks") or {}).get("library", []) + (cfg.get("tasks") or {}).get("unseen", [])
+    known = group_options("dataset")
+    for task, dataset in (cfg.get("datasets") or {}).items():
+        if task not in tasks:
+            raise ValueError(
+                f"{where}.datasets: {task!r} is not one of the block's tasks ({', '.join(tasks)})"
+            )
+        if dataset not in known:
+            raise ValueError(
+                f"{where}.datasets.{task}: unknown dataset {dataset!r}; valid: {', '.join(known)}"
+            )
+
+
+def dataset_of(task: str, cfg: dict | None = None) -> str:
+    """The dataset a task reads: the block's `datasets:` entry (e.g. a bundled subset for the
+    smoke run), else the task's own in eval_tasks.yaml."""
+    return ((cfg or {}).get("datasets") or {}).get(task) or eval_tasks()[task]["dataset"]
 
 
 def needs_selection(task: str) -> bool:

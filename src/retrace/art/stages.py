@@ -68,8 +68,8 @@ def _llm(cfg: dict, model: str, manifest_path: Path, cache_path: Path, job: str)
     return llm, cache, manifest, composed["backend"]
 
 
-def _task_data(task: str, data_path: Path):
-    ds_cfg = compose({"dataset": plan.dataset_of(task)})["dataset"]
+def _task_data(cfg: dict, task: str, data_path: Path):
+    ds_cfg = compose({"dataset": plan.dataset_of(task, cfg)})["dataset"]
     return TASKS.get(ds_cfg["task"]), data.read_problems(data_path)
 
 
@@ -101,7 +101,7 @@ def select(
     cfg = art_config(experiment)
     lib = load_library(plan.version_dirs(cfg, version))
     index = {k: (t.cluster, t.description) for k, t in lib.tasks.items()}
-    task_plugin, problems = _task_data(task, data_path)
+    task_plugin, problems = _task_data(cfg, task, data_path)
     pool, _ = task_split(cfg, problems)
     from retrace.art.metrics import format_input
 
@@ -170,7 +170,7 @@ def run(
     selection: Path | None = None,
 ) -> dict:
     cfg = art_config(experiment)
-    task_plugin, problems = _task_data(job.task, data_path)
+    task_plugin, problems = _task_data(cfg, job.task, data_path)
     pool, test = task_split(cfg, problems)
     llm, cache, man, backend = _llm(cfg, job.model, manifest, cache_path, str(out))
     version = plan.job_version(cfg, job)
@@ -227,7 +227,7 @@ def run(
             "usage": vars(llm.usage),
             "model": {"name": man["name"], "fingerprint": man["fingerprint"]},
             "data": {
-                "name": plan.dataset_of(job.task),
+                "name": plan.dataset_of(job.task, cfg),
                 "fingerprint": data.fingerprint(problems),
                 "test_ids": [p.id for p in test],
                 "pool_ids": [p.id for p in pool],
@@ -261,7 +261,7 @@ def leakcheck(experiment: str, runs: list[Path], data_dir: Path, out: Path, stri
     records = overlap.load_runs(runs)
     tasks = sorted({r["job"]["task"] for r in records})
     files = {
-        t: Path(data_dir) / f"{compose({'dataset': plan.dataset_of(t)})['dataset']['name']}.jsonl"
+        t: Path(data_dir) / f"{compose({'dataset': plan.dataset_of(t, cfg)})['dataset']['name']}.jsonl"
         for t in tasks
     }
     result = overlap.check_runs(

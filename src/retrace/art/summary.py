@@ -70,7 +70,7 @@ def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
 
 
 def _problems(cfg: dict, task: str, data_dir: Path) -> tuple[dict, object]:
-    ds = compose({"dataset": plan.dataset_of(task)})["dataset"]
+    ds = compose({"dataset": plan.dataset_of(task, cfg)})["dataset"]
     from retrace import data
 
     probs = data.read_problems(Path(data_dir) / f"{ds['name']}.jsonl")

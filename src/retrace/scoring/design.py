@@ -25,7 +25,6 @@ Used by benchmarks/claims_calibration.py and `retrace rehearse` (its power state
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -49,10 +48,13 @@ class Design:
 
 def default_mirror() -> str:
     from retrace.config import CONFIG_DIR
+    from retrace.mirror import resolve
     from retrace.yamlfile import load_yaml
 
-    mirror = load_yaml(CONFIG_DIR / "config.yaml").get("mirror", "../shared/data")
-    return os.environ.get("RETRACE_MIRROR") or str((CONFIG_DIR.parent / mirror).resolve())
+    mirror = load_yaml(CONFIG_DIR / "config.yaml").get("mirror")
+    if mirror:  # relative to the repository, where Snakemake runs
+        return str((CONFIG_DIR.parent / mirror).resolve())
+    return resolve(None)[0] or ""
 
 
 def _count(dataset: str, mirror: str) -> int:
