@@ -110,6 +110,7 @@ def test_the_leak_check_reports_and_fails_on_a_used_overlap(tmp_path, monkeypatc
     assert result["verdict"] == "leak" and result["findings"][0]["id"] == SHOWN.id
     assert result["findings"][0]["role"] == "test"
     assert stages.leakcheck("x", [leaky], d, tmp_path / "warn.json", strict=False)["n_findings"] == 1
+    assert result["unseen"] == {"verdict": "clean", "tasks": {}}  # no unseen task among the runs
     from retrace.art.summary import leak_table
 
     table = leak_table(tmp_path / "leak.json")
@@ -119,3 +120,59 @@ def test_the_leak_check_reports_and_fails_on_a_used_overlap(tmp_path, monkeypatc
 
 def test_library_dir_is_the_shipped_one():
     assert plan.all_library_dirs(CFG)[0].resolve() == (LIBRARY_DIR / "base").resolve()
+
+
+def test_an_unseen_task_that_is_a_library_task_renamed_is_flagged():
+    from retrace.art import unseen
+    from retrace.art.library import load_library
+
+    library = load_library([LIBRARY_DIR / "base"])
+    tasks = {  # word_unscrambling is anagrams: same description, same input template
+        "word_unscrambling": (
+            "Unscramble the letters into an English word.",
+            [f"The word {w} is a scrambled version of the English word" for w in ("hte", "tca", "odg")],
+        ),
+        "tracking_shuffled_objects": (
+            "Track which object each person holds after a sequence of swaps. Pick an option.",
+            [
+                "Alice, Bob, and Claire are playing a game. At the start of the game, they are each holding "
+                "a ball: Alice has a red ball, Bob has a blue ball, and Claire has a pink ball. First, Claire "
+                "and Alice swap balls. At the end of the game, Bob has the"
+            ],
+        ),
+    }
+    result = unseen.check(library, tasks)
+    dup, fresh = result["tasks"]["word_unscrambling"], result["tasks"]["tracking_shuffled_objects"]
+    assert dup["nearest"] == "anagrams" and dup["near_duplicate"] and dup["description"] >= unseen.DESCRIPTION
+    assert not fresh["near_duplicate"] and fresh["description"] < unseen.DESCRIPTION > 0
+    assert fresh["inputs"] < unseen.INPUTS
+    assert result["verdict"] == "near_duplicate"
+    assert unseen.near_duplicates(result) == {"word_unscrambling": "anagrams"}
+
+
+def test_the_leak_check_job_flags_an_unseen_near_duplicate_without_failing(tmp_path, monkeypatch):
+    cfg = plan.check(
+        {
+            **{k: CFG[k] for k in ("models", "backend", "library_versions", "methods")},
+            "tasks": {"library": [], "unseen": ["word_unscrambling"]},
+        }
+    )
+    monkeypatch.setattr(stages, "art_config", lambda experiment: cfg)
+    d = tmp_path / "data"
+    d.mkdir()
+    words = ("hte", "tca", "odg", "nru")
+    problems = [
+        Problem(f"w{i}", f"The word {w} is a scrambled version of the English word", "x")
+        for i, w in enumerate(words)
+    ]
+    data.write_problems(d / "bigbench_word_unscrambling.jsonl", problems)
+    run = tmp_path / "runs" / "seed0.jsonl"
+    run.parent.mkdir(parents=True)
+    write_jsonl(run, [{"id": "w2", "answer": None}])
+    job = {"model": "m", "task": "word_unscrambling", "label": "art", "seed": 0}
+    Provenance(
+        "art_run", {}, [], extra={"job": job, "data": {"test_ids": ["w2"], "pool_ids": ["w0", "w1"]}}
+    ).write(run)
+    result = stages.leakcheck("x", [run], d, tmp_path / "leak.json")  # strict, yet no failure
+    assert result["verdict"] == "clean" and result["unseen"]["verdict"] == "near_duplicate"
+    assert result["unseen"]["tasks"]["word_unscrambling"]["nearest"] == "anagrams"

@@ -150,3 +150,39 @@ def test_search_backend_corpus_and_hit_rate_are_reported_and_the_stand_in_flagge
     assert any("stand-in" in n and "1/4 calls found a passage" in n for n in sec["notes"])
     claims = {r["claim"]: r for r in csv.DictReader(open(paths["claims"]))}
     assert "stand-in corpus retrace-passages-v1" in claims["tools help"]["note"]
+
+
+def test_claims_on_unseen_tasks_name_a_near_duplicate_and_the_report_lists_the_check(tmp_path):
+    from retrace.art.summary import summarize
+    from retrace.atomic import write_json
+
+    right = {"fewshot": 3, "autocot": 4, "art": 10, "art_notools": 6, "art_sc": 11}
+    runs = [
+        _run(tmp_path, t, label, n) for t in ("arithmetic", "word_unscrambling") for label, n in right.items()
+    ]
+    leak = tmp_path / "leakcheck.json"
+    check = {"nearest": "anagrams", "description": 0.73, "inputs": 0.49, "near_duplicate": True}
+    write_json(
+        leak,
+        {
+            "verdict": "clean",
+            "n_runs": 10,
+            "n_findings": 0,
+            "findings": [],
+            "n_library_inputs": 30,
+            "excluded": {},
+            "unseen": {"verdict": "near_duplicate", "tasks": {"word_unscrambling": check}},
+        },
+    )
+    Provenance("art_leakcheck", {}, []).write(leak)
+    paths = summarize(CFG, runs, _data(tmp_path), tmp_path / "summary", {"test": 1}, leak)
+    rows = {r["claim"]: r for r in csv.DictReader(open(paths["claims"]))}
+    assert rows["ART beats AutoCoT on unseen tasks"]["dataset"] == "unseen tasks"  # the paper's setting
+    assert (
+        "word_unscrambling near-duplicates library task anagrams"
+        in rows["ART beats AutoCoT on unseen tasks"]["note"]
+    )
+    assert "near-duplicates" not in rows["ART beats AutoCoT"]["note"]  # library tasks only
+    (sec,), _ = load_sections([paths["section"]], tmp_path / "out")
+    (table,) = [t for t in sec["tables"] if t["caption"].startswith("Unseen tasks against the task library")]
+    assert table["rows"] == [["word_unscrambling", "anagrams", 0.73, 0.49, "near-duplicate"]]

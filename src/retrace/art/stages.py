@@ -13,7 +13,7 @@ import random
 from pathlib import Path
 
 from retrace import data, models
-from retrace.art import overlap, plan
+from retrace.art import overlap, plan, unseen
 from retrace.art.baselines import METHOD_FNS, Context
 from retrace.art.library import EVAL_TASKS, eval_tasks, load_library
 from retrace.atomic import write_json, write_jsonl
@@ -238,8 +238,25 @@ def run(
     return vars(llm.usage)
 
 
+def unseen_check(cfg: dict, records: list[dict], problems: dict[str, list]) -> dict:
+    """art/unseen.py on the runs' unseen tasks: each one's description and held-out inputs (the
+    pool a run drew, as selection sees them) against the main library version."""
+    from retrace.art.metrics import format_input
+
+    tasks = {}
+    for task in sorted({r["job"]["task"] for r in records if plan.needs_selection(r["job"]["task"])}):
+        by_id = {p.id: p for p in problems[task]}
+        pool = next((r["data"].get("pool_ids") for r in records if r["job"]["task"] == task), None)
+        examples = [by_id[i] for i in pool or [] if i in by_id][:5] or problems[task][:5]
+        tasks[task] = (eval_tasks()[task]["description"], [format_input(p) for p in examples])
+    if not tasks:
+        return {"verdict": "clean", "tasks": {}}
+    return unseen.check(load_library(plan.version_dirs(cfg, plan.main_version(cfg))), tasks)
+
+
 def leakcheck(experiment: str, runs: list[Path], data_dir: Path, out: Path, strict: bool = True) -> dict:
-    """Overlaps between the library's demonstration inputs and the items each run used."""
+    """Overlaps between the library's demonstration inputs and the items each run used, and
+    unseen tasks that near-duplicate a library task (flagged, not a failure)."""
     cfg = art_config(experiment)
     records = overlap.load_runs(runs)
     tasks = sorted({r["job"]["task"] for r in records})
@@ -251,16 +268,22 @@ def leakcheck(experiment: str, runs: list[Path], data_dir: Path, out: Path, stri
         records, {t: data.read_problems(f) for t, f in files.items()}, plan.library_inputs(cfg)
     )
     result["library_dirs"] = [str(d) for d in plan.all_library_dirs(cfg)]
+    result["unseen"] = unseen_check(cfg, records, {t: data.read_problems(f) for t, f in files.items()})
     write_json(out, result)
     lib_files = [f for d in plan.all_library_dirs(cfg) for f in sorted(Path(d).glob("*/*.txt"))]
     Provenance(
         "art_leakcheck",
         {"experiment": experiment, "strict": strict},
-        [str(plan.SRC / f) for f in ("art/overlap.py", "art/plan.py", "art/stages.py")],
-        inputs=[str(p) for p in runs] + [str(f) for f in files.values()] + [str(f) for f in lib_files],
-        extra={"verdict": result["verdict"]},
+        [str(plan.SRC / f) for f in ("art/overlap.py", "art/unseen.py", "art/plan.py", "art/stages.py")],
+        inputs=[str(p) for p in runs]
+        + [str(f) for f in files.values()]
+        + [str(f) for f in lib_files]
+        + [str(plan.load_index(plan.version_dirs(cfg, plan.main_version(cfg)))[0]), str(EVAL_TASKS)],
+        extra={"verdict": result["verdict"], "unseen": result["unseen"]["verdict"]},
     ).write(out)
     log.info("demonstration leak check: %s (%d findings)", result["verdict"], result["n_findings"])
+    for task, lib in unseen.near_duplicates(result["unseen"]).items():
+        log.warning("unseen task %s near-duplicates library task %s (art/unseen.py)", task, lib)
     if strict and result["verdict"] != "clean":
         raise SystemExit(
             f"demonstration leak: {result['n_findings']} test/pool items are library inputs -> {out}"
