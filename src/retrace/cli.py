@@ -166,6 +166,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="WEAK,STRONG",
         help="a pre-registered model pair for 'weaker models gain most' (repeatable)",
     )
+    p.add_argument(
+        "--controls",
+        action="store_true",
+        help="add the positive (majority vs greedy) and A/A (sample 1 vs 0 of majority) control rows",
+    )
     p.add_argument("scores", type=Path, nargs="*")
     p = sub.add_parser("report", help="build the results table")
     p.add_argument("--out-dir", type=Path, required=True)
@@ -302,7 +307,8 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
     planned = jobs(cfg)
     if not estimate_only:
         print("\n".join(j.path for j in planned))
-    print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset")).line())
+    # CPU jobs are priced at the probe's measured rate when a run here has one (results/probe)
+    print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset"), Path("results/probe")).line())
     return 0
 
 
@@ -441,7 +447,7 @@ def _dispatch(argv: list[str]) -> int:
     elif a.command == "claims":
         from retrace.stages import claims
 
-        claims.run(a.scores, a.out, a.extra, [claims.parse_pair(w) for w in a.weaker])
+        claims.run(a.scores, a.out, a.extra, [claims.parse_pair(w) for w in a.weaker], a.controls)
     elif a.command == "report":
         from retrace.stages import report
 

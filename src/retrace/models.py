@@ -193,6 +193,8 @@ def weight_files(manifest: dict) -> list[tuple[str, str]]:
                 for n, d in sorted(manifest.get("hf_files", {}).items())
             ]
         return out
+    if not manifest.get("hf_dir"):  # weights the engine fetches itself (a hub id) or none (simulated)
+        return []
     return [(str(Path(manifest["hf_dir"]) / n), d) for n, d in sorted(manifest.get("files", {}).items())]
 
 
@@ -204,7 +206,13 @@ def stamp_weights(manifest: dict, manifest_path: str | Path) -> None:
     """Record size and mtime of weights just hashed by materialise(), for verify_weights' fast path."""
     stamps = {}
     for path, digest in weight_files(manifest):
-        st = Path(path).stat()
+        try:
+            st = Path(path).stat()
+        except FileNotFoundError:
+            raise ModelError(
+                f"weights {path} named in {manifest_path} are missing; rematerialise with "
+                "`snakemake --forcerun model`"
+            ) from None
         stamps[path] = [st.st_size, st.st_mtime_ns, digest]
     write_json(stamp_path(manifest_path), stamps)
 
@@ -223,7 +231,13 @@ def verify_weights(manifest: dict, manifest_path: str | Path, full: bool = False
         stamps = {}
     fresh = {}
     for path, digest in weight_files(manifest):
-        st = Path(path).stat()
+        try:
+            st = Path(path).stat()
+        except FileNotFoundError:
+            raise ModelError(
+                f"weights {path} named in {manifest_path} are missing; rematerialise with "
+                "`snakemake --forcerun model`"
+            ) from None
         seen = [st.st_size, st.st_mtime_ns, digest]
         if not full and stamps.get(path) == seen:
             fresh[path] = seen

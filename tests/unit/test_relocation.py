@@ -50,6 +50,22 @@ def test_a_flipped_byte_in_the_weights_fails_the_load_naming_them(weights):
     models.load_manifest(weights)
 
 
+def test_missing_weights_fail_the_load_naming_them(weights):
+    weights.with_name("model.gguf").unlink()
+    with pytest.raises(
+        models.ModelError, match=r"weights results/models/m/model\.gguf named in .* are missing"
+    ):
+        models.load_manifest(weights)
+
+
+def test_a_manifest_without_local_weights_loads(tmp_path):
+    """A hub id the engine resolves itself, or the simulated engine: nothing to check."""
+    path = tmp_path / "manifest.json"
+    write_json(path, {"name": "hub-model", "hub": {"repo": "o/r", "revision": "a" * 40}})
+    assert models.weight_files(json.loads(path.read_text())) == []
+    assert models.load_manifest(path)["name"] == "hub-model"
+
+
 def test_unchanged_weights_are_not_rehashed_and_a_copy_keeps_the_fast_path(weights, monkeypatch, tmp_path):
     copy = tmp_path.parent / (tmp_path.name + "-copy")
     shutil.copytree(tmp_path, copy, copy_function=shutil.copy2)  # like cp -a: mtimes kept

@@ -17,5 +17,6 @@ rule claims:
         weaker=" ".join(
             f"--weaker {w},{s}" for w, s in _claims_stage.weaker_pairs(EXPERIMENT, config["experiment"])
         ),
+        controls="--controls" if _claims_stage.controls_flag(EXPERIMENT, config["experiment"]) else "",
     shell:
-        "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {input.scores} > {log} 2>&1"
+        "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {params.controls} {input.scores} > {log} 2>&1"

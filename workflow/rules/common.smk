@@ -37,7 +37,11 @@ if config.get("estimate", True):  # printed before anything runs (also on dry-ru
     from snakemake.logging import logger
     from retrace.estimate import estimate as _estimate
 
-    logger.info(_estimate(JOBS, config["mirror"], _plan.shared_overrides(config, "dataset")).line())
+    logger.info(
+        _estimate(
+            JOBS, config["mirror"], _plan.shared_overrides(config, "dataset"), f"{RESULTS}/probe"
+        ).line()
+    )
 JOB_PATH = "{model}/{backend}/{dataset}/{label}/seed{seed}"
 
 

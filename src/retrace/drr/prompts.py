@@ -16,8 +16,11 @@ import re
 from collections.abc import Mapping, Sequence
 
 from retrace.records import Message, Problem
-from retrace.tasks.base import LETTERS
+from retrace.tasks._choice import extract_choice
+from retrace.tasks.base import LETTERS, after_placeholder
 from retrace.templates import render
+
+INDEX_BASE = 0  # the prompts number choices from 0 (Appendix B: "e.g., 0, 1, 2, etc")
 
 NOTA = "none of the above"  # the Abstain prompt's abstention answer (Appendix B)
 # The paper's output format "Answer: [...] Rationale: [...]" (Appendix B); models often put
@@ -95,7 +98,8 @@ def split_reply(text: str) -> tuple[str, str]:
     if not m:
         found = [x.group(1).strip().rstrip(".") for pat in LOOSE for x in pat.finditer(text.strip())]
         return (found[0][:200] if found else ""), text.strip()
-    answer = m.group("answer").strip().strip("*[]").strip()
+    # "Answer: [Provide the answer here] 3": the prompt's placeholder echoed before the answer
+    answer = after_placeholder(m.group("answer").strip())[0].strip().strip("*[]").strip()
     return answer.split("\n", 1)[0].strip()[:200], (m.group("rationale") or "").strip()
 
 
@@ -137,6 +141,18 @@ def answer_letter(answer: str, choices: Sequence[str]) -> str | None:
         if low.endswith(" " + c.lower()):
             return LETTERS[i]
     return None
+
+
+def reply_letter(text: str, choices: Sequence[str]) -> str | None:
+    """The choice letter of a whole reply: its answer field (answer_letter), else what the
+    shared multiple-choice extraction (tasks/_choice.py) reads at this prompt's 0-based
+    numbering ("The correct option is 2 because ..."); None for an abstention."""
+    answer, _ = split_reply(text)
+    if is_abstention(answer):
+        return None
+    return (answer_letter(answer, choices) if answer else None) or extract_choice(
+        text, tuple(choices), INDEX_BASE
+    )
 
 
 def selfcritic_letter(text: str, choices: Sequence[str]) -> str | None:

@@ -53,7 +53,7 @@ def turn_record(problem: Problem, turn: int, messages, completion) -> dict:
         "text": completion.text,
         "answer": answer,
         "rationale": rationale,
-        "letter": prompts.answer_letter(answer, problem.choices or ()),
+        "letter": prompts.reply_letter(completion.text, problem.choices or ()),
         "abstain": prompts.is_abstention(answer),
         "key": completion.key,
         "cache_hit": completion.cache_hit,

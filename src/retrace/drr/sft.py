@@ -111,7 +111,7 @@ def answer(model, tokenizer, problem: Problem, max_new_tokens: int = 16) -> str 
             pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
         )
     text = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
-    return prompts.answer_letter(prompts.split_reply(text)[0], problem.choices or ())
+    return prompts.reply_letter(text, problem.choices or ())
 
 
 def load_reasoner(spec: dict):

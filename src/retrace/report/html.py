@@ -103,14 +103,16 @@ def render_html(
     pages: dict[str, str] | None = None,
     settings: dict | None = None,
     engine: dict | None = None,
+    banner: str = "",
     transcripts: dict[str, str] | None = None,
 ) -> str:
     """The report page: `rows` (one per job), `aggregates` (one per multi-seed config),
     `claims` (claims.csv rows), `diagnostics` (one per refine job per depth), `images`
     ({"accuracy_vs_compute" | "depth_curves": path relative to the page}), `pages`
     ({record sha256: provenance page}), `settings` ({score record sha256: our setting}) and
-    `engine` (the run summary: retrace.report.run_summary's rows and total) and `transcripts`
-    ({score record sha256: its transcript page}, report/transcripts.py)."""
+    `engine` (the run summary: retrace.report.run_summary's rows and total); `banner`: the
+    smoke-run line opening the page (smoke_banner); `transcripts` ({score record sha256: its
+    transcript page}, report/transcripts.py)."""
     refs = paper.load_paper_numbers()
     claims = paper.annotate_claims(list(claims), refs, settings or {})
     pages = pages or {}
@@ -132,7 +134,38 @@ def render_html(
         transcripts=transcripts or {},
         engine=engine or {"rows": [], "total": {}},
         simulated=is_simulated(rows, claims),
+        smoke=banner,
     )
+
+
+def smoke_banner(claims: list[dict], probes: Iterable[Path] = ()) -> str:
+    """The banner of a run whose claims stand on fewer than MIN_QUESTIONS questions ("" when
+    none do): such verdicts are inconclusive by rule, so the page names the command that gives
+    a real one, `make controls`, with its CPU time here (retrace.estimate: the probe's measured
+    rate when this run has one, else the stated default)."""
+    from retrace.scoring.claims import MIN_QUESTIONS
+
+    small = [
+        c for c in claims if str(c.get("n_questions", "")).isdigit() and int(c["n_questions"]) < MIN_QUESTIONS
+    ]
+    if not small:
+        return ""
+    return (
+        f"smoke run: verdicts are inconclusive by rule (n < {MIN_QUESTIONS}); for a real verdict on a CPU "
+        f"run `make controls` (≈ {controls_hours(probes):.1f} h here); on GPUs see paper.yaml"
+    )
+
+
+def controls_hours(probes: Iterable[Path] = ()) -> float:
+    """CPU hours of the `controls` experiment at this run's probed rate (or the default)."""
+    from retrace.config import check_global
+    from retrace.estimate import estimate
+    from retrace.plan import jobs
+
+    probe_dirs = {Path(p).parent.parent for p in probes}  # results/probe/<model>/<backend>.json
+    return estimate(
+        jobs(check_global({"experiment": "controls"})), None, (), next(iter(probe_dirs), None)
+    ).cpu_hours
 
 
 def is_simulated(rows: list[dict], claims: list[dict]) -> bool:
@@ -189,6 +222,7 @@ def build_report(
         {h: lineage.page_name(h) for h in nodes},
         settings,
         engine={"rows": engine_rows, "total": engine_total},
+        banner=smoke_banner(claims, probes),
         transcripts=transcript_pages,
     )
     with atomic_open(out_dir / "index.html") as f:

@@ -107,6 +107,21 @@ PAPER_CLAIMS = (
     ("always-affirm refinement falls below Maj@N", "refine_affirm", "majority", "less"),
 )
 
+# The controls of `make controls` (config/experiment/controls.yaml), added by `--controls`:
+# a known effect the engine must find (self-consistency over greedy, Wang et al. 2023,
+# arXiv:2203.11171) and an A/A comparison it must not call either way: one sampled answer
+# against another of the same method with other per-request seeds (samples 1 and 0 of Maj@N,
+# stages/claims.single_samples).
+CONTROL_CLAIMS = (
+    ("positive control: Maj@N beats greedy", "majority", "greedy", "greater"),
+    (
+        "negative control (A/A): one sample vs another, other seeds",
+        "majority#sample1",
+        "majority#sample0",
+        "greater",
+    ),
+)
+
 
 def _matrix(runs: Runs) -> tuple[list[str], np.ndarray]:
     """(sorted question ids, seeds x questions scores); every seed must cover the same questions."""

@@ -19,6 +19,7 @@ a pinned revision; `datasets` is imported only then).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -47,8 +48,39 @@ class Extraction(NamedTuple):
     answer: str | None
     source: str  # one of SOURCES
 
+    @property
+    def path(self) -> str:
+        """The rule that found the answer ("statement:bold", ...; `ruled`), else the source.
+        results.csv counts them (column answer_paths), so a rule that never fires shows."""
+        return getattr(self, "rule", None) or self.source
+
+
+class _Ruled(Extraction):
+    """An Extraction that also names its rule; compares equal to the plain (answer, source)."""
+
+
+def ruled(answer: str | None, source: str, rule: str) -> Extraction:
+    """Extraction(answer, source) whose `path` is `rule` (e.g. "statement:after-placeholder")."""
+    found = _Ruled(answer, source)
+    found.rule = rule  # type: ignore[attr-defined]
+    return found
+
 
 NO_ANSWER = Extraction(None, "none")
+
+# The format placeholder a prompt asks the model to replace, echoed before the real answer:
+# "Answer: [Provide the answer here] 3" (the DRR prompts' "Answer: [Provide the answer here]
+# Rationale: [...]", paper Appendix B, prompts/drr/*.j2), "Answer: <your answer> dog"
+# (prompts/exact_cot.j2). A bracket that holds words of the instruction, not a choice ("[B]").
+ECHOED_PLACEHOLDER = re.compile(
+    r"^\s*(?:\[[^\]\n]*\b(?:provide|your|answer|here)\b[^\]\n]*\]|<[^<>\n]*>)\s*", re.IGNORECASE
+)
+
+
+def after_placeholder(tail: str) -> tuple[str, bool]:
+    """(`tail` without a leading echoed placeholder, whether there was one)."""
+    m = ECHOED_PLACEHOLDER.match(tail)
+    return (tail[m.end() :], True) if m else (tail, False)
 
 
 class Task:

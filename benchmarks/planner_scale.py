@@ -1,0 +1,96 @@
+"""Benchmark: how long Snakemake takes to plan the paper grid, at its 3 seeds and at 10x the seeds.
+
+    .venv/bin/python benchmarks/planner_scale.py [--experiment paper] [--scales 1 10]
+
+For each scale it copies the workflow (Snakefile, workflow/, config/) into a scratch folder
+(no results there, so every job is planned), adds a copy of the experiment whose every run has
+`scale` times the seeds (0, 1, … scale*len(seeds)-1), and times one dry run of it
+(`snakemake -n --quiet rules`). Prints, per scale,
+
+    paper x10: dry-run jobs: J, seconds: T (CPU C s)
+
+J is Snakemake's own job count (its `total` line), T the wall time of the whole dry run
+(interpreter start, config composition, rerun keys, DAG) and C its CPU time: on a machine
+shared with other work the wall time grows with the load, the CPU time much less. The issue's target is T <= 30 s at
+10x on 2 cores. Run by `make bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+
+def scaled_experiment(source: Path, scale: int) -> dict:
+    """The experiment with each run's seeds stretched to `scale` times as many."""
+    exp = yaml.safe_load(source.read_text())
+    for run in exp["runs"]:
+        seeds = run.get("seeds", [0])
+        run["seeds"] = list(range(len(seeds) * scale))
+    return exp
+
+
+def workflow_copy(work: Path, experiment: str, scale: int) -> str:
+    """Copy the workflow into `work` with the scaled experiment; return the experiment's name."""
+    for name in ("Snakefile", "workflow", "config"):
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
+    cfg = yaml.safe_load((work / "config/config.yaml").read_text())
+    cfg["mirror"] = str((REPO / cfg["mirror"]).resolve())
+    (work / "config/config.yaml").write_text(yaml.safe_dump(cfg))
+    name = f"{experiment}_x{scale}"
+    exp = scaled_experiment(REPO / "config/experiment" / f"{experiment}.yaml", scale)
+    (work / "config/experiment" / f"{name}.yaml").write_text(yaml.safe_dump(exp))
+    return name
+
+
+def dry_run(work: Path, experiment: str) -> tuple[int, float, float]:
+    """(jobs, wall seconds, CPU seconds) of one dry run of `experiment` in `work`."""
+    env = {**os.environ, "RETRACE_CONFIG_DIR": str(work / "config"), "PYTHONPATH": str(REPO / "src")}
+    cmd = [SNAKEMAKE, "-n", "--quiet", "rules", "--config", f"experiment={experiment}"]
+    started, cpu = time.perf_counter(), _children_cpu()
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    seconds, cpu = time.perf_counter() - started, _children_cpu() - cpu
+    if proc.returncode != 0:
+        sys.exit(f"dry run of {experiment} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+    total = re.findall(r"^total\s+(\d+)", proc.stdout + proc.stderr, flags=re.M)
+    return int(total[-1]), seconds, cpu
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--experiment", default="paper")
+    ap.add_argument("--scales", type=int, nargs="+", default=[1, 10])
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="retrace-planner-") as tmp:
+        for scale in a.scales:
+            work = Path(tmp) / f"x{scale}"
+            work.mkdir()
+            name = workflow_copy(work, a.experiment, scale)
+            jobs, seconds, cpu = dry_run(work, name)
+            print(
+                f"{a.experiment} x{scale}: dry-run jobs: {jobs}, seconds: {seconds:.1f} (CPU {cpu:.1f} s)",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
