@@ -52,7 +52,13 @@ def _message(error) -> str:
     return f"{where}: {error.message}"
 
 
-_KINDS = {"array": "a list", "object": "a mapping", "string": "a string", "integer": "an integer"}
+_KINDS = {
+    "array": "a list",
+    "object": "a mapping",
+    "string": "a string",
+    "integer": "an integer",
+    "boolean": "true or false",
+}
 
 
 def _as_list(v: Any) -> list:

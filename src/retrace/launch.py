@@ -79,10 +79,9 @@ def command(args: argparse.Namespace, extra: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores)]
     if args.dry_run:
         cmd.append("-n")
+    cmd += extra  # before --config, which takes every word after it (a target would be one)
     items = config_args(args.experiment, args.limit, args.set)
-    if items:
-        cmd += ["--config", *items]
-    return cmd + extra
+    return cmd + ["--config", *items] if items else cmd
 
 
 def run(cmd: list[str]) -> int:

@@ -60,6 +60,13 @@ def test_run_turns_limit_and_set_into_snakemake_config():
         launch.config_args(None, None, ["method.n"])
 
 
+def test_run_passes_snakemake_arguments_before_config_so_a_target_stays_a_target(monkeypatch):
+    seen = []
+    monkeypatch.setattr(launch, "run", lambda cmd: seen.append(cmd[3:]) or 0)
+    assert cli.main(["run", "-e", "smoke", "--", "results/report/index.html"]) == 0
+    assert seen == [["--cores", "2", "results/report/index.html", "--config", "experiment=smoke"]]
+
+
 # Excerpts of Snakemake 9's output for three failures, as `retrace run` sees them.
 MIRROR_MISSING = """Building DAG of jobs...
 InputFunctionException in rule data in file "/r/workflow/rules/data.smk", line 2:

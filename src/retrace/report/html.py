@@ -1,7 +1,8 @@
 """`build_report(score_files, out_dir, claims_csv=None, diagnostics=())`: the report in out_dir.
 
-Always `results.csv`, `index.html`, `accuracy_vs_compute.png` and one provenance page per
-record in the inputs' lineage (`prov/*.html`, report/lineage.py); with `claims_csv` (from
+Always `results.csv`, `index.html`, `accuracy_vs_compute.png`, one provenance page per
+record in the inputs' lineage (`prov/*.html`, report/lineage.py) and one transcript page per
+run whose generations are on disk (`transcripts/…`, report/transcripts.py); with `claims_csv` (from
 scoring/claims.py) a summary per paper and the claims beside the papers' numbers
 (report/paper.py, paper_numbers.yaml); with `diagnostics` (refinement diagnostics JSONs, see
 report/diagnostics_table.py) a per-depth table and `depth_curves.png`; with `sections`
@@ -21,7 +22,7 @@ from pathlib import Path
 import jinja2
 
 from retrace.atomic import atomic_open
-from retrace.report import lineage, paper
+from retrace.report import lineage, paper, transcripts
 from retrace.report.claims_table import P_ADJ, read_claims
 from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
@@ -103,13 +104,15 @@ def render_html(
     settings: dict | None = None,
     engine: dict | None = None,
     banner: str = "",
+    transcripts: dict[str, str] | None = None,
 ) -> str:
     """The report page: `rows` (one per job), `aggregates` (one per multi-seed config),
     `claims` (claims.csv rows), `diagnostics` (one per refine job per depth), `images`
     ({"accuracy_vs_compute" | "depth_curves": path relative to the page}), `pages`
     ({record sha256: provenance page}), `settings` ({score record sha256: our setting}) and
     `engine` (the run summary: retrace.report.run_summary's rows and total); `banner`: the
-    smoke-run line opening the page (smoke_banner)."""
+    smoke-run line opening the page (smoke_banner); `transcripts` ({score record sha256: its
+    transcript page}, report/transcripts.py)."""
     refs = paper.load_paper_numbers()
     claims = paper.annotate_claims(list(claims), refs, settings or {})
     pages = pages or {}
@@ -128,6 +131,7 @@ def render_html(
         grids=list(grids),
         sections=list(sections),
         prov_link=lambda h: pages.get(h, ""),
+        transcripts=transcripts or {},
         engine=engine or {"rows": [], "total": {}},
         simulated=is_simulated(rows, claims),
         smoke=banner,
@@ -205,6 +209,8 @@ def build_report(
     write_csv(out_dir / "results.csv", rows)
     written += copy_images(copies)
     written += lineage.write_pages(nodes, out_dir, environment())
+    pages_written, transcript_pages = transcripts.write_pages(rows, out_dir, environment())
+    written += pages_written
     html = render_html(
         rows,
         seed_aggregates(rows),
@@ -217,6 +223,7 @@ def build_report(
         settings,
         engine={"rows": engine_rows, "total": engine_total},
         banner=smoke_banner(claims, probes),
+        transcripts=transcript_pages,
     )
     with atomic_open(out_dir / "index.html") as f:
         f.write(html)
