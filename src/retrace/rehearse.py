@@ -130,7 +130,12 @@ def workflow_rows(a) -> tuple[list[tuple[dict, float]], str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="retrace rehearse", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="retrace rehearse",
+        description=__doc__.split("\n")[0],
+        epilog="examples:\n" + "\n".join(__doc__.split("\n")[2:5]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--experiment", required=True, help="config/experiment/<name>.yaml")
     ap.add_argument("--scale", type=float, default=0.1, help="fraction of each dataset's questions")
     ap.add_argument("--effects", type=Path, default=EFFECTS, help="planted effects YAML")
