@@ -133,9 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="retrace rehearse",
         description=__doc__.split("\n")[0],
+        epilog="examples:\n" + "\n".join(__doc__.split("\n")[2:5]),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  retrace rehearse --experiment paper --scale 0.1\n"
-        "  retrace rehearse --experiment drr_paper --effects my_effects.yaml --power-runs 40",
     )
     ap.add_argument("--experiment", required=True, help="config/experiment/<name>.yaml")
     ap.add_argument("--scale", type=float, default=0.1, help="fraction of each dataset's questions")

@@ -100,7 +100,7 @@ def test_method_tags_resolve_to_their_problem_even_when_ids_hold_slashes(tmp_pat
         "olympiadbench/1820:step0:beam1#2",
     ):
         [c] = sim.generate([Request(messages=(Message("user", "2+2?"),), sampling=sampling, tag=tag)])
-        assert last_boxed(c.text) in ("4", "4+1"), tag
+        assert last_boxed(c.text) in ("4", "-100003"), tag
 
 
 def test_a_judge_gets_a_coin_not_the_answer(problems):

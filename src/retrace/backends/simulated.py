@@ -20,8 +20,9 @@ the same bytes and no state is kept):
   seed on the question (`correlation` rho: methods agree on hard questions, as real ones
   do) and z_s drawn per sample from (seed, sample index, tag). At temperature 0 the seed
   and sample index are left out, so seeds and samples are identical, as a real engine's.
-- The text is the gold answer (\\boxed{gold}, or "Answer: X" for multiple choice) or a wrong
-  one; the gold comes from the problems file (`problems`), the question id from the tag.
+- The text is the gold answer (\\boxed{gold}, or "Answer: X" for multiple choice) or the
+  question's one wrong answer (`wrong_answer`); the gold comes from the problems file
+  (`problems`), the question id from the tag.
 - A judge's request (tag `judge:<id>`, scoring/scorers.py) is answered "Yes" or "No" by a
   fair coin on the judged text: an uninformative verifier, so RM@N and beam search pick
   among their samples at random (no planted verifier skill).
@@ -66,6 +67,13 @@ def token_count(text: str) -> int:
     prompt a prefix of the next) counts as the engine's prefix cache would see it."""
     declared = sum(int(m.group(1)) - len(m.group(0).split()) for m in _DECLARED.finditer(text))
     return len(text.split()) + declared
+
+
+def wrong_answer(gold: str) -> str:
+    """The one wrong answer of a question: a plain integer no gold is (a vote then weighs right
+    against one wrong answer, the hardest case for plurality; an integer keeps the checker's
+    symbolic comparison cheap, where "gold + 1" sent every vote through sympy)."""
+    return "-100003" if gold.strip() != "-100003" else "-100019"
 
 
 def load_effects(source) -> list[dict]:
@@ -159,7 +167,7 @@ class SimulatedBackend(Backend):
             wrong = [x for x in letters if x != problem.gold] or letters
             pick = problem.gold if right else wrong[int(unit("wrong", qid, request.tag) * len(wrong))]
             return f"\nAnswer: {pick}", qid
-        answer = problem.gold if right else f"{problem.gold}+1"
+        answer = problem.gold if right else wrong_answer(problem.gold)
         return f" The answer is \\boxed{{{answer}}}.", qid
 
     def _tokens(self, request: Request, qid: str) -> tuple[int, str]:

@@ -13,8 +13,12 @@ How the numbers are made (docs/claims.md says why, and what it costs in power):
   copies, so its mean is one seed's score: it counts once. mean +- sd over seeds of each
   side's accuracy is reported too.
 - p_value: the exact paired sign-flip test of mean(A - B) = 0 on the per-question
-  differences (stats.sign_flip_exact). Its null is equal mean accuracy over these questions
-  whatever each side's seed structure; with one seed a side it is the exact McNemar test.
+  differences (stats.sign_flip_exact) when both sides have as many distinct seeds; with one
+  seed a side it is the exact McNemar test. When they differ (a temperature-0 baseline
+  against sampled seeds) the difference is skewed under the null and the sign-flip test is
+  too liberal far in the tail, so 0/1 scores get the stratified exact test
+  (stats.stratified_exact: per question, every draw of either side one success
+  probability), exact for any seed counts (`test` names the one used).
   (The sign test used before tests the median difference: with 3 stochastic seeds against
   a deterministic baseline at equal accuracy the difference is skewed and the sign test
   rejected far too often.)
@@ -48,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrace.atomic import atomic_open
-from retrace.scoring.stats import holm, holm_levels, sign_flip_ci, sign_flip_exact
+from retrace.scoring.stats import holm, holm_levels, sign_flip_ci, sign_flip_exact, stratified_exact
 
 MIN_QUESTIONS = 10
 ALPHA = 0.05  # family-wise level of the exact test, after the correction
@@ -154,6 +158,17 @@ def paired_test(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
     return sign_flip_exact(np.asarray(a, dtype=float) - np.asarray(b, dtype=float)), "sign_flip_exact"
 
 
+def seeds_test(da: np.ndarray, db: np.ndarray) -> tuple[float, str]:
+    """(p_value, test name) on distinct-seed matrices: the sign-flip test on per-question means
+    when both sides have as many seeds (its null difference is then symmetric), the stratified
+    exact test when they differ and the scores are 0/1 (stats module docstring). Not covered:
+    other scores (FS, DRR) with unequal seed counts keep the sign-flip test."""
+    binary = np.isin(da, (0, 1)).all() and np.isin(db, (0, 1)).all()
+    if len(da) != len(db) and binary:
+        return stratified_exact(da, db), "stratified_exact"
+    return paired_test(da.mean(axis=0), db.mean(axis=0))
+
+
 def verdict(
     ci_low: float,
     ci_high: float,
@@ -210,7 +225,7 @@ def compare_matrices(
     a, b = da.mean(axis=0), db.mean(axis=0)
     d = a - b
     n = len(d)
-    p_value, test = paired_test(a, b)
+    p_value, test = seeds_test(da, db)
     sd_diff = float(d.std())
     ci_low, ci_high = sign_flip_ci(float(d.mean()), sd_diff, n, 1 - alpha)
     sd = lambda accs: float(accs.std(ddof=1)) if len(accs) > 1 else 0.0

@@ -125,8 +125,11 @@ def parsed(answer: str) -> tuple:
     return tuple(parse(f"\\boxed{{{answer}}}", parsing_timeout=_timeout()))
 
 
+@lru_cache(maxsize=65536)
 def equivalent(gold: str, answer: str) -> bool:
-    """math-verify equivalence; argument order matters (gold first, as in `verify`)."""
+    """math-verify equivalence; argument order matters (gold first, as in `verify`). Cached:
+    votes and Maj@k compare the same few answer strings over and over (a Maj@N' job of
+    hundreds of samples per question spent minutes in sympy re-deciding one pair)."""
     if gold.strip() == answer.strip():
         return True
     g, a = parsed(gold), parsed(answer)
