@@ -81,25 +81,26 @@ def test_device_is_not_a_rerun_key():
 MIRROR = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
-def test_drr_paper_distils_openbookqa_on_dev_and_keeps_its_test_set(tmp_path):
-    """Old behaviour: openbookqa had no train file, so its 500 test questions were split 80/20."""
+def test_drr_paper_distils_openbookqa_on_train_and_keeps_its_test_set(tmp_path):
+    """Section 4.1: QA pairs from the training sets; train.tsv's malformed line 3334 is skipped."""
     import yaml
 
     from retrace import data
     from retrace.config import load_experiment
 
     paper = settings.load(load_experiment("drr_paper")["drr"])
-    assert {e["name"]: e["train"] for e in settings.entries(paper)}["openbookqa"] == "openbookqa_dev"
+    assert {e["name"]: e["train"] for e in settings.entries(paper)}["openbookqa"] == "openbookqa_train"
     if not MIRROR.is_dir():
         pytest.skip(f"no mirror at {MIRROR}")
     conf = Path(settings.PKG).parents[1] / "config" / "dataset"
-    dev = data.prepare(yaml.safe_load((conf / "openbookqa_dev.yaml").read_text()), MIRROR)[0]
+    train = data.prepare(yaml.safe_load((conf / "openbookqa_train.yaml").read_text()), MIRROR)[0]
     test = data.prepare(yaml.safe_load((conf / "openbookqa.yaml").read_text()), MIRROR)[0]
-    dfile, tfile = tmp_path / "dev.jsonl", tmp_path / "test.jsonl"
-    data.write_problems(dfile, dev)
+    assert "openbookqa/12-1145" not in {p.id for p in train}  # the five-choice row
+    tr, tfile = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
+    data.write_problems(tr, train)
     data.write_problems(tfile, test)
-    info = stages.questions(paper, "openbookqa", tfile, dfile, tmp_path / "tr.jsonl", tmp_path / "ev.jsonl")
-    assert info["n_train"] == 500 and info["n_eval"] == 500  # the whole test set is evaluated
+    info = stages.questions(paper, "openbookqa", tfile, tr, tmp_path / "tr.jsonl", tmp_path / "ev.jsonl")
+    assert info["n_train"] == 4956 and info["n_eval"] == 500  # the whole test set is evaluated
 
 
 def test_drr_paper_runs_flan_t5_large_on_the_gpu_with_an_explicit_input_length():
