@@ -18,6 +18,9 @@ from retrace.hashing import hash_sources, sha256_json
 from retrace.yamlfile import load_yaml
 
 PKG = Path(__file__).resolve().parents[1]
+# The methods `drr infer` makes (drr/episodes.py), and the DM variant each DM method judges with.
+DM_METHODS = {"drr": "weighted", "drr_unweighted": "unweighted", "drr_shuffled": "shuffled"}
+METHODS = tuple(DM_METHODS) + ("cot", "always_accept", "always_reject", "abstain", "selfcritic")
 DEFAULTS = PKG.parents[1] / "config" / "drr" / "defaults.yaml"
 # Each stage's code: the import closure of its entry (retrace.closure; a `module:function`
 # entry follows only what that function uses), so moving a module changes no list here.
@@ -126,8 +129,6 @@ def load(block: dict | None, where: str = "drr") -> dict:
 def methods(cfg: dict) -> list[str]:
     """The DRR methods an experiment reports: the DM methods of its variants, the judge-free
     baselines and falsifiers (all from `drr infer`), and SFT-LoRA when it is enabled (`drr sft`)."""
-    from retrace.drr.episodes import DM_METHODS, METHODS
-
     out = [m for m in METHODS if DM_METHODS.get(m, "weighted") in cfg["variants"]]
     return out + (["sft_lora"] if cfg["sft_lora"]["enabled"] else [])
 
@@ -170,6 +171,16 @@ def stage_files(stage: str, cfg: dict | None = None) -> list[Path]:
     if missing:
         raise FileNotFoundError(f"DRR stage {stage!r} reads missing templates: {', '.join(missing)}")
     return files + templates
+
+
+def provenance(stage: str, cfg, inputs, **extra):
+    """The provenance record of a DRR stage's output: its config slice, code files and inputs."""
+    from retrace.provenance import Provenance
+
+    files = [str(f) for f in stage_files(stage, cfg)]
+    p = Provenance(f"drr.{stage}", config_slice(stage, cfg), files, inputs=[str(i) for i in inputs])
+    p.extra.update(extra)
+    return p
 
 
 def stage_key(stage: str, cfg: dict, **extra) -> str:
