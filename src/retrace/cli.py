@@ -385,7 +385,7 @@ FAMILIES = {
     "drr": "retrace.drr.cli",
     "art": "retrace.art.cli",
     "rehearse": "retrace.rehearse",
-    "leakcheck": "retrace.discriminator.leak",  # `retrace leakcheck --jsonl FILE`: do prompts carry their gold?
+    "leakcheck": "retrace.drr.leak",  # `retrace leakcheck --jsonl FILE`: do prompts carry their gold?
 }
 
 

@@ -76,8 +76,8 @@ def test_simulated_deterministic_seeds_are_copies_and_methods_differ_in_draws():
 
 def test_drr_paper_design_has_the_pooled_overall_claims(monkeypatch):
     """Table 1's Overall column: each DRR claim also over every dataset's questions pooled."""
-    from retrace.drr.report import CLAIMS as DRR_CLAIMS
-    from retrace.drr.report import OVERALL
+    from retrace.drr.claims import CLAIMS as DRR_CLAIMS
+    from retrace.drr.claims import OVERALL
 
     monkeypatch.setattr("retrace.scoring.design._count", lambda dataset, mirror: 30)
     d = design("drr_paper", mirror="unused")

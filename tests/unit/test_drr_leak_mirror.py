@@ -14,8 +14,7 @@ import pytest
 
 from retrace import data
 from retrace.config import compose
-from retrace.discriminator import leak
-from retrace.drr import leakcheck
+from retrace.drr import leak, leakcheck
 
 MIRROR = Path(os.environ.get("RETRACE_MIRROR") or Path(__file__).resolve().parents[3] / "shared" / "data")
 ROWS = {

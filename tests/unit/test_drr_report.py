@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from retrace.discriminator.dataset import implied_accept_threshold
 from retrace.drr import dm, report
+from retrace.drr.claims import OVERALL
+from retrace.drr.dm_data import implied_accept_threshold
 from tests.unit.drr_fakes import cfg
 
 pytest.importorskip("matplotlib")
@@ -139,11 +140,11 @@ def test_the_overall_set_pools_every_dataset_question_by_question(tmp_path):
         out / "l.png",
     )
     rows = {(r["dataset"], r["claim"]): r for r in csv.DictReader(open(out / "c.csv"))}
-    overall = rows[(report.OVERALL, "DRR beats CoT on accuracy")]
+    overall = rows[(OVERALL, "DRR beats CoT on accuracy")]
     assert int(overall["n_questions"]) == 20  # 12 + 8, not a mean of two datasets
     # DRR 14/20 right, CoT 10/20 (even-numbered questions of each dataset): +0.2 pooled
     assert float(overall["delta"]) == pytest.approx(14 / 20 - 10 / 20)
     assert float(rows[("d1", "DRR beats CoT on accuracy")]["delta"]) == pytest.approx(1 - 6 / 12)
     table = json.loads((out / "s.json").read_text())["tables"][0]
     acc = {(r[1], r[3]): r[5] for r in table["rows"]}
-    assert acc[(report.OVERALL, "drr")] == 70.0 and acc[(report.OVERALL, "cot")] == 50.0
+    assert acc[(OVERALL, "drr")] == 70.0 and acc[(OVERALL, "cot")] == 50.0

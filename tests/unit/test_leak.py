@@ -1,9 +1,9 @@
-"""Gold-leak check (discriminator/leak.py): planted leaks are found, innocent text is not."""
+"""Gold-leak check (drr/leak.py): planted leaks are found, innocent text is not."""
 
 import json
 
-from retrace.discriminator import dataset as ds
-from retrace.discriminator import leak
+from retrace.drr import dm_data as ds
+from retrace.drr import leak
 from retrace.records import Problem
 
 P = Problem(

@@ -11,7 +11,7 @@ import pytest
 from report_fixture import build_run
 
 from retrace.art.summary import CLAIMS as ART_CLAIMS
-from retrace.drr.report import CLAIMS as DRR_CLAIMS
+from retrace.drr.claims import CLAIMS as DRR_CLAIMS
 from retrace.hashing import sha256_file
 from retrace.provenance import prov_path
 from retrace.report import build_report

@@ -4,7 +4,7 @@
     retrace plan --check --experiment drr_paper    # rehearse(): the same check before any run
 
 
-Uses discriminator/leak.py (what counts as a leak, and what it cannot catch, is documented
+Uses drr/leak.py (what counts as a leak, and what it cannot catch, is documented
 there). Choices are numbered from 0 in every DRR prompt, so index statements ("Answer: 2")
 are checked with index base 0. Verdict: pass / fail / incomplete (a record whose question
 is unknown). With `drr.leak_check: fail` (the default) a verdict other than pass fails the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from retrace import data
 from retrace.atomic import write_json
-from retrace.discriminator import leak
+from retrace.drr import leak, settings
 from retrace.records import Problem
 
 MODES = ("fail", "report")
@@ -43,15 +43,15 @@ def refuse(result: Mapping, mode: str, where: str) -> None:
 
 
 def run(cfg: Mapping, problem_files: list[Path], scan_files: list[Path], out: Path) -> dict:
-    from retrace.drr.stages import _prov
-
     problems = [p for f in problem_files for p in data.read_problems(f)]
     result = leak.scan_files(scan_files, problems)
     result["files"] = [str(f) for f in scan_files]
     result["mode"] = cfg["leak_check"]
     refuse(result, cfg["leak_check"], ", ".join(map(str, scan_files)))
     write_json(out, result)
-    _prov("leakcheck", cfg, list(problem_files) + list(scan_files), verdict=result["verdict"]).write(out)
+    settings.provenance(
+        "leakcheck", cfg, list(problem_files) + list(scan_files), verdict=result["verdict"]
+    ).write(out)
     return result
 
 
@@ -60,8 +60,8 @@ def rehearsal_records(problem: Problem, strategy: str, turns: int = 3) -> list[d
     is taken to answer the first wrong choice on every turn (the rejected path the re-prompts
     echo), its Self-Critic replies name that choice, and the DM rows of a distillation trace
     that ends on the gold carry their DM input text (`text`) as the DM reads it."""
-    from retrace.discriminator.dataset import dm_input_text, rows_from_trace
     from retrace.drr import prompts, stages
+    from retrace.drr.dm_data import dm_input_text, rows_from_trace
     from retrace.templates import render
 
     choices = list(problem.choices or ())
@@ -105,7 +105,7 @@ def rehearse(cfg: Mapping, mirror: str | Path | None) -> list[dict]:
     from the datasets themselves (rehearsal_records): one {"dataset", "questions", "records",
     "findings", "excerpt"} per evaluation set. Run by `retrace plan --check`."""
     from retrace.config import compose
-    from retrace.drr import settings, stages
+    from retrace.drr import stages
 
     out: list[dict] = []
     for entry in settings.entries(dict(cfg)):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from retrace.discriminator.dataset import render_context
 from retrace.records import Message, Problem
 from retrace.tasks._choice import extract_choice
 from retrace.tasks.base import LETTERS, after_placeholder
@@ -46,9 +45,20 @@ def system_prompt(turn: int, strategy: str) -> str:
     raise ValueError(f"unknown strategy {strategy!r} (exploration | gradual)")
 
 
-def context_text(context: Sequence[Mapping], strategy: str) -> str:
-    """The appended environment messages for the past attempts ('' on turn 1)."""
-    return render_context(context, strategy)
+def render_context(context: Sequence[Mapping], strategy: str = "exploration") -> str:
+    """Past attempts as Appendix B's environment messages, the feedback after each attempt
+    (prompts/drr/env_<strategy>.j2: "exploration" is the Llama3 wording with "Wrong Answer!",
+    "gradual" the GPT-4 numbered wording with its "Env:" nudge). The one renderer of the
+    feedback message: the reasoner's re-prompts, the DM input and the leak check's trusted
+    echoes all print past attempts through it."""
+    if strategy not in ("exploration", "gradual"):
+        raise ValueError(f"unknown prompt strategy {strategy!r} (exploration | gradual)")
+    if not context:
+        return ""
+    return render(
+        f"drr/env_{strategy}.j2",
+        context=[{"answer": c["answer"], "rationale": c["rationale"]} for c in context],
+    )
 
 
 def turn_messages(
@@ -56,7 +66,7 @@ def turn_messages(
 ) -> tuple[Message, ...]:
     """System prefix + user message (question, then the past attempts' environment messages)."""
     user = question_text(problem)
-    env = context_text(context, strategy)
+    env = render_context(context, strategy)
     return (
         Message("system", system_prompt(turn, strategy)),
         Message("user", f"{user}\n\n{env}" if env else user),

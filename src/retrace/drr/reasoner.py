@@ -7,7 +7,7 @@ and its request (messages + sampling + per-turn seed) is fixed by them. So
 - Algorithm 1 (distillation) is a prefix of the path: stop at the first correct answer;
 - DRR inference with any judge is a prefix of the path: stop at the first accepted answer,
 
-and `discriminator.loop.distil` / `loop.replay` run over a stored path without generating
+and `loop.distil` / `loop.replay` run over a stored path without generating
 again (sample once, judge many: the real DM, the shuffled-label DM, always-accept/reject).
 
     paths = rejection_paths(problems, llm, cfg, seed, max_turns, stop=correct_now)

@@ -10,7 +10,7 @@ The design is read from the experiment, never listed by hand: `plan.jobs` gives 
 (model, dataset) cell's method labels and seeds, a label whose sampling temperature is 0
 has identical seeds (the real engines give identical samples), `claims.weaker` names the
 weaker-model pairs, question counts come from the mirror (retrace.estimate.problem_count).
-DRR's rows come from retrace.drr.report.CLAIMS over its settings (evaluation questions:
+DRR's rows come from retrace.drr.claims.CLAIMS over its settings (evaluation questions:
 the eval file, or 1 - train_fraction of one file), per dataset and pooled over them
 (dataset "all", Table 1's Overall), ART's from retrace.art.summary.CLAIMS
 pooled over its task groups (`examples` questions per task; every ART method but art_sc
@@ -106,7 +106,7 @@ def spine_design(name: str, mirror: str, d: Design) -> None:
 
 def drr_design(block: dict, mirror: str, d: Design) -> None:
     from retrace.drr import settings
-    from retrace.drr.report import CLAIMS, OVERALL
+    from retrace.drr.claims import CLAIMS, OVERALL
 
     cfg = settings.load(block)
     labels = {m: (len(cfg["seeds"]), False) for m in settings.methods(cfg)}

@@ -97,6 +97,7 @@ class Task:
     kind: str = ""
     default_template: str = ""
     bundled_file: str | None = None  # file in bundled/ used when the config names none
+    skips_lines = False  # whether read_file honours the dataset config's `skip_lines`
 
     def load(self, cfg: dict, mirror: Path | str | None) -> tuple[list[Problem], list[Path]]:
         """Problems named by `cfg`, plus the source files read (for provenance)."""

@@ -62,7 +62,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from retrace.atomic import read_jsonl
-from retrace.discriminator.dataset import judged_text, render_context
+from retrace.drr.dm_data import judged_text
+from retrace.drr.prompts import render_context
 from retrace.records import Problem
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -32,6 +32,8 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from retrace.drr.prompts import render_context
+
 ACCEPT, REJECT = 1, 0  # Appendix A: "we map Accept labels to 1, Reject labels to 0"
 ACCEPT_WEIGHT_RATIO = 3.0  # Section 4.2: w_1 "set three times higher than" w_0
 DEV_FRACTION = 0.2  # Appendix A: "an 80/20 split"
@@ -70,24 +72,6 @@ def rows_from_traces(traces: Iterable[Mapping]) -> list[dict]:
         seen.add(str(trace["id"]))
         rows.extend(rows_from_trace(trace))
     return rows
-
-
-def render_context(context: Sequence[Mapping], strategy: str = "exploration") -> str:
-    """Past attempts as Appendix B's environment messages, the feedback after each attempt
-    (prompts/drr/env_<strategy>.j2: "exploration" is the Llama3 wording with "Wrong Answer!",
-    "gradual" the GPT-4 numbered wording with its "Env:" nudge). The one renderer of the
-    feedback message: the reasoner's re-prompts, the DM input and the leak check's trusted
-    echoes all print past attempts through it."""
-    from retrace.templates import render
-
-    if strategy not in ("exploration", "gradual"):
-        raise ValueError(f"unknown prompt strategy {strategy!r} (exploration | gradual)")
-    if not context:
-        return ""
-    return render(
-        f"drr/env_{strategy}.j2",
-        context=[{"answer": c["answer"], "rationale": c["rationale"]} for c in context],
-    )
 
 
 def judged_text(answer: str, rationale: str) -> str:
