@@ -86,7 +86,7 @@ def power(d: Design, n_exp: int, seed: int, dataset: str = "math500") -> dict[st
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--experiments", type=int, default=150, help="null experiments per setting")
-    ap.add_argument("--power-experiments", type=int, default=60)
+    ap.add_argument("--power-experiments", type=int, default=200)  # 800 rows: +-0.01 at 0.93
     ap.add_argument("--only", nargs="+", default=list(EXPERIMENTS), help="experiments to calibrate")
     ap.add_argument("--mirror", default=None, help="benchmark mirror (default: $RETRACE_MIRROR or config)")
     ap.add_argument("--seed", type=int, default=0)
