@@ -215,18 +215,21 @@ def stamp_path(manifest_path: str | Path) -> Path:
     return Path(manifest_path).with_name("weights.verified.json")
 
 
+def _seen(path: str, digest: str, manifest_path: str | Path) -> list:
+    """[size, mtime_ns, digest] of a weights file, as stamped; ModelError if it is missing."""
+    try:
+        st = Path(path).stat()
+    except FileNotFoundError:
+        raise ModelError(
+            f"weights {path} named in {manifest_path} are missing; rematerialise with "
+            "`snakemake --forcerun model`"
+        ) from None
+    return [st.st_size, st.st_mtime_ns, digest]
+
+
 def stamp_weights(manifest: dict, manifest_path: str | Path) -> None:
     """Record size and mtime of weights just hashed by materialise(), for verify_weights' fast path."""
-    stamps = {}
-    for path, digest in weight_files(manifest):
-        try:
-            st = Path(path).stat()
-        except FileNotFoundError:
-            raise ModelError(
-                f"weights {path} named in {manifest_path} are missing; rematerialise with "
-                "`snakemake --forcerun model`"
-            ) from None
-        stamps[path] = [st.st_size, st.st_mtime_ns, digest]
+    stamps = {path: _seen(path, digest, manifest_path) for path, digest in weight_files(manifest)}
     write_json(stamp_path(manifest_path), stamps)
 
 
@@ -244,14 +247,7 @@ def verify_weights(manifest: dict, manifest_path: str | Path, full: bool = False
         stamps = {}
     fresh = {}
     for path, digest in weight_files(manifest):
-        try:
-            st = Path(path).stat()
-        except FileNotFoundError:
-            raise ModelError(
-                f"weights {path} named in {manifest_path} are missing; rematerialise with "
-                "`snakemake --forcerun model`"
-            ) from None
-        seen = [st.st_size, st.st_mtime_ns, digest]
+        seen = _seen(path, digest, manifest_path)
         if not full and stamps.get(path) == seen:
             fresh[path] = seen
             continue
