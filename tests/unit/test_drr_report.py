@@ -71,18 +71,7 @@ def test_weighting_table_sets_both_weightings_side_by_side(tmp_path):
         for v, w, fpr in (("weighted", 3.0, 1.0), ("unweighted", 1.0, 0.5))
     ]
     q = _write(tmp_path / "drr" / "questions" / "d" / "eval.jsonl", [], True)
-    leak = _write(
-        tmp_path / "drr" / "leakcheck.json",
-        {
-            "verdict": "pass",
-            "n_records": 1,
-            "n_findings": 0,
-            "n_rows_with_findings": 0,
-            "by_kind": {},
-            "n_unchecked": 0,
-            "findings": [],
-        },
-    )
+    leak = _leak(tmp_path / "drr" / "leakcheck.json")
     out = tmp_path / "out"
     report.summarise(
         cfg(), files, train, [q], leak, out / "claims.csv", out / "section.json", out / "loss.png"
