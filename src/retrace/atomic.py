@@ -69,3 +69,21 @@ def portable(path: str | Path) -> str:
     absolute: a run copied or moved elsewhere still finds its own files."""
     path, root = Path(os.path.abspath(path)), Path(os.path.abspath(os.getcwd()))
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def publish_once(final: Path, blob: str, tmp: Path) -> bool:
+    """Publish `blob` as `final` unless it exists (the first writer wins; readers never see a
+    part), writing through `tmp` beside it; whether this call published it."""
+    try:  # a write cut short (ENOSPC, quota) raises here: its part is never published
+        tmp.write_text(blob, encoding="utf-8")
+        try:
+            os.link(tmp, final)  # atomic; refuses an existing name
+        except FileExistsError:
+            return False
+        except OSError:  # a filesystem without hard links: rename unless someone was first
+            if final.exists():
+                return False
+            os.replace(tmp, final)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -45,6 +45,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
+from retrace.atomic import publish_once
 from retrace.hashing import sha256_json
 from retrace.records import Completion, Request
 
@@ -138,20 +139,7 @@ class RequestCache:
     def _publish(self, final: Path, blob: str) -> bool:
         """Publish `blob` as `final` unless it exists; whether this call published it."""
         final.parent.mkdir(exist_ok=True)
-        tmp = final.parent / f".tmp-{self._writer}-{final.name}"
-        try:  # a write cut short (ENOSPC, quota) raises here: its part is never published
-            tmp.write_text(blob)
-            try:
-                os.link(tmp, final)  # atomic; refuses an existing name: the first write wins
-            except FileExistsError:
-                return False
-            except OSError:  # a filesystem without hard links: rename unless someone was first
-                if final.exists():
-                    return False
-                os.replace(tmp, final)
-            return True
-        finally:
-            tmp.unlink(missing_ok=True)
+        return publish_once(final, blob, final.parent / f".tmp-{self._writer}-{final.name}")
 
     def _log_duplicate(self, key: str, started: float) -> None:
         # `started` (the batch's last cache lookup, else publish time less generation time)

@@ -11,7 +11,7 @@ the environment only, never from a config file, and is never stored or hashed.
 
 Web results change over time, so each response is cached, keyed by sha256 of the endpoint and
 the parameters without the key, as one immutable file `<cache_dir>/<key[:2]>/<key>.json`
-published with link() (the first writer wins, as in retrace/cache.py): a rerun reads the same
+published once (retrace.atomic.publish_once, the first writer wins, as in retrace/cache.py): a rerun reads the same
 results the first run saw, and each hit records when it was retrieved and whether it came
 from the cache. Delete the cache folder to search afresh.
 """
@@ -21,11 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from retrace.atomic import publish_once
 
 DEFAULT_ENDPOINT = "https://serpapi.com/search.json"
 
@@ -73,19 +74,6 @@ def cached_get(endpoint: str, params: dict, key: str, cache_dir: Path, timeout: 
         "response": response,
         "retrieved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    _publish(path, json.dumps(entry))
-    return {**entry, "cached": False}
-
-
-def _publish(path: Path, blob: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(blob)
-        try:
-            os.link(tmp, path)  # fails if it exists: the first writer wins, readers never see half
-        except FileExistsError:
-            pass
-    finally:
-        os.unlink(tmp)
+    publish_once(path, json.dumps(entry), path.parent / f".tmp-{os.getpid()}-{path.name}")
+    return {**entry, "cached": False}
