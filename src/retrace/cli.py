@@ -339,10 +339,17 @@ def _list(p: argparse.ArgumentParser) -> Callable:
     from retrace import catalog
 
     kinds = list(catalog.GROUPS)
-    p.add_argument(
-        "kinds", nargs="*", choices=kinds, metavar="KIND", help=f"any of {', '.join(kinds)} (default: all)"
-    )
-    return lambda a: print(catalog.render(a.kinds or kinds))
+    # no `choices=`: Python 3.11's argparse checks the empty default of nargs="*" against them
+    # and refuses a bare `retrace list` (fixed in 3.12, gh-72795)
+    p.add_argument("kinds", nargs="*", metavar="KIND", help=f"any of {', '.join(kinds)} (default: all)")
+
+    def run(a: argparse.Namespace) -> None:
+        unknown = [k for k in a.kinds if k not in kinds]
+        if unknown:
+            p.error(f"unknown KIND {unknown[0]!r} (choose from {', '.join(kinds)})")
+        print(catalog.render(a.kinds or kinds))
+
+    return run
 
 
 @command(
@@ -399,6 +406,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = [x for x in argv if x != "--debug"]
     try:
         return _dispatch(argv)
+    except BrokenPipeError:
+        # `retrace list | head`: the reader left; say nothing more (and nothing at exit)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ConfigError, OSError, ValueError) as e:
         if debug:
             raise

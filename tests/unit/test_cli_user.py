@@ -129,3 +129,13 @@ def test_a_user_error_is_one_line_and_debug_shows_the_traceback(capsys):
     assert err.startswith("retrace data: unknown dataset 'no_such_set'; valid: ") and "\n" not in err
     with pytest.raises(ValueError, match="no_such_set"):
         cli.main(["--debug", "data", "--dataset", "no_such_set", "--out", "x.jsonl"])
+
+
+def test_bare_list_prints_every_kind_and_a_bad_kind_names_itself(capsys):
+    # a bare `retrace list` failed on Python 3.11 ("invalid choice: []"): its example was untested
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(kind in out for kind in catalog.GROUPS)
+    with pytest.raises(SystemExit):
+        cli.main(["list", "experimentz"])
+    assert "unknown KIND 'experimentz'" in capsys.readouterr().err
