@@ -39,9 +39,9 @@ def test_art_smoke_runs_every_method_and_audits(art_run):
     )
     inputs = {i["path"] for i in rec["inputs"]}
     # the run traces back to the library files it read, the selection, the data and the model
-    assert f"{LIB}/feedback/string_ops/anagrams.txt" in {p[p.find("src/") :] for p in inputs}
-    # the edit touches no index.yaml, so both versions share the base version's selection
-    assert any(p.endswith("selection/base.json") for p in inputs)
+    assert f"{LIB}/feedback/string_ops/word_unscrambling.txt" in {p[p.find("src/") :] for p in inputs}
+    # the feedback version has its own index.yaml (it adds the human-written task): its own selection
+    assert any(p.endswith("selection/feedback.json") for p in inputs)
     assert any(p.endswith("bigbench_word_unscrambling.jsonl") for p in inputs)
     assert any(p.endswith("manifest.json") for p in inputs)
     assert (
@@ -113,15 +113,17 @@ def test_editing_one_demonstration_reruns_only_the_art_jobs_that_use_it(art_run)
         planned = planned_outputs(root)
         assert not {p for p in planned if p.startswith(RUNS)}, planned
         assert "art/summary/leakcheck.json" in planned
-    edited_demo = root / LIB / "feedback/string_ops/anagrams.txt"
+    edited_demo = root / LIB / "feedback/string_ops/word_unscrambling.txt"
     with edited(edited_demo, lambda t: t.replace("most common English word", "most frequent English word")):
         planned = planned_outputs(root)
         art_runs = {p for p in planned if p.startswith(RUNS) and "/selection/" not in p}
         assert art_runs == {f"{RUNS}/word_unscrambling/art@feedback/seed0.jsonl"}
         assert "art/summary/claims.csv" in planned and "report/index.html" in planned
-        # the base version's copy is read by the base-library runs of the unseen task only
-        base = root / LIB / "base/string_ops/anagrams.txt"
-        with edited(base, lambda t: t.replace("common English word", "usual English word")):
+        # a base task that the unseen task's base selection chose, and the feedback one did not
+        # (similarity: [language_games, kth_letter_concatenation] vs [word_unscrambling,
+        # language_games]): read by the base-library runs of the unseen task only
+        base = root / LIB / "base/string_ops/kth_letter_concatenation.txt"
+        with edited(base, lambda t: t.replace("joins the letter", "joins each letter")):
             art_runs = {p for p in planned_outputs(root) if p.startswith(RUNS)}
     assert {p.split("/")[3] for p in art_runs} == {
         "art",
@@ -131,6 +133,23 @@ def test_editing_one_demonstration_reruns_only_the_art_jobs_that_use_it(art_run)
         "art@feedback",
     }
     assert all("/word_unscrambling/" in p for p in art_runs)
+
+
+def test_the_unseen_task_check_reruns_when_a_file_it_reads_is_newer(art_run):
+    """eval_tasks.yaml and the main version's index.yaml are inputs of the leak check (the
+    unseen-task check reads their descriptions): a newer one plans the check, no ART run."""
+    root = art_run
+    for f in (root / LIB / "eval_tasks.yaml", root / LIB / "base/index.yaml"):
+        stat = f.stat()
+        os.utime(f, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9 * 3600))
+        try:
+            planned = planned_outputs(root)
+        finally:
+            os.utime(f, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert "art/summary/leakcheck.json" in planned, (f.name, planned)
+        if f.name == "eval_tasks.yaml":  # the base index is also the base selection's input
+            assert not {p for p in planned if p.startswith(RUNS)}, planned
+    assert not planned_outputs(root), "the run is finished again once the mtimes are restored"
 
 
 def test_changing_an_art_setting_reruns_the_art_runs(art_run):

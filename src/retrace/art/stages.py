@@ -270,15 +270,13 @@ def leakcheck(experiment: str, runs: list[Path], data_dir: Path, out: Path, stri
     result["library_dirs"] = [str(d) for d in plan.all_library_dirs(cfg)]
     result["unseen"] = unseen_check(cfg, records, {t: data.read_problems(f) for t, f in files.items()})
     write_json(out, result)
-    lib_files = [f for d in plan.all_library_dirs(cfg) for f in sorted(Path(d).glob("*/*.txt"))]
     Provenance(
         "art_leakcheck",
         {"experiment": experiment, "strict": strict},
         [str(plan.SRC / f) for f in ("art/overlap.py", "art/unseen.py", "art/plan.py", "art/stages.py")],
         inputs=[str(p) for p in runs]
         + [str(f) for f in files.values()]
-        + [str(f) for f in lib_files]
-        + [str(plan.load_index(plan.version_dirs(cfg, plan.main_version(cfg)))[0]), str(EVAL_TASKS)],
+        + [str(f) for f in plan.leakcheck_inputs(cfg)],
         extra={"verdict": result["verdict"], "unseen": result["unseen"]["verdict"]},
     ).write(out)
     log.info("demonstration leak check: %s (%d findings)", result["verdict"], result["n_findings"])

@@ -1,7 +1,7 @@
 """Unseen means unseen: does an unseen task near-duplicate a task of the library?
 
     check(library, {"word_unscrambling": ("Unscramble the letters…", ["The word hte is…", …])})
-    # {"verdict": "near_duplicate", "tasks": {"word_unscrambling": {"nearest": "anagrams", …}}}
+    # {"verdict": "clean", "tasks": {"word_unscrambling": {"nearest": "language_games", …}}}
 
 ART's claims about unseen tasks (the paper's §5: tasks the library does not contain) mean
 nothing if an "unseen" task is a library task under another name. Each unseen task is
@@ -16,11 +16,16 @@ check beside the demonstration-leak check; the report lists every unseen task wi
 nearest library task and scores, and the notes of claims about unseen tasks name the
 near-duplicates among them.
 
-Thresholds, measured on the shipped base library and the ten unseen tasks of art_paper
-(2026-12-04): the one near-duplicate, word_unscrambling ~ anagrams ("Unscramble the letters
-into an English word" / "Rearrange scrambled letters into an English word"), scores 0.73 on
-descriptions and 0.49 on inputs; every other pair at most 0.45 and 0.36. Not caught: a
-duplicate described and formatted differently (paraphrased inputs with another template).
+Thresholds, measured with the pools the runs draw (2026-12-04): against the shipped base
+library, every unseen task of smoke and art_paper scores at most 0.45 on descriptions
+(tracking_shuffled_objects ~ logical_deduction 0.447, word_unscrambling ~ language_games 0.441
+and ~ kth_letter_concatenation 0.434) and 0.37 on inputs (temporal_sequences ~
+date_understanding 0.367). A near-duplicate scores well over: the `anagrams` task the base
+library held until issue 27 ("Rearrange scrambled letters into an English word", with the
+word unscrambling programs) scored 0.73 / 0.49 against word_unscrambling, and the feedback
+version's word_unscrambling task (the paper's human feedback for that task, by design; the
+check runs against the main version only) scores 1.00 / 0.49. Not caught: a duplicate
+described and formatted differently (paraphrased inputs with another template).
 """
 
 from __future__ import annotations
