@@ -236,3 +236,12 @@ def test_art_papers_unseen_tasks_are_not_library_tasks():
         pytest.skip(f"no benchmark mirror at {MIRROR} (set RETRACE_MIRROR)")
     result = _unseen_verdict("art_paper", MIRROR)
     assert len(result["tasks"]) == 10 and result["verdict"] == "clean", result
+
+
+def test_a_task_smaller_than_pool_plus_examples_is_tested_on_the_rest(caplog):
+    # art_paper asks 10 held-out + 100 test items; two MMLU subjects have only 100 questions
+    pool, test = stages.split(_problems(4), 2, 3, 0)
+    assert len(pool) == 2 and len(test) == 2 and not {p.id for p in pool} & {p.id for p in test}
+    assert "2 test items (of 3 asked)" in caplog.text
+    with pytest.raises(ValueError, match="2 problems cannot give 2 held-out items and any test item"):
+        stages.split(_problems(2), 2, 3, 0)

@@ -38,11 +38,21 @@ def split(
 ) -> tuple[list, list]:
     """(held-out pool, test problems): a seeded shuffle, the pool first, then the test items.
     Problems whose input a library demonstration shows (`exclude`, art/overlap.py) are left
-    out before the shuffle, so a task without such overlap splits as before."""
+    out before the shuffle, so a task without such overlap splits as before. `examples` is a
+    cap: a task with fewer problems than pool + examples (MMLU subjects of 100 questions against
+    art_paper's 10 + 100) is tested on all the rest, logged, and the run's records show the n."""
     if exclude:
         problems, _ = overlap.exclude(problems, exclude)
+    if len(problems) <= pool:
+        raise ValueError(f"{len(problems)} problems cannot give {pool} held-out items and any test item")
     if len(problems) < pool + examples:
-        raise ValueError(f"{len(problems)} problems cannot give {pool} held-out and {examples} test items")
+        log.warning(
+            "%d problems: %d held out, %d test items (of %d asked)",
+            len(problems),
+            pool,
+            len(problems) - pool,
+            examples,
+        )
     order = list(range(len(problems)))
     random.Random(seed).shuffle(order)
     picked = [problems[i] for i in order[: pool + examples]]
