@@ -21,6 +21,9 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
     except OSError as e:
         raise _naming(e, path) from None
     try:
+        # mkstemp makes 0600; a published artifact gets the mode open() would give it, so a
+        # group sharing a run (or a web server showing the report) can read it
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode) as f:
             yield f
             f.flush()
@@ -32,6 +35,21 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
         if isinstance(e, OSError):  # a full disk or quota: say which artifact was not written
             raise _naming(e, path) from None
         raise
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (os.umask would change it for a moment,
+    under every thread); the set-and-restore fallback only where /proc has no Umask line."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _naming(e: OSError, path: Path) -> OSError:
