@@ -20,9 +20,9 @@ Thresholds, measured with the pools the runs draw (2026-12-04): against the ship
 library, every unseen task of smoke and art_paper scores at most 0.45 on descriptions
 (tracking_shuffled_objects ~ logical_deduction 0.447, word_unscrambling ~ language_games 0.441
 and ~ kth_letter_concatenation 0.434) and 0.37 on inputs (temporal_sequences ~
-date_understanding 0.367). A near-duplicate scores well over: the `anagrams` task the base
-library held until issue 27 ("Rearrange scrambled letters into an English word", with the
-word unscrambling programs) scored 0.73 / 0.49 against word_unscrambling, and the feedback
+date_understanding 0.367). A near-duplicate scores well over: an `anagrams` library task
+("Rearrange scrambled letters into an English word", with the word unscrambling programs;
+tests/unit/test_art_overlap.py builds one) scores 0.73 / 0.49 against word_unscrambling, and the feedback
 version's word_unscrambling task (the paper's human feedback for that task, by design; the
 check runs against the main version only) scores 1.00 / 0.49. Not caught: a duplicate
 described and formatted differently (paraphrased inputs with another template).
