@@ -104,7 +104,7 @@ reliability: setup
 
 # Its reduced form (CI): 2 kills of each kind, one race, one run on corrupt cache entries.
 reliability-quick: setup
-	PYTHONPATH=src $(PY) benchmarks/reliability.py --quick --work /tmp/retrace-reliability-quick
+	PYTHONPATH=src $(PY) benchmarks/reliability.py --quick
 
 # The claims engine on simulated nulls of each shipped experiment's own design (paper, drr_paper,
 # art_paper, refine_smoke; base accuracy and difficulty swept), and the paper's power at +10 points.
