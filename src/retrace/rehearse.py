@@ -25,7 +25,8 @@ The power statement always comes from the design (retrace.scoring.design: plan.j
 temperature-0 labels, weaker-model pairs, question counts from the mirror, the experiment's
 Holm families) at full size. Everything it prints is labelled SIMULATED: the verdicts say
 what the design can detect, nothing about the models. The workflow rehearsal covers the
-spine; an experiment with DRR or ART stages is refused there (use --design-only).
+spine and DRR (its discriminator simulated, SFT-LoRA off); an experiment with ART stages is
+refused there (use --design-only).
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ def report(out: list[tuple[dict, float]], write=print) -> tuple[int, int, int]:
 def workflow_rows(a) -> tuple[list[tuple[dict, float]], str]:
     """Run the experiment's workflow on the simulated engine; (rows with truth, jobs line)."""
     from retrace import rehearse_workflow as rw
+    from retrace.yamlfile import load_yaml
 
     root = rw.derive(
         a.experiment, a.scale, a.effects, a.run_dir or Path("rehearsals") / a.experiment, a.mirror
@@ -126,6 +128,8 @@ def workflow_rows(a) -> tuple[list[tuple[dict, float]], str]:
         f"jobs: {stats['jobs']} run in {stats['wall_s']:.0f} s wall, {stats['cpu_s']:.0f} s CPU "
         f"({a.cores} cores, {root}); cache files: {rw.cache_files(root)}"
     )
+    if load_yaml(root / "config" / "experiment" / f"{a.experiment}.yaml").get("drr"):
+        line = f"{rw.DRR_NOTE}\n{line}"
     return rw.check_claims(root, a.effects), line
 
 

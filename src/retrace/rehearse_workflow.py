@@ -14,14 +14,20 @@ is never touched):
   answers (TOKENS_MEAN); its `backend.*` overrides are dropped (the real engine's settings);
 - a hub reward model scorer (`hf_reward`, RM@N) becomes the policy judge, which the
   simulated engine answers with a coin: RM@N and beam search get an uninformative verifier;
-- the raw-rate probe is off, and the request cache lives in the run directory.
+- the raw-rate probe is off, and the request cache lives in the run directory;
+- a `drr:` block runs its reasoner on the simulated engine and its discriminator on the
+  simulated DM (drr/simulated_dm.py: planted accept/reject decisions; the DRR effects of the
+  effects YAML, on labels drr, drr_unweighted, drr_shuffled, are planted there), the DM jobs
+  on the CPU; SFT-LoRA is off (it fine-tunes the reasoner's own weights), so its claim rows
+  are absent. Effects on the reasoner's own labels (cot, abstain, selfcritic) are refused.
 The run directory links the checkout's Snakefile, workflow/ and profiles/ beside its
 config/; Snakemake runs there with RETRACE_CONFIG_DIR pointing at the derived config. What is real: every stage's code (data
-from the mirror, methods, votes, scoring, diagnostics, claims, report, audit). What is
-simulated: the engine's answers and the verifier; no model is loaded.
+from the mirror, methods, votes, scoring, diagnostics, claims, report, audit; DRR's questions,
+distillation loop, split, leak check, episode replay, metrics and summary). What is
+simulated: the engine's answers, the verifier and DRR's discriminator; no model is loaded.
 
-Not covered: DRR's and ART's own stages (their discriminator and tools); `derive` refuses an
-experiment with a `drr:` or `art:` block rather than rehearse it partly.
+Not covered: ART's stages (programs parsed from the model's text, tools); `derive` refuses an
+experiment with an `art:` block rather than rehearse it partly.
 """
 
 from __future__ import annotations
@@ -85,7 +91,51 @@ def _reward_models_to_judge(config_dir: Path) -> list[str]:
 
 
 def _datasets(exp: dict) -> set[str]:
-    return {d for run in exp["runs"] for d in run["datasets"]}
+    """Every dataset the experiment reads: its runs', and DRR's evaluation and train sets."""
+    from retrace.drr import settings
+
+    names = {d for run in exp.get("runs", ()) for d in run["datasets"]}
+    if exp.get("drr"):
+        names |= {n for e in settings.entries(settings.load(exp["drr"])) for n in e.values() if n}
+    return names
+
+
+DRR_NOTE = (
+    "DRR: reasoner on the simulated engine, discriminator SIMULATED (planted decisions, "
+    "drr/simulated_dm.py), SFT-LoRA off (no rows)"
+)
+
+
+def _simulated_drr(block: dict, effects: Path) -> dict:
+    """The DRR block on the simulated reasoner and DM (drr/simulated_dm.py), its DM jobs on the
+    CPU, SFT-LoRA off (it fine-tunes the reasoner's own weights, which a rehearsal has not)."""
+    sim = {"source": "simulated", "effects": str(effects)}
+    return {
+        **block,
+        "backend": "simulated",
+        "backbone": "simulated",
+        "backbones": {**(block.get("backbones") or {}), "simulated": sim},
+        "dm": {**(block.get("dm") or {}), "device": "cpu"},
+        "sft_lora": {**(block.get("sft_lora") or {}), "enabled": False},
+    }
+
+
+def _engine_copy(copy: Path, effects: Path) -> None:
+    """The copy's simulated engine config carries the effects and short answers: DRR's stages
+    compose the backend without a run's overrides."""
+    path = copy / "backend" / "simulated.yaml"
+    cfg = load_yaml(path)
+    cfg["engine"] = {**cfg["engine"], "effects": str(effects), "tokens_mean": TOKENS_MEAN}
+    _dump(path, cfg, "rehearsal copy of simulated.yaml: planted effects, short answers")
+
+
+def _check_drr(block: dict, effects: Path, copy: Path) -> None:
+    """Refuse DRR effects the simulation cannot plant exactly (drr/simulated_dm.check_effects)."""
+    from retrace.backends.simulated import load_effects
+    from retrace.drr import settings, simulated_dm
+
+    cfg = settings.load(block, "drr (rehearsal copy)")
+    simulated_dm.check_effects(cfg, load_effects(effects), simulated_dm.engine_settings("simulated", copy))
 
 
 def derive(
@@ -105,10 +155,10 @@ def derive(
         raise ValueError(f"--scale must lie in (0, 1], got {scale}")
     mirror = str(Path(mirror or default_mirror()).resolve())
     exp = load_yaml(config_dir / "experiment" / f"{experiment}.yaml")
-    if exp.get("drr") or exp.get("art"):
+    if exp.get("art"):
         raise ValueError(
-            f"experiment {experiment!r} has a drr:/art: block, whose stages the workflow rehearsal cannot "
-            "simulate yet (docs/rehearse.md); rehearse its claims design with --design-only"
+            f"experiment {experiment!r} has an art: block; the workflow rehearsal simulates no ART "
+            "programs or tools yet (docs/rehearse.md): rehearse its claims design with --design-only"
         )
     copy = root / "config"
     shutil.rmtree(copy, ignore_errors=True)
@@ -132,7 +182,11 @@ def derive(
                 path, cfg, f"rehearsal copy of {name}.yaml: {cfg['limit']} of {n} questions (scale {scale:g})"
             )
     _reward_models_to_judge(copy)
-    exp["runs"] = [_simulated_run(run, effects) for run in exp["runs"]]
+    _engine_copy(copy, effects)
+    exp["runs"] = [_simulated_run(run, effects) for run in exp.get("runs", ())]
+    if exp.get("drr"):
+        exp["drr"] = _simulated_drr(exp["drr"], effects)
+        _check_drr(exp["drr"], effects, copy)
     _dump(
         copy / "experiment" / f"{experiment}.yaml",
         exp,
@@ -202,10 +256,31 @@ def row_truth(row: dict, effects: list[dict]) -> float:
     return gap(row["model"]) / 100
 
 
+def _drr_truths(rows: list[dict], truths: list[float]) -> list[float]:
+    """DRR's rows in their own metric: with no abstention in the simulation
+    (drr/simulated_dm.py) an accuracy gain P moves FS(k) by (1 + k)·P and Acc(D) by P; an
+    Overall row (dataset "all") measures its datasets' truths weighted by their questions."""
+    from retrace.drr.claims import CLAIMS, OVERALL
+
+    scale = {claim: 1 + k if metric == "fs" else 1 for claim, _, _, metric, k in CLAIMS}
+    out = [t * scale.get(r["claim"], 1) for r, t in zip(rows, truths)]
+    for i, row in enumerate(rows):
+        if row["claim"] in scale and row["dataset"] == OVERALL:
+            same = lambda r: (
+                (r["claim"], r["model"]) == (row["claim"], row["model"]) and r["dataset"] != OVERALL
+            )
+            parts = [(int(r["n_questions"]), t) for r, t in zip(rows, out) if same(r)]
+            n = sum(w for w, _ in parts)
+            out[i] = sum(w * t for w, t in parts) / n if n else 0.0
+    return out
+
+
 def check_claims(root: Path, effects_path: Path) -> list[tuple[dict, float]]:
     """(claims.csv row, planted truth) for every row of the rehearsal's claims."""
     from retrace.backends.simulated import load_effects
 
     effects = load_effects(effects_path)
     with open(root / "results" / "report" / "claims.csv", newline="") as f:
-        return [(row, row_truth(row, effects)) for row in csv.DictReader(f)]
+        rows = list(csv.DictReader(f))
+    truths = _drr_truths(rows, [row_truth(row, effects) for row in rows])
+    return list(zip(rows, truths))

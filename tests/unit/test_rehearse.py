@@ -103,7 +103,7 @@ def test_the_workflow_rehearsal_derives_a_simulated_copy_of_the_experiment(tmp_p
         load_yaml(rehearse_workflow.CONFIG_DIR / "experiment" / "paper.yaml")["runs"][0]["backend"] == "vllm"
     )
     with pytest.raises(ValueError, match="--design-only"):
-        rehearse_workflow.derive("drr_paper", 0.1, rehearse.EFFECTS, tmp_path / "drr")
+        rehearse_workflow.derive("art_paper", 0.1, rehearse.EFFECTS, tmp_path / "art")
 
 
 def test_row_truth_is_method_minus_baseline_and_gain_minus_gain():

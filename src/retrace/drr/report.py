@@ -108,6 +108,8 @@ def train_table(train_files: list[Path], notes: list[str]) -> dict:
         model, _, _, seed, variant = run_of(f, "dm")
         m = json.loads(Path(f).read_text())
         dev = m.get("dev") or {}
+        if m.get("simulated"):
+            notes.append(f"{model} seed {seed} {variant} DM is SIMULATED: {m['simulated']}.")
         if m.get("degenerate"):
             notes.append(
                 f"{model} seed {seed} {variant} DM: {m['degenerate']}; its head is untrained, "
@@ -275,6 +277,8 @@ def summarise(
                 table.append(metrics_row(model, dataset, seed, method, eps))
                 table_prov.append(all_hashes[(model, dataset)][method][0])
     rows = claims({**runs, **all_runs}, {**hashes, **all_hashes})
+    for row in rows:  # "simulated" for the simulated reasoner (retrace rehearse), as the spine's rows say
+        row["engine"] = cfg["backend"]
     write_claims_csv(rows, claims_out)
     loss_plot(train_files, plot_out)
     dm_notes: list[str] = []

@@ -37,6 +37,11 @@ ENTRIES = {
     "sft": "retrace.drr.sft:run",
     "summarise": "retrace.drr.report:summarise",
 }
+# The simulated discriminator (`backbones: {x: {source: simulated}}`, retrace rehearse) and the
+# label its simulated reasoner answers as: named here, not imported by the stages, so that
+# only a run that uses it has it in its keys (as a backend plugin, retrace.registry).
+SIMULATED_DM = "retrace.drr.simulated_dm"
+SIMULATED_REASONER_LABEL = "cot"  # DRR's CoT is its reasoner's first turn (Appendix B)
 # The engine each stage loads (retrace.closure.ENGINE_PACKAGES): its versions join the key.
 ENGINES = {"distil": "backend", "generate": "backend", "train": "hf", "infer": "hf", "sft": "hf"}
 TEMPLATES = {  # prompt files each stage reads (a template edit reruns exactly these)
@@ -148,6 +153,11 @@ def entries(cfg: dict, where: str = "drr") -> list[dict]:
     return out
 
 
+def simulated_dm(cfg: dict) -> bool:
+    """Whether the block's discriminator is the simulated one (drr/simulated_dm.py)."""
+    return cfg["backbones"][cfg["backbone"]].get("source") == "simulated"
+
+
 def config_slice(stage: str, cfg: dict) -> dict:
     out = {k: cfg[k] for k in SLICES[stage]}
     if "dm" in out:  # threads and the device change speed, not the DM (recorded in provenance)
@@ -167,6 +177,8 @@ def stage_files(stage: str, cfg: dict | None = None) -> list[Path]:
     entries = [ENTRIES[stage]]
     if cfg is not None and ENGINES.get(stage) == "backend":
         entries += closure.plugin_modules(BACKENDS.module_files(cfg["backend"]))
+    if cfg is not None and stage in ("train", "infer") and simulated_dm(cfg):
+        entries.append(SIMULATED_DM)
     files = closure.code_files(entries)
     templates = [PROMPTS_DIR / "drr" / t for t in TEMPLATES.get(stage, ())]
     missing = [str(t) for t in templates if not t.is_file()]

@@ -8,6 +8,7 @@ Every artifact gets a provenance record whose inputs chain back to the data and 
 
 from __future__ import annotations
 
+import importlib
 import logging
 import random
 from collections.abc import Mapping
@@ -64,7 +65,16 @@ def questions(
 
 
 # ---------------------------------------------------------------- LLM handle
-def make_llm(manifest_path: Path, backend: str, cache_path: Path, job: str):
+def make_llm(
+    manifest_path: Path,
+    backend: str,
+    cache_path: Path,
+    job: str,
+    problems: Path | None = None,
+    dataset: str = "",
+):
+    """(CachedLLM, cache, manifest, backend config) of a reasoner job; the simulated engine
+    (retrace rehearse) answers from the job's questions (`problems`, `dataset`)."""
     from retrace.cache import RequestCache
     from retrace.config import compose
     from retrace.llm import CachedLLM
@@ -73,6 +83,13 @@ def make_llm(manifest_path: Path, backend: str, cache_path: Path, job: str):
     manifest = models.load_manifest(manifest_path)
     backend_cfg = compose({"backend": backend})["backend"]
     engine = backend_cfg.get("engine", {})
+    if backend == "simulated":
+        engine = backend_cfg["engine"] = {
+            **engine,
+            "problems": str(problems),
+            "dataset": dataset,
+            "label": settings.SIMULATED_REASONER_LABEL,
+        }
     backend_cls = BACKENDS.get(backend)
     cache = RequestCache(cache_path, job=job)
     llm = CachedLLM(
@@ -121,7 +138,9 @@ def distil(
     """Algorithm 1 on the DRR-train questions: traces (DM behaviour data) and every prompt."""
     problems = data.read_problems(problems_path)
     gold = {p.id: p.gold for p in problems}
-    llm, cache, manifest, backend_cfg = make_llm(manifest_path, backend, cache_path, str(out_traces))
+    llm, cache, manifest, backend_cfg = make_llm(
+        manifest_path, backend, cache_path, str(out_traces), problems_path, name
+    )
     try:  # the gold is consulted only here, after the reply, to stop and to label
         paths = reasoner.rejection_paths(
             problems,
@@ -213,7 +232,11 @@ def train(
     ckpt_dir: Path,
     out_metrics: Path,
 ) -> dict:
-    """One DM: weighted (the paper's), unweighted CE, or trained on shuffled labels."""
+    """One DM: weighted (the paper's), unweighted CE, or trained on shuffled labels; a
+    simulated backbone (retrace rehearse) trains nothing (drr/simulated_dm.py)."""
+    if settings.simulated_dm(cfg):
+        sim = importlib.import_module(settings.SIMULATED_DM)
+        return sim.train(cfg, variant, split_dir, seed, out_manifest, ckpt_dir, out_metrics)
     import torch
 
     from retrace.drr import dm
@@ -271,6 +294,13 @@ def train(
 
 
 # ---------------------------------------------------------------- generate (eval)
+def _dataset_of(problems_path: Path) -> str:
+    """The dataset an evaluation questions file belongs to, as its provenance (`drr questions`) names it."""
+    from retrace.provenance import load
+
+    return str(load(problems_path).get("dataset", ""))
+
+
 def generate(
     cfg: Mapping,
     problems_path: Path,
@@ -283,7 +313,10 @@ def generate(
 ) -> dict:
     """Rejection paths of max_turns_infer turns, and the Abstain and Self-Critic baselines."""
     problems = data.read_problems(problems_path)
-    llm, cache, manifest, backend_cfg = make_llm(manifest_path, backend, cache_path, str(out_rows))
+    dataset = _dataset_of(problems_path) if backend == "simulated" else ""
+    llm, cache, manifest, backend_cfg = make_llm(
+        manifest_path, backend, cache_path, str(out_rows), problems_path, dataset
+    )
     try:
         paths, abstain, critic = reasoner.eval_generations(
             problems, llm, cfg, seed, int(cfg["max_turns_infer"])
