@@ -249,6 +249,10 @@ def test_the_simulated_dm_is_labelled_and_the_leak_check_passes(drr_run):
         (tmp / "drr" / "m" / "simulated" / "dm" / "seed0" / "weighted" / "checkpoint.json").read_text()
     )
     assert ckpt["simulated"] is True and ckpt["files"][0]["path"].endswith(simulated_dm.FILE)
+    planted = json.loads(open(ckpt["files"][0]["path"]).read())  # self-contained, as a trained DM
+    assert planted["label"] == "drr" and planted["effects"] == [
+        {"label": "drr", "points": 20, "datasets": ["a"]}
+    ]
     notes = json.loads((tmp / "drr" / "section.json").read_text())["notes"]
     assert sum("SIMULATED" in n for n in notes) == 3  # one per DM variant
     shuffled = [

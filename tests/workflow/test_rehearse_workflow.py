@@ -2,7 +2,10 @@
 engine, no model. One model, MATH-500 cut to 60 questions, greedy / Maj@3 / refine / always-affirm
 refine; refinement planted 40 points above the rest. The run must carry the planted effect
 through generate -> score -> claims -> report -> audit, and read the null row as not supported.
-About 15 jobs: slow on a loaded machine (~1 min at load 2), so marked slow."""
+About 15 jobs: slow on a loaded machine (~1 min at load 2), so marked slow.
+The DRR rehearsal runs drr_paper's DAG at scale 0.02 with DRR planted +20 points on
+CommonsenseQA only: every DRR row must carry its truth, no null row may read supported, and the
+run must say everywhere that its reasoner and discriminator were simulated."""
 
 from __future__ import annotations
 
@@ -68,3 +71,54 @@ def test_the_run_is_labelled_simulated_and_audits_clean(rehearsal):
     assert "audit: OK" in audit, audit[-2000:]
     with open(root / "results" / "report" / "results.csv", newline="") as f:
         assert all("/simulated/" in r["score_file"] for r in csv.DictReader(f))
+
+
+# ---- DRR: drr_paper's whole DAG on the simulated reasoner and discriminator (drr/simulated_dm.py)
+DRR_EFFECTS = "effects:\n  - {label: drr, points: 20, datasets: [commonsenseqa]}\n"
+
+
+@pytest.fixture(scope="module")
+def drr_rehearsal(tmp_path_factory):
+    """drr_paper at scale 0.02 (24 CommonsenseQA, 10 OpenBookQA, 7 PIQA, 5 WinoGrande evaluation
+    questions): about 70 jobs, minutes on 2 cores."""
+    tmp = tmp_path_factory.mktemp("rehearse_drr")
+    effects = tmp / "effects.yaml"
+    effects.write_text(DRR_EFFECTS)
+    root = rehearse_workflow.derive("drr_paper", 0.02, effects, tmp / "run", MIRROR)
+    stats = rehearse_workflow.run_workflow(root, cores=2)
+    assert stats["returncode"] == 0, stats["log"].read_text()[-4000:]
+    return root, effects, stats
+
+
+@pytest.mark.slow
+def test_drr_rows_carry_their_planted_truth_and_no_null_row_is_supported(drr_rehearsal):
+    root, effects, stats = drr_rehearsal
+    out = rehearse_workflow.check_claims(root, effects)
+    lines = []
+    _, planted, false = rehearse.report(out, lines.append)
+    assert false == 0, "\n".join(lines)
+    truth = {(r["claim"], r["dataset"]): t for r, t in out}
+    assert truth[("DRR beats CoT on accuracy", "commonsenseqa")] == 0.20
+    assert truth[("DRR beats CoT on FS(3)", "commonsenseqa")] == 0.80
+    assert (
+        truth[("DRR beats CoT on accuracy", "piqa")] == 0.0
+        and 0 < truth[("DRR beats CoT on accuracy", "all")] < 0.2
+    )
+    assert {r["dataset"] for r, _ in out} == {"commonsenseqa", "openbookqa", "piqa", "winogrande", "all"}
+    assert planted == 2 * 13 and not any("SFT-LoRA" in r["claim"] for r, _ in out)
+    assert all(r["engine"] == "simulated" for r, _ in out) and stats["jobs"] >= 60
+
+
+@pytest.mark.slow
+def test_the_drr_rehearsal_is_labelled_simulated_and_audits_clean(drr_rehearsal):
+    import json
+
+    root, _, _ = drr_rehearsal
+    run = root / "results" / "drr" / "llama-3.1-8b-instruct" / "simulated"
+    assert (
+        json.loads((run / "dm" / "seed0" / "weighted" / "checkpoint.json").read_text())["simulated"] is True
+    )
+    assert "SIMULATED" in (root / "results" / "drr" / "section.json").read_text()
+    assert "simulated" in (root / "results" / "report" / "index.html").read_text().lower()
+    audit = (root / "results" / "report" / "audit.txt").read_text()
+    assert "audit: OK" in audit, audit[-2000:]

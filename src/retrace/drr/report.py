@@ -98,7 +98,8 @@ def loss_plot(train_files: list[Path], out_png: Path) -> Path:
     axes[0].set_xlabel("training step")
     axes[0].set_ylabel("training loss (Eq. 1)")
     axes[0].set_title("DRR discriminator training loss")
-    axes[0].legend(fontsize=7)
+    if axes[0].lines:  # a simulated DM (drr/simulated_dm.py) has no loss curve
+        axes[0].legend(fontsize=7)
     return save_png(fig, out_png)
 
 

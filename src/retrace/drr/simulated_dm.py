@@ -9,7 +9,7 @@
     python -m retrace drr train ... / drr infer ...        # the same stages, this DM inside
 
 `drr train` with this backbone trains nothing: it writes a checkpoint folder holding the
-planted settings (method label, seed, effects, the simulated engine's settings) and train
+planted settings (method label, seed, the effects, the simulated engine's settings) and train
 metrics without a loss curve, both marked `simulated`; `drr infer` then decides every turn of
 the stored rejection paths as below. Everything else of DRR runs for real on the simulated
 reasoner's turns (distillation, split, leak check, replay, metrics, claims, report).
@@ -161,12 +161,15 @@ def train(
     split_dir, ckpt_dir = Path(split_dir), Path(ckpt_dir)
     train_file = split_dir / ("train_shuffled.jsonl" if variant == "shuffled" else "train.jsonl")
     dev_file = split_dir / "dev.jsonl"
+    from retrace.backends.simulated import load_effects
+
     effects = [Path(spec["effects"])] if spec.get("effects") else []
-    planted = {
+    planted = {  # what `drr infer` decides from: the checkpoint holds it all, as a trained one would
         "simulated": True,
         "label": METHOD_OF[variant],
         "seed": seed,
-        "effects": str(effects[0]) if effects else None,
+        "effects_file": str(effects[0]) if effects else None,
+        "effects": load_effects(effects[0]) if effects else [],
         "engine": engine_settings(cfg["backend"]),
     }
     ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -209,13 +212,13 @@ def judge_paths(
     """`episodes.judge_paths` for a simulated checkpoint: decisions, P(accept) and (no) tokens
     cut for every turn. The generations' and questions' provenance name the model and dataset
     whose planted points apply."""
-    from retrace.backends.simulated import load_effects, planted_points
+    from retrace.backends.simulated import planted_points
     from retrace.provenance import load
 
     planted = json.loads((Path(info["folder"]) / FILE).read_text())
     model, dataset = load(generations)["model"]["name"], load(problems_path)["dataset"]
     turns = int(cfg["max_turns_infer"])
-    points = planted_points(load_effects(planted["effects"]), model, dataset, planted["label"])
+    points = planted_points(planted["effects"], model, dataset, planted["label"])
     s = skill(points / 100, planted["engine"], turns)
     decisions: dict[str, list[str]] = {}
     probs: dict[str, list[float]] = {}
