@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/planner_scale.py [--experiment paper] [--scales 1 10]
 
-For each scale it copies the workflow (Snakefile, workflow/, config/) into a scratch folder
+For each scale it copies the workflow (Snakefile, workflow/, config/, profiles/) into a scratch folder
 (no results there, so every job is planned), adds a copy of the experiment whose every run has
 `scale` times the seeds (0, 1, … scale*len(seeds)-1), and times one dry run of it
 (`snakemake -n --quiet rules`). Prints, per scale,
@@ -45,7 +45,7 @@ def scaled_experiment(source: Path, scale: int) -> dict:
 
 def workflow_copy(work: Path, experiment: str, scale: int) -> str:
     """Copy the workflow into `work` with the scaled experiment; return the experiment's name."""
-    for name in ("Snakefile", "workflow", "config"):
+    for name in ("Snakefile", "workflow", "config", "profiles"):
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
     cfg = yaml.safe_load((work / "config/config.yaml").read_text())

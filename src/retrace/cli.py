@@ -1,7 +1,8 @@
 """Command line: `python -m retrace <command> …` (also installed as `retrace`).
 
-Workflow stages (called by the Snakemake rules): model, data, generate, score, diagnose,
-claims, report; method families with their own stages: `retrace drr …`, `retrace art …`.
+Workflow stages (called by the Snakemake rules): model, data, generate, score-cell (score and
+diagnose every job of one model × backend × dataset × seed), claims, report; method families
+with their own stages: `retrace drr …`, `retrace art …`.
 User commands: `retrace audit PATH…` (verify lineage), `retrace plan` (list jobs),
 `retrace status` (running jobs' progress, read from their logs),
 `retrace export --out run.crate.zip` (publish a run as a Provenance Run Crate) and
@@ -30,6 +31,25 @@ def _job(a: argparse.Namespace) -> Job:
     if getattr(a, "equal_compute_from", None):
         eq = ("", "", a.equal_compute_kind)  # the labels only matter to the planner
     return Job(a.model, a.backend, a.dataset, a.label, a.method, a.seed, tuple(a.override), eq)
+
+
+def _planned_args(p: argparse.ArgumentParser) -> None:
+    """The experiment whose score files (and diagnostics) a stage reads, instead of listing
+    them as arguments: a paper-scale grid's paths overflow the command line (issue 26)."""
+    p.add_argument("--experiment", default=None, help="read the score files of this experiment's plan")
+    p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")
+    p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
+
+
+def _planned(a: argparse.Namespace, kind: str, suffix: str, only=None) -> list[Path]:
+    """The files given as arguments, or else those of --experiment's plan (retrace.plan.planned_files)."""
+    from retrace.plan import planned_files
+
+    if a.experiment is None:
+        return a.scores if kind == "scores" else a.diagnostics
+    if a.scores or (kind == "diagnostics" and a.diagnostics):
+        _parser().error(f"{a.command}: give {kind} files or --experiment, not both")
+    return planned_files({"experiment": a.experiment, "overrides": a.override}, a.results, kind, suffix, only)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -85,6 +105,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--generations", type=Path, required=True)
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser(
+        "score-cell", help="score (and diagnose) every job of one model, backend, dataset, seed"
+    )
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")
+    for name in ("model", "backend", "dataset"):
+        p.add_argument(f"--{name}", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
     p = sub.add_parser("claims", help="paper claims as gates (claims.csv)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
@@ -102,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a pre-registered model pair for 'weaker models gain most' (repeatable)",
     )
     p.add_argument("scores", type=Path, nargs="*")
+    _planned_args(p)
     p = sub.add_parser("report", help="build the results table")
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--claims", type=Path, default=None)
@@ -120,7 +150,8 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="a probe stage output: the raw engine rate for the run summary (repeatable)",
     )
-    p.add_argument("scores", type=Path, nargs="+")
+    p.add_argument("scores", type=Path, nargs="*")
+    _planned_args(p)
     p = sub.add_parser("audit", help="verify an artifact's lineage back to its sources")
     p.add_argument("paths", type=Path, nargs="*")
     p.add_argument("--quiet", action="store_true")
@@ -277,14 +308,22 @@ def main(argv: list[str] | None = None) -> int:
         from retrace.stages import diagnose
 
         diagnose.run(_job(a), a.generations, a.data, a.out)
+    elif a.command == "score-cell":
+        from retrace.stages import score_cell
+
+        score_cell.run(a.experiment, tuple(a.override), (a.model, a.backend, a.dataset, a.seed), a.results)
     elif a.command == "claims":
         from retrace.stages import claims
 
-        claims.run(a.scores, a.out, a.extra, [claims.parse_pair(w) for w in a.weaker])
+        claims.run(_planned(a, "scores", ".json"), a.out, a.extra, [claims.parse_pair(w) for w in a.weaker])
     elif a.command == "report":
+        from retrace.plan import diagnosed
         from retrace.stages import report
 
-        report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section, a.probe)
+        scores, diagnostics = _planned(a, "scores", ".json"), _planned(a, "diagnostics", ".json", diagnosed)
+        if not scores:
+            _parser().error("report: give score files or --experiment")
+        report.run(scores, a.out_dir, a.claims, diagnostics, a.section, a.probe)
     elif a.command == "audit":
         if a.crate is not None and a.paths:
             _parser().error("audit: give artifact paths or --crate CRATE, not both")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from retrace.plan import Job
+from retrace.plan import Job, job_config
 from retrace.registry import METHODS
 
 
@@ -77,7 +77,7 @@ def prompt_tokens(
 def estimate(jobs: list[Job], mirror: str | None, dataset_overrides: tuple = ()) -> Estimate:
     est = Estimate()
     for job in jobs:
-        cfg = job.config()
+        cfg = job_config(job)
         tokens = job_tokens(job, cfg, mirror, dataset_overrides)
         est.jobs += 1
         if tokens is None:

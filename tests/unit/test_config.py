@@ -77,7 +77,9 @@ def test_unknown_group_is_refused():
 def test_check_global_refuses_unknown_key_and_names_valid_ones():
     with pytest.raises(ConfigError) as err:
         check_global({"experiment": "smoke", "mirorr": "/data"})
-    assert "'mirorr'" in str(err.value) and "estimate, experiment, mirror, overrides" in str(err.value)
+    assert "'mirorr'" in str(err.value) and "estimate, experiment, max_runtime, mirror, overrides" in str(
+        err.value
+    )
 
 
 def test_check_global_fills_defaults():
@@ -88,6 +90,7 @@ def test_check_global_fills_defaults():
         "estimate": True,
         "probe": True,
         "request_cache": "results/cache/requests",
+        "max_runtime": 1440,
     }
 
 

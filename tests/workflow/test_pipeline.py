@@ -62,13 +62,18 @@ def test_sampling_change_reruns_only_that_method(pipeline):
     planned = _edit_and_plan(
         pipeline, "config/method/majority.yaml", lambda s: s.replace("top_p: 0.95", "top_p: 0.9")
     )
+    # Scoring is one job per dataset and seed (retrace.stages.score_cell): the greedy scores
+    # beside a rerun majority are rewritten too (seconds), their generations are not.
     assert (
         planned
         == {
             f"{GEN}/smoke_math/majority/seed0.jsonl",
             f"{GEN}/smoke_mc/majority/seed0.jsonl",
-            f"{SCORE}/smoke_math/majority/seed0.json",
-            f"{SCORE}/smoke_mc/majority/seed0.json",
+            *(
+                f"{SCORE}/{d}/{m}/seed0.json"
+                for d in ("smoke_math", "smoke_mc")
+                for m in ("greedy", "majority")
+            ),
         }
         | REPORT
     )

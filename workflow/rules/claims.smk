@@ -22,5 +22,6 @@ rule claims:
         weaker=" ".join(
             f"--weaker {w},{s}" for w, s in _claims_stage.weaker_pairs(EXPERIMENT, config["experiment"])
         ),
+        plan=PLANNED_ARGS,
     shell:
-        "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {input.scores} > {log} 2>&1"
+        "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {params.plan} > {log} 2>&1"
