@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run lint test test-fast test-slow test-vllm bench reliability reliability-quick calibrate model-1.5b clean
+.PHONY: setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench reliability reliability-quick calibrate model-1.5b clean
 
 setup: $(STAMP)
 
@@ -20,6 +20,15 @@ $(STAMP): envs/cpu.txt envs/cpu-nodeps.txt pyproject.toml
 
 run: setup
 	$(VENV)/bin/snakemake --cores 2
+
+# A real verdict on a laptop (issue 31): positive (Maj@4 vs greedy) and A/A controls on 200
+# ASDiv questions from the mirror (config/experiment/controls.yaml); the always-affirm
+# falsifier on 30 (controls_falsifier.yaml). Measured times and verdicts: docs/controls.md.
+controls: setup
+	$(VENV)/bin/snakemake --cores 2 --config experiment=controls
+
+controls-falsifier: setup
+	$(VENV)/bin/snakemake --cores 2 --config experiment=controls_falsifier
 
 # Two tiers. The fast tier is everything not marked `slow` (scripted backends, tiny data),
 # spread over the cores by pytest-xdist. The slow tier runs real models: the workflow runs
@@ -94,8 +103,8 @@ reliability: setup
 	PYTHONPATH=src $(PY) benchmarks/reliability.py
 
 # Its reduced form (CI): 2 kills of each kind, one race, one run on corrupt cache entries.
-reliability-quick:
-	PYTHONPATH=src $(PY) benchmarks/reliability.py --quick --work /tmp/retrace-reliability-quick
+reliability-quick: setup
+	PYTHONPATH=src $(PY) benchmarks/reliability.py --quick
 
 # The claims engine on simulated nulls of each shipped experiment's own design (paper, drr_paper,
 # art_paper, refine_smoke; base accuracy and difficulty swept), and the paper's power at +10 points.

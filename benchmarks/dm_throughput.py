@@ -89,7 +89,9 @@ def main() -> None:
         if device == "cuda":
             torch.cuda.synchronize()
         rate = len(data) / (time.perf_counter() - t0)
-        print(f"dm {name} rows/s ({shape}): {rate:.2f}; one epoch over 10,000 rows: {1e4 / rate / 3600:.3f} h")
+        print(
+            f"dm {name} rows/s ({shape}): {rate:.2f}; one epoch over 10,000 rows: {1e4 / rate / 3600:.3f} h"
+        )
 
 
 if __name__ == "__main__":

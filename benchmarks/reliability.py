@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -98,7 +99,9 @@ def run_bad_inputs(work, ref) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--work", type=Path, default=Path("/tmp/retrace-reliability"))
+    ap.add_argument(
+        "--work", type=Path, help="scratch folder (default: a fresh one under $TMPDIR, removed at the end)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the kill moments and damaged entries")
     ap.add_argument("--kills-per-kind", type=int, default=10, help="kills of Snakemake, and again of jobs")
     ap.add_argument(
@@ -111,11 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.kills_per_kind, args.per_round, args.only = 2, 2, ",".join(QUICK)
     only = set(args.only.split(","))
-    if not args.keep:
-        shutil.rmtree(args.work, ignore_errors=True)
-    args.work.mkdir(parents=True, exist_ok=True)
+    if problem := prepare_work(args):
+        print(f"reliability: {problem}", file=sys.stderr)
+        return 2
     start = time.monotonic()
     say("date", datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
+    say("work", args.work)
     ref, reference, seconds = reference_run(args.work, args.keep)
     say("reference_run_s", f"{seconds:.0f}")
     ok, work = True, args.work
@@ -135,7 +139,29 @@ def main(argv: list[str] | None = None) -> int:
             ok &= run_bad_inputs(work, ref)
     say("suite_minutes", f"{(time.monotonic() - start) / 60:.1f}")
     say("all_held", ok)
+    if args.fresh and ok:  # a failed run's folder stays for inspection
+        shutil.rmtree(args.work, ignore_errors=True)
     return 0 if ok else 1
+
+
+def prepare_work(args) -> str | None:
+    """A scratch folder of our own: a fresh temporary one unless --work names one.
+
+    A fixed default under /tmp broke when another user (or root) had left a run there: the
+    clean-up could not delete their files. Returns one line saying what is wrong, or None."""
+    args.fresh = args.work is None
+    if args.fresh:
+        if args.keep:
+            return "--keep needs --work (the folder of the earlier run)"
+        args.work = Path(tempfile.mkdtemp(prefix="retrace-reliability-"))
+        return None
+    if not args.keep and args.work.exists():
+        try:
+            shutil.rmtree(args.work)
+        except OSError as e:
+            return f"cannot clear --work {args.work}: {e.strerror}: {e.filename} (choose another folder)"
+    args.work.mkdir(parents=True, exist_ok=True)
+    return None
 
 
 if __name__ == "__main__":

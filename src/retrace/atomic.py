@@ -21,6 +21,9 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
     except OSError as e:
         raise _naming(e, path) from None
     try:
+        # mkstemp makes 0600; a published artifact gets the mode open() would give it, so a
+        # group sharing a run (or a web server showing the report) can read it
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode) as f:
             yield f
             f.flush()
@@ -32,6 +35,21 @@ def atomic_open(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
         if isinstance(e, OSError):  # a full disk or quota: say which artifact was not written
             raise _naming(e, path) from None
         raise
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it (os.umask would change it for a moment,
+    under every thread); the set-and-restore fallback only where /proc has no Umask line."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _naming(e: OSError, path: Path) -> OSError:
@@ -69,3 +87,21 @@ def portable(path: str | Path) -> str:
     absolute: a run copied or moved elsewhere still finds its own files."""
     path, root = Path(os.path.abspath(path)), Path(os.path.abspath(os.getcwd()))
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def publish_once(final: Path, blob: str, tmp: Path) -> bool:
+    """Publish `blob` as `final` unless it exists (the first writer wins; readers never see a
+    part), writing through `tmp` beside it; whether this call published it."""
+    try:  # a write cut short (ENOSPC, quota) raises here: its part is never published
+        tmp.write_text(blob, encoding="utf-8")
+        try:
+            os.link(tmp, final)  # atomic; refuses an existing name
+        except FileExistsError:
+            return False
+        except OSError:  # a filesystem without hard links: rename unless someone was first
+            if final.exists():
+                return False
+            os.replace(tmp, final)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -135,7 +135,9 @@ class Segments:
             self._n += 1
             path = self.root / self.current
         data = b"".join(blobs)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        # 0o666: the umask decides, as for every artifact (retrace.atomic), so a group sharing
+        # the cache can read what each member wrote
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
         try:
             start = os.fstat(fd).st_size  # this handle is the segment's only writer
             try:

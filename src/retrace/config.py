@@ -33,7 +33,7 @@ def group_options(group: str, config_dir: Path = CONFIG_DIR) -> list[str]:
     return sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
 
 
-def _check_override(base: dict, override: str) -> None:
+def _check_override(base: dict, override: str, chosen: dict[str, str] | None = None) -> None:
     key = override.split("=", 1)[0].lstrip("+~")
     if "=" not in override:
         raise ConfigError(f"override {override!r} is not of the form key=value")
@@ -43,9 +43,12 @@ def _check_override(base: dict, override: str) -> None:
         if not isinstance(node, dict) or part not in node:
             where = ".".join(parts[:i]) or "<top level>"
             valid = ", ".join(sorted(node)) if isinstance(node, dict) else ""
+            # the group's file, so "method.n" against greedy says it is greedy that has no n
+            option = (chosen or {}).get(parts[0]) if i > 0 else None
+            origin = f" ({parts[0]} {option!r}, config/{parts[0]}/{option}.yaml)" if option else ""
             raise ConfigError(
                 f"unknown config key {key!r} in override {override!r}; "
-                f"valid keys under {where}: {valid or '(none)'}"
+                f"valid keys under {where}{origin}: {valid or '(none)'}"
             )
         node = node[part]
 
@@ -148,7 +151,7 @@ def _compose_cached(selections: tuple, overrides: tuple, config_dir: str) -> str
     chosen = {**_default_options(config_dir), **dict(selections)}
     cfg = {g: _group_file(config_dir, g, o) for g, o in chosen.items()}
     for o in overrides:
-        _check_override(cfg, o)
+        _check_override(cfg, o, chosen)
         _apply_override(cfg, o)
     check_ranges(cfg, overrides)
     return json.dumps(cfg)
@@ -202,14 +205,46 @@ def check_global(config: dict, config_dir: Path = CONFIG_DIR) -> dict:
                 f"valid keys: {', '.join(sorted(props))}"
             )
     out = {k: v.get("default") for k, v in props.items()}
-    out.update(config)
+    out.update({key: _typed(key, value, props[key]) for key, value in config.items()})
     return out
 
 
+_BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def _typed(key: str, value: Any, spec: dict) -> Any:
+    """`value` as the schema's type for `key`: `--config probe=false` arrives as the string
+    "false" and `--config mirror=123` as a number; what cannot be converted is refused naming
+    the key and what it takes (jsonschema's own message names neither)."""
+    types = spec.get("type")
+    types = set(types) if isinstance(types, list) else {types}
+    if value is None and "null" in types:
+        return None
+    if "boolean" in types and not isinstance(value, bool):
+        if str(value).lower() not in _BOOLEANS:
+            raise ConfigError(
+                f"config key {key!r} = {value!r}: takes true or false, e.g. --config {key}=false"
+            )
+        return _BOOLEANS[str(value).lower()]
+    if "string" in types and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if "array" in types and not isinstance(value, list):
+        raise ConfigError(
+            f"config key {key!r} = {value!r}: takes a list, e.g. --config '{key}=[\"method.n=8\"]'"
+        )
+    if "string" in types and not isinstance(value, str):
+        raise ConfigError(f"config key {key!r} = {value!r}: takes a string ({spec.get('description', '')})")
+    return value
+
+
 def load_experiment(name: str, config_dir: Path = CONFIG_DIR) -> dict:
+    """config/experiment/<name>.yaml, checked against its schema (retrace.experiment)."""
+    from retrace.experiment import check
+
     path = config_dir / "experiment" / f"{name}.yaml"
     if not path.exists():
         raise ConfigError(
             f"unknown experiment {name!r}; valid: {', '.join(group_options('experiment', config_dir))}"
         )
-    return load_yaml(path)
+    shown = path.relative_to(config_dir.parent) if path.is_relative_to(config_dir.parent) else path
+    return check(load_yaml(path), shown, config_dir)

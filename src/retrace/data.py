@@ -26,6 +26,8 @@ HUB_KEYS = ("path", "split")
 def prepare(cfg: dict, mirror: str | Path | None) -> tuple[list[Problem], list[Path]]:
     """The configured problems (subset by `limit`/`subset_seed`) and the files read."""
     task = TASKS.get(cfg["task"])
+    if cfg.get("skip_lines") and not task.skips_lines:
+        raise ValueError(f"dataset {cfg.get('name', cfg['task'])!r}: task {cfg['task']!r} cannot skip_lines")
     problems, files = task.load(cfg, Path(mirror) if mirror else None)
     check_unique_ids(problems, cfg)
     return subset(problems, cfg.get("limit"), cfg.get("subset_seed", 0)), files

@@ -6,15 +6,24 @@ calls × the job's worst-case context (retrace.preflight: longest question + eve
 method may generate into one context; for refinement prompts are most of the compute);
 FLOPs ≤ 2 × params × (prompt + generated) tokens, nominal (no prefix reuse);
 GPU-hours = generated tokens / the backend's stated `throughput_tok_s` (generated tokens per
-second per GPU for one engine; a stated assumption, not a measurement). Maj@N' jobs are
-priced as Maj@N: their N' is only known after the refinement has run.
+second per GPU for one engine; a stated assumption, not a measurement), for jobs on GPUs;
+CPU wall time = generated tokens / the engine's decode rate on this machine, for jobs on CPUs
+(retrace.cluster.gpus == 0): the `probe` stage's measured full-batch `tok_s`
+(results/probe/<model>/<backend>.json) when a probe result exists, else DEFAULT_CPU_TOK_S.
+The token bound over-counts (chains stop before max_tokens) about as much as the raw decode
+rate over-states what a run gets (prefill, part-filled batches, a shared machine): measured
+against `make controls` in docs/controls.md. Maj@N' jobs are priced as Maj@N: their N' is
+only known after the refinement has run.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from retrace.cluster import gpus
 from retrace.plan import Job, job_config
 from retrace.registry import METHODS
 
@@ -34,6 +43,23 @@ def problem_count(dataset: str, overrides: tuple, mirror: str | None) -> int | N
         return cfg.get("limit")
 
 
+# Assumed decode rate (generated tok/s) of a CPU engine with no probe result: the embedded
+# Qwen2.5-Coder-0.5B's raw full-batch rate with 16 slots on 2 cores was 57-75 tok/s
+# (config/backend/llamacpp.yaml; README), and a shared machine gets less.
+DEFAULT_CPU_TOK_S = 50.0
+
+
+def probe_rate(probe_dir: Path | None, model: str, backend: str) -> float | None:
+    """The measured decode tok/s in `probe_dir`/<model>/<backend>.json, or None (no usable file)."""
+    if probe_dir is None:
+        return None
+    try:
+        rate = json.loads((Path(probe_dir) / model / f"{backend}.json").read_text()).get("tok_s")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(rate) if rate else None
+
+
 @dataclass
 class Estimate:
     jobs: int = 0
@@ -42,12 +68,26 @@ class Estimate:
     prompt_tokens: int = 0
     flops: float = 0.0
     gpu_hours: float = 0.0
+    gpu_jobs: int = 0
+    cpu_hours: float = 0.0  # wall time of the CPU jobs, one after another
+    cpu_jobs: int = 0
+    cpu_rates: dict = field(default_factory=dict)  # {(model, backend): (tok/s, "probe" | "assumed")}
 
     def line(self) -> str:
+        times = []
+        if self.gpu_jobs or not self.cpu_jobs:
+            times.append(f"≈ {self.gpu_hours:,.1f} GPU-hours at the backends' stated throughput")
+        if self.cpu_jobs:
+            rates = ", ".join(
+                f"{rate:,.0f} tok/s {'measured by probe' if how == 'probe' else 'assumed, no probe yet'}"
+                for rate, how in sorted(set(self.cpu_rates.values()))
+            )
+            times.append(f"≈ {self.cpu_hours:,.1f} h CPU wall time at {rates}")
         return (
             f"estimate: {self.jobs} generation jobs, ≤ {self.generated_tokens:,} generated tokens, "
-            f"≤ {self.prompt_tokens:,} prompt tokens, ≤ {self.flops / 1e12:,.1f} TFLOPs (prompts included), ≈ {self.gpu_hours:,.1f} GPU-hours at the backends' "
-            f"stated throughput" + (f"; {self.unknown} jobs of unknown size" if self.unknown else "")
+            f"≤ {self.prompt_tokens:,} prompt tokens, ≤ {self.flops / 1e12:,.1f} TFLOPs (prompts included), "
+            + "; ".join(times)
+            + (f"; {self.unknown} jobs of unknown size" if self.unknown else "")
         )
 
 
@@ -74,12 +114,19 @@ def prompt_tokens(
     return calls_x_problems * worst
 
 
-def estimate(jobs: list[Job], mirror: str | None, dataset_overrides: tuple = ()) -> Estimate:
+def estimate(
+    jobs: list[Job], mirror: str | None, dataset_overrides: tuple = (), probe_dir: Path | None = None
+) -> Estimate:
+    """The experiment's bounds; CPU jobs priced at the probe's rate found in `probe_dir`
+    (the workflow's results/probe) or DEFAULT_CPU_TOK_S."""
     est = Estimate()
     for job in jobs:
         cfg = job_config(job)
         tokens = job_tokens(job, cfg, mirror, dataset_overrides)
         est.jobs += 1
+        on_gpu = gpus(cfg) > 0
+        est.gpu_jobs += on_gpu
+        est.cpu_jobs += not on_gpu
         if tokens is None:
             est.unknown += 1
             continue
@@ -88,6 +135,12 @@ def estimate(jobs: list[Job], mirror: str | None, dataset_overrides: tuple = ())
         est.generated_tokens += tokens
         est.prompt_tokens += prompts
         est.flops += 2 * float(cfg["model"]["params"]) * (tokens + prompts)
+        if not on_gpu:
+            rate = probe_rate(probe_dir, job.model, job.backend)
+            rate, how = (rate, "probe") if rate else (DEFAULT_CPU_TOK_S, "assumed")
+            est.cpu_rates[(job.model, job.backend)] = (rate, how)
+            est.cpu_hours += tokens / rate / 3600
+            continue
         throughput = cfg["backend"].get("engine", {}).get("throughput_tok_s")
         if throughput:
             est.gpu_hours += tokens / float(throughput) / 3600

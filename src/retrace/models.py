@@ -11,6 +11,9 @@ Three sources (config/model/*.yaml, key `source.kind`):
   config/hub.lock (retrace.hub_lock: unpinned and unlocked is refused unless
   RETRACE_HUB_LOCK=write); GPU boxes; `huggingface_hub` is imported lazily, and honours
   HF_HUB_OFFLINE / a pre-filled cache.
+- `simulated`: no weights at all, for the simulated engine (`retrace rehearse`, which writes
+  it into a rehearsal's own config): the manifest says `simulated: true` and its fingerprint
+  is the hash of the model's config, so nothing real can be loaded from it.
 The manifest written here is what backends receive; its `fingerprint` keys the request cache.
 """
 
@@ -126,7 +129,14 @@ def materialise(cfg: dict, out_dir: Path) -> tuple[dict, list[Path]]:
         return _dir_manifest(cfg, path), sorted(p for p in path.rglob("*") if p.is_file())
     if kind == "hub":
         return _hub_manifest(cfg), []
-    raise ModelError(f"model {cfg['name']}: unknown source.kind {kind!r} (pypi_gguf, local, hub)")
+    if kind == "simulated":
+        return {
+            **_base(cfg),
+            "simulated": True,
+            "fingerprint": sha256_json(cfg),
+            "params": int(cfg["params"]),
+        }, []
+    raise ModelError(f"model {cfg['name']}: unknown source.kind {kind!r} (pypi_gguf, local, hub, simulated)")
 
 
 def _base(cfg: dict) -> dict:
@@ -184,7 +194,10 @@ def _hub_manifest(cfg: dict) -> dict:
 
 
 def weight_files(manifest: dict) -> list[tuple[str, str]]:
-    """(path, sha256) of every weights file a manifest names: its GGUF, or its HF folder's files."""
+    """(path, sha256) of every weights file a manifest names: its GGUF, or its HF folder's files
+    (none for a simulated model)."""
+    if manifest.get("simulated"):
+        return []
     if manifest.get("gguf"):
         out = [(manifest["gguf"], manifest["sha256"])]
         if manifest.get("hf_dir"):  # an export of the GGUF: hashed by stage model (its record)
@@ -202,18 +215,21 @@ def stamp_path(manifest_path: str | Path) -> Path:
     return Path(manifest_path).with_name("weights.verified.json")
 
 
+def _seen(path: str, digest: str, manifest_path: str | Path) -> list:
+    """[size, mtime_ns, digest] of a weights file, as stamped; ModelError if it is missing."""
+    try:
+        st = Path(path).stat()
+    except FileNotFoundError:
+        raise ModelError(
+            f"weights {path} named in {manifest_path} are missing; rematerialise with "
+            "`snakemake --forcerun model`"
+        ) from None
+    return [st.st_size, st.st_mtime_ns, digest]
+
+
 def stamp_weights(manifest: dict, manifest_path: str | Path) -> None:
     """Record size and mtime of weights just hashed by materialise(), for verify_weights' fast path."""
-    stamps = {}
-    for path, digest in weight_files(manifest):
-        try:
-            st = Path(path).stat()
-        except FileNotFoundError:
-            raise ModelError(
-                f"weights {path} named in {manifest_path} are missing; rematerialise with "
-                "`snakemake --forcerun model`"
-            ) from None
-        stamps[path] = [st.st_size, st.st_mtime_ns, digest]
+    stamps = {path: _seen(path, digest, manifest_path) for path, digest in weight_files(manifest)}
     write_json(stamp_path(manifest_path), stamps)
 
 
@@ -231,14 +247,7 @@ def verify_weights(manifest: dict, manifest_path: str | Path, full: bool = False
         stamps = {}
     fresh = {}
     for path, digest in weight_files(manifest):
-        try:
-            st = Path(path).stat()
-        except FileNotFoundError:
-            raise ModelError(
-                f"weights {path} named in {manifest_path} are missing; rematerialise with "
-                "`snakemake --forcerun model`"
-            ) from None
-        seen = [st.st_size, st.st_mtime_ns, digest]
+        seen = _seen(path, digest, manifest_path)
         if not full and stamps.get(path) == seen:
             fresh[path] = seen
             continue

@@ -329,6 +329,18 @@ def cell_rerun_key(cell: tuple[Job, ...]) -> str:
     )
 
 
+def data_mirror(dataset: str, mirror: str | None, dataset_overrides: tuple = ()) -> str:
+    """The data rule's `mirror` param: the mirror's identity (mirror_identity; "none" without
+    one). A dataset that reads the mirror when none is usable fails here, while the plan is
+    built, with one line naming the dataset (retrace.mirror.require), not in a job's log."""
+    from retrace.config import compose
+    from retrace.mirror import require
+
+    if compose({"dataset": dataset}, dataset_overrides)["dataset"].get("source", "mirror") == "mirror":
+        require(mirror, dataset)
+    return mirror_identity(mirror) if mirror else "none"
+
+
 @functools.cache
 def mirror_identity(mirror: str) -> str:
     """What names a benchmark mirror in rerun checks: the sha256 of its MANIFEST.sha256 (every

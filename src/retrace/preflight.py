@@ -286,8 +286,31 @@ def family_context(name: str, c: dict) -> int:
     )
 
 
-def check(global_cfg: dict) -> list[tuple[str, str]]:
-    """(job or block, reason) for everything in the experiment that would fail."""
+def drr_leak_problems(block: dict, mirror: str | None, notes: list[str]) -> list[tuple[str, str]]:
+    """The gold-leak check over the evaluation prompts the DRR block would store, rehearsed
+    from its datasets (drr.leakcheck.rehearse): a line per dataset in `notes`, a problem per
+    dataset with findings."""
+    from retrace.drr import leakcheck, settings
+
+    out = []
+    for r in leakcheck.rehearse(settings.load(block), mirror):
+        if "skipped" in r:
+            notes.append(f"drr leak check {r['dataset']}: not checked ({r['skipped']})")
+            continue
+        notes.append(
+            f"drr leak check {r['dataset']}: {r['questions']} evaluation questions, "
+            f"{r['records']} prompts and DM rows, {r['findings']} findings"
+        )
+        if r["findings"]:
+            out.append(
+                (f"drr:leak {r['dataset']}", f"{r['findings']} gold-leak findings, e.g. {r['excerpt']}")
+            )
+    return out
+
+
+def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, str]]:
+    """(job or block, reason) for everything in the experiment that would fail; what was
+    checked and passed is appended to `notes` where one is given."""
     from retrace.plan import jobs, load_experiment, shared_overrides
 
     planned = jobs(global_cfg)
@@ -298,4 +321,6 @@ def check(global_cfg: dict) -> list[tuple[str, str]]:
     for name, defaults in (("drr", "drr/defaults.yaml"), ("art", None)):
         if exp.get(name):
             out += family_problems(name, exp[name], defaults)
+    if exp.get("drr"):
+        out += drr_leak_problems(exp["drr"], global_cfg.get("mirror"), notes if notes is not None else [])
     return out

@@ -25,8 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+# Searched anywhere in a line, not only at its start: an engine may write to the same stderr
+# without a newline (llama.cpp's log text), so the progress line can arrive glued to its tail.
 LINE = re.compile(
-    r"^progress (?P<label>[^:]+): (?P<done>\d+)/(?P<total>\d+) (?P<unit>\S+) "
+    r"progress (?P<label>[^:]+): (?P<done>\d+)/(?P<total>\d+) (?P<unit>\S+) "
     r"\[(?P<elapsed>[^<]*)<(?P<eta>[^,\]]*)(?:, (?P<rate>[\d.]+) tok/s)?\]"
 )
 BAR_FORMAT = "progress {desc}: {n_fmt}/{total_fmt} {unit} [{elapsed}<{remaining}{postfix}]"
@@ -91,7 +93,7 @@ def last_progress(log: Path) -> dict | None:
     found = None
     with open(log, errors="replace") as f:
         for line in f:
-            m = LINE.match(line.strip())
+            m = LINE.search(line.strip())
             if m:
                 found = m.groupdict()
     return found

@@ -186,6 +186,12 @@ class AuditNode:
     def all_ok(self) -> bool:
         return self.ok and all(c.all_ok() for c in self.children)
 
+    def walk(self) -> Iterable[AuditNode]:
+        """This node and every node below it, depth first."""
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
 
 def run_root(path: str | Path, rec: dict) -> Path:
     """The root the record's relative paths start from: where `path` sits, less the artifact's

@@ -1,25 +1,31 @@
 """`retrace rehearse`: will this experiment detect what it claims, and never call noise supported?
 
-    retrace rehearse --experiment paper                      # scale 0.1, config/rehearse/effects.yaml
-    retrace rehearse --experiment drr_paper --scale 1 --effects my_effects.yaml --power-runs 40
+    retrace rehearse --experiment paper --scale 0.1          # the whole workflow, simulated engine
+    retrace rehearse --experiment paper --design-only        # seconds: scores simulated from the design
+    retrace rehearse --experiment drr_paper --design-only --effects my_effects.yaml --power-runs 40
 
-Reads the experiment's claims design (retrace.scoring.design: plan.jobs seeds, temperature-0
-labels, weaker-model pairs, question counts from the mirror; DRR and ART families), plants
-the effects of an effects YAML (the simulated engine's format, backends/simulated.py) in
-simulated per-question outcomes at a fraction `--scale` of each dataset's questions, and
-runs the real claims code (compare, then one Holm family for the experiment). Prints per
-claim row the planted effect, the verdict and whether it matches the truth, then:
+By default it runs the experiment's whole Snakemake DAG (data -> generate -> score ->
+diagnose -> claims -> report -> audit) on the simulated engine in a run directory of its own
+(`--run-dir`, default rehearsals/<experiment>; retrace.rehearse_workflow says what is
+simulated and what is real), with the effects of an effects YAML planted in the engine's
+answers (default config/rehearse/effects.yaml) and each dataset cut to a fraction `--scale`
+of its questions; then it reads the run's claims.csv and checks each verdict against the
+planted truth. `--design-only` skips the workflow: it simulates per-question outcomes from
+the experiment's claims design (retrace.scoring.design) and runs the claims code on them.
+Either way it prints, per claim row, the planted effect, the verdict and whether it matches,
+then:
 
     planted effects recovered: X/Y          planted rows (|effect| > 0) read "supported"
-    null rows falsely supported: Z          null rows read "supported"
-    jobs: J planned, simulated in T s       the experiment's jobs; its scores simulated
+    null rows falsely supported: Z          null rows read "supported" (the goal: 0)
+    jobs: J run in T s wall, C s CPU ...    the workflow's jobs (design-only: J planned)
     power at full n (--scale 1) per planted claim, over --power-runs simulated experiments
     planted effects detected with power >= 0.9 at full n: A/B
 
-What it does not do: it simulates the scores the jobs would produce, not the jobs; to walk
-the DAG itself with the simulated engine, run the workflow with `backend=simulated`
-(config/backend/simulated.yaml), which answers without a model. Its verdicts are labelled
-simulated: they say what the design can detect, nothing about the models.
+The power statement always comes from the design (retrace.scoring.design: plan.jobs seeds,
+temperature-0 labels, weaker-model pairs, question counts from the mirror, the experiment's
+Holm families) at full size. Everything it prints is labelled SIMULATED: the verdicts say
+what the design can detect, nothing about the models. The workflow rehearsal covers the
+spine; an experiment with DRR or ART stages is refused there (use --design-only).
 """
 
 from __future__ import annotations
@@ -74,11 +80,10 @@ def judge(row: dict, effect: float) -> str:
 
 
 def rehearse_once(d, plant: dict, seed: int) -> list[tuple[dict, float]]:
-    from retrace.scoring.claims import adjust
     from retrace.scoring.design import simulate_rows, truth
 
-    rows = adjust(simulate_rows(d, np.random.default_rng(seed), (0.4, 2.0), plant))
-    return [(r, truth(spec, plant)) for r, spec in zip(rows, d.rows)]
+    rows = d.adjust(simulate_rows(d, np.random.default_rng(seed), (0.4, 2.0), plant))
+    return [(r, truth(spec, plant)) for r, spec in zip(rows, d.rows, strict=True)]
 
 
 def power(d, plant: dict, runs: int, seed: int) -> dict[tuple, float]:
@@ -107,11 +112,36 @@ def report(out: list[tuple[dict, float]], write=print) -> tuple[int, int, int]:
     return recovered, n_planted, false
 
 
+def workflow_rows(a) -> tuple[list[tuple[dict, float]], str]:
+    """Run the experiment's workflow on the simulated engine; (rows with truth, jobs line)."""
+    from retrace import rehearse_workflow as rw
+
+    root = rw.derive(
+        a.experiment, a.scale, a.effects, a.run_dir or Path("rehearsals") / a.experiment, a.mirror
+    )
+    stats = rw.run_workflow(root, a.cores)
+    if stats["returncode"]:
+        raise ValueError(f"the rehearsal's workflow failed (exit {stats['returncode']}); see {stats['log']}")
+    line = (
+        f"jobs: {stats['jobs']} run in {stats['wall_s']:.0f} s wall, {stats['cpu_s']:.0f} s CPU "
+        f"({a.cores} cores, {root}); cached requests: {rw.cached_requests(root)}"
+    )
+    return rw.check_claims(root, a.effects), line
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="retrace rehearse", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="retrace rehearse",
+        description=__doc__.split("\n")[0],
+        epilog="examples:\n" + "\n".join(__doc__.split("\n")[2:5]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--experiment", required=True, help="config/experiment/<name>.yaml")
     ap.add_argument("--scale", type=float, default=0.1, help="fraction of each dataset's questions")
     ap.add_argument("--effects", type=Path, default=EFFECTS, help="planted effects YAML")
+    ap.add_argument("--design-only", action="store_true", help="simulate scores from the design; no workflow")
+    ap.add_argument("--run-dir", type=Path, default=None, help="the rehearsal's run (default rehearsals/EXP)")
+    ap.add_argument("--cores", type=int, default=2, help="Snakemake --cores for the workflow")
     ap.add_argument("--power-runs", type=int, default=20, help="full-size simulated experiments for power")
     ap.add_argument("--mirror", default=None, help="benchmark mirror (question counts)")
     ap.add_argument("--seed", type=int, default=0)
@@ -123,19 +153,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         d = design(a.experiment, a.mirror)
         plant = planted(d, a.effects)
-        out = rehearse_once(scaled(d, a.scale), plant, a.seed)
+        if a.design_only:
+            out = rehearse_once(scaled(d, a.scale), plant, a.seed)
+            n_jobs = len(jobs({"experiment": a.experiment}))
+            line = f"jobs: {n_jobs} planned, scores simulated in {time.perf_counter() - t0:.1f} s"
+        else:
+            out, line = workflow_rows(a)
     except (ValueError, OSError) as e:
         print(f"rehearse: {e}", file=sys.stderr)
         return 2
+    how = (
+        "scores simulated from the design" if a.design_only else "the whole workflow on the simulated engine"
+    )
     print(
-        f"SIMULATED rehearsal of {a.experiment} at scale {a.scale:g} (effects: {a.effects}): "
+        f"SIMULATED rehearsal of {a.experiment} at scale {a.scale:g} (effects: {a.effects}): {how}; "
         "no model ran; verdicts say what the design can detect"
     )
     recovered, n_planted, false = report(out)
     print(f"planted effects recovered: {recovered}/{n_planted}")
     print(f"null rows falsely supported: {false}")
-    n_jobs = len(jobs({"experiment": a.experiment}))
-    print(f"jobs: {n_jobs} planned, scores simulated in {time.perf_counter() - t0:.1f} s")
+    print(line)
     powers = power(d, plant, a.power_runs, a.seed)
     for (claim, model, dataset, effect), p in sorted(powers.items()):
         print(

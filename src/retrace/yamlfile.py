@@ -22,6 +22,10 @@ import yaml
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class YamlSyntaxError(yaml.YAMLError, ValueError):
+    """A file that is not valid YAML; the message names the file, line and column."""
+
+
 def load_yaml(path: str | Path):
     """The parsed content of the YAML file at `path` (None for an empty file)."""
     p = Path(path).resolve()
@@ -31,4 +35,10 @@ def load_yaml(path: str | Path):
 
 @functools.lru_cache(maxsize=256)
 def _parsed(path: str, mtime_ns: int, size: int):
-    return yaml.load(Path(path).read_text(), Loader=_LOADER)
+    try:
+        return yaml.load(Path(path).read_text(), Loader=_LOADER)
+    except yaml.YAMLError as e:  # PyYAML's message names no file; say which, at which line
+        mark = getattr(e, "problem_mark", None)
+        at = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise YamlSyntaxError(f"{path}{at}: YAML syntax error: {what}") from None

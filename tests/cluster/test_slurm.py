@@ -168,13 +168,7 @@ def _html_without_record_hashes(path: Path) -> str:
 
 
 def _sacct_states() -> dict[str, str]:
-    out = subprocess.run(
-        ["sacct", "-n", "-X", "-P", "-S", "now-2hours", "-o", "JobID,State"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return dict(line.split("|", 1) for line in out.splitlines() if line)
+    return {job: row["State"] for job, row in _sacct_jobs().items()}
 
 
 def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm):

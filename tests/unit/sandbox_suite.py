@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from retrace.tools import code_exec
+from retrace.tools._uid_slots import UID_SLOTS
 from retrace.tools.code_exec import Limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,24 +69,24 @@ def _own_pid_ns() -> str:
 def _sandbox_processes(grace_s: float = 10.0) -> list[int]:
     """Host pids of sandboxed programs or WASM workers still running. PID-namespace teardown
     is asynchronous and slow on a loaded machine, hence the grace period (it ends as soon as
-    none is left). Sandboxed: in another PID namespace and running as the sandbox's host uid
-    (65534 as root, else our own uid)."""
-    uid = str(65534 if os.geteuid() == 0 else os.geteuid())
+    none is left). Sandboxed: in another PID namespace and running as a sandbox's host uid
+    (as root, one of the per-run uids; else our own uid)."""
+    uids = set(UID_SLOTS) if os.geteuid() == 0 else {os.geteuid()}
     deadline = time.monotonic() + grace_s
     while True:
-        pids = [int(p.name) for p in Path("/proc").glob("[0-9]*") if _is_sandboxed(p, uid)]
+        pids = [int(p.name) for p in Path("/proc").glob("[0-9]*") if _is_sandboxed(p, uids)]
         if not pids or time.monotonic() >= deadline:
             return pids
         time.sleep(0.05)
 
 
-def _is_sandboxed(proc: Path, uid: str) -> bool:
+def _is_sandboxed(proc: Path, uids: set[int]) -> bool:
     try:
         status = dict(l.split(":", 1) for l in (proc / "status").read_text().splitlines() if ":" in l)
         if status["State"].split()[0] == "Z":
             return False
         if b"wasm_exec.py" in (proc / "cmdline").read_bytes():  # a WASM worker of ours
             return int(status["PPid"]) == os.getpid()
-        return status["Uid"].split()[0] == uid and os.readlink(proc / "ns/pid") != _own_pid_ns()
+        return int(status["Uid"].split()[0]) in uids and os.readlink(proc / "ns/pid") != _own_pid_ns()
     except (OSError, KeyError, ValueError):
         return False

@@ -47,7 +47,7 @@ def test_bad_blocks_are_refused_by_name(block, match):
 
 def test_library_tasks_use_their_own_cluster():
     assert plan.own_cluster(CFG, "base", "arithmetic") == ["arithmetic", "elementary_math_qa"]
-    files = plan.library_files(CFG, "feedback", ["anagrams", "arithmetic"])
+    files = plan.library_files(CFG, "feedback", ["word_unscrambling", "arithmetic"])
     assert [f.parent.parent.name for f in files] == ["feedback", "base"]
 
 
@@ -77,9 +77,28 @@ def test_run_key_changes_with_exactly_the_files_it_reads(tmp_path):
     assert plan.run_key(cfg, fewshot, []) == plan.run_key(cfg, fewshot, [])
 
 
-def test_versions_that_differ_only_in_demonstrations_share_a_selection():
-    assert plan.selection_version(CFG, "feedback") == "base"
-    assert plan.selection_inputs(CFG, "feedback") == plan.selection_inputs(CFG, "base")
+def test_versions_that_differ_only_in_demonstrations_share_a_selection(tmp_path):
+    edit = tmp_path / "edit" / "string_ops"
+    edit.mkdir(parents=True)
+    shutil.copy(LIBRARY_DIR / "base/string_ops/language_games.txt", edit)
+    cfg = {**CFG, "library_versions": {"base": ["base"], "edit": ["base", str(tmp_path / "edit")]}}
+    assert plan.selection_version(cfg, "edit") == "base"
+    assert plan.selection_inputs(cfg, "edit") == plan.selection_inputs(cfg, "base")
+    # the shipped feedback version adds a task to its own index: it selects on its own
+    assert plan.selection_version(CFG, "feedback") == "feedback"
+    assert plan.selection_inputs(CFG, "feedback")[0].parent.name == "feedback"
+
+
+def test_the_leak_checks_inputs_are_the_library_files_they_read():
+    """Every version's demonstrations (overlap.py), the main version's index and the task
+    descriptions (unseen.py): rule inputs of `art_leakcheck` and its rerun key."""
+    from retrace.art.library import EVAL_TASKS
+
+    files = plan.leakcheck_inputs(CFG)
+    assert EVAL_TASKS in files and LIBRARY_DIR / "base/index.yaml" in [f.resolve() for f in files]
+    assert LIBRARY_DIR / "feedback/index.yaml" not in [f.resolve() for f in files]  # not the main version
+    names = {f.name for f in files}
+    assert {"kth_letter_concatenation.txt", "word_unscrambling.txt", "arithmetic.txt"} <= names
 
 
 def test_the_default_run_has_an_art_smoke_with_every_baseline():
@@ -118,6 +137,32 @@ def test_editing_a_tools_data_changes_the_tool_using_jobs_keys_only(tmp_path):
     assert plan.run_key(cfg, art, files) != mid[art] and plan.run_key(cfg, notools, files) == mid[notools]
 
 
+def test_the_code_executors_engine_and_runtime_are_in_the_tool_using_jobs_keys_only(monkeypatch):
+    from retrace import closure
+    from retrace.tools import wasm_exec
+
+    art, notools = plan.ArtJob("m", "arithmetic", "art", 0), plan.ArtJob("m", "arithmetic", "art_notools", 0)
+    before = {j: plan.run_key(CFG, j, []) for j in (art, notools)}
+    select = plan.select_key({**CFG, "selection": "cluster"}, "word_unscrambling", "base")
+    closure.sandbox_versions.cache_clear()
+    real = closure.importlib.metadata.version
+    other = lambda pkg: "0.0-other" if pkg == "wasmtime" else real(pkg)
+    monkeypatch.setattr(closure.importlib.metadata, "version", other)  # another wasmtime
+    try:
+        assert closure.sandbox_versions("wasm")["wasmtime"] == "0.0-other"
+        assert closure.sandbox_versions("wasm")["runtime_sha256"] == wasm_exec.RUNTIME_SHA256
+        assert plan.run_key(CFG, art, []) != before[art]
+        assert plan.select_key({**CFG, "selection": "cluster"}, "word_unscrambling", "base") != select
+        monkeypatch.undo()
+        closure.sandbox_versions.cache_clear()
+        monkeypatch.setattr(wasm_exec, "RUNTIME_SHA256", "0" * 64)  # another runtime
+        assert plan.run_key(CFG, art, []) != before[art]
+    finally:
+        closure.sandbox_versions.cache_clear()
+        closure.engine_versions.cache_clear()
+    assert plan.run_key(CFG, notools, []) == before[notools]
+
+
 def test_the_default_word_list_is_the_pinned_pypi_file_and_in_the_key():
     from retrace.tools.lookup import PACKAGED
 
@@ -154,7 +199,8 @@ def test_the_default_runs_art_prompts_demonstrate_every_tool():
         for name in plan.own_cluster(cfg, "base", task):
             demos = lib.tasks[name].demos[: cfg["settings"]["demos_per_task"]]
             shown |= {tool_name(t) for d in demos for t in parse(d).tags()}
-    edited = load_library(plan.version_dirs(cfg, cfg["feedback"]["version"])).tasks["anagrams"]
+    # the feedback version's human-written task for the edited (unseen) task
+    edited = load_library(plan.version_dirs(cfg, cfg["feedback"]["version"])).tasks["word_unscrambling"]
     shown |= {
         tool_name(t) for d in edited.demos[: cfg["settings"]["demos_per_task"]] for t in parse(d).tags()
     }

@@ -66,10 +66,29 @@ def test_partial_program_exposes_the_pending_tool_call():
 
 
 def test_every_shipped_demonstration_is_a_complete_program():
+    base = load_library(["base"])
+    assert len(base.tasks) == 15 and len(base.clusters()) == 5  # the paper's library (App. A.1)
+    assert all(len(t.demos) == 2 for t in base.tasks.values())
     lib = load_library(["base", "feedback"])
-    assert len(lib.tasks) == 15 and len(lib.clusters()) == 5
     assert all(len(t.demos) == 2 for t in lib.tasks.values())
-    assert lib.tasks["anagrams"].path.parent.parent.name == "feedback"
+    assert lib.tasks["word_unscrambling"].path.parent.parent.name == "feedback"
+
+
+def test_the_feedback_version_is_the_base_library_plus_the_human_written_task():
+    """feedback/index.yaml replaces base/index.yaml (the last one wins): it must keep every base
+    task as it is and add only the human feedback for word_unscrambling (ART Table 20), whose
+    programs use the [lookup] dictionary tool; the base library has no such task."""
+    from retrace.art.program import parse
+
+    base, lib = load_library(["base"]), load_library(["base", "feedback"])
+    assert set(lib.tasks) - set(base.tasks) == {"word_unscrambling"} and "word_unscrambling" not in base.tasks
+    assert all(
+        lib.tasks[n].description == t.description and lib.tasks[n].cluster == t.cluster
+        for n, t in base.tasks.items()
+    )
+    edited = lib.tasks["word_unscrambling"]
+    assert lib.clusters()["string_ops"][0] == "word_unscrambling"  # cluster selection takes a prefix
+    assert all("lookup" in parse(d).tags() for d in edited.demos)
 
 
 def test_a_broken_library_file_names_file_and_line(tmp_path):

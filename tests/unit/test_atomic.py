@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 import pytest
 
@@ -50,3 +51,15 @@ def test_a_real_full_tmpfs(tmp_path):
         assert sorted(os.listdir(mnt)) == ["filler"]
     finally:
         subprocess.run(["umount", str(mnt)])
+
+
+def test_a_published_file_gets_the_umask_mode_not_mkstemps_0600(tmp_path):
+    # a default run's report and data came out 0600: nobody else in the group could read them
+    old = os.umask(0o027)
+    try:
+        write_json(tmp_path / "a.json", {"x": 1})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o640
+    write_json(tmp_path / "b.json", {"x": 1})
+    assert stat.S_IMODE((tmp_path / "b.json").stat().st_mode) == 0o666 & ~old

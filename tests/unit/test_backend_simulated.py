@@ -85,3 +85,62 @@ def test_report_banner_marks_simulated_numbers():
     assert not is_simulated(
         [{"score_file": "results/scores/m/vllm/d/refine/seed0.json"}], [{"engine": "vllm"}]
     )
+
+
+def test_method_tags_resolve_to_their_problem_even_when_ids_hold_slashes(tmp_path):
+    path = tmp_path / "problems.jsonl"
+    write_problems(path, [Problem(id="olympiadbench/1820", question="2+2?", gold="4")])
+    sim = engine(path)
+    sampling = Sampling(temperature=0.7, seed=0, max_tokens=4096)
+    # greedy, sampling, refinement and beam-search tags (methods/*.py)
+    for tag in (
+        "olympiadbench/1820",
+        "olympiadbench/1820#3",
+        "olympiadbench/1820#3/d1/critique",
+        "olympiadbench/1820:step0:beam1#2",
+    ):
+        [c] = sim.generate([Request(messages=(Message("user", "2+2?"),), sampling=sampling, tag=tag)])
+        assert last_boxed(c.text) in ("4", "-100003"), tag
+
+
+def test_a_judge_gets_a_coin_not_the_answer(problems):
+    """Verifier requests (tag judge:<id>) read Yes or No, about half each, one token, whatever
+    the judged text's correctness: RM@N and beam search get no planted verifier skill."""
+    sim = engine(problems)
+    judge = Sampling(temperature=0.0, seed=0, max_tokens=1, logprobs=10)
+    asked = [
+        Request(
+            messages=(Message("user", f"Is {i + 1} right for {i}+1?"),), sampling=judge, tag=f"judge:q{i}"
+        )
+        for i in range(200)
+    ]
+    done = sim.generate(asked)
+    said = [c.text for c in done]
+    assert set(said) == {"Yes", "No"} and 0.35 < said.count("Yes") / len(said) < 0.65
+    assert all(c.generated_tokens == 1 and c.finish_reason == "stop" for c in done)
+    assert [c.text for c in sim.generate(asked)] == said  # a function of the judged text
+
+
+def test_a_simulated_model_has_no_weights(tmp_path):
+    from retrace import models
+
+    cfg = {"name": "m", "params": 8_000_000_000, "source": {"kind": "simulated"}}
+    manifest, sources = models.materialise(cfg, tmp_path)
+    assert manifest["simulated"] is True and sources == [] and models.weight_files(manifest) == []
+    assert manifest["fingerprint"] != models.materialise({**cfg, "name": "n"}, tmp_path)[0]["fingerprint"]
+
+
+def test_token_counts_grow_with_the_history_as_an_engine_would_count_them(problems):
+    """A refinement history carries earlier answers: the next prompt's tokens are the last
+    prompt's plus what was generated plus the new words, so prefix reuse never exceeds the prompt."""
+    sim = engine(problems)
+    first = Request(
+        messages=(Message("user", "What is 1+1?"),), sampling=Sampling(temperature=0.7), tag="q1#0"
+    )
+    [c] = sim.generate([first])
+    assert c.generated_tokens > 50 and "tokens)" in c.text  # lognormal around 300, declared in the text
+    history = first.messages + (Message("assistant", c.text), Message("user", "Check it step by step."))
+    [d] = sim.generate(
+        [Request(messages=history, sampling=Sampling(temperature=0.7), tag="q1#0/d1/critique")]
+    )
+    assert d.prompt_tokens == c.prompt_tokens + c.generated_tokens + 5

@@ -443,3 +443,19 @@ def test_a_cache_in_the_earlier_one_file_per_request_layout_is_still_read(tmp_pa
     cache.put_many([("k1", BASE, completion("new")), ("k2", BASE, completion("k2"))])
     assert cache.get_many(["k1"])["k1"].text == "old"  # the first write still wins
     assert [d["key"] for d in cache.duplicates()] == ["k1"] and cache.keys() == {"k1", "k2"}
+
+
+def test_cache_files_get_the_umask_mode_so_a_group_can_share_the_cache(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        c = RequestCache(tmp_path / "r", job="a")
+        c.put_many([("k1", BASE, completion())])
+        c.record_hits(["k1"])
+    finally:
+        os.umask(old)
+    files = [p for p in c.path.rglob("*") if p.is_file()]
+    assert {p.relative_to(c.path).parts[0] for p in files} == {"segments", "index", "logs"}
+    assert {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o640}

@@ -9,6 +9,7 @@ import pytest
 
 from retrace.scoring.claims import (
     COLUMNS,
+    Primary,
     adjust,
     claim_row,
     compare,
@@ -117,11 +118,11 @@ def test_adjust_reads_rows_back_from_csv(tmp_path):
     assert out["verdict"] == "supported" and out["p_adjusted"] == pytest.approx(float(read["p_value"]))
 
 
-def test_seeds_are_averaged_per_question_and_use_the_sign_flip_test():
+def test_seeds_are_averaged_per_question_and_the_test_fits_the_seed_counts():
     a = [run([1] * 30), run([1] * 25 + [0] * 5), run([1] * 30)]
     b = [run([0] * 30)]
     out = compare(a, b, n_boot=300)
-    assert out["test"] == "sign_flip_exact" and out["n_questions"] == 30
+    assert out["test"] == "stratified_exact" and out["n_questions"] == 30  # 3 seeds vs 1
     assert out["delta"] == pytest.approx((25 + 5 * 2 / 3) / 30)
     assert out["acc_method"] == pytest.approx((1 + 25 / 30 + 1) / 3)
     assert out["acc_method_sd"] > 0 and out["acc_baseline_sd"] == 0.0
@@ -218,3 +219,59 @@ def test_holm_family_recomputes_each_ci_at_the_level_its_row_is_judged_at():
     # CI and test read at one level: where the corrected test rejects, the CI excludes 0
     for r in family:
         assert (r["p_adjusted"] <= 0.05) == (r["ci_low"] > 0) or r["verdict"] == "inconclusive"
+
+
+def test_primary_claims_are_judged_in_their_own_family_at_their_share_of_alpha():
+    a = run([1] * 20 + [0] * 5 + [1, 0] * 10)
+    b = run([0] * 20 + [1] * 5 + [1, 0] * 10)
+    strong = claim_row("beats greedy", "m", "math500", "refine", "greedy", [a], [b])  # p ~ 0.0041
+    rows = [strong] + [dict(strong, claim=f"exploratory {i}") for i in range(19)]
+    assert adjust(rows)[0]["verdict"] == "inconclusive"  # one family of 20: 20 p > 0.05
+    primary = Primary(("beats greedy",), 0.04, datasets=("math500",))
+    out = adjust(rows, primary=primary)
+    assert (
+        out[0]["verdict"] == "supported" and out[0]["correction"] == "holm over 1 primary claims, alpha 0.04"
+    )
+    assert out[0]["p_adjusted"] == pytest.approx(strong["p_value"])
+    # the rest: a Holm family of 19 at the remaining 0.01, so the experiment's level stays 0.05
+    assert out[1]["correction"] == "holm over 19 exploratory claims, alpha 0.01"
+    assert out[1]["ci_level"] == pytest.approx(1 - 0.01 / 19) and out[1]["verdict"] == "inconclusive"
+    # the primary claim on a dataset not pre-registered is exploratory
+    other = adjust([dict(strong, dataset="aime24")], primary=primary)
+    assert other[0]["correction"] == "holm over 1 exploratory claims, alpha 0.01"
+    with pytest.raises(ValueError, match="primary alpha"):
+        adjust(rows, primary=Primary(("beats greedy",), 0.05))
+
+
+def test_stratified_exact_test_matches_enumeration_and_mcnemar():
+    """Unequal seed counts (3 sampled seeds vs a temperature-0 baseline counted once) get the
+    stratified exact test: checked against brute-force enumeration of its conditional null."""
+    import itertools
+    from math import comb
+
+    from retrace.scoring.stats import stratified_exact
+
+    a = np.array([[1, 0, 1, 1, 0], [1, 1, 0, 1, 0], [0, 1, 1, 1, 0]], dtype=float)
+    b = np.array([[0, 0, 1, 0, 1]], dtype=float)
+    # per question: c successes among the 4 draws; every placement of them equally likely
+    dist = {0: 1.0}
+    for c in (a.sum(0) + b.sum(0)).astype(int):
+        step = {}
+        for slots in itertools.combinations(range(4), c):
+            x = sum(s < 3 for s in slots)  # slots 0-2 are A's seeds, 3 the baseline's
+            step[x] = step.get(x, 0) + 1 / comb(4, c)
+        new = {}
+        for t, pt in dist.items():
+            for x, px in step.items():
+                new[t + x] = new.get(t + x, 0) + pt * px
+        dist = new
+    t = int(a.sum())
+    low = sum(p for v, p in dist.items() if v <= t)
+    high = sum(p for v, p in dist.items() if v >= t)
+    assert stratified_exact(a, b) == pytest.approx(min(1.0, 2 * min(low, high)))
+    out = compare_matrices(a, np.repeat(b, 3, axis=0))  # the baseline's 3 identical seeds count once
+    assert out["test"] == "stratified_exact" and out["p_value"] == pytest.approx(stratified_exact(a, b))
+    # one seed a side: the exact McNemar test
+    x, y = np.array([[1] * 9 + [0] * 21]), np.array([[0] * 7 + [1] * 2 + [0] * 21])
+    assert stratified_exact(x, y) == pytest.approx(binomial_two_sided(7, 7))  # 7 discordant, all A
+    assert compare_matrices(a, a[::-1])["test"] == "sign_flip_exact"  # equal seed counts

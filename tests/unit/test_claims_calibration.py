@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from retrace.scoring import claims as claims_mod
-from retrace.scoring.design import Design, design, simulate_cells
+from retrace.scoring.design import Design, design, simulate_cells, simulate_rows
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "claims_calibration.py"
 
@@ -72,3 +72,26 @@ def test_simulated_deterministic_seeds_are_copies_and_methods_differ_in_draws():
     cell = cells[("m1", "large")]
     assert (cell["greedy"] == cell["greedy"][0]).all()
     assert not (cell["refine"] == cell["refine"][0]).all() and (cell["refine"] != cell["majority"]).any()
+
+
+def test_drr_paper_design_has_the_pooled_overall_claims(monkeypatch):
+    """Table 1's Overall column: each DRR claim also over every dataset's questions pooled."""
+    from retrace.drr.claims import CLAIMS as DRR_CLAIMS
+    from retrace.drr.claims import OVERALL
+
+    monkeypatch.setattr("retrace.scoring.design._count", lambda dataset, mirror: 30)
+    d = design("drr_paper", mirror="unused")
+    overall = [r for r in d.rows if r[2] == OVERALL]
+    names = {r[0] for r in overall}
+    assert {"DRR beats CoT on accuracy", "DRR beats CoT on FS(3)", "DRR beats Abstain on FS(1)"} <= names
+    assert names <= {c[0] for c in DRR_CLAIMS}
+    cot = next(r for r in overall if r[0] == "DRR beats CoT on accuracy")
+    assert cot[-1] == "pooled" and [k[1] for k in cot[8]] == [
+        "commonsenseqa",
+        "openbookqa",
+        "piqa",
+        "winogrande",
+    ]
+    pooled = [r for r in simulate_rows(d, np.random.default_rng(0), (0.6, 2.0)) if r["dataset"] == OVERALL]
+    # every evaluation question once: 30 each from the train-file datasets, 20% of 30 of the others
+    assert pooled and all(r["n_questions"] == 30 + 30 + 6 + 6 for r in pooled)

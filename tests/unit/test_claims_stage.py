@@ -86,6 +86,17 @@ def test_weaker_pairs_are_read_and_checked_from_the_experiment():
         claims.parse_pair("a")
 
 
+def test_primary_claims_are_read_and_checked_from_the_experiment():
+    block = {"claims": ["beats greedy"], "datasets": ["math500"], "alpha": 0.04}
+    primary = claims.primary_family({"claims": {"primary": block}})
+    assert primary.claims == ("beats greedy",) and primary.datasets == ("math500",) and primary.alpha == 0.04
+    assert claims.primary_family({"claims": {"weaker": []}}) is None
+    with pytest.raises(ValueError, match="unknown claim"):
+        claims.primary_family({"claims": {"primary": {**block, "claims": ["beats everything"]}}}, "paper")
+    with pytest.raises(ValueError, match=r"alpha must lie in \(0, 0.05\)"):
+        claims.primary_family({"claims": {"primary": {**block, "alpha": 0.05}}}, "paper")
+
+
 def test_falsifier_row_and_baseline_budget(tmp_path):
     affirm = write_score(tmp_path, "refine_affirm", [1] * 2 + [0] * 28, 3e15)
     maj = write_score(tmp_path, "majority", [1] * 20 + [0] * 10, 1e15)

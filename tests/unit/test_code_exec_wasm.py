@@ -5,6 +5,8 @@ Run: `python -m pytest tests/unit/test_code_exec_wasm.py -q`.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import threading
 import time
@@ -47,13 +49,15 @@ def test_concurrent_writers_never_leave_a_torn_cache_file(monkeypatch, tmp_path)
         w.join()
     done.set()
     watcher.join()
-    (out,) = tmp_path.iterdir()  # one file, no temporary left behind
-    assert out.read_bytes() == _SlowModule.payload
+    # the module and the record of its digest, no temporary left behind
+    module, record = sorted(tmp_path.iterdir())
+    digest = hashlib.sha256(_SlowModule.payload).hexdigest()
+    assert module.read_bytes() == _SlowModule.payload
     assert seen <= {len(_SlowModule.payload)}  # a reader saw no file or the whole file
-    # keyed by the runtime's hash and the wasmtime version
-    assert out.name == (
-        f"python-3.12.0-{wasm_exec.RUNTIME_SHA256[:16]}-wasmtime{version('wasmtime')}-fuel.cwasm"
-    )
+    # keyed by the runtime's hash and the wasmtime version; the module also by its own digest
+    key = f"python-3.12.0-{wasm_exec.RUNTIME_SHA256[:16]}-wasmtime{version('wasmtime')}-fuel"
+    assert (module.name, record.name) == (f"{key}-{digest[:16]}.cwasm", f"{key}.json")
+    assert json.loads(record.read_text())["sha256"] == digest
 
 
 def test_cache_dir_comes_from_the_option_then_the_environment(monkeypatch, tmp_path):
@@ -90,10 +94,12 @@ def test_the_tool_runs_wasm_by_default_and_records_it(wasm):
     steps = (Step(1, "code generate", "x", "ans = 46 + 27\nprint(ans)"),)
     out = tool(ToolCall("code execute", "Execute the code in #1.", steps=steps))
     assert out.ok and out.text == "73"
+    module = wasm_exec.compiled_module()
     assert tool.describe() == {
         "sandbox": "wasm",
         "runtime": "python-3.12.0.wasm",
         "runtime_sha256": wasm_exec.RUNTIME_SHA256,
+        "module_sha256": hashlib.sha256(module.read_bytes()).hexdigest(),  # what runs
         "wasmtime": version("wasmtime"),
         "fuel_per_cpu_s": wasm_exec.FUEL_PER_CPU_S,
     }

@@ -53,7 +53,10 @@ def test_unknown_top_level_override_lists_groups():
 
 
 def test_unknown_middle_key_lists_the_keys_where_it_failed():
-    with pytest.raises(ConfigError, match="valid keys under method: n, name, sampling, scoring"):
+    with pytest.raises(
+        ConfigError,
+        match=r"valid keys under method \(method 'majority', config/method/majority.yaml\): n, name, sampling",
+    ):
         compose(SMOKE, ["method.samplin.temperature=0.5"])
 
 
@@ -85,12 +88,12 @@ def test_check_global_refuses_unknown_key_and_names_valid_ones():
 def test_check_global_fills_defaults():
     assert check_global({"experiment": "paper"}) == {
         "experiment": "paper",
-        "mirror": "../shared/data",
+        "mirror": None,
         "overrides": [],
         "estimate": True,
         "probe": True,
         "request_cache": "results/cache/requests",
-        "max_runtime": 1440,
+        "max_runtime": 1440,  # minutes: no job may ask a partition for more (profiles/slurm)
     }
 
 

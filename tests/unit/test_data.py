@@ -102,3 +102,19 @@ def test_fingerprint_does_not_depend_on_mirror_location(tmp_path):
         (tmp_path / d / "gsm8k/test.jsonl").write_text(json.dumps(rows[0]) + "\n")
     cfg = {"task": "gsm8k", "source": "mirror", "mirror_path": "gsm8k/test.jsonl"}
     assert fingerprint(prepare(cfg, tmp_path / "m1")[0]) == fingerprint(prepare(cfg, tmp_path / "m2")[0])
+
+
+def test_the_data_stage_counts_skipped_lines_in_its_provenance(tmp_path):
+    """OpenBookQA train (DRR's distillation set) leaves out its malformed line 3334; the
+    stage's record says how many lines and which."""
+    from pathlib import Path
+
+    from retrace.stages import data as stage
+
+    mirror = Path(__file__).resolve().parents[3] / "shared" / "data"
+    if not (mirror / "openbookqa" / "train.tsv").is_file():
+        pytest.skip(f"no mirror at {mirror}")
+    out = tmp_path / "openbookqa_train.jsonl"
+    assert stage.run("openbookqa_train", str(mirror), out) == 4956
+    record = json.loads(out.with_name(out.name + ".prov.json").read_text())
+    assert record["data"]["skipped"] == {"count": 1, "lines": [3334]}

@@ -12,13 +12,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from retrace.discriminator.dataset import (  # noqa: E402
+from retrace.drr import dm  # noqa: E402
+from retrace.drr import settings as dm_settings  # noqa: E402
+from retrace.drr.dm_data import (  # noqa: E402
     class_weights,
     dm_input_segments,
     weighted_cross_entropy,
 )
-from retrace.drr import dm  # noqa: E402
-from retrace.drr import settings as dm_settings  # noqa: E402
 from retrace.templates import render  # noqa: E402
 from tests.unit.drr_fakes import cfg  # noqa: E402
 

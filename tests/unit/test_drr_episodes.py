@@ -2,8 +2,7 @@
 
 import pytest
 
-from retrace.drr import episodes
-from retrace.scoring import drr_metrics
+from retrace.drr import episodes, metrics
 from tests.unit.drr_fakes import PROBLEMS
 
 P = PROBLEMS[0]  # gold B (index 1)
@@ -25,16 +24,16 @@ def test_dm_episode_stops_at_first_accept_and_scores_after():
     ep = episodes.episode("drr", P, ROW, 3, ["reject", "accept", "accept"])
     assert ep["status"] == "answered" and len(ep["turns"]) == 2
     assert [t["correct"] for t in ep["turns"]] == [False, True]
-    assert drr_metrics.outcome(ep) == "correct" and drr_metrics.decision_correct(ep)
+    assert metrics.outcome(ep) == "correct" and metrics.decision_correct(ep)
 
 
 def test_all_rejected_is_abstention_scored_both_ways():
     ep = episodes.episode("drr", P, ROW, 3, ["reject"] * 3)
     assert ep["status"] == "abstained" and len(ep["turns"]) == 3
-    assert drr_metrics.fs_points(ep, 3) == 0.0
-    assert drr_metrics.accuracy([ep]) == 0.0 and drr_metrics.accuracy_last_attempt([ep]) == 0.0
+    assert metrics.fs_points(ep, 3) == 0.0
+    assert metrics.accuracy([ep]) == 0.0 and metrics.accuracy_last_attempt([ep]) == 0.0
     ep2 = episodes.episode("drr", P, {**ROW, "path": ROW["path"][:2] + [turn("1", "B")]}, 3, ["reject"] * 3)
-    assert drr_metrics.accuracy([ep2]) == 0.0 and drr_metrics.accuracy_last_attempt([ep2]) == 100.0
+    assert metrics.accuracy([ep2]) == 0.0 and metrics.accuracy_last_attempt([ep2]) == 100.0
 
 
 def test_falsifier_judges_and_cot_use_the_same_path():
@@ -50,19 +49,19 @@ def test_falsifier_judges_and_cot_use_the_same_path():
 
 def test_abstain_and_selfcritic_baselines():
     ab = episodes.episode("abstain", P, ROW, 3, nota="abstain")
-    assert ab["status"] == "abstained" and drr_metrics.decision_correct(ab)  # zero-shot rule
+    assert ab["status"] == "abstained" and metrics.decision_correct(ab)  # zero-shot rule
     sc = episodes.episode("selfcritic", P, ROW, 3)
-    assert sc["status"] == "answered" and drr_metrics.outcome(sc) == "wrong"
+    assert sc["status"] == "answered" and metrics.outcome(sc) == "wrong"
 
 
 def test_none_of_the_above_is_wrong_by_default_and_an_abstention_as_a_variant():
     """Old behaviour: NOTA was always an abstention (FS 0); Table 1's Abstain rows score it wrong."""
     ab = episodes.episode("abstain", P, ROW, 3)
-    assert ab["status"] == "answered" and drr_metrics.outcome(ab) == "wrong"
-    assert drr_metrics.fs_points(ab, 3) == -3.0 and not drr_metrics.decision_correct(ab)
+    assert ab["status"] == "answered" and metrics.outcome(ab) == "wrong"
+    assert metrics.fs_points(ab, 3) == -3.0 and not metrics.decision_correct(ab)
     row = {**ROW, "path": [turn("none of the above", None, True)]}
     ep = episodes.episode("drr", P, row, 1, ["accept"])
-    assert ep["status"] == "answered" and drr_metrics.outcome(ep) == "wrong"
+    assert ep["status"] == "answered" and metrics.outcome(ep) == "wrong"
     assert episodes.episode("drr", P, row, 1, ["accept"], nota="abstain")["status"] == "abstained"
     assert episodes.nota_reading(ab, "abstain")["status"] == "abstained"
     assert episodes.nota_reading(episodes.nota_reading(ab, "abstain"), "wrong") == ab

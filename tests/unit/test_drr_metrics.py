@@ -1,9 +1,9 @@
-"""DRR metrics (scoring/drr_metrics.py) on constructed episodes with known answers."""
+"""DRR metrics (scoring/metrics.py) on constructed episodes with known answers."""
 
 import pytest
 
-from retrace.discriminator.loop import NeedsMoreTurns, replay
-from retrace.scoring import drr_metrics as m
+from retrace.drr import metrics as m
+from retrace.drr.loop import NeedsMoreTurns, replay
 
 
 def ep(qid, status, *turns):

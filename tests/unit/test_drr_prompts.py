@@ -1,31 +1,37 @@
 """DRR prompts (Appendix B templates) and reply parsing."""
 
-from retrace.discriminator.dataset import render_context
-from retrace.drr import prompts
+from retrace.drr import dm_data, leak, prompts
 from tests.unit.drr_fakes import PROBLEMS
 
 P = PROBLEMS[0]
 CTX = [{"answer": "0", "rationale": "Mars is red."}, {"answer": "2", "rationale": "Venus is hot."}]
 
 
-def test_exploration_environment_message_prints_as_the_leak_scanner_expects():
-    assert prompts.context_text(CTX, "exploration") == render_context(CTX, "exploration")
-    assert "Wrong Answer! Try again." in prompts.context_text(CTX, "exploration")
+def test_one_renderer_prints_past_attempts_for_the_reasoner_the_dm_and_the_leak_check():
+    for strategy in ("exploration", "gradual"):
+        env = prompts.render_context(CTX, strategy)
+        assert env in prompts.turn_messages(P, CTX, 2, strategy)[1].content  # the re-prompt
+        row = {"question": "Q?", "context": CTX, "answer": "1", "rationale": "Jupiter."}
+        assert env in dm_data.dm_input_text(row, "", strategy)  # the DM input
+        assert env in leak._model_spans({"context": CTX})  # what the leak check trusts
+    assert "Wrong Answer! Try again." in prompts.render_context(CTX, "exploration")
 
 
 def test_gradual_context_numbers_attempts_and_does_not_say_wrong():
-    text = prompts.context_text(CTX, "gradual")
+    text = prompts.render_context(CTX, "gradual")
     assert "LLM Answer 2: 2\nRationale 2: Venus is hot." in text
     assert "Wrong" not in text and text.endswith("more accurate answer.")
 
 
 def test_gradual_env_line_follows_each_attempt():
     """Old behaviour: one "Env:" line after all attempts. Appendix B appends it per attempt."""
-    text = prompts.context_text(CTX, "gradual")
+    text = prompts.render_context(CTX, "gradual")
     assert text.count("Env: The previous response was insufficient") == 2
     assert "Rationale 1: Mars is red.\nEnv: The previous response" in text
     assert text.index("Env:") < text.index("LLM Answer 2")
-    assert text == render_context(CTX, "gradual")  # the DM sees the context as the reasoner did
+    assert text in dm_data.dm_input_text(
+        {"question": "Q?", "context": CTX, "answer": "1", "rationale": "r"}, "", "gradual"
+    )
 
 
 def test_exploration_switches_system_prompt_after_turn_one_gradual_does_not():

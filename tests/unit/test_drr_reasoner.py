@@ -11,8 +11,7 @@ from fake_backend import engine_requests, manifest, scripted_llm
 
 from retrace.backends.scripted import ScriptedBackend
 from retrace.cache import RequestCache
-from retrace.discriminator import loop
-from retrace.drr import reasoner
+from retrace.drr import loop, reasoner
 from retrace.llm import CachedLLM
 from tests.unit.drr_fakes import PROBLEMS, TurnLLM, cfg
 

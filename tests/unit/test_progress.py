@@ -63,6 +63,18 @@ def test_status_lists_unfinished_jobs_and_marks_stale_ones(tmp_path):
     assert format_status([]).startswith("no running jobs")
 
 
+def test_a_finished_line_glued_to_engine_log_text_counts_as_finished(tmp_path):
+    """llama.cpp writes to the same stderr without a newline: the last progress line of a
+    finished beam job arrived as `...llama_perf ... progress beam: 4/4 ...`."""
+    log = tmp_path / "beam.log"
+    log.write_text(
+        "progress beam: 0/4 problems [00:00<?]\n"
+        "llama_perf_context_print: total time = 10 msprogress beam: 4/4 problems [00:41<00:00]\n"
+    )
+    assert last_progress(log)["done"] == "4"
+    assert status(tmp_path) == []
+
+
 def test_retrace_status_command(tmp_path):
     write_log(tmp_path / "logs" / "x.log", 2, 4)
     out = subprocess.run(

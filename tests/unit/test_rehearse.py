@@ -65,6 +65,7 @@ def test_cli_rehearses_the_smoke_experiment(capsys, tmp_path):
                 str(effects),
                 "--power-runs",
                 "1",
+                "--design-only",
             ]
         )
         == 0
@@ -73,3 +74,43 @@ def test_cli_rehearses_the_smoke_experiment(capsys, tmp_path):
     assert out.startswith("SIMULATED rehearsal of refine_smoke")
     assert "planted effects recovered: 0/10" in out  # 4 questions: too few to support anything
     assert "null rows falsely supported: 0" in out and "jobs: 15 planned" in out
+
+
+def test_the_workflow_rehearsal_derives_a_simulated_copy_of_the_experiment(tmp_path):
+    import pytest
+
+    from retrace import rehearse_workflow
+    from retrace.yamlfile import load_yaml
+
+    root = rehearse_workflow.derive("paper", 0.1, rehearse.EFFECTS, tmp_path / "run")
+    config = root / "config"
+    exp = load_yaml(config / "experiment" / "paper.yaml")
+    assert {run["backend"] for run in exp["runs"]} == {"simulated"}
+    overrides = [o for run in exp["runs"] for o in run["overrides"]]
+    overrides += [
+        o for run in exp["runs"] for m in run["methods"] if isinstance(m, dict) for o in m["overrides"]
+    ]
+    assert not any(
+        o.startswith("backend.") and "effects" not in o and "tokens_mean" not in o for o in overrides
+    )
+    assert load_yaml(config / "model" / "llama-3.1-8b-instruct.yaml")["source"] == {"kind": "simulated"}
+    assert load_yaml(config / "dataset" / "math500.yaml")["limit"] == 50
+    assert load_yaml(config / "method" / "best_of_n_prm.yaml")["scorer"]["name"] == "llm_judge"
+    glob = load_yaml(config / "config.yaml")
+    assert glob["experiment"] == "paper" and glob["probe"] is False and str(root) in glob["request_cache"]
+    assert (root / "Snakefile").resolve() == (rehearse_workflow.REPO / "Snakefile").resolve()
+    assert (
+        load_yaml(rehearse_workflow.CONFIG_DIR / "experiment" / "paper.yaml")["runs"][0]["backend"] == "vllm"
+    )
+    with pytest.raises(ValueError, match="--design-only"):
+        rehearse_workflow.derive("drr_paper", 0.1, rehearse.EFFECTS, tmp_path / "drr")
+
+
+def test_row_truth_is_method_minus_baseline_and_gain_minus_gain():
+    from retrace.rehearse_workflow import row_truth
+
+    effects = [{"label": "refine", "points": 10, "models": ["weak"]}, {"label": "refine", "points": 4}]
+    row = {"model": "weak", "dataset": "d", "method": "refine", "baseline": "greedy"}
+    assert row_truth(row, effects) == 0.14
+    assert row_truth({**row, "method": "refine_affirm"}, effects) == 0.0
+    assert row_truth({**row, "model": "weak vs strong", "baseline": "majority"}, effects) == 0.10

@@ -52,3 +52,30 @@ def test_every_timing_or_engine_counter_is_marked_measured():
                 ("engine_", "cache_")
             )
             assert not timing or f.name in measured_fields(t), f"{t.__name__}.{f.name} is not MEASURED"
+
+
+def test_the_suite_works_in_a_fresh_folder_of_its_own_unless_told(tmp_path, monkeypatch):
+    """A fixed /tmp default broke CI when another user's run was left there (files it could not
+    delete): by default each run gets a new folder; a named one that cannot be cleared says so."""
+    import argparse
+    import shutil
+
+    import reliability
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(reliability.tempfile, "tempdir", None)
+    runs = [argparse.Namespace(work=None, keep=False) for _ in range(2)]
+    assert [reliability.prepare_work(a) for a in runs] == [None, None]
+    assert runs[0].work != runs[1].work and all(a.work.parent == tmp_path for a in runs)
+    assert "--keep needs --work" in reliability.prepare_work(argparse.Namespace(work=None, keep=True))
+
+    theirs = tmp_path / "theirs"
+    (theirs / "src").mkdir(parents=True)
+
+    def refuse(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(theirs / "src/cli.py"))
+
+    monkeypatch.setattr(shutil, "rmtree", refuse)
+    problem = reliability.prepare_work(argparse.Namespace(work=theirs, keep=False))
+    assert problem.startswith(f"cannot clear --work {theirs}: Permission denied: ")
+    assert "cli.py" in problem and "\n" not in problem

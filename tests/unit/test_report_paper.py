@@ -11,7 +11,7 @@ import pytest
 from report_fixture import build_run
 
 from retrace.art.summary import CLAIMS as ART_CLAIMS
-from retrace.drr.report import CLAIMS as DRR_CLAIMS
+from retrace.drr.claims import CLAIMS as DRR_CLAIMS
 from retrace.hashing import sha256_file
 from retrace.provenance import prov_path
 from retrace.report import build_report
@@ -101,7 +101,14 @@ def test_paper_vs_ours_with_setting_and_p_adj(report):
     assert '<span class="same">&#10003; model</span>' in row
     assert "&#10007; questions</span> (20 vs 500)" in row
     assert "&#10007; N</span> (4 vs 8)" in row and "&#10007; D</span> (2 vs 4)" in row
-    assert "p<sub>adj</sub>" in report["html"] and "(0.006)" in row  # p_adj column of claims.csv
+    # the p cell shows claims.csv's Holm-adjusted p in brackets, whatever the family's size
+    import csv
+
+    with open(report["run"]["claims"]) as f:
+        p_adj = next(float(r["p_adjusted"]) for r in csv.DictReader(f) if r["claim"] == "beats greedy")
+    shown = re.search(r'<td class="num" title="[^"]*">[^<(]+ \(([^)]+)\)</td>', row)
+    assert "p<sub>adj</sub>" in report["html"] and shown, row
+    assert float(shown.group(1)) == pytest.approx(p_adj, rel=0.05)
     other = claim_row_html(report["html"], "beats greedy", "smollm2-135m-q41")
     assert "&#10007; model</span> (smollm2-135m-q41 vs Qwen2.5-1.5B)" in other
 
@@ -148,3 +155,17 @@ def test_report_stage_records_every_page_and_the_lineage_audits(tmp_path):
     assert pages and all(prov_path(p).exists() for p in pages)
     node = audit(out / "index.html")
     assert node.all_ok(), "\n".join(node.lines())
+
+
+def test_a_reference_comes_only_from_the_same_dataset():
+    from retrace.report.paper import pick_ref
+
+    refs = [
+        {"model": "m1", "dataset": "a", "source": "s"},
+        {"model": "m2", "dataset": "a", "source": "t"},
+        {"model": "m2", "dataset": "all", "source": "u"},
+    ]
+    assert pick_ref(refs, "m2", "a")["source"] == "t"
+    assert pick_ref(refs, "m3", "a")["source"] == "s"  # another model, same dataset
+    assert pick_ref(refs, "m2", "all")["source"] == "u"
+    assert pick_ref(refs, "m1", "smoke_mc_all") is None  # never a number from another dataset

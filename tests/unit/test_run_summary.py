@@ -173,3 +173,24 @@ def test_probe_requests_shifted_by_first_share_no_prompt_or_seed_with_the_probes
     assert not {r.messages for r in own} & {r.messages for r in later}
     assert not {r.sampling.seed for r in own} & {r.sampling.seed for r in later}
     assert probe.requests(4, 8, first=0) == own
+
+
+def test_a_probe_on_a_busy_machine_marks_the_efficiencies_unreliable(tmp_path):
+    nodes = {"a" * 64: node("generate", 10.0, 500, label="majority")}
+    quiet = probe_file(tmp_path, "m", "llamacpp", 100.0)
+    data = json.loads(quiet.read_text())
+    rows, total = run_summary(nodes, [quiet])
+    assert total["unreliable"] == []
+    data["machine"] = {"load_before": 1.0, "load_after": 6.5, "cpus": 2}
+    quiet.write_text(json.dumps(data))
+    rows, total = run_summary(nodes, [quiet])
+    assert total["unreliable"] == ["load average 6.5 on 2 CPUs while the probe ran"]
+    html = render_html([], [], engine={"rows": rows, "total": total}, pages={"a" * 64: "prov/aaaa.html"})
+    assert 'id="engine-unreliable"' in html and "load average 6.5 on 2 CPUs" in html
+
+
+def test_an_efficiency_above_one_is_marked_unreliable(tmp_path):
+    nodes = {"a" * 64: node("generate", 10.0, 500, label="majority")}  # 50 tok/s
+    rows, total = run_summary(nodes, [probe_file(tmp_path, "m", "llamacpp", 40.0)])
+    assert rows[0]["efficiency"] == pytest.approx(1.25)
+    assert total["unreliable"] == ["efficiency above 1 in generate · majority"]

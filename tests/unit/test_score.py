@@ -73,6 +73,7 @@ def test_greedy_accuracy_and_totals():
         "id": "p3",
         "answers": [None],
         "sources": ["none"],
+        "paths": ["none"],
         "truncated": [False],
         "correct": [False],
         "vote": None,

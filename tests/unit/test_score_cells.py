@@ -107,7 +107,7 @@ def test_claims_and_report_read_the_plans_files_not_a_command_line(planned, monk
     from retrace.stages import claims, report
 
     seen = {}
-    monkeypatch.setattr(claims, "run", lambda scores, out, extra, weaker: seen.setdefault("claims", scores))
+    monkeypatch.setattr(claims, "run", lambda scores, out, *rest: seen.setdefault("claims", scores))
     monkeypatch.setattr(
         report, "run", lambda scores, out, c, diag, s, p: seen.setdefault("report", (scores, diag))
     )

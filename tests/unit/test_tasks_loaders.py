@@ -58,6 +58,33 @@ def test_mmlu_bad_row_names_csv_line(tmp_path):
         TASKS.get("mmlu").load(cfg, tmp_path)
 
 
+def test_openbookqa_skips_only_the_listed_malformed_lines(tmp_path, caplog):
+    """train.tsv:3334 lists five choices; `skip_lines` leaves it out, naming it in one log line,
+    and refuses a list that went stale (a listed line that reads fine or is not in the file)."""
+    from retrace import data
+
+    head = "ID\tQuestion Stem\tChoices\tComplete Question\tAnswer Key"
+    good = "1-1\tSun is a\t(A) star (B) moon (C) rock (D) gas\tx\tA"
+    bad = "1-2\tA learned behavior\t(A) a (B) b (C) c (D) d (D) e\tx\tD"
+    write_lines(tmp_path / "openbookqa/train.tsv", [head, good, bad, good.replace("1-1", "1-3")])
+    cfg = {"name": "o", "task": "openbookqa", "source": "mirror", "mirror_path": "openbookqa/train.tsv"}
+    with pytest.raises(ValueError, match=r"train\.tsv:3: expected choices \(A\) to \(D\)"):
+        data.prepare(cfg, tmp_path)
+    with caplog.at_level("WARNING"):
+        problems, _ = data.prepare({**cfg, "skip_lines": [3]}, tmp_path)
+    assert [p.id for p in problems] == ["openbookqa/1-1", "openbookqa/1-3"]
+    assert [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()] == [
+        f"skipped {tmp_path}/openbookqa/train.tsv:3 (skip_lines): expected choices (A) to (D), "
+        "got ['A', 'B', 'C', 'D', 'D']"
+    ]
+    with pytest.raises(ValueError, match=r"train\.tsv:2: listed in skip_lines but reads fine"):
+        data.prepare({**cfg, "skip_lines": [2, 3]}, tmp_path)
+    with pytest.raises(ValueError, match=r"skip_lines \[9\] are not lines of the file"):
+        data.prepare({**cfg, "skip_lines": [3, 9]}, tmp_path)
+    with pytest.raises(ValueError, match="cannot skip_lines"):
+        data.prepare({**gsm8k_cfg(), "skip_lines": [1]}, tmp_path)
+
+
 @pytest.mark.parametrize("mirror", [None, "/nonexistent/retrace-mirror"])
 def test_missing_mirror_says_how_to_set_it(mirror):
     with pytest.raises(MirrorMissing) as err:

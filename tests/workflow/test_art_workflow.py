@@ -7,10 +7,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 
 import pytest
 
-from tests.workflow.conftest import edited, planned_outputs, retrace
+from tests.workflow.conftest import edited, planned_outputs, retrace, snakemake
 from tests.workflow.experiments import WORDS
 
 pytestmark = pytest.mark.slow
@@ -39,15 +40,21 @@ def test_art_smoke_runs_every_method_and_audits(art_run):
     )
     inputs = {i["path"] for i in rec["inputs"]}
     # the run traces back to the library files it read, the selection, the data and the model
-    assert f"{LIB}/feedback/string_ops/anagrams.txt" in {p[p.find("src/") :] for p in inputs}
-    # the edit touches no index.yaml, so both versions share the base version's selection
-    assert any(p.endswith("selection/base.json") for p in inputs)
+    assert f"{LIB}/feedback/string_ops/word_unscrambling.txt" in {p[p.find("src/") :] for p in inputs}
+    # the feedback version has its own index.yaml (it adds the human-written task): its own selection
+    assert any(p.endswith("selection/feedback.json") for p in inputs)
     assert any(p.endswith("bigbench_word_unscrambling.jsonl") for p in inputs)
     assert any(p.endswith("manifest.json") for p in inputs)
     assert (
         rec["library"]["version"] == "feedback"
         and rec["tools"]["search"]["collection"] == "retrace-passages-v1"
     )
+    # provenance names the runtime and the digest of the compiled module that ran it
+    from retrace.tools import wasm_exec
+
+    ran = rec["tools"]["code_execute"]
+    assert ran["runtime_sha256"] == wasm_exec.RUNTIME_SHA256
+    assert ran["module_sha256"] == wasm_exec.describe()["module_sha256"]
     rows = [
         json.loads(line)
         for line in (root / f"results/{RUNS}/arithmetic/art/seed0.jsonl").read_text().splitlines()
@@ -100,19 +107,24 @@ def test_editing_a_tools_data_or_adding_a_tool_reruns_the_art_jobs_that_use_tool
 def test_editing_one_demonstration_reruns_only_the_art_jobs_that_use_it(art_run):
     root = art_run
     assert not planned_outputs(root), "a finished run must plan nothing"
-    # a demonstration that no selected prompt contains reruns nothing
+    # a demonstration that no selected prompt contains reruns no ART run: only the checks that
+    # read the whole library (demonstration leaks, unseen-task overlap) and what shows them
     unused = root / LIB / "base/reasoning/logical_deduction.txt"
     with edited(unused, lambda t: t.replace("Deduce the order", "Work out the order")):
-        assert not planned_outputs(root)
-    edited_demo = root / LIB / "feedback/string_ops/anagrams.txt"
+        planned = planned_outputs(root)
+        assert not {p for p in planned if p.startswith(RUNS)}, planned
+        assert "art/summary/leakcheck.json" in planned
+    edited_demo = root / LIB / "feedback/string_ops/word_unscrambling.txt"
     with edited(edited_demo, lambda t: t.replace("most common English word", "most frequent English word")):
         planned = planned_outputs(root)
         art_runs = {p for p in planned if p.startswith(RUNS) and "/selection/" not in p}
         assert art_runs == {f"{RUNS}/word_unscrambling/art@feedback/seed0.jsonl"}
         assert "art/summary/claims.csv" in planned and "report/index.html" in planned
-        # the base version's copy is read by the base-library runs of the unseen task only
-        base = root / LIB / "base/string_ops/anagrams.txt"
-        with edited(base, lambda t: t.replace("common English word", "usual English word")):
+        # a base task that the unseen task's base selection chose, and the feedback one did not
+        # (similarity: [language_games, kth_letter_concatenation] vs [word_unscrambling,
+        # language_games]): read by the base-library runs of the unseen task only
+        base = root / LIB / "base/string_ops/kth_letter_concatenation.txt"
+        with edited(base, lambda t: t.replace("joins the letter", "joins each letter")):
             art_runs = {p for p in planned_outputs(root) if p.startswith(RUNS)}
     assert {p.split("/")[3] for p in art_runs} == {
         "art",
@@ -122,6 +134,25 @@ def test_editing_one_demonstration_reruns_only_the_art_jobs_that_use_it(art_run)
         "art@feedback",
     }
     assert all("/word_unscrambling/" in p for p in art_runs)
+
+
+def test_the_leak_check_reads_the_task_descriptions_and_the_main_index(art_run):
+    """eval_tasks.yaml and the main version's index.yaml are inputs of the leak check (the
+    unseen-task check compares their descriptions): editing eval_tasks.yaml without changing
+    any task (a comment) plans the check and what shows it, no ART run."""
+    root = art_run
+    leak = "results/art/summary/leakcheck.json"
+    forced = snakemake(root, "-n", "-f", leak).stdout
+    inputs = {
+        f.strip() for m in re.finditer(r"^\s+input: (.+)$", forced, re.M) for f in m.group(1).split(",")
+    }
+    assert {f"{LIB}/eval_tasks.yaml", f"{LIB}/base/index.yaml"} <= inputs, forced[-2000:]
+    assert f"{LIB}/feedback/string_ops/word_unscrambling.txt" in inputs  # every version's inputs
+    with edited(root / LIB / "eval_tasks.yaml", lambda t: t + "# a comment\n"):
+        planned = planned_outputs(root)
+    assert "art/summary/leakcheck.json" in planned and "report/index.html" in planned
+    assert not {p for p in planned if p.startswith(RUNS)}, planned
+    assert not planned_outputs(root), "the run is finished again once the edit is undone"
 
 
 def test_changing_an_art_setting_reruns_the_art_runs(art_run):

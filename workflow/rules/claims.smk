@@ -2,6 +2,16 @@
 from retrace.stages import claims as _claims_stage
 
 
+def primary_args():
+    """--primary CLAIM --primary-dataset D --primary-alpha A: the experiment's primary claims."""
+    primary = _claims_stage.primary_family(EXPERIMENT, config["experiment"])
+    if primary is None:
+        return ""
+    args = [f"--primary {shlex.quote(c)}" for c in primary.claims]
+    args += [f"--primary-dataset {shlex.quote(d)}" for d in primary.datasets]
+    return " ".join(args + [f"--primary-alpha {primary.alpha}"])
+
+
 # A small job: on a cluster it runs in the controller, not as an sbatch job of its own (profiles/slurm).
 localrules:
     claims,
@@ -22,6 +32,9 @@ rule claims:
         weaker=" ".join(
             f"--weaker {w},{s}" for w, s in _claims_stage.weaker_pairs(EXPERIMENT, config["experiment"])
         ),
+        controls="--controls" if _claims_stage.controls_flag(EXPERIMENT, config["experiment"]) else "",
+        primary=primary_args(),
         plan=PLANNED_ARGS,
     shell:
-        "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {params.plan} > {log} 2>&1"
+        "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {params.primary} {params.controls} "
+        "{params.plan} > {log} 2>&1"

@@ -8,13 +8,16 @@ from snakemake.utils import validate
 
 from retrace import plan as _plan
 from retrace.config import CONFIG_DIR, check_global, compose
+from retrace.mirror import resolve as resolve_mirror
 
 config.update(check_global(config))  # unknown keys are refused, naming the valid ones
 validate(config, "../schemas/config.schema.yaml")
+# the `mirror:` key, else $RETRACE_MIRROR, else ../shared/data if it exists, else None (retrace.mirror)
+config["mirror"] = resolve_mirror(config["mirror"])[0]
 
 PY = sys.executable  # the interpreter running Snakemake also runs the stages
 RESULTS = "results"
-MIRROR = config["mirror"]
+MIRROR = config["mirror"] or "-"  # "-": no mirror (an empty word would vanish from the shell command)
 CACHE = config["request_cache"]  # shared between checkouts if pointed at one directory
 # `snakemake --lint` waivers (checked by .ci/snakemake_lint.py in `make lint`). The lint asks for
 # every non-file value a shell command reads to go through params:, so that a change reruns the
@@ -34,7 +37,11 @@ if config.get("estimate", True):  # printed before anything runs (also on dry-ru
     from snakemake.logging import logger
     from retrace.estimate import estimate as _estimate
 
-    logger.info(_estimate(JOBS, config["mirror"], _plan.shared_overrides(config, "dataset")).line())
+    logger.info(
+        _estimate(
+            JOBS, config["mirror"], _plan.shared_overrides(config, "dataset"), f"{RESULTS}/probe"
+        ).line()
+    )
 JOB_PATH = "{model}/{backend}/{dataset}/{label}/seed{seed}"
 
 

@@ -15,7 +15,9 @@ rule data:
         overrides=shared_args("dataset"),
         # the mirror's identity, not its path: an absolute or relative path to one mirror (or
         # the same data moved) is the same mirror (retrace.plan.mirror_identity)
-        mirror=lambda w: _plan.mirror_identity(config["mirror"]),
+        mirror=lambda w: _plan.data_mirror(
+            w.dataset, config["mirror"], _plan.shared_overrides(config, "dataset")
+        ),
     shell:
         "{PY} -m retrace data --dataset {wildcards.dataset} --mirror {MIRROR:q} "
         "{params.overrides} --out {output.problems} > {log} 2>&1"

@@ -112,6 +112,7 @@ if _DRR_BLOCK:
             train=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train.jsonl",
             dev=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/dev.jsonl",
             shuffled=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train_shuffled.jsonl",
+            start=_drr.backbone_inputs(DRR),  # the DM's starting weights: new weights rerun it
         output:
             manifest=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/{{variant}}/checkpoint.json",
             folder=directory(f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/{{variant}}/checkpoint"),

@@ -2,12 +2,13 @@
 
     from retrace.art.library import load_library, eval_tasks
     lib = load_library(["src/retrace/art/library/base", "src/retrace/art/library/feedback"])
-    lib.tasks["anagrams"].path      # the file the version uses (feedback/ overrides base/)
-    lib.tasks["anagrams"].demos     # its demonstration programs (text), each a valid program
-    lib.files(["anagrams", "arithmetic"])   # exactly the files a prompt with those tasks reads
+    lib.tasks["word_unscrambling"].path   # the file the version uses (a later directory's wins)
+    lib.tasks["word_unscrambling"].demos  # its demonstration programs (text), each a valid program
+    lib.files(["word_unscrambling", "arithmetic"])   # exactly the files a prompt with those tasks reads
 
 A version is a list of directories; a later one overrides files of the same relative path
-(the paper's "human feedback" is a small directory of edited demonstrations over the base).
+(the paper's "human feedback" is a small directory over the base: edited demonstrations, or,
+as in feedback/, an index.yaml that adds a human-written task for an unseen task).
 Each directory may hold `index.yaml` ({cluster: {task: description}}; the last one wins) and
 `<cluster>/<task>.txt` files of demonstrations separated by lines of `----`. Every
 demonstration must parse as a complete program; an error names the file and its line.

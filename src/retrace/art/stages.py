@@ -13,7 +13,7 @@ import random
 from pathlib import Path
 
 from retrace import data, models
-from retrace.art import overlap, plan
+from retrace.art import overlap, plan, unseen
 from retrace.art.baselines import METHOD_FNS, Context
 from retrace.art.library import EVAL_TASKS, eval_tasks, load_library
 from retrace.atomic import write_json, write_jsonl
@@ -38,11 +38,21 @@ def split(
 ) -> tuple[list, list]:
     """(held-out pool, test problems): a seeded shuffle, the pool first, then the test items.
     Problems whose input a library demonstration shows (`exclude`, art/overlap.py) are left
-    out before the shuffle, so a task without such overlap splits as before."""
+    out before the shuffle, so a task without such overlap splits as before. `examples` is a
+    cap: a task with fewer problems than pool + examples (MMLU subjects of 100 questions against
+    art_paper's 10 + 100) is tested on all the rest, logged, and the run's records show the n."""
     if exclude:
         problems, _ = overlap.exclude(problems, exclude)
+    if len(problems) <= pool:
+        raise ValueError(f"{len(problems)} problems cannot give {pool} held-out items and any test item")
     if len(problems) < pool + examples:
-        raise ValueError(f"{len(problems)} problems cannot give {pool} held-out and {examples} test items")
+        log.warning(
+            "%d problems: %d held out, %d test items (of %d asked)",
+            len(problems),
+            pool,
+            len(problems) - pool,
+            examples,
+        )
     order = list(range(len(problems)))
     random.Random(seed).shuffle(order)
     picked = [problems[i] for i in order[: pool + examples]]
@@ -68,8 +78,8 @@ def _llm(cfg: dict, model: str, manifest_path: Path, cache_path: Path, job: str)
     return llm, cache, manifest, composed["backend"]
 
 
-def _task_data(task: str, data_path: Path):
-    ds_cfg = compose({"dataset": plan.dataset_of(task)})["dataset"]
+def _task_data(cfg: dict, task: str, data_path: Path):
+    ds_cfg = compose({"dataset": plan.dataset_of(task, cfg)})["dataset"]
     return TASKS.get(ds_cfg["task"]), data.read_problems(data_path)
 
 
@@ -101,7 +111,7 @@ def select(
     cfg = art_config(experiment)
     lib = load_library(plan.version_dirs(cfg, version))
     index = {k: (t.cluster, t.description) for k, t in lib.tasks.items()}
-    task_plugin, problems = _task_data(task, data_path)
+    task_plugin, problems = _task_data(cfg, task, data_path)
     pool, _ = task_split(cfg, problems)
     from retrace.art.metrics import format_input
 
@@ -170,7 +180,7 @@ def run(
     selection: Path | None = None,
 ) -> dict:
     cfg = art_config(experiment)
-    task_plugin, problems = _task_data(job.task, data_path)
+    task_plugin, problems = _task_data(cfg, job.task, data_path)
     pool, test = task_split(cfg, problems)
     llm, cache, man, backend = _llm(cfg, job.model, manifest, cache_path, str(out))
     version = plan.job_version(cfg, job)
@@ -227,7 +237,7 @@ def run(
             "usage": vars(llm.usage),
             "model": {"name": man["name"], "fingerprint": man["fingerprint"]},
             "data": {
-                "name": plan.dataset_of(job.task),
+                "name": plan.dataset_of(job.task, cfg),
                 "fingerprint": data.fingerprint(problems),
                 "test_ids": [p.id for p in test],
                 "pool_ids": [p.id for p in pool],
@@ -238,29 +248,50 @@ def run(
     return vars(llm.usage)
 
 
+def unseen_check(cfg: dict, records: list[dict], problems: dict[str, list]) -> dict:
+    """art/unseen.py on the runs' unseen tasks: each one's description and held-out inputs (the
+    pool a run drew, as selection sees them) against the main library version."""
+    from retrace.art.metrics import format_input
+
+    tasks = {}
+    for task in sorted({r["job"]["task"] for r in records if plan.needs_selection(r["job"]["task"])}):
+        by_id = {p.id: p for p in problems[task]}
+        pool = next((r["data"].get("pool_ids") for r in records if r["job"]["task"] == task), None)
+        examples = [by_id[i] for i in pool or [] if i in by_id][:5] or problems[task][:5]
+        tasks[task] = (eval_tasks()[task]["description"], [format_input(p) for p in examples])
+    if not tasks:
+        return {"verdict": "clean", "tasks": {}}
+    return unseen.check(load_library(plan.version_dirs(cfg, plan.main_version(cfg))), tasks)
+
+
 def leakcheck(experiment: str, runs: list[Path], data_dir: Path, out: Path, strict: bool = True) -> dict:
-    """Overlaps between the library's demonstration inputs and the items each run used."""
+    """Overlaps between the library's demonstration inputs and the items each run used, and
+    unseen tasks that near-duplicate a library task (flagged, not a failure)."""
     cfg = art_config(experiment)
     records = overlap.load_runs(runs)
     tasks = sorted({r["job"]["task"] for r in records})
     files = {
-        t: Path(data_dir) / f"{compose({'dataset': plan.dataset_of(t)})['dataset']['name']}.jsonl"
+        t: Path(data_dir) / f"{compose({'dataset': plan.dataset_of(t, cfg)})['dataset']['name']}.jsonl"
         for t in tasks
     }
     result = overlap.check_runs(
         records, {t: data.read_problems(f) for t, f in files.items()}, plan.library_inputs(cfg)
     )
     result["library_dirs"] = [str(d) for d in plan.all_library_dirs(cfg)]
+    result["unseen"] = unseen_check(cfg, records, {t: data.read_problems(f) for t, f in files.items()})
     write_json(out, result)
-    lib_files = [f for d in plan.all_library_dirs(cfg) for f in sorted(Path(d).glob("*/*.txt"))]
     Provenance(
         "art_leakcheck",
         {"experiment": experiment, "strict": strict},
-        [str(plan.SRC / f) for f in ("art/overlap.py", "art/plan.py", "art/stages.py")],
-        inputs=[str(p) for p in runs] + [str(f) for f in files.values()] + [str(f) for f in lib_files],
-        extra={"verdict": result["verdict"]},
+        [str(plan.SRC / f) for f in ("art/overlap.py", "art/unseen.py", "art/plan.py", "art/stages.py")],
+        inputs=[str(p) for p in runs]
+        + [str(f) for f in files.values()]
+        + [str(f) for f in plan.leakcheck_inputs(cfg)],
+        extra={"verdict": result["verdict"], "unseen": result["unseen"]["verdict"]},
     ).write(out)
     log.info("demonstration leak check: %s (%d findings)", result["verdict"], result["n_findings"])
+    for task, lib in unseen.near_duplicates(result["unseen"]).items():
+        log.warning("unseen task %s near-duplicates library task %s (art/unseen.py)", task, lib)
     if strict and result["verdict"] != "clean":
         raise SystemExit(
             f"demonstration leak: {result['n_findings']} test/pool items are library inputs -> {out}"

@@ -26,6 +26,7 @@ from retrace.scoring.claims import claim_row, write_claims_csv
 CLAIMS = (  # (claim, method, baseline, which tasks)
     ("ART beats few-shot on unseen tasks", "art", "fewshot", "unseen"),
     ("ART beats AutoCoT", "art", "autocot", "library"),
+    ("ART beats AutoCoT on unseen tasks", "art", "autocot", "unseen"),  # the paper's setting (§5)
     ("ART without tools beats AutoCoT", "art_notools", "autocot", "library"),
     ("tools help", "art", "art_notools", "all"),
     ("self-consistency helps", "art_sc", "art", "all"),
@@ -40,7 +41,7 @@ def _traces(row: dict) -> list[dict]:
 def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
     rec = load(path)
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    correct, tool_rows, calls = {}, 0, {}
+    correct, tool_rows, calls, searches = {}, 0, {}, [0, 0]
     for r in rows:
         ok, _ = grade(task, problems[r["id"]], r["answer"])
         correct[r["id"]] = 1.0 if ok else 0.0
@@ -50,7 +51,11 @@ def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
                 used = True
                 n, f = calls.get(c["tool"], (0, 0))
                 calls[c["tool"]] = (n + 1, f + (0 if c["ok"] else 1))
+                if c["tool"] == "search":  # found: the call's own flag (older traces: ok)
+                    searches[0] += 1
+                    searches[1] += bool((c.get("meta") or {}).get("found", c["ok"]))
         tool_rows += used
+    search = (rec.get("tools") or {}).get("search")  # the run's search backend and corpus
     return {
         "path": str(path),
         "prov_sha256": sha256_file(prov_path(path)),
@@ -60,11 +65,12 @@ def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
         "accuracy": sum(correct.values()) / max(1, len(correct)),
         "tool_use_rate": tool_rows / max(1, len(rows)),
         "tool_calls": calls,
+        "search": {**search, "calls": searches[0], "found": searches[1]} if search else None,
     }
 
 
 def _problems(cfg: dict, task: str, data_dir: Path) -> tuple[dict, object]:
-    ds = compose({"dataset": plan.dataset_of(task)})["dataset"]
+    ds = compose({"dataset": plan.dataset_of(task, cfg)})["dataset"]
     from retrace import data
 
     probs = data.read_problems(Path(data_dir) / f"{ds['name']}.jsonl")
@@ -82,14 +88,20 @@ def _pooled(scores: list[dict], label: str, tasks: set[str]) -> tuple[list[dict]
     return [by_seed[k] for k in sorted(by_seed)], ev
 
 
-def claims(cfg: dict, scores: list[dict]) -> list[dict]:
+def claims(cfg: dict, scores: list[dict], near_duplicates: dict[str, str] | None = None) -> list[dict]:
+    """Claims rows; `near_duplicates` ({unseen task: library task}, art/unseen.py) are named in
+    the note of every claim whose tasks include them."""
     lib, unseen = set(cfg["tasks"].get("library", [])), set(cfg["tasks"].get("unseen", []))
     groups = {"library": lib, "unseen": unseen, "all": lib | unseen}
     rows = []
     for model in cfg["models"]:
         mine = [s for s in scores if s["model"] == model]
         for claim, a, b, group in CLAIMS:
-            rows += _claim(claim, model, mine, a, b, groups[group], f"{group} tasks")
+            for row in _claim(claim, model, mine, a, b, groups[group], f"{group} tasks"):
+                dup = sorted((t, lib) for t, lib in (near_duplicates or {}).items() if t in groups[group])
+                caveat = "; ".join(f"unseen task {t} near-duplicates library task {x}" for t, x in dup)
+                row["note"] = "; ".join(filter(None, [row.get("note"), caveat]))
+                rows.append(row)
         fb = cfg.get("feedback") or {}
         if fb:
             rows += _claim(
@@ -109,7 +121,23 @@ def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
     rb, eb = _pooled(scores, b, tasks)
     if not ra or not rb:
         return []
-    return [claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb)]
+    row = claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb)
+    caveat = stand_in_note([s for s in scores if s["label"] in (a, b) and s["task"] in tasks])
+    row["note"] = "; ".join(filter(None, [row.get("note"), caveat]))
+    return [row]
+
+
+def stand_in_note(scores: list[dict]) -> str:
+    """The caveat of a result that rests on the shipped stand-in search corpus ("" if none)."""
+    used = [s["search"] for s in scores if s.get("search") and s["search"]["calls"]]
+    stand_in = [x for x in used if x.get("stand_in")]
+    if not stand_in:
+        return ""
+    calls, found = sum(x["calls"] for x in stand_in), sum(x["found"] for x in stand_in)
+    return (
+        f"search: stand-in corpus {stand_in[0]['collection']} (not the paper's web search), "
+        f"{found}/{calls} calls found a passage"
+    )
 
 
 def section(cfg: dict, scores: list[dict]) -> dict:
@@ -148,6 +176,7 @@ def section(cfg: dict, scores: list[dict]) -> dict:
         for (label, tool) in sorted(fail)
     ]
     per_tool = tool_table(scores)
+    search = search_table(scores)
     ver_rows, ver_prov = [], []
     for s in scores:
         if s["label"].startswith("art") and s.get("library"):
@@ -195,13 +224,47 @@ def section(cfg: dict, scores: list[dict]) -> dict:
                 "rows": ver_rows,
                 "prov": ver_prov,
             },
+            search,
         ],
         "notes": [
+            *([stand_in_warning(scores)] if stand_in_warning(scores) else []),
             "Small samples: with fewer than 10 questions a claim is inconclusive by design.",
             "Multiple choice is graded on the generated answer (it must name exactly one option), "
             "not by log-likelihood ranking as in BIG-bench; never by substring.",
         ],
     }
+
+
+def search_table(scores: list[dict]) -> dict:
+    """Per ART run that called search: its backend, corpus (fingerprint) and hit rate."""
+    rows, prov = [], []
+    for s in scores:
+        x = s.get("search")
+        if s["label"].startswith("art") and x and x["calls"]:
+            corpus = f"{x['collection']} (stand-in)" if x.get("stand_in") else x["collection"]
+            hit = _fmt(x["found"] / x["calls"])
+            rows.append(
+                [s["model"], s["task"], s["label"], x["backend"], corpus, x["version"], x["calls"], hit]
+            )
+            prov.append(s["prov_sha256"])
+    return {
+        "caption": "Search per run: backend, corpus and hit rate (share of calls that found a passage)",
+        "columns": ["model", "task", "label", "backend", "corpus", "version", "calls", "hit rate"],
+        "rows": rows,
+        "prov": prov,
+    }
+
+
+def stand_in_warning(scores: list[dict]) -> str:
+    note = stand_in_note([s for s in scores if s["label"].startswith("art")])
+    if not note:
+        return ""
+    return (
+        f"Search ran on the shipped stand-in ({note}): 48 hand-written passages mirroring the "
+        "library's demonstrations, not web search as in the paper. Results that rest on search "
+        "(tools help, ART vs baselines) say so in their claim note; set tools.search.collection "
+        "or a web backend for a paper-scale run."
+    )
 
 
 def tool_table(scores: list[dict]) -> dict:
@@ -239,6 +302,30 @@ def run(experiment: str, runs: list[Path], data_dir: Path, out_dir: Path, leak: 
     summarize(art_config(experiment), runs, data_dir, out_dir, {"experiment": experiment}, leak)
 
 
+def unseen_table(leak: Path) -> dict:
+    """The unseen-task check (art/unseen.py): each unseen task's nearest library task."""
+    from retrace.art.unseen import DESCRIPTION, INPUTS
+
+    result = json.loads(Path(leak).read_text()).get("unseen") or {}
+    rows = [
+        [
+            t,
+            r["nearest"],
+            r["description"],
+            r["inputs"],
+            "near-duplicate" if r["near_duplicate"] else "unseen",
+        ]
+        for t, r in sorted((result.get("tasks") or {}).items())
+    ]
+    return {
+        "caption": "Unseen tasks against the task library: nearest library task by description and input "
+        f"format (cosine; near-duplicate at >= {DESCRIPTION} or >= {INPUTS}, art/unseen.py)",
+        "columns": ["unseen task", "nearest library task", "description", "inputs", "verdict"],
+        "rows": rows,
+        "prov": [sha256_file(prov_path(leak))] * len(rows),
+    }
+
+
 def leak_table(leak: Path) -> dict:
     from retrace.art.overlap import summary_rows
 
@@ -265,7 +352,14 @@ def summarize(
         scores.append(score_run(path, *cache[task]))
     code = [
         str(plan.SRC / f)
-        for f in ("art/summary.py", "art/metrics.py", "art/plan.py", "scoring/claims.py", "scoring/stats.py")
+        for f in (
+            "art/summary.py",
+            "art/metrics.py",
+            "art/plan.py",
+            "art/unseen.py",
+            "scoring/claims.py",
+            "scoring/stats.py",
+        )
     ]
     inputs = [str(p) for p in runs] + ([str(leak)] if leak else [])
     paths = {
@@ -275,11 +369,14 @@ def summarize(
     }
     write_json(paths["scores"], scores)
     Provenance("art_scores", about, code, inputs=inputs).write(paths["scores"])
-    write_claims_csv(claims(cfg, scores), paths["claims"])
+    from retrace.art.unseen import near_duplicates
+
+    dups = near_duplicates(json.loads(Path(leak).read_text()).get("unseen") or {}) if leak else {}
+    write_claims_csv(claims(cfg, scores, dups), paths["claims"])
     Provenance("art_claims", about, code, inputs=inputs).write(paths["claims"])
     sec = section(cfg, scores)
     if leak:
-        sec["tables"].append(leak_table(leak))
+        sec["tables"] += [leak_table(leak), unseen_table(leak)]
     write_json(paths["section"], sec)
     Provenance("art_section", about, code, inputs=inputs).write(paths["section"])
     return paths

@@ -20,10 +20,17 @@ the same bytes and no state is kept):
   seed on the question (`correlation` rho: methods agree on hard questions, as real ones
   do) and z_s drawn per sample from (seed, sample index, tag). At temperature 0 the seed
   and sample index are left out, so seeds and samples are identical, as a real engine's.
-- The text is the gold answer (\\boxed{gold}, or "Answer: X" for multiple choice) or a wrong
-  one; the gold comes from the problems file (`problems`), the question id from the tag.
-- Token counts: prompt = its whitespace words, generated ~ lognormal around `tokens_mean`,
-  cut at max_tokens (finish "length"), so compute accounting and Maj@N' pricing work.
+- The text is the gold answer (\\boxed{gold}, or "Answer: X" for multiple choice) or the
+  question's one wrong answer (`wrong_answer`); the gold comes from the problems file
+  (`problems`), the question id from the tag.
+- A judge's request (tag `judge:<id>`, scoring/scorers.py) is answered "Yes" or "No" by a
+  fair coin on the judged text: an uninformative verifier, so RM@N and beam search pick
+  among their samples at random (no planted verifier skill).
+- Token counts: generated ~ lognormal around `tokens_mean`, cut at max_tokens (finish
+  "length", no answer). The text declares them ("Simulated reasoning (N tokens). The answer
+  is ..."), and a prompt's tokens are its words with every such marker counting what it
+  declares (`token_count`): a refinement history that carries earlier answers grows as a
+  real one does, so compute accounting and Maj@N' pricing (prefix reuse included) work.
 Not covered: nothing about a method's mechanics is simulated (a vote over identical
 samples is one answer); only what reaches the claims engine is.
 """
@@ -33,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -47,6 +55,25 @@ def unit(*parts) -> float:
     """A uniform in (0, 1) from the SHA-256 of `parts` (stable across runs and machines)."""
     digest = hashlib.sha256(json.dumps(parts, default=str).encode()).digest()
     return (int.from_bytes(digest[:8], "big") + 0.5) / 2**64
+
+
+MARKER = "Simulated reasoning"
+_DECLARED = re.compile(re.escape(MARKER) + r" \((\d+) tokens\)\.?")
+
+
+def token_count(text: str) -> int:
+    """Tokens of a text: its whitespace words, each simulated reasoning marker counting the
+    tokens it declares. Additive over texts joined by spaces, so a refinement history (every
+    prompt a prefix of the next) counts as the engine's prefix cache would see it."""
+    declared = sum(int(m.group(1)) - len(m.group(0).split()) for m in _DECLARED.finditer(text))
+    return len(text.split()) + declared
+
+
+def wrong_answer(gold: str) -> str:
+    """The one wrong answer of a question: a plain integer no gold is (a vote then weighs right
+    against one wrong answer, the hardest case for plurality; an integer keeps the checker's
+    symbolic comparison cheap, where "gold + 1" sent every vote through sympy)."""
+    return "-100003" if gold.strip() != "-100003" else "-100019"
 
 
 def load_effects(source) -> list[dict]:
@@ -119,21 +146,29 @@ class SimulatedBackend(Backend):
         z_s = normal.inv_cdf(unit("sample", qid, request.tag, *noise))
         return normal.cdf(rho * z_q + math.sqrt(1 - rho * rho) * z_s) < self.probability(qid)
 
+    def _question(self, tag: str) -> str:
+        """The problem id a method's tag starts with: the longest known id ending at "#", ":"
+        or "/" (ids may hold "/", as OlympiadBench's do; methods append "#i", ":step", "/d1")."""
+        for end in sorted([len(tag)] + [i for i, ch in enumerate(tag) if ch in "#:/"], reverse=True):
+            if tag[:end] in self.problems:
+                return tag[:end]
+        raise BackendError(f"simulated backend: tag {tag!r} names no problem of engine['problems']")
+
     def _text(self, request: Request) -> tuple[str, str]:
-        qid = request.tag.split("#")[0].split("/")[0]
-        if qid not in self.problems:
-            raise BackendError(
-                f"simulated backend: tag {request.tag!r} names no problem of engine['problems']"
-            )
+        """(the answer part of the text, question id)."""
+        if request.tag.startswith("judge:"):  # a verifier's yes/no: a coin on the judged text
+            qid, judged = request.tag[len("judge:") :], [m.content for m in request.messages]
+            return ("Yes" if unit("judge", qid, judged, request.prompt) < 0.5 else "No"), qid
+        qid = self._question(request.tag)
         problem = self.problems[qid]
         right = self._correct(qid, request)
         if problem.choices:
             letters = [chr(65 + i) for i in range(len(problem.choices))]
             wrong = [x for x in letters if x != problem.gold] or letters
             pick = problem.gold if right else wrong[int(unit("wrong", qid, request.tag) * len(wrong))]
-            return f"Simulated reasoning.\nAnswer: {pick}", qid
-        answer = problem.gold if right else f"{problem.gold}+1"
-        return f"Simulated reasoning. The answer is \\boxed{{{answer}}}.", qid
+            return f"\nAnswer: {pick}", qid
+        answer = problem.gold if right else wrong_answer(problem.gold)
+        return f" The answer is \\boxed{{{answer}}}.", qid
 
     def _tokens(self, request: Request, qid: str) -> tuple[int, str]:
         from statistics import NormalDist
@@ -145,16 +180,26 @@ class SimulatedBackend(Backend):
         return (cap, "length") if drawn >= cap else (drawn, "stop")
 
     def _complete(self, request: Request) -> Completion:
-        text, qid = self._text(request)
-        tokens, finish = self._tokens(request, qid)
+        answer, qid = self._text(request)
         prompt = (
             request.prompt if request.prompt is not None else " ".join(m.content for m in request.messages)
         )
+        if request.tag.startswith("judge:"):  # a verdict is one token, never cut
+            text, finish = answer, "stop"
+        else:
+            drawn, finish = self._tokens(request, qid)
+            # the reasoning marker stands for the drawn tokens less the answer's own words
+            words = len(answer.split())
+            text = (
+                f"{MARKER} ({max(1, drawn - words)} tokens).{answer}"
+                if finish == "stop"
+                else f"{MARKER} ({drawn} tokens)"  # cut at max_tokens: no answer
+            )
         return Completion(
-            text=text if finish == "stop" else "Simulated reasoning, cut at max_tokens",
+            text=text,
             finish_reason=finish,
-            prompt_tokens=len(prompt.split()),
-            generated_tokens=tokens,
+            prompt_tokens=token_count(prompt),
+            generated_tokens=token_count(text),
         )
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
@@ -163,7 +208,17 @@ class SimulatedBackend(Backend):
     @classmethod
     def identity(cls, model: dict, engine: dict) -> dict:
         """Simulated answers never share a cache key with a real engine's; the planted
-        settings are part of the key (a new effects file is a new simulation)."""
+        settings are part of the key (a new effects file is a new simulation), and so is this
+        file (how answers are drawn: an edit must not serve answers drawn the old way)."""
+        from retrace.hashing import sha256_file
+
         planted = {k: engine.get(k) for k in (*DEFAULTS, "label", "dataset")}
         effects = load_effects(engine.get("effects"))
-        return {**super().identity(model, engine), "simulated": True, "planted": planted, "effects": effects}
+        code = sha256_file(Path(__file__))
+        return {
+            **super().identity(model, engine),
+            "simulated": True,
+            "planted": planted,
+            "effects": effects,
+            "code": code,
+        }

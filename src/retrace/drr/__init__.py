@@ -1,14 +1,21 @@
-"""DRR as workflow stages (issue 4; ../shared/papers/drr.paper.txt).
+"""DRR, Distillation-Reinforcement-Reasoning (issue 4; ../shared/papers/drr.paper.txt), in the
+order the method runs:
 
     python -m retrace drr questions|distil|split|train|generate|infer|sft|leakcheck|summarise ...
+    python -m retrace leakcheck --jsonl FILE          # the leak check on anyone's prompts
 
-- `settings`: the experiment's `drr:` block merged over config/drr/defaults.yaml, rerun keys.
-- `prompts`: Appendix B prompts (templates in prompts/drr/) and answer parsing.
-- `reasoner`: turn-synchronous batched rollouts of the reasoner through CachedLLM; Algorithm 1
-  and the inference loop are the pure functions of retrace.discriminator.loop over them.
-- `dm`: the discriminator (MiniLM or Flan-T5 classification head, weighted CE, Eq. 1), its
-  inputs fitted to max_length oldest-context-first, on the configured device.
-- `sft`: the SFT-LoRA baseline (peft), stage `drr sft` when `sft_lora.enabled`.
-- `leakcheck`: the gold-leak check over every stored prompt and DM row (fails the run by default).
-- `stages`, `report`: the stage bodies and the claims/report section.
+- settings: the experiment's `drr:` block over config/drr/defaults.yaml, rerun keys, provenance.
+- data: `stages.questions` (DRR-train / evaluation questions).
+- distil: `prompts` (Appendix B prompts, templates in prompts/drr/, the one renderer of past
+  attempts, reply parsing), `reasoner` (batched rollouts through CachedLLM), `loop`
+  (Algorithm 1 and the inference loop as pure functions), `stages.distil`.
+- discriminator: `dm_data` (traces -> DM rows, grouped 80/20 split, class weights), `dm` (the
+  MiniLM / Flan-T5 classifier, Eq. 1), `stages.split` / `stages.train`.
+- reason: `stages.generate` (rejection paths, Abstain, Self-Critic), `episodes` (each method's
+  episodes), `sft` (the SFT-LoRA baseline).
+- checks: `leak` (what counts as a gold leak), `leakcheck` (the stage, and the rehearsal
+  `retrace plan --check` runs on the datasets themselves).
+- metrics and report: `metrics` (FS(k), Acc, Acc(D), DM rates), `claims` (paired claims per
+  dataset and Overall), `report` (claims.csv, the report section, the loss curve); `cli`.
+No module here imports another in a circle (tests/unit/test_drr_package.py).
 """

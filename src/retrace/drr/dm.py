@@ -27,7 +27,7 @@ import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from retrace.discriminator.dataset import ACCEPT, SEPARATOR, dm_input_segments
+from retrace.drr.dm_data import ACCEPT, SEPARATOR, dm_input_segments
 from retrace.progress import progress
 from retrace.templates import render
 

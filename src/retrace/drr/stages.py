@@ -15,21 +15,12 @@ from pathlib import Path
 
 from retrace import data, models
 from retrace.atomic import read_jsonl, write_json, write_jsonl
-from retrace.discriminator import dataset as dmdata
-from retrace.discriminator import loop
-from retrace.drr import prompts, reasoner, settings
+from retrace.drr import dm_data as dmdata
+from retrace.drr import loop, prompts, reasoner, settings
 from retrace.hashing import sha256_file
-from retrace.provenance import Provenance
 from retrace.records import Problem
 
 log = logging.getLogger(__name__)
-
-
-def _prov(stage: str, cfg: Mapping, inputs, **extra) -> Provenance:
-    files = [str(f) for f in settings.stage_files(stage, cfg)]
-    p = Provenance(f"drr.{stage}", settings.config_slice(stage, cfg), files, inputs=[str(i) for i in inputs])
-    p.extra.update(extra)
-    return p
 
 
 def _templates(stage: str) -> list[str]:
@@ -68,7 +59,7 @@ def questions(
     info = {"note": note, "n_train": len(train), "n_eval": len(evals)}
     for rows, out in ((train, out_train), (evals, out_eval)):
         data.write_problems(out, rows)
-        _prov("questions", cfg, inputs, split=info, dataset=name).write(out)
+        settings.provenance("questions", cfg, inputs, split=info, dataset=name).write(out)
     return info
 
 
@@ -177,9 +168,9 @@ def distil(
         **run,
     }
     write_jsonl(out_prompts, records)
-    _prov("distil", cfg, inputs, **extra).write(out_prompts)
+    settings.provenance("distil", cfg, inputs, **extra).write(out_prompts)
     write_jsonl(out_traces, traces)
-    _prov("distil", cfg, inputs, **extra).write(out_traces)
+    settings.provenance("distil", cfg, inputs, **extra).write(out_traces)
     return stats
 
 
@@ -199,16 +190,16 @@ def split(cfg: Mapping, traces_paths: list[Path], seed: int, out_dir: Path) -> d
     files = {"train": real["train"], "dev": real["dev"], "train_shuffled": shuffled}
     for part, rows in files.items():
         write_jsonl(out_dir / f"{part}.jsonl", rows)
-        _prov("split", cfg, traces_paths, counts=real["counts"], settings=real["settings"], part=part).write(
-            out_dir / f"{part}.jsonl"
-        )
+        settings.provenance(
+            "split", cfg, traces_paths, counts=real["counts"], settings=real["settings"], part=part
+        ).write(out_dir / f"{part}.jsonl")
     summary = {
         "counts": real["counts"],
         "settings": real["settings"],
         "dev_ids_in_train": sorted({r["id"] for r in real["dev"]} & {r["id"] for r in real["train"]}),
     }
     write_json(out_dir / "split.json", summary)
-    _prov("split", cfg, traces_paths).write(out_dir / "split.json")
+    settings.provenance("split", cfg, traces_paths).write(out_dir / "split.json")
     return summary
 
 
@@ -253,7 +244,7 @@ def train(
     )
     inputs = [train_file, dev_file] + _templates("train") + start
     cut = {k: v for k, v in hist.get("truncation", {}).items() if k != "per_row"}
-    _prov(
+    settings.provenance(
         "train",
         cfg,
         inputs,
@@ -273,9 +264,9 @@ def train(
         "dev": hist["epochs"][-1] if hist["epochs"] else {},
     }
     write_json(out_metrics, metrics)
-    _prov("train", cfg, [out_manifest, train_file, dev_file], variant=variant, truncation=cut).write(
-        out_metrics
-    )
+    settings.provenance(
+        "train", cfg, [out_manifest, train_file, dev_file], variant=variant, truncation=cut
+    ).write(out_metrics)
     return metrics
 
 
@@ -322,7 +313,7 @@ def generate(
         **run,
     }
     write_jsonl(out_prompts, records)
-    _prov("generate", cfg, inputs, **extra).write(out_prompts)
+    settings.provenance("generate", cfg, inputs, **extra).write(out_prompts)
     write_jsonl(out_rows, rows)
-    _prov("generate", cfg, inputs, **extra).write(out_rows)
+    settings.provenance("generate", cfg, inputs, **extra).write(out_rows)
     return run["usage"]

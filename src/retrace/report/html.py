@@ -1,7 +1,8 @@
 """`build_report(score_files, out_dir, claims_csv=None, diagnostics=())`: the report in out_dir.
 
-Always `results.csv`, `index.html`, `accuracy_vs_compute.png` and one provenance page per
-record in the inputs' lineage (`prov/*.html`, report/lineage.py); with `claims_csv` (from
+Always `results.csv`, `index.html`, `accuracy_vs_compute.png`, one provenance page per
+record in the inputs' lineage (`prov/*.html`, report/lineage.py) and one transcript page per
+run whose generations are on disk (`transcripts/…`, report/transcripts.py); with `claims_csv` (from
 scoring/claims.py) a summary per paper and the claims beside the papers' numbers
 (report/paper.py, paper_numbers.yaml); with `diagnostics` (refinement diagnostics JSONs, see
 report/diagnostics_table.py) a per-depth table and `depth_curves.png`; with `sections`
@@ -21,7 +22,7 @@ from pathlib import Path
 import jinja2
 
 from retrace.atomic import atomic_open
-from retrace.report import lineage, paper
+from retrace.report import lineage, paper, transcripts
 from retrace.report.claims_table import P_ADJ, read_claims
 from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
@@ -102,12 +103,16 @@ def render_html(
     pages: dict[str, str] | None = None,
     settings: dict | None = None,
     engine: dict | None = None,
+    banner: str = "",
+    transcripts: dict[str, str] | None = None,
 ) -> str:
     """The report page: `rows` (one per job), `aggregates` (one per multi-seed config),
     `claims` (claims.csv rows), `diagnostics` (one per refine job per depth), `images`
     ({"accuracy_vs_compute" | "depth_curves": path relative to the page}), `pages`
     ({record sha256: provenance page}), `settings` ({score record sha256: our setting}) and
-    `engine` (the run summary: retrace.report.run_summary's rows and total)."""
+    `engine` (the run summary: retrace.report.run_summary's rows and total); `banner`: the
+    smoke-run line opening the page (smoke_banner); `transcripts` ({score record sha256: its
+    transcript page}, report/transcripts.py)."""
     refs = paper.load_paper_numbers()
     claims = paper.annotate_claims(list(claims), refs, settings or {})
     pages = pages or {}
@@ -126,9 +131,41 @@ def render_html(
         grids=list(grids),
         sections=list(sections),
         prov_link=lambda h: pages.get(h, ""),
+        transcripts=transcripts or {},
         engine=engine or {"rows": [], "total": {}},
         simulated=is_simulated(rows, claims),
+        smoke=banner,
     )
+
+
+def smoke_banner(claims: list[dict], probes: Iterable[Path] = ()) -> str:
+    """The banner of a run whose claims stand on fewer than MIN_QUESTIONS questions ("" when
+    none do): such verdicts are inconclusive by rule, so the page names the command that gives
+    a real one, `make controls`, with its CPU time here (retrace.estimate: the probe's measured
+    rate when this run has one, else the stated default)."""
+    from retrace.scoring.claims import MIN_QUESTIONS
+
+    small = [
+        c for c in claims if str(c.get("n_questions", "")).isdigit() and int(c["n_questions"]) < MIN_QUESTIONS
+    ]
+    if not small:
+        return ""
+    return (
+        f"smoke run: verdicts are inconclusive by rule (n < {MIN_QUESTIONS}); for a real verdict on a CPU "
+        f"run `make controls` (≈ {controls_hours(probes):.1f} h here); on GPUs see paper.yaml"
+    )
+
+
+def controls_hours(probes: Iterable[Path] = ()) -> float:
+    """CPU hours of the `controls` experiment at this run's probed rate (or the default)."""
+    from retrace.config import check_global
+    from retrace.estimate import estimate
+    from retrace.plan import jobs
+
+    probe_dirs = {Path(p).parent.parent for p in probes}  # results/probe/<model>/<backend>.json
+    return estimate(
+        jobs(check_global({"experiment": "controls"})), None, (), next(iter(probe_dirs), None)
+    ).cpu_hours
 
 
 def is_simulated(rows: list[dict], claims: list[dict]) -> bool:
@@ -172,6 +209,8 @@ def build_report(
     write_csv(out_dir / "results.csv", rows)
     written += copy_images(copies)
     written += lineage.write_pages(nodes, out_dir, environment())
+    pages_written, transcript_pages = transcripts.write_pages(rows, out_dir, environment())
+    written += pages_written
     html = render_html(
         rows,
         seed_aggregates(rows),
@@ -183,6 +222,8 @@ def build_report(
         {h: lineage.page_name(h) for h in nodes},
         settings,
         engine={"rows": engine_rows, "total": engine_total},
+        banner=smoke_banner(claims, probes),
+        transcripts=transcript_pages,
     )
     with atomic_open(out_dir / "index.html") as f:
         f.write(html)

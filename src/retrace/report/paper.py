@@ -98,12 +98,11 @@ def run_setting(score_file: Path) -> dict:
 
 
 def pick_ref(refs: list[dict], model: str, dataset: str) -> dict | None:
-    """The ref for this model and dataset; else the same dataset, the same model, the first."""
-    for want in ((model, dataset), (None, dataset), (model, None)):
-        for ref in refs:
-            if all(w is None or ref.get(k) == w for k, w in zip(("model", "dataset"), want)):
-                return ref
-    return refs[0] if refs else None
+    """The ref for this model and dataset, else for this dataset (another model: the setting
+    column says so); None when the paper reported nothing for this dataset, since a number
+    from another dataset beside ours would read as a comparison it is not."""
+    same = [ref for ref in refs if ref.get("dataset") == dataset]
+    return next((ref for ref in same if ref.get("model") == model), same[0] if same else None)
 
 
 def setting_match(ref: dict, claim: dict, ours: dict) -> list[dict]:

@@ -97,8 +97,18 @@ def _plot_dataset(ax: Any, dataset: str, points: list[dict], colours: dict) -> N
             color=colours[p["model"]],
             label=p["model"],
         )
+    # Neighbours at one accuracy take turns above and below their points, one name a line.
+    row_index: dict[float, int] = {}
+    for (x, y), methods in sorted(point_labels(points).items()):
+        i = row_index[round(y, 2)] = row_index.get(round(y, 2), -1) + 1
+        above = i % 2 == 0
         ax.annotate(
-            p["method"], (p["tflops"], p["accuracy"]), textcoords="offset points", xytext=(5, 4), fontsize=8
+            "\n".join(methods),
+            (x, y),
+            textcoords="offset points",
+            xytext=(4, 4 if above else -4),
+            va="bottom" if above else "top",
+            fontsize=7,
         )
     for line in equal_compute_lines(points):
         ax.axvline(line["tflops"], color=colours[line["model"]], linestyle=":", linewidth=1)
@@ -117,6 +127,23 @@ def _plot_dataset(ax: Any, dataset: str, points: list[dict], colours: dict) -> N
     ax.set_title(dataset)
     ax.set_xlabel("effective compute (TFLOPs)")
     ax.grid(True, which="both", alpha=0.3)
+
+
+def point_labels(points: list[dict]) -> dict[tuple[float, float], list[str]]:
+    """One label per spot: methods whose points would print their names over each other (on
+    a small set accuracies are a few discrete values, and methods that share rollouts share
+    compute) are named together, at the first one's point. Spots are 2% of accuracy and 0.05
+    decades of compute wide, since the compute axis is logarithmic."""
+    import math
+
+    spots: dict[tuple, tuple[tuple[float, float], list[str]]] = {}
+    for p in points:
+        x = math.log10(p["tflops"]) if p["tflops"] > 0 else 0.0
+        key = (round(p["accuracy"] / 0.02), round(x / 0.05))
+        spot = spots.setdefault(key, ((p["tflops"], p["accuracy"]), []))
+        if p["method"] not in spot[1]:
+            spot[1].append(p["method"])
+    return dict(spots.values())
 
 
 def _legend_by_label(fig: Any, axes: list) -> None:
@@ -166,9 +193,24 @@ def _series(depths: list[dict], key: str) -> tuple[list[int], list[float]]:
     return [x for x, _ in pts], [y for _, y in pts]
 
 
-def _plot_job(axes: list, diagnostic: dict, colour: Any) -> None:
+def short_labels(jobs: list[dict]) -> tuple[list[str], str]:
+    """(a legend label per job, the title they share): what every job has in common (the
+    model, backend, dataset) goes once into the title, so the legend names only what differs
+    and fits under the panels."""
+    if len(jobs) < 2:
+        return [job_label(j) for j in jobs], ""
+    keys = ("method", "model", "backend", "dataset", "seed")
+    parts = [[str(j.get(k)) if k != "seed" else f"seed {j.get(k, '?')}" for k in keys] for j in jobs]
+    varies = [len({p[i] for p in parts}) > 1 for i in range(len(keys))]
+    labels = [" · ".join(v for v, d in zip(p, varies, strict=True) if d and v != "None") for p in parts]
+    common = " · ".join(v for v, d in zip(parts[0], varies, strict=True) if not d and v != "None")
+    return [label or job_label(j) for label, j in zip(labels, jobs, strict=True)], common
+
+
+def _plot_job(axes: list, diagnostic: dict, colour: Any, label: str | None = None) -> None:
     """One refinement job's lines on the accuracy, flip-rate and B(d) panels."""
-    depths, label = depth_records(diagnostic), job_label(diagnostic.get("job") or {})
+    depths = depth_records(diagnostic)
+    label = label or job_label(diagnostic.get("job") or {})
     axes[0].plot(*_series(depths, "accuracy"), "o-", color=colour, label=label)
     axes[1].plot(*_series(depths, "recovery_rate"), "o-", color=colour)
     axes[1].plot(*_series(depths, "regression_rate"), "s--", color=colour)
@@ -210,8 +252,13 @@ def depth_curves(diagnostics: list[dict], out_png: Path) -> Path:
 
     cmap = colormaps["tab10"]
     fig, axes = _figure(3, 4.5, 3.6, sharex=True)
-    for i, diagnostic in enumerate(diagnostics):
-        _plot_job(axes, diagnostic, cmap(i % 10))
+    labels, common = short_labels([d.get("job") or {} for d in diagnostics])
+    for i, (diagnostic, label) in enumerate(zip(diagnostics, labels, strict=True)):
+        _plot_job(axes, diagnostic, cmap(i % 10), label)
     _label_depth_axes(axes)
-    fig.legend(loc="outside lower center", fontsize=8, ncols=min(3, len(diagnostics)))
+    if common:
+        fig.suptitle(common, fontsize=10)
+    # columns as wide as the longest label allows across the figure (13.5 in at 8 pt: ~150 chars)
+    ncols = max(1, min(len(labels), 150 // (max(len(label) for label in labels) + 6)))
+    fig.legend(loc="outside lower center", fontsize=8, ncols=ncols)
     return save_png(fig, out_png)

@@ -65,8 +65,20 @@ def load_probes(files) -> dict[tuple[str, str], dict]:
             out[(p["model"], p["backend"])] = {
                 "tok_s": float(p["tok_s"]),
                 "prefill_tok_s": p.get("prefill_tok_s"),
+                "busy": busy(p.get("machine") or {}),
             }
     return out
+
+
+def busy(machine: dict) -> str | None:
+    """Why a probe's rate is unreliable (other work ran beside it), or None. The 1-minute load
+    average lags, so the higher of before and after counts: above the CPU count, the probe
+    shared the cores and its raw rate reads low (every efficiency against it reads high)."""
+    loads = [x for x in (machine.get("load_before"), machine.get("load_after")) if x is not None]
+    cpus = machine.get("cpus")
+    if loads and cpus and max(loads) > cpus:
+        return f"load average {max(loads):.1f} on {cpus} CPUs while the probe ran"
+    return None
 
 
 def _ideal_seconds(s: dict, raw: dict | None) -> float | None:
@@ -121,7 +133,18 @@ def _row(stage: str, model: str, backend: str, s: dict, raw: dict | None) -> dic
         "efficiency": tok_s / raw["tok_s"] if raw else None,
         "ideal_seconds": ideal,
         "work_efficiency": ideal / s["engine_seconds"] if ideal is not None else None,
+        "probe_busy": raw.get("busy") if raw else None,
     }
+
+
+def _unreliable(rows: list[dict]) -> list[str]:
+    """Reasons not to trust the efficiencies: a probe that shared the machine, or an efficiency
+    above 1 (a pipeline cannot beat its own engine's full-batch rate; the probe read low)."""
+    out = sorted({r["probe_busy"] for r in rows if r.get("probe_busy")})
+    over = [r["stage"] for r in rows if (r["efficiency"] or 0) > 1 or (r["work_efficiency"] or 0) > 1]
+    if over:
+        out.append(f"efficiency above 1 in {', '.join(over)}")
+    return out
 
 
 def _total(rows: list[dict]) -> dict:
@@ -133,6 +156,7 @@ def _total(rows: list[dict]) -> dict:
     worked = [r for r in rows if r["ideal_seconds"] is not None]
     worked_s = sum(r["engine_seconds"] for r in worked)
     return {
+        "unreliable": _unreliable(rows),
         "jobs": sum(r["jobs"] for r in rows),
         "engine_seconds": seconds,
         "generated_tokens": generated,

@@ -13,8 +13,12 @@ How the numbers are made (docs/claims.md says why, and what it costs in power):
   copies, so its mean is one seed's score: it counts once. mean +- sd over seeds of each
   side's accuracy is reported too.
 - p_value: the exact paired sign-flip test of mean(A - B) = 0 on the per-question
-  differences (stats.sign_flip_exact). Its null is equal mean accuracy over these questions
-  whatever each side's seed structure; with one seed a side it is the exact McNemar test.
+  differences (stats.sign_flip_exact) when both sides have as many distinct seeds; with one
+  seed a side it is the exact McNemar test. When they differ (a temperature-0 baseline
+  against sampled seeds) the difference is skewed under the null and the sign-flip test is
+  too liberal far in the tail, so 0/1 scores get the stratified exact test
+  (stats.stratified_exact: per question, every draw of either side one success
+  probability), exact for any seed counts (`test` names the one used).
   (The sign test used before tests the median difference: with 3 stochastic seeds against
   a deterministic baseline at equal accuracy the difference is skewed and the sign test
   rejected far too often.)
@@ -24,7 +28,9 @@ How the numbers are made (docs/claims.md says why, and what it costs in power):
 - p_adjusted: `adjust` corrects the p-values of all rows of one experiment together
   (Holm 1979, family-wise error rate; `correction` names it and the family size). A row
   without a p-value counts as p = 1 (it is in the family, and inconclusive). A row made
-  alone (claim_row) is a family of one: p_adjusted = p_value, correction "none".
+  alone (claim_row) is a family of one: p_adjusted = p_value, correction "none". An
+  experiment that pre-registers primary claims (`claims.primary`) splits alpha over two
+  families, primary and exploratory (`adjust`); the experiment's error rate stays <= ALPHA.
 - verdict: a claim reads "method > baseline" (direction "greater") or "method < baseline"
   ("less", e.g. the falsifier "always-affirm falls below Maj@N"). It is "supported" when
   the CI lies entirely on the claimed side of 0 AND p_adjusted <= ALPHA, "contradicted"
@@ -41,11 +47,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from retrace.atomic import atomic_open
-from retrace.scoring.stats import holm, holm_levels, sign_flip_ci, sign_flip_exact
+from retrace.scoring.stats import holm, holm_levels, sign_flip_ci, sign_flip_exact, stratified_exact
 
 MIN_QUESTIONS = 10
 ALPHA = 0.05  # family-wise level of the exact test, after the correction
@@ -107,6 +114,21 @@ PAPER_CLAIMS = (
     ("always-affirm refinement falls below Maj@N", "refine_affirm", "majority", "less"),
 )
 
+# The controls of `make controls` (config/experiment/controls.yaml), added by `--controls`:
+# a known effect the engine must find (self-consistency over greedy, Wang et al. 2023,
+# arXiv:2203.11171) and an A/A comparison it must not call either way: one sampled answer
+# against another of the same method with other per-request seeds (samples 1 and 0 of Maj@N,
+# stages/claims.single_samples).
+CONTROL_CLAIMS = (
+    ("positive control: Maj@N beats greedy", "majority", "greedy", "greater"),
+    (
+        "negative control (A/A): one sample vs another, other seeds",
+        "majority#sample1",
+        "majority#sample0",
+        "greater",
+    ),
+)
+
 
 def _matrix(runs: Runs) -> tuple[list[str], np.ndarray]:
     """(sorted question ids, seeds x questions scores); every seed must cover the same questions."""
@@ -134,6 +156,17 @@ def seed_accuracy(runs: Runs) -> tuple[float, float]:
 def paired_test(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
     """(p_value, test name) of mean(a - b) = 0 over questions: the exact sign-flip test."""
     return sign_flip_exact(np.asarray(a, dtype=float) - np.asarray(b, dtype=float)), "sign_flip_exact"
+
+
+def seeds_test(da: np.ndarray, db: np.ndarray) -> tuple[float, str]:
+    """(p_value, test name) on distinct-seed matrices: the sign-flip test on per-question means
+    when both sides have as many seeds (its null difference is then symmetric), the stratified
+    exact test when they differ and the scores are 0/1 (stats module docstring). Not covered:
+    other scores (FS, DRR) with unequal seed counts keep the sign-flip test."""
+    binary = np.isin(da, (0, 1)).all() and np.isin(db, (0, 1)).all()
+    if len(da) != len(db) and binary:
+        return stratified_exact(da, db), "stratified_exact"
+    return paired_test(da.mean(axis=0), db.mean(axis=0))
 
 
 def verdict(
@@ -192,7 +225,7 @@ def compare_matrices(
     a, b = da.mean(axis=0), db.mean(axis=0)
     d = a - b
     n = len(d)
-    p_value, test = paired_test(a, b)
+    p_value, test = seeds_test(da, db)
     sd_diff = float(d.std())
     ci_low, ci_high = sign_flip_ci(float(d.mean()), sd_diff, n, 1 - alpha)
     sd = lambda accs: float(accs.std(ddof=1)) if len(accs) > 1 else 0.0
@@ -286,20 +319,59 @@ def _recompute_ci(row: dict, level: float) -> None:
         row["ci_level"] = level
 
 
-def adjust(rows: Sequence[dict], alpha: float = ALPHA, min_questions: int = MIN_QUESTIONS) -> list[dict]:
+@dataclass(frozen=True)
+class Primary:
+    """An experiment's pre-registered primary claims (`claims.primary` of its file): rows of
+    these claims (on these datasets; empty: every dataset) form a Holm family at `alpha`."""
+
+    claims: tuple[str, ...]
+    alpha: float
+    datasets: tuple[str, ...] = ()
+
+    def __contains__(self, row: Mapping) -> bool:
+        return row["claim"] in self.claims and (not self.datasets or row["dataset"] in self.datasets)
+
+
+def adjust(
+    rows: Sequence[dict],
+    alpha: float = ALPHA,
+    min_questions: int = MIN_QUESTIONS,
+    primary: Primary | None = None,
+) -> list[dict]:
     """Holm-correct the p-values of one experiment's rows and re-decide their verdicts.
 
-    Every row is in the family; a row without a p-value counts as p = 1 and reads
+    Every row is in a family; a row without a p-value counts as p = 1 and reads
     "inconclusive". Each CI is recomputed at the level Holm judges its row at
     (alpha / (m - rank)), so CI and test agree on the level. Rows read back from a CSV
     (strings) are accepted; a row without sd_diff (another CI method) keeps its CI.
+
+    Families: one (every row at `alpha`), or, with `primary` (the experiment's pre-registered
+    primary claims), two: the primary rows at `primary.alpha` and the other, exploratory,
+    rows at `alpha - primary.alpha`. The chance of any false "supported" in the experiment
+    stays <= alpha (Bonferroni over the two families); the primary claims are judged in a
+    family of their own size.
     """
     rows = [dict(r) for r in rows]
+    if primary is None:
+        _holm_family(rows, alpha, "", min_questions)
+        return rows
+    if not 0 < primary.alpha < alpha:
+        raise ValueError(f"primary claims need 0 < primary alpha < {alpha:g}, got {primary.alpha!r}")
+    _holm_family([r for r in rows if r in primary], primary.alpha, "primary ", min_questions)
+    rest = [r for r in rows if r not in primary]
+    _holm_family(rest, alpha - primary.alpha, "exploratory ", min_questions)
+    return rows
+
+
+def _holm_family(rows: list[dict], alpha: float, name: str, min_questions: int) -> None:
+    """Holm over `rows` at `alpha`, in place: p_adjusted, correction, CI at its level, verdict."""
+    if not rows:
+        return
     ps = [_number(r.get("p_value")) if _has_p(r) else 1.0 for r in rows]
     adjusted, levels = holm(ps), holm_levels(ps, alpha)
-    for r, p_adj, level in zip(rows, adjusted, levels):
+    for r, p_adj, level in zip(rows, adjusted, levels, strict=True):
         r["p_adjusted"] = p_adj
-        r["correction"] = f"holm over {len(rows)} claims, alpha {alpha:g}"
+        r["correction"] = f"holm over {len(rows)} {name}claims, alpha {alpha:g}"
         _recompute_ci(r, 1 - level)
         n = _number(r.get("n_questions"))
         r["verdict"] = verdict(
@@ -314,7 +386,6 @@ def adjust(rows: Sequence[dict], alpha: float = ALPHA, min_questions: int = MIN_
         if not _has_p(r):
             r["verdict"] = "inconclusive"
             r["correction"] += "; no p-value: counted as p = 1"
-    return rows
 
 
 def write_claims_csv(rows: Sequence[dict], path) -> None:

@@ -4,13 +4,15 @@
     d = design("paper")                       # cells, labels, seeds, claim rows, from the files
     rows = simulate_rows(d, rng, (0.5, 1.0))  # one null experiment's claims rows (unadjusted)
     rows = simulate_rows(d, rng, (0.4, 2.0), planted={("refine", "math500"): 0.10})
+    verdicts = d.adjust(rows)                 # Holm over the experiment's families
 
 The design is read from the experiment, never listed by hand: `plan.jobs` gives each
 (model, dataset) cell's method labels and seeds, a label whose sampling temperature is 0
 has identical seeds (the real engines give identical samples), `claims.weaker` names the
 weaker-model pairs, question counts come from the mirror (retrace.estimate.problem_count).
-DRR's rows come from retrace.drr.report.CLAIMS over its settings (evaluation questions:
-the eval file, or 1 - train_fraction of one file), ART's from retrace.art.summary.CLAIMS
+DRR's rows come from retrace.drr.claims.CLAIMS over its settings (evaluation questions:
+the eval file, or 1 - train_fraction of one file), per dataset and pooled over them
+(dataset "all", Table 1's Overall), ART's from retrace.art.summary.CLAIMS
 pooled over its task groups (`examples` questions per task; every ART method but art_sc
 decodes at temperature 0, an assumption this module makes for the null).
 
@@ -25,13 +27,12 @@ Used by benchmarks/claims_calibration.py and `retrace rehearse` (its power state
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrace.scoring.claims import PAPER_CLAIMS, compare_matrices
+from retrace.scoring.claims import PAPER_CLAIMS, Primary, adjust, compare_matrices
 
 
 @dataclass
@@ -41,6 +42,12 @@ class Design:
     cells: dict = field(default_factory=dict)
     # (claim, model, dataset, method, baseline, direction, metric, k, [cell keys], kind)
     rows: list = field(default_factory=list)
+    # the experiment's pre-registered primary claims (claims.primary); None: one family
+    primary: Primary | None = None
+
+    def adjust(self, rows: list[dict]) -> list[dict]:
+        """Holm over the experiment's families (scoring.claims.adjust), as its claims stage does."""
+        return adjust(rows, primary=self.primary)
 
     @property
     def n_rows(self) -> int:
@@ -49,10 +56,13 @@ class Design:
 
 def default_mirror() -> str:
     from retrace.config import CONFIG_DIR
+    from retrace.mirror import resolve
     from retrace.yamlfile import load_yaml
 
-    mirror = load_yaml(CONFIG_DIR / "config.yaml").get("mirror", "../shared/data")
-    return os.environ.get("RETRACE_MIRROR") or str((CONFIG_DIR.parent / mirror).resolve())
+    mirror = load_yaml(CONFIG_DIR / "config.yaml").get("mirror")
+    if mirror:  # relative to the repository, where Snakemake runs
+        return str((CONFIG_DIR.parent / mirror).resolve())
+    return resolve(None)[0] or ""
 
 
 def _count(dataset: str, mirror: str) -> int:
@@ -73,8 +83,9 @@ def spine_design(name: str, mirror: str, d: Design) -> None:
     """The spine's cells (plan.jobs) and its PAPER_CLAIMS and weaker-model rows."""
     from retrace.config import load_experiment
     from retrace.plan import jobs
-    from retrace.stages.claims import weaker_pairs
+    from retrace.stages.claims import primary_family, weaker_pairs
 
+    d.primary = primary_family(load_experiment(name), name)
     for job in jobs({"experiment": name}):
         cell = d.cells.setdefault((job.model, job.dataset), {"n": _count(job.dataset, mirror), "labels": {}})
         seeds, _ = cell["labels"].get(job.label, (0, False))
@@ -95,7 +106,7 @@ def spine_design(name: str, mirror: str, d: Design) -> None:
 
 def drr_design(block: dict, mirror: str, d: Design) -> None:
     from retrace.drr import settings
-    from retrace.drr.report import CLAIMS
+    from retrace.drr.claims import CLAIMS, OVERALL
 
     cfg = settings.load(block)
     labels = {m: (len(cfg["seeds"]), False) for m in settings.methods(cfg)}
@@ -109,6 +120,10 @@ def drr_design(block: dict, mirror: str, d: Design) -> None:
                     d.rows.append(
                         (claim, model, e["name"], a, b, "greater", metric, k, [(model, e["name"])], "plain")
                     )
+        keys = [(model, e["name"]) for e in settings.entries(cfg)]  # Table 1's Overall: all pooled
+        for claim, a, b, metric, k in CLAIMS:
+            if a in labels and b in labels:
+                d.rows.append((claim, model, OVERALL, a, b, "greater", metric, k, keys, "pooled"))
 
 
 def art_design(block: dict, d: Design) -> None:

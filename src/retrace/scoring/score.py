@@ -6,6 +6,7 @@ Answer provenance: the task's `extract(text, problem)` says how each answer was 
 marked truncated. The paper-faithful vote (`scoring.vote: explicit`, the default) counts only
 explicit answers (boxed, statement); `scoring.vote: any` also counts fallback guesses and is
 labelled so in the score record. Per run: `answer_sources` (share of samples per source),
+`answer_paths` (samples per extraction rule, Extraction.path: results.csv's answer_paths),
 `truncated_rate`, and `extract_errors` = samples with no counted answer (of which
 `extract_exceptions` raised inside the task).
 
@@ -49,7 +50,7 @@ from retrace.scoring.metrics import (
     pass_at_k,
 )
 from retrace.scoring.vote import plurality_index
-from retrace.tasks.base import EXPLICIT, NO_ANSWER, SOURCES, Extraction
+from retrace.tasks.base import EXPLICIT, NO_ANSWER, SOURCES, Extraction, ruled
 
 VOTES = ("explicit", "any")
 
@@ -70,7 +71,7 @@ def safe_extraction(task: Any, text: Any, problem: Problem) -> tuple[Extraction,
             found = Extraction(answer, "statement") if answer is not None else NO_ANSWER
     except Exception:
         return NO_ANSWER, True
-    return (NO_ANSWER if found.answer is None else Extraction(str(found.answer), found.source)), False
+    return (NO_ANSWER if found.answer is None else ruled(str(found.answer), found.source, found.path)), False
 
 
 def counted(found: Extraction, vote: str = "explicit") -> str | None:
@@ -88,11 +89,12 @@ def safe_extract(task: Any, text: Any, problem: Problem, vote: str = "explicit")
 
 def score_problem(row: dict, problem: Problem, task: Any, vote: str = "explicit") -> dict:
     """Answers (as counted), their sources, correctness and vote of one problem's samples."""
-    answers, sources, truncated, errors = [], [], [], 0
+    answers, sources, paths, truncated, errors = [], [], [], [], 0
     for sample in row["samples"]:
         found, failed = safe_extraction(task, sample.get("text"), problem)
         answers.append(counted(found, vote))
         sources.append(found.source)
+        paths.append(found.path)
         truncated.append(sample.get("finish_reason") == "length")
         errors += failed
     correct = [a is not None and bool(task.is_correct(a, problem)) for a in answers]
@@ -102,6 +104,7 @@ def score_problem(row: dict, problem: Problem, task: Any, vote: str = "explicit"
         "id": problem.id,
         "answers": answers,
         "sources": sources,
+        "paths": paths,
         "truncated": truncated,
         "correct": correct,
         "vote": None if idx is None else answers[idx],
@@ -119,6 +122,8 @@ def provenance_rates(per_problem: list[dict]) -> dict:
     n = len(sources)
     return {
         "answer_sources": {k: sum(s == k for s in sources) / n for k in SOURCES},
+        # how often each extraction rule fired ("statement:bold": 3, ...), most frequent first
+        "answer_paths": dict(Counter(x for p in per_problem for x in p.get("paths", ())).most_common()),
         "truncated_rate": sum(t for p in per_problem for t in p["truncated"]) / n,
         "extract_errors": sum(a is None for p in per_problem for a in p["answers"]),
         "extract_exceptions": sum(p.pop("extract_exceptions") for p in per_problem),
@@ -267,6 +272,7 @@ def score_generations(
 
 RESULT_COLUMNS = (
     *(f"answer_{k}_rate" for k in SOURCES),
+    "answer_paths",
     "truncated_rate",
     "extract_errors",
     "vote_rule",
@@ -285,6 +291,7 @@ def result_columns(score: dict) -> dict:
     used = score["tokens"]["generated"] / (score["n_problems"] * n_sol) if n_sol else ""
     return {
         **{f"answer_{k}_rate": sources.get(k, "") for k in SOURCES},
+        "answer_paths": "; ".join(f"{k}={v}" for k, v in (score.get("answer_paths") or {}).items()),
         "truncated_rate": score.get("truncated_rate", ""),
         "extract_errors": score.get("extract_errors", ""),
         "vote_rule": score.get("vote", ""),

@@ -16,6 +16,16 @@
   sides average different numbers of seeds. Exact: the |d| lie on a lattice (seed means are
   multiples of 1/seeds), so the null distribution is a convolution of scaled binomials.
   With one seed a side (|d| = 1 on the discordant pairs) it is the exact McNemar test.
+- `stratified_exact`: where the two sides have different numbers of distinct seeds (a
+  temperature-0 baseline, counted once, against a 3-seed method) the per-question
+  difference is skewed under the null, and the sign-flip test, which assumes it symmetric,
+  rejects several times too often far in the tail (at the 1e-3 level of a Holm family:
+  0.004 instead of 0.00125, refine vs greedy at 5 % accuracy, 500 questions). For 0/1
+  scores this test is exact for any seed counts: its null is that on each question every
+  draw of either method has one success probability; given a question's total successes
+  c, A's share of them is hypergeometric, and A's total is their convolution (the
+  stratified conditional test of Cochran 1954 / Mantel-Haenszel, per-question strata;
+  with one seed a side it is the exact McNemar test). Two-sided: the smaller tail, doubled.
 - `sign_flip_ci`: the shifts delta that the same sign-flip test (its randomisation
   distribution taken as normal) does not reject at `level`: closed form, and it excludes 0
   exactly when that test rejects 0, so CI and test are read at one level.
@@ -162,6 +172,37 @@ def sign_flip_exact(d: Sequence[float], n_flips: int = 200_000, seed: int = 0) -
     pmf = _sign_flip_pmf(steps)
     tail = pmf[: total - obs + 1].sum() + pmf[total + obs :].sum() if obs else 1.0
     return float(min(1.0, tail))
+
+
+def _pmf_power(q: np.ndarray, count: int) -> np.ndarray:
+    """The pmf of a sum of `count` independent draws from pmf `q` (repeated squaring)."""
+    out, base = np.array([1.0]), q
+    while count:
+        if count & 1:
+            out = np.convolve(out, base)
+        count >>= 1
+        if count:
+            base = np.convolve(base, base)
+    return out
+
+
+def stratified_exact(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided p-value of the exact conditional test that on every question all draws of
+    A and B (0/1 scores, seeds x questions) share one success probability (see module docstring)."""
+    from math import comb
+
+    ka, kb = len(a), len(b)
+    total = (np.asarray(a).sum(axis=0) + np.asarray(b).sum(axis=0)).astype(int)
+    observed, offset, pmf = int(np.asarray(a).sum()), 0, np.array([1.0])
+    values, counts = np.unique(total, return_counts=True)
+    for c, count in zip(values.tolist(), counts.tolist(), strict=True):
+        lo, hi = max(0, c - kb), min(ka, c)  # A's successes on a question with c in all
+        q = np.array([comb(c, x) * comb(ka + kb - c, ka - x) for x in range(lo, hi + 1)], dtype=float)
+        pmf = np.convolve(pmf, _pmf_power(q / q.sum(), count))
+        offset += lo * count
+    k = observed - offset
+    tail = min(pmf[: k + 1].sum(), pmf[k:].sum())  # the smaller tail, doubled
+    return float(min(1.0, 2 * tail))
 
 
 def sign_flip_ci(diff_mean: float, diff_sd: float, n: int, level: float) -> tuple[float, float]:

@@ -5,7 +5,8 @@
 For every (model, backend, dataset) and every (claim, method label, baseline label) in
 retrace.scoring.claims.PAPER_CLAIMS whose two labels were both run, compares the per-question
 correctness (seeds averaged) with a paired bootstrap CI and a McNemar/sign test; the
-p-values of all rows (the family's own CSVs included) are Holm-corrected together and each
+p-values of all rows (the family's own CSVs included) are Holm-corrected together (or in
+two families, primary and exploratory, when the experiment pre-registers `claims.primary`) and each
 verdict needs both the CI and the corrected test (retrace.scoring.claims). "Weaker models gain most" compares refinement's gain over Maj@N between models.
 Each row lists the provenance hashes of the score records it used.
 """
@@ -20,7 +21,16 @@ from pathlib import Path
 from retrace.hashing import sha256_file
 from retrace.plan import stage_sources
 from retrace.provenance import Provenance, prov_path
-from retrace.scoring.claims import PAPER_CLAIMS, adjust, claim_row, weaker_gains_more, write_claims_csv
+from retrace.scoring.claims import (
+    ALPHA,
+    CONTROL_CLAIMS,
+    PAPER_CLAIMS,
+    Primary,
+    adjust,
+    claim_row,
+    weaker_gains_more,
+    write_claims_csv,
+)
 from retrace.scoring.compute import compute_normalised_gain
 
 
@@ -35,14 +45,28 @@ def load_runs(score_files: list[Path]) -> tuple[dict, dict, dict]:
         s = json.loads(Path(path).read_text())
         job = s["job"]
         flags = {p["id"]: float(p.get("chosen_correct", p["vote_correct"])) for p in s["per_problem"]}
-        runs[(job["model"], job["backend"], job["dataset"])][job["method"]].append(
-            (flags, sha256_file(prov_path(path)))
-        )
+        evidence = sha256_file(prov_path(path))
+        labels = runs[(job["model"], job["backend"], job["dataset"])]
+        labels[job["method"]].append((flags, evidence))
         key = (job["model"], job["backend"], job["dataset"], job["method"])
         flops[key].append(s["flops"]["effective"])
+        per_sample = s["flops"]["effective"] * len(s["per_problem"]) / max(1, s.get("n_samples", 1))
+        for i, sample_flags in enumerate(single_samples(s["per_problem"])):
+            labels[f"{job['method']}#sample{i}"].append((sample_flags, evidence))
+            flops[(*key[:3], f"{job['method']}#sample{i}")].append(per_sample)
         if s.get("budget"):
             budgets[key] = s["budget"]["text"]
     return runs, flops, budgets
+
+
+def single_samples(per_problem: list[dict], k: int = 2) -> list[dict]:
+    """{qid: correct} of each of samples 0..k-1 alone (one sampled answer each), when every
+    problem has k samples: the A/A control compares two of them (label "<label>#sample<i>").
+    Samples i and j of a run have independent per-request seeds (methods/base.derive_seed), so
+    they are the same method run twice with different seeds, at no extra generation."""
+    if not per_problem or any(len(p.get("correct") or ()) < k for p in per_problem):
+        return []
+    return [{p["id"]: float(p["correct"][i]) for p in per_problem} for i in range(k)]
 
 
 # The paper's ΔTFLOPs per problem of Ours (N=8, D=4) over a baseline, Table 4 of
@@ -82,14 +106,19 @@ def engine_label(backend: str) -> str:
 
 
 def claim_rows(
-    runs: dict, flops: dict, weaker: Sequence[tuple[str, str]] = (), budgets: dict | None = None, **options
+    runs: dict,
+    flops: dict,
+    weaker: Sequence[tuple[str, str]] = (),
+    budgets: dict | None = None,
+    claims: Sequence[tuple[str, str, str, str]] = PAPER_CLAIMS,
+    **options,
 ) -> list[dict]:
-    """Every PAPER_CLAIMS row whose two labels ran, then the pre-registered weaker-model rows
-    (uncorrected; `options` go to compare, e.g. n_boot). budgets[(model, backend, dataset,
-    label)] is the budget text a row names for its baseline."""
+    """Every row of `claims` (default PAPER_CLAIMS) whose two labels ran, then the
+    pre-registered weaker-model rows (uncorrected; `options` go to compare, e.g. n_boot).
+    budgets[(model, backend, dataset, label)] is the budget text a row names for its baseline."""
     rows, budgets = [], budgets or {}
     for (model, backend, dataset), labels in sorted(runs.items()):
-        for claim, a, b, direction in PAPER_CLAIMS:
+        for claim, a, b, direction in claims:
             if a in labels and b in labels:
                 row = claim_row(
                     claim,
@@ -152,18 +181,54 @@ def parse_pair(text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+def _claims_block(experiment: dict, name: str) -> dict:
+    block = experiment.get("claims") or {}
+    unknown = set(block) - {"weaker", "primary", "controls"}
+    if unknown:
+        raise ValueError(
+            f"{name}: claims: unknown key(s) {sorted(unknown)}; valid: controls, primary, weaker"
+        )
+    return block
+
+
+def primary_family(experiment: dict, name: str = "experiment") -> Primary | None:
+    """The experiment file's pre-registered primary claims, checked:
+    `claims: {primary: {claims: [claim, ...], datasets: [...], alpha: 0.04}}` (datasets
+    optional: every dataset); None without."""
+    block = _claims_block(experiment, name).get("primary")
+    if not block:
+        return None
+    claims, alpha = block.get("claims"), block.get("alpha")
+    known = {c[0] for c in PAPER_CLAIMS} | {"weaker models gain most"}
+    if set(block) - {"claims", "datasets", "alpha"} or not claims or not isinstance(alpha, float):
+        raise ValueError(
+            f"{name}: claims.primary wants {{claims: [claim, ...], datasets: [...], alpha: 0.04}}, got {block!r}"
+        )
+    if not 0 < alpha < ALPHA:
+        raise ValueError(f"{name}: claims.primary.alpha must lie in (0, {ALPHA:g}), got {alpha}")
+    unknown = [c for c in claims if c not in known]
+    if unknown:
+        raise ValueError(f"{name}: claims.primary names unknown claim(s) {unknown}; known: {sorted(known)}")
+    return Primary(tuple(claims), alpha, tuple(block.get("datasets") or ()))
+
+
 def weaker_pairs(experiment: dict, name: str = "experiment") -> list[tuple[str, str]]:
     """The experiment file's `claims: {weaker: [[weak, strong], ...]}`, checked."""
-    block = experiment.get("claims") or {}
-    unknown = set(block) - {"weaker"}
-    if unknown:
-        raise ValueError(f"{name}: claims: unknown key(s) {sorted(unknown)}; valid: weaker")
+    block = _claims_block(experiment, name)
     pairs = []
     for i, pair in enumerate(block.get("weaker") or []):
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(m, str) for m in pair)):
             raise ValueError(f"{name}: claims.weaker[{i}] must be [weak model, strong model], got {pair!r}")
         pairs.append(tuple(pair))
     return pairs
+
+
+def controls_flag(experiment: dict, name: str = "experiment") -> bool:
+    """The experiment file's `claims: {controls: true}`: add the CONTROL_CLAIMS rows."""
+    value = (experiment.get("claims") or {}).get("controls", False)
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: claims.controls must be true or false, got {value!r}")
+    return value
 
 
 def read_extra(path: Path) -> list[dict]:
@@ -181,23 +246,37 @@ def read_extra(path: Path) -> list[dict]:
 
 
 def run(
-    score_files: list[Path], out: Path, extra: list[Path] = (), weaker: Sequence[tuple[str, str]] = ()
+    score_files: list[Path],
+    out: Path,
+    extra: list[Path] = (),
+    weaker: Sequence[tuple[str, str]] = (),
+    primary: Primary | None = None,
+    controls: bool = False,
 ) -> int:
     """Claims of the spine's score files, then the rows of each family's claims CSV (`extra`:
     DRR, ART, ...), whose evidence hashes the audit follows through that CSV's own record.
-    `weaker`: the experiment's pre-registered (weak, strong) model pairs."""
+    `weaker`: the experiment's pre-registered (weak, strong) model pairs; `primary`: its
+    pre-registered primary claims (scoring.claims.adjust); `controls`: add the positive and A/A
+    control rows (CONTROL_CLAIMS) to the same family."""
+    claims = CONTROL_CLAIMS + PAPER_CLAIMS if controls else PAPER_CLAIMS
     prov = Provenance(
         "claims",
-        {"claims": [list(c) for c in PAPER_CLAIMS], "weaker": [list(w) for w in weaker]},
+        {
+            "claims": [list(c) for c in claims],
+            "weaker": [list(w) for w in weaker],
+            "primary": primary
+            and {"claims": list(primary.claims), "datasets": list(primary.datasets), "alpha": primary.alpha},
+        },
         stage_sources("claims"),
         inputs=[str(p) for p in score_files] + [str(p) for p in extra],
     )
     rows = []
     if score_files:
         runs, flops, budgets = load_runs(score_files)
-        rows = claim_rows(runs, flops, weaker, budgets)
+        rows = claim_rows(runs, flops, weaker, budgets, claims)
     for path in extra:
         rows += read_extra(path)
-    write_claims_csv(adjust(rows), out)  # one family: every claim of this experiment
+    # one family of every claim of this experiment, or primary + exploratory (alpha split)
+    write_claims_csv(adjust(rows, primary=primary), out)
     prov.write(out)
     return len(rows)

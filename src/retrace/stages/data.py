@@ -24,6 +24,9 @@ def run(dataset: str, mirror: str | None, out: Path, overrides: tuple[str, ...] 
         "n_problems": len(problems),
         "source": cfg["dataset"]["source"],
     }
+    if cfg["dataset"].get("skip_lines"):  # malformed source lines left out (tasks/commonsense.py)
+        skipped = list(cfg["dataset"]["skip_lines"])
+        prov.extra["data"]["skipped"] = {"count": len(skipped), "lines": skipped}
     data.write_problems(out, problems)
     prov.write(out)
     return len(problems)

@@ -28,6 +28,7 @@ anything downstream stale except the report.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -127,6 +128,18 @@ def measure(backend, tokens: int = PROBE_TOKENS) -> dict:
     }
 
 
+def machine_load() -> float | None:
+    """The 1-minute load average: work beside the probe slows it, and its rate then reads low."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:  # not available on this platform
+        return None
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def run(job: Job, manifest_path: Path, out: Path, tokens: int = PROBE_TOKENS) -> dict:
     cfg = job.config()
     manifest = models.load_manifest(manifest_path)
@@ -138,8 +151,10 @@ def run(job: Job, manifest_path: Path, out: Path, tokens: int = PROBE_TOKENS) ->
         + [str(Path(__file__).parents[1] / "prompts" / name) for name in ("probe.j2", "probe_prefill.j2")],
     )
     backend = BACKENDS.get(cfg["backend"]["name"])(manifest, cfg["backend"].get("engine", {}))
+    load_before = machine_load()
     try:
         result = {"model": manifest["name"], "backend": cfg["backend"]["name"], **measure(backend, tokens)}
+        result["machine"] = {"load_before": load_before, "load_after": machine_load(), "cpus": cpu_count()}
         prov.extra.update(
             {
                 "device": str(backend.device),

@@ -9,7 +9,7 @@ writes are exactly the rule's outputs (workflow/rules/score.smk): for each job
 `results/scores/<job>.json` (retrace.stages.score) and, for refinement jobs,
 `results/diagnostics/<job>.json` (retrace.stages.diagnose), each with its own provenance
 record, as when they were jobs of their own. Why one job per cell: scoring takes seconds, and
-at paper scale one Snakemake job per label was most of the jobs the workflow plans (issue 26).
+at paper scale one Snakemake job per label was most of the jobs the workflow plans.
 """
 
 from __future__ import annotations

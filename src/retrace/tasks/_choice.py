@@ -23,6 +23,15 @@ Guards: a letter counts only as a whole token (never "A" inside "A common mistak
 the substring bug of naive `letter in text` checks), only if it names one of the
 problem's choices, and a lower-case letter only when bracketed or followed by
 punctuation/end of line ("answer: c" yes, "the answer is a bit tricky" no).
+Echoed format placeholders are skipped: "Answer: [Provide the answer here] 3" reads the 3
+(base.ECHOED_PLACEHOLDER; the DRR prompts' format, paper Appendix B).
+
+Numbers: one convention, the prompt's (`index_base`). The prompts of ChoiceTask
+(templates mc_cot.j2) list options by letter, so a number is the option's position counted
+from 1 ("Option 2" = B, base 1); the DRR prompts number choices from 0 ("your choice (e.g.,
+0, 1, 2, etc)", paper Appendix B; drr/prompts.py), so there "Answer: 2" is C (base 0). The
+DRR reply parser reads the same text the same way at base 0 (tests/unit/test_controls.py
+holds the shared cases).
 Not covered: answers given only in words that paraphrase a choice.
 """
 
@@ -31,7 +40,7 @@ from __future__ import annotations
 import re
 
 from retrace.records import Problem
-from retrace.tasks.base import LETTERS, NO_ANSWER, Extraction, Task
+from retrace.tasks.base import LETTERS, NO_ANSWER, Extraction, Task, after_placeholder, ruled
 
 LEAD = re.compile(
     r"(?i)\b(?:answer|(?:correct|best|right)\s+(?:option|choice))\b"
@@ -51,15 +60,16 @@ PAREN = re.compile(r"\(([A-Z])\)")
 SENTENCE_END = ("", "\n", ".", ",", ";", ":", "!", "?")
 
 
-def _letter(token: str, n: int, guarded: bool, after: str) -> str | None:
-    """The choice letter a token names, if it names one of `n` choices.
+def _letter(token: str, n: int, guarded: bool, after: str, base: int = 1) -> str | None:
+    """The choice letter a token names, if it names one of `n` choices; a number is an index
+    counted from `base` (the prompt's numbering, module docstring).
 
     A lower-case letter or a bare number must be `guarded` (bracketed, or after
     "option") or end its sentence: "answer is a bit" and "answer is 2 apples" are prose.
     """
     if (token.islower() or token.isdigit()) and not guarded and after not in SENTENCE_END:
         return None
-    index = int(token) - 1 if token.isdigit() else LETTERS.index(token.upper())
+    index = int(token) - base if token.isdigit() else LETTERS.index(token.upper())
     return LETTERS[index] if 0 <= index < n else None
 
 
@@ -79,9 +89,14 @@ def _choice_text(tail: str, choices: tuple[str, ...]) -> str | None:
     return LETTERS[best] if best is not None else None
 
 
-def _from_tail(tail: str, choices: tuple[str, ...]) -> str | None:
-    """The letter an answer statement's remainder names: text of a choice, else a letter."""
-    line = tail.split("\n", 1)[0][:300]
+# The DRR format's second field ("Answer: 2 Rationale: ...", paper Appendix B) ends the answer.
+RATIONALE = re.compile(r"(?i)\s*\**rationale\**\s*:.*$")
+
+
+def _from_tail(tail: str, choices: tuple[str, ...], base: int = 1, named: bool = False) -> str | None:
+    """The letter an answer statement's remainder names: text of a choice, else a letter.
+    `named`: the statement itself says "option"/"choice" ("the correct option is 2")."""
+    line = RATIONALE.sub("", after_placeholder(tail.split("\n", 1)[0][:300])[0])
     by_text = _choice_text(line, choices)
     if by_text:
         return by_text
@@ -91,17 +106,33 @@ def _from_tail(tail: str, choices: tuple[str, ...]) -> str | None:
     bracketed = bool(re.search(r"[(\[{]", line[: m.start("tok")])) and any(
         ch in m.group("close") for ch in ")]}"
     )
-    return _letter(m.group("tok"), len(choices), bracketed or bool(m.group("word")), m.group("after"))
+    guarded = bracketed or named or bool(m.group("word"))
+    return _letter(m.group("tok"), len(choices), guarded, m.group("after"), base)
 
 
-def _explicit(text: str, choices: tuple[str, ...]) -> Extraction:
-    found = [(m.start(), _from_tail(m.group(1), choices), "boxed") for m in BOXED.finditer(text)]
-    found += [(m.start(), _from_tail(text[m.end() :], choices), "statement") for m in LEAD.finditer(text)]
+def _statement_rule(lead: str, tail: str) -> str:
+    """Which statement form fired, for results.csv's answer_paths."""
+    if after_placeholder(tail)[1]:
+        return "statement:after-placeholder"
+    return "statement:correct-option" if re.search(r"(?i)option|choice", lead) else "statement:answer"
+
+
+def _explicit(text: str, choices: tuple[str, ...], base: int = 1) -> Extraction:
+    found = [
+        (m.start(), _from_tail(m.group(1), choices, base), "boxed", "boxed") for m in BOXED.finditer(text)
+    ]
+    for m in LEAD.finditer(text):
+        rule = _statement_rule(m[0], text[m.end() :])
+        letter = _from_tail(text[m.end() :], choices, base, rule == "statement:correct-option")
+        found.append((m.start(), letter, "statement", rule))
     found = [f for f in found if f[1]]
-    return Extraction(*max(found)[1:]) if found else NO_ANSWER
+    return ruled(*max(found)[1:]) if found else NO_ANSWER
 
 
-def _fallback(text: str, choices: tuple[str, ...]) -> str | None:
+FALLBACK_RULES = ("bold", "line-marker", "option-word", "paren")
+
+
+def _fallback(text: str, choices: tuple[str, ...], base: int = 1) -> tuple[str, str] | None:
     n = len(choices)
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     last = lines[-1] if lines else ""
@@ -111,27 +142,31 @@ def _fallback(text: str, choices: tuple[str, ...]) -> str | None:
         [m.group(1) for m in OPTION_WORD.finditer(text)],
         [m.group(1) for m in PAREN.finditer(text)],
     ]
-    for tier in tiers:
-        letters = [x for x in (_letter(t.upper() if not t.isdigit() else t, n, True, "") for t in tier) if x]
+    for rule, tier in zip(FALLBACK_RULES, tiers, strict=True):
+        letters = [
+            x for x in (_letter(t.upper() if not t.isdigit() else t, n, True, "", base) for t in tier) if x
+        ]
         if letters:
-            return letters[-1]
-    return _choice_text(last, choices) if _norm(last) in {_norm(c) for c in choices} else None
+            return letters[-1], rule
+    named = _choice_text(last, choices) if _norm(last) in {_norm(c) for c in choices} else None
+    return (named, "choice-text") if named else None
 
 
-def extract_choice_sourced(text: str, choices: tuple[str, ...]) -> Extraction:
-    """The letter ("A", "B", ...) a completion commits to, and how it was found."""
+def extract_choice_sourced(text: str, choices: tuple[str, ...], index_base: int = 1) -> Extraction:
+    """The letter ("A", "B", ...) a completion commits to, and how it was found; a number
+    names the choice at that index counted from `index_base` (the prompt's numbering)."""
     if not text or not choices:
         return NO_ANSWER
-    explicit = _explicit(text, choices)
+    explicit = _explicit(text, choices, index_base)
     if explicit.answer:
         return explicit
-    guess = _fallback(text, choices)
-    return Extraction(guess, "fallback") if guess else NO_ANSWER
+    guess = _fallback(text, choices, index_base)
+    return ruled(guess[0], "fallback", f"fallback:{guess[1]}") if guess else NO_ANSWER
 
 
-def extract_choice(text: str, choices: tuple[str, ...]) -> str | None:
+def extract_choice(text: str, choices: tuple[str, ...], index_base: int = 1) -> str | None:
     """The letter ("A", "B", ...) a completion commits to, or None."""
-    return extract_choice_sourced(text, choices).answer
+    return extract_choice_sourced(text, choices, index_base).answer
 
 
 class ChoiceTask(Task):
@@ -139,9 +174,10 @@ class ChoiceTask(Task):
 
     kind = "multiple_choice"
     default_template = "mc_cot.j2"
+    index_base = 1  # mc_cot.j2 lists options by letter: "Option 2" is the second (docstring)
 
     def extract(self, text: str, problem: Problem) -> Extraction:
-        return extract_choice_sourced(text, problem.choices or ())
+        return extract_choice_sourced(text, problem.choices or (), self.index_base)
 
     def is_correct(self, answer: str | None, problem: Problem) -> bool:
         return answer is not None and answer.strip().upper() == problem.gold.upper()

@@ -6,7 +6,8 @@ Extraction (`extract_math`, an Extraction(answer, source)) takes, in order:
 - "none" when a box opens after it and never closes: the output stopped (finish_reason
   "length") while writing its answer, and a truncated "\\boxed{3" of "\\boxed{36}" is no answer;
 - "statement": the last GSM8K-style `#### x`, else the last "the (final) answer is x" /
-  "Answer: x" whose value is a number;
+  "Answer: x" whose value is a number, also in bold ("**42**") or after an echoed format
+  placeholder ("Answer: [Provide the answer here] 3");
 - "fallback": the last number anywhere (lm-eval's flexible-extract), which the paper-faithful
   vote does not count: in "The solution is correct." after a restated question it is noise;
 - "none": nothing.
@@ -25,7 +26,7 @@ import threading
 from functools import lru_cache
 
 from retrace.records import Problem
-from retrace.tasks.base import NO_ANSWER, Extraction, Task
+from retrace.tasks.base import NO_ANSWER, Extraction, Task, ruled
 
 # GSM8K's own answer marker and clean-up: "#### 1,234" → "1234".
 # https://github.com/openai/grade-school-math/blob/master/grade_school_math/dataset.py
@@ -39,9 +40,14 @@ NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?")
 BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 # "The answer is 42", "final answer: $-3.5$", "Answer: 1,200" (the statement forms of
 # lm-eval's gsm8k "strict-match" ("The answer is (\-?[0-9\.\,]+).") and of simple-evals'
-# "Answer:" lines), the value a number.
+# "Answer:" lines), the value a number. Two forms of chat models are statements too (issue 31):
+# the value in markdown bold ("The answer is **42**.", how chat-tuned models such as Qwen2.5
+# mark a final answer), and the value after the prompt's echoed format placeholder
+# ("Answer: [Provide the answer here] 3", base.ECHOED_PLACEHOLDER).
 STATEMENT = re.compile(
-    r"(?i)\banswer\s*(?:is|:|=)\s*:?\s*\$?\s*(-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?)"
+    r"(?i)\banswer\s*(?:is|:|=)\s*:?\s*"
+    r"(?P<placeholder>\[[^\]\n]*\b(?:provide|your|answer|here)\b[^\]\n]*\]\s*|<[^<>\n]*>\s*)?"
+    r"(?P<bold>\*\*)?\s*\$?\s*(?P<value>-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?)"
 )
 PERCENT = re.compile(r"\s*\\?%\s*$")
 
@@ -85,12 +91,14 @@ def extract_math(text: str) -> Extraction:
         return Extraction(content, "boxed")
     marks = GSM8K_ANSWER.findall(text)
     if marks and marks[-1].replace(",", "").rstrip("."):
-        return Extraction(marks[-1].replace(",", "").rstrip("."), "statement")
-    stated = STATEMENT.findall(text)
+        return ruled(marks[-1].replace(",", "").rstrip("."), "statement", "statement:####")
+    stated = list(STATEMENT.finditer(text))
     if stated:
-        return Extraction(stated[-1].replace(",", ""), "statement")
+        m = stated[-1]
+        rule = "after-placeholder" if m["placeholder"] else "bold" if m["bold"] else "answer-is"
+        return ruled(m["value"].replace(",", ""), "statement", f"statement:{rule}")
     numbers = NUMBER.findall(text)
-    return Extraction(numbers[-1].replace(",", ""), "fallback") if numbers else NO_ANSWER
+    return ruled(numbers[-1].replace(",", ""), "fallback", "fallback:last-number") if numbers else NO_ANSWER
 
 
 def extract_math_answer(text: str) -> str | None:
@@ -117,8 +125,11 @@ def parsed(answer: str) -> tuple:
     return tuple(parse(f"\\boxed{{{answer}}}", parsing_timeout=_timeout()))
 
 
+@lru_cache(maxsize=65536)
 def equivalent(gold: str, answer: str) -> bool:
-    """math-verify equivalence; argument order matters (gold first, as in `verify`)."""
+    """math-verify equivalence; argument order matters (gold first, as in `verify`). Cached:
+    votes and Maj@k compare the same few answer strings over and over (a Maj@N' job of
+    hundreds of samples per question spent minutes in sympy re-deciding one pair)."""
     if gold.strip() == answer.strip():
         return True
     g, a = parsed(gold), parsed(answer)

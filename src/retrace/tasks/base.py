@@ -11,17 +11,22 @@ A task turns a dataset config (a `config/dataset/*.yaml` mapping) into canonical
     task.extract(completion_text, problems[0])   # Extraction(answer, source): how it was found
 
 Three sources, chosen by `cfg["source"]`: "mirror" (a file under the mirror directory,
-at `cfg["mirror_path"]`), "bundled" (a file in `retrace/tasks/bundled/`) and "hub"
-(`datasets.load_dataset` at a pinned revision; `datasets` is imported only then).
+at `cfg["mirror_path"]`; retrace.mirror says where the mirror is), "bundled" (a file in
+`retrace/tasks/bundled/`, listed in its MANIFEST.yaml) and "hub" (`datasets.load_dataset` at
+a pinned revision; `datasets` is imported only then).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+# MirrorMissing is re-exported: callers of Task.load catch it from here.
+from retrace.mirror import MirrorMissing as MirrorMissing
+from retrace.mirror import require as require_mirror
 from retrace.records import Problem
 from retrace.registry import TASKS
 from retrace.templates import render
@@ -43,12 +48,39 @@ class Extraction(NamedTuple):
     answer: str | None
     source: str  # one of SOURCES
 
+    @property
+    def path(self) -> str:
+        """The rule that found the answer ("statement:bold", ...; `ruled`), else the source.
+        results.csv counts them (column answer_paths), so a rule that never fires shows."""
+        return getattr(self, "rule", None) or self.source
+
+
+class _Ruled(Extraction):
+    """An Extraction that also names its rule; compares equal to the plain (answer, source)."""
+
+
+def ruled(answer: str | None, source: str, rule: str) -> Extraction:
+    """Extraction(answer, source) whose `path` is `rule` (e.g. "statement:after-placeholder")."""
+    found = _Ruled(answer, source)
+    found.rule = rule  # type: ignore[attr-defined]
+    return found
+
 
 NO_ANSWER = Extraction(None, "none")
 
+# The format placeholder a prompt asks the model to replace, echoed before the real answer:
+# "Answer: [Provide the answer here] 3" (the DRR prompts' "Answer: [Provide the answer here]
+# Rationale: [...]", paper Appendix B, prompts/drr/*.j2), "Answer: <your answer> dog"
+# (prompts/exact_cot.j2). A bracket that holds words of the instruction, not a choice ("[B]").
+ECHOED_PLACEHOLDER = re.compile(
+    r"^\s*(?:\[[^\]\n]*\b(?:provide|your|answer|here)\b[^\]\n]*\]|<[^<>\n]*>)\s*", re.IGNORECASE
+)
 
-class MirrorMissing(FileNotFoundError):
-    """No usable mirror directory was given for a `source: mirror` dataset."""
+
+def after_placeholder(tail: str) -> tuple[str, bool]:
+    """(`tail` without a leading echoed placeholder, whether there was one)."""
+    m = ECHOED_PLACEHOLDER.match(tail)
+    return (tail[m.end() :], True) if m else (tail, False)
 
 
 class Task:
@@ -65,6 +97,7 @@ class Task:
     kind: str = ""
     default_template: str = ""
     bundled_file: str | None = None  # file in bundled/ used when the config names none
+    skips_lines = False  # whether read_file honours the dataset config's `skip_lines`
 
     def load(self, cfg: dict, mirror: Path | str | None) -> tuple[list[Problem], list[Path]]:
         """Problems named by `cfg`, plus the source files read (for provenance)."""
@@ -76,7 +109,7 @@ class Task:
                 f"dataset {cfg.get('name', self.name)!r}: unknown source {source!r}; "
                 "expected mirror, bundled or hub"
             )
-        root = mirror_root(mirror) if source == "mirror" else BUNDLED_DIR
+        root = require_mirror(mirror, cfg.get("name", self.name)) if source == "mirror" else BUNDLED_DIR
         return self.read_file(cfg, root, source)
 
     def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
@@ -152,17 +185,6 @@ def register(name: str):
         return cls
 
     return decorator
-
-
-def mirror_root(mirror: Path | str | None) -> Path:
-    """The mirror directory, or an error that says how to point at one."""
-    how = "set `mirror: /path/to/data` in config/config.yaml or run `snakemake --config mirror=/path/to/data`"
-    if mirror is None or str(mirror) == "":
-        raise MirrorMissing(f"dataset source is 'mirror' but no mirror directory is set; {how}")
-    root = Path(mirror).expanduser()
-    if not root.is_dir():
-        raise MirrorMissing(f"mirror directory {root} does not exist; {how}")
-    return root
 
 
 def source_file(

@@ -5,7 +5,8 @@ Two registered tasks read the same files:
                   the highest-scoring choice), for tasks scored by multiple_choice_grade;
   bigbench_exact  free text from `target` (a string or a list of accepted strings),
                   judged like BIG-bench's exact_str_match (see `_exact.py`).
-Config: `bigbench_task: arithmetic/1_digit_addition`, `mirror_path: bigbench`.
+Config: `bigbench_task: arithmetic/1_digit_addition`, `mirror_path: bigbench` (or, for the
+subsets bundled with retrace, `source: bundled`, `bundled_path: bigbench`).
 Hub rows (tasksource/bigbench: inputs, targets, multiple_choice_targets/_scores) map to the same.
 """
 
@@ -29,7 +30,8 @@ def read_task_json(cfg: dict, root: Path, source: str) -> tuple[dict, Path, str]
     task = cfg.get("bigbench_task")
     if not task:
         raise ValueError(f"dataset {cfg.get('name')!r}: set bigbench_task (e.g. navigate)")
-    base = dict(cfg, mirror_path=f"{cfg.get('mirror_path') or 'bigbench'}/{task}/task.json")
+    key = "bundled_path" if source == "bundled" else "mirror_path"  # the folder holding the tasks
+    base = dict(cfg, **{key: f"{cfg.get(key) or 'bigbench'}/{task}/task.json"})
     path, label = source_file(base, root, source)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

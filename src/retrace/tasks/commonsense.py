@@ -10,12 +10,15 @@ Each loader maps its file layout to choices plus a letter gold. Mirror files:
 from __future__ import annotations
 
 import csv
+import logging
 import re
 from pathlib import Path
 
 from retrace.records import Problem
 from retrace.tasks._choice import ChoiceTask
 from retrace.tasks.base import LETTERS, iter_jsonl, register, require, source_file
+
+log = logging.getLogger(__name__)
 
 
 def letter_of(label: str, n: int, where: str, base: int = 0) -> str:
@@ -76,15 +79,32 @@ class WinoGrande(ChoiceTask):
 @register("openbookqa")
 class OpenBookQA(ChoiceTask):
     CHOICE = re.compile(r"\(([A-D])\)\s*")
+    skips_lines = True
 
     def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
+        """The file's rows; a line listed in the config's `skip_lines` (train.tsv:3334 holds five
+        choices) is left out with one log line naming it, and must be malformed: a listed line
+        that reads fine, or is not in the file, is an error (the list cannot go stale silently)."""
         path, label = source_file(cfg, root, source)
+        skip, skipped, problems = set(cfg.get("skip_lines") or ()), set(), []
         with open(path, encoding="utf-8", newline="") as f:
             reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-            problems = [
-                self.tsv_problem(row, f"{path}:{reader.line_num}", {"source": label, "line": reader.line_num})
-                for row in reader
-            ]
+            for row in reader:
+                where, line = f"{path}:{reader.line_num}", reader.line_num
+                try:
+                    problems.append(self.tsv_problem(row, where, {"source": label, "line": line}))
+                except ValueError as e:
+                    if line not in skip:
+                        raise
+                    log.warning("skipped %s (skip_lines): %s", where, str(e).removeprefix(where + ": "))
+                    skipped.add(line)
+                    continue
+                if line in skip:
+                    raise ValueError(
+                        f"{where}: listed in skip_lines but reads fine; remove it from the config"
+                    )
+        if skip - skipped:
+            raise ValueError(f"{path}: skip_lines {sorted(skip - skipped)} are not lines of the file")
         return problems, [path]
 
     def tsv_problem(self, row: dict, where: str, meta: dict) -> Problem:

@@ -7,8 +7,9 @@
 For programs that need native packages (numpy, sympy from the venv). Needs the `bwrap`
 binary (`apt-get install bubblewrap`; the first on PATH, or the `bwrap` option /
 `tools.code_execute.bwrap` setting) and one of two modes, picked by who calls it:
-- root: the program drops to the host's uid/gid 65534 with util-linux's `setpriv` (no
-  groups, no capabilities, `no_new_privs`).
+- root: the program drops to a host uid/gid of its own run (tools/_uid_slots.py: one of
+  4096 unused uids, held by a lock while any process of the run lives) with util-linux's
+  `setpriv` (no groups, no capabilities, `no_new_privs`).
 - an ordinary user: bwrap `--unshare-user --disable-userns --uid 65534`: the program is
   the caller's own uid outside, seen as 65534 inside, with no capabilities. This needs
   unprivileged user namespaces; where the kernel or AppArmor forbids them the executor
@@ -49,8 +50,8 @@ What it does NOT protect against:
   (including anything a package stored there), and /proc's host-wide information
   (/proc/cpuinfo, /proc/meminfo, load, uptime, kernel version, mounts of the sandbox).
 - side channels (timing, caches, CPU frequency) and covert channels between programs
-  running at the same time. As root, two sandboxes at once share uid 65534, so their task
-  counts (NPROC) add up; as an ordinary user the count is per user namespace.
+  running at the same time. Task counts (NPROC) are per run: as root each run has its own
+  host uid, as an ordinary user its own user namespace.
 - total machine load: limits are per process. A program may use up to `max_tasks` tasks,
   each with up to `memory_bytes` of address space and `cpu_s` CPU seconds, for `wall_s`
   seconds; no cgroup caps the sum. The scratch tmpfs adds up to `scratch_bytes` of RAM,
@@ -60,9 +61,8 @@ What it does NOT protect against:
 - anything the caller does with the result: `ans` and the output are untrusted text.
 - faked results: the program can write to the `ans` channel, print whatever it likes, kill
   its launcher or exit with 128+n (reported as killed by signal n, as bwrap reports one).
-- as root, uid 65534 is shared with anything else on the host that runs as nobody (their
-  processes count against NPROC; files they leave world-readable in mounted paths are
-  readable). As an ordinary user, the program is that user on the host: what it can
+- as root, the program's uid owns nothing on the host: it reads in the mounted paths what
+  "others" may read. As an ordinary user, the program is that user on the host: what it can
   reach through the read-only mounts is what the caller can read there.
 """
 
@@ -79,14 +79,17 @@ import sys
 import tempfile
 import time
 
+from retrace.tools import _uid_slots
+from retrace.tools._hostfs import remove_tree
 from retrace.tools._seccomp import filter_bytes
+from retrace.tools._uid_slots import UID_SLOTS
 from retrace.tools.code_exec import ExecResult, Limits, SandboxUnavailable
 
-SANDBOX_UID = 65534  # nobody / nogroup on Debian; the uid the program sees in both modes
+SANDBOX_UID = 65534  # nobody / nogroup on Debian; the uid the program sees rootless
 SCRATCH = "/scratch"
 
 
-# Runs inside the sandbox as uid 65534: set the rlimits, fork; the child runs the program and
+# Runs inside the sandbox as the run's uid: set the rlimits, fork; the child runs the program and
 # sends str(ans) down the pipe whose fd is argv[2]; the parent waits and reports how the
 # child ended and its CPU time on the pipe argv[4] (a kill at the hard CPU limit is a SIGKILL
 # that only the CPU time tells apart). Limits are set here rather than in a preexec_fn so
@@ -136,9 +139,11 @@ def _python_roots() -> list[str]:
 
 
 def _bwrap_command(
-    bwrap: str, jobdir: str, limits: Limits, fds: tuple[int, int, int], rootless: bool
+    bwrap: str, jobdir: str, limits: Limits, fds: tuple[int, int, int], host_uid: int | None
 ) -> list[str]:
+    """The command line; `host_uid`: as root, the uid the program runs as (None: rootless)."""
     ans_fd, status_fd, seccomp_fd = fds
+    rootless = host_uid is None
     cmd = [
         bwrap,
         "--unshare-net",
@@ -169,7 +174,7 @@ def _bwrap_command(
         made.add("/tmp")
     for root in roots:
         parts = root.strip("/").split("/")
-        for i in range(1, len(parts)):  # bwrap would make parents 0700: unreadable to 65534
+        for i in range(1, len(parts)):  # bwrap would make parents 0700: unreadable to the program
             parent = "/" + "/".join(parts[:i])
             if parent not in made:
                 made.add(parent)
@@ -205,8 +210,8 @@ def _bwrap_command(
     }
     for key, value in env.items():
         cmd += ["--setenv", key, value]
-    if not rootless:  # root outside: drop to the host's uid 65534 for real
-        uid = str(SANDBOX_UID)
+    if not rootless:  # root outside: drop to the run's own host uid for real
+        uid = str(host_uid)
         cmd += [
             "setpriv",
             f"--reuid={uid}",
@@ -238,7 +243,10 @@ def _has_option(bwrap: str, option: str) -> bool:
 
 def _kill(proc: subprocess.Popen) -> None:
     # The outer bwrap leads the group; its death SIGKILLs the sandbox's PID-namespace init
-    # (--die-with-parent), which takes every process inside with it.
+    # (--die-with-parent), which takes every process inside with it. Only while bwrap is
+    # unreaped: a reaped pid, and so its group id, may belong to another process.
+    if proc.returncode is not None:
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -301,12 +309,18 @@ def _collect(
 def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResult:
     jobdir = tempfile.mkdtemp(prefix="retrace-code-")
     fds: list[int] = []
+    proc = None
     try:
-        os.chmod(jobdir, 0o755)  # readable by uid 65534, writable only by us; mounted ro
+        os.chmod(jobdir, 0o755)  # readable by the sandbox's uid, writable only by us; mounted ro
         for name, text in (("program.py", code), ("launcher.py", _LAUNCHER)):
             with open(os.path.join(jobdir, name), "w", encoding="utf-8") as f:
                 f.write(text)
             os.chmod(os.path.join(jobdir, name), 0o644)
+        host_uid, lock = None, ()
+        if not rootless:  # a host uid of its own: NPROC is then this run's alone
+            host_uid, lock_fd = _uid_slots.acquire()
+            fds.append(lock_fd)
+            lock = (lock_fd,)
         ans_r, ans_w = os.pipe()
         status_r, status_w = os.pipe()
         fds += [ans_r, ans_w, status_r, status_w]
@@ -315,26 +329,31 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
         passed = (ans_w, status_w, seccomp_fd)
         start = time.monotonic()
         proc = subprocess.Popen(
-            _bwrap_command(bwrap, jobdir, limits, passed, rootless),
+            _bwrap_command(bwrap, jobdir, limits, passed, host_uid),
             env={},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=passed,
+            # the slot's lock goes in too: every process of the run holds it (tools/_uid_slots.py)
+            pass_fds=passed + lock,
             start_new_session=True,
             cwd=jobdir,
         )
         for fd in passed:
             os.close(fd)
             fds.remove(fd)
-        with proc:
-            (out, err, ans, status), truncated, reason = _collect(proc, ans_r, status_r, limits, start)
-            _reap(proc, time.monotonic() + 30)
+        (out, err, ans, status), truncated, reason = _collect(proc, ans_r, status_r, limits, start)
+        _reap(proc, time.monotonic() + 30)
         wall = time.monotonic() - start
     finally:
+        if proc is not None:  # whatever happened above, nothing of the run outlives it
+            _kill(proc)
+            proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
         for fd in fds:
             os.close(fd)
-        shutil.rmtree(jobdir, ignore_errors=True)
+        remove_tree(jobdir)
     return _result(proc.returncode, _cpu_s(status), limits, reason, truncated, out, err, ans, wall)
 
 
@@ -421,18 +440,20 @@ def sandbox_problem(bwrap: str | None = None) -> str | None:
     if not rootless and shutil.which("setpriv") is None:
         return "setpriv not found; install it: apt-get install -y util-linux"
     try:
-        # Only its own loopback (network namespace), AF_INET refused (seccomp), uid 65534.
+        # Only its own loopback (network namespace), AF_INET refused (seccomp), the sandbox's
+        # uid (65534 rootless; as root, a uid of its own from _uid_slots.UID_SLOTS).
+        uids = f"range({UID_SLOTS.start}, {UID_SLOTS.stop})" if not rootless else f"[{SANDBOX_UID}]"
         r = _execute(
             "import os, socket\ntry:\n    socket.socket()\nexcept OSError as e:\n"
             "    s = e.strerror\nnet = [l.split(':')[0].strip() for l in "
-            "open('/proc/net/dev').readlines()[2:]]\nans = (os.getuid(), net, s)",
+            f"open('/proc/net/dev').readlines()[2:]]\nans = (os.getuid() in {uids}, net, s)",
             Limits(wall_s=20),
             path,
             rootless,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap failed to start: {exc}"
-    if r.ans != f"({SANDBOX_UID}, ['lo'], 'Address family not supported by protocol')":
+    if r.ans != "(True, ['lo'], 'Address family not supported by protocol')":
         if rootless and "namespace" in r.stderr:
             return f"{USERNS_HELP}: {r.stderr.strip()[-300:]}"
         return f"sandbox probe failed (ans={r.ans!r}): {r.stderr.strip()[-500:]}"

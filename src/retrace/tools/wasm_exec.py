@@ -8,10 +8,11 @@ Needs no root and no system package: `wasmtime==50.0.1` (PyPI wheel) and the run
 vmware-labs webassembly-language-runtimes build python/3.12.0+20231211-040d5a6, standard
 library embedded). The runtime is trusted only through `RUNTIME_SHA256`, checked before
 every first use in a process (the GGUF models' supply-chain policy). Compiling it takes
-~15-35 s once; the compiled module is cached as `<cache_dir>/python-3.12.0-<sha>-wasmtime
-<version>.cwasm` (default `results/cache/wasm`, setting `cache_dir` or $RETRACE_WASM_CACHE),
-written to a temporary file and renamed into place, so concurrent writers never leave a torn
-file (the last rename wins; both wrote the same bytes).
+~15-35 s once; the compiled module is cached in `cache_dir` (default `results/cache/wasm`,
+setting `cache_dir` or $RETRACE_WASM_CACHE) with its sha256 recorded at compile time, and
+verified before every run (tools/_wasm_cache.py): a module changed afterwards, or a cache
+folder that others can write, is refused with the reason. `describe()` (the tool's
+provenance) names the digest of the module that runs.
 
 How it isolates. Each run starts a worker process (`python -I -B wasm_exec.py SPEC`) that
 deserialises the module and runs the program as `python -I -B -c LAUNCHER` in a wasmtime
@@ -27,11 +28,17 @@ store:
   (Python raises MemoryError).
 - files: the worker sets RLIMIT_FSIZE to `Limits.file_bytes` (EFBIG, "File too large");
   the caller polls the scratch directory and kills the worker when its files exceed
-  `Limits.scratch_bytes` in bytes or `scratch_bytes // 4096` in number (`scratch_limit`).
+  `Limits.scratch_bytes` in bytes, `scratch_bytes // 4096` in number or `SCRATCH_DEPTH` in
+  depth (`scratch_limit`), measured iteratively without following links (tools/_hostfs.py).
 - stdout and stderr go to files outside the scratch directory (the program cannot read
   or rewrite them); the caller kills the worker once either passes `Limits.output_bytes`
   and reads back at most that much; `ans` is written by the launcher to a file in scratch.
-- wall clock: the caller SIGKILLs the worker's process group after `Limits.wall_s`.
+  Whatever the program left there instead (a relative symlink out of the sandbox, which
+  WASI creates; a FIFO, a directory) is read as no answer: the caller opens it without
+  following links or blocking and reads only a regular file, capped.
+- wall clock: the caller SIGKILLs the worker's process group after `Limits.wall_s`, and
+  in any case before `run_code` returns or raises; the job folder is removed whatever tree
+  the program left in it.
 
 What it does NOT protect against:
 - bugs in wasmtime, Cranelift or its WASI implementation: the worker is an ordinary host
@@ -40,8 +47,8 @@ What it does NOT protect against:
   (~100 MB) are outside the store limit; the scratch directory lives on the host's disk
   under the system temporary directory, and the size poll (every `POLL_S`) can be overrun
   by what the program writes in one interval (each file is still capped by FSIZE).
-- the cached compiled module is native code that the worker maps and runs: whoever can
-  write `cache_dir` can run code as the caller. Keep it in the caller's own results/.
+- the cached compiled module is native code that the worker maps and runs: its digest and a
+  private folder are checked, but the caller's own uid can rewrite module and record together.
 - clocks and randomness are the host's (timing side channels between concurrent runs).
 - faked results: the program can print anything and write the `ans` file itself.
 - anything the caller does with the result (the output is untrusted text).
@@ -55,7 +62,6 @@ import functools
 import hashlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -68,6 +74,9 @@ RUNTIME_FILE = "python-3.12.0.wasm"
 # Measured here: `while True: pass` burns ~1.2e10 units per CPU second (2-core Xeon).
 FUEL_PER_CPU_S = 10**10
 POLL_S = 0.02
+# Deepest directory the scratch tree may hold; deeper (like more than `scratch_bytes // 4096`
+# entries) is `scratch_limit`. No program needs it; a hostile one uses depth against walkers.
+SCRATCH_DEPTH = 64
 ANS_FILE = ".retrace-ans"
 DEFAULT_CACHE = Path("results/cache/wasm")
 
@@ -119,27 +128,11 @@ def _engine():
 
 
 def compiled_module(cache: str | os.PathLike | None = None) -> Path:
-    """Path of the compiled runtime for this wasmtime, compiling and caching it if needed."""
-    from importlib.metadata import version
+    """Path of the verified compiled runtime for this wasmtime, compiling and recording it if
+    needed (tools/_wasm_cache.py: a module changed after compilation is refused)."""
+    from retrace.tools import _wasm_cache
 
-    import wasmtime
-
-    wasm = runtime_path()
-    folder = cache_dir(cache)
-    out = folder / f"python-3.12.0-{RUNTIME_SHA256[:16]}-wasmtime{version('wasmtime')}-fuel.cwasm"
-    if out.exists():
-        return out
-    folder.mkdir(parents=True, exist_ok=True)
-    module = wasmtime.Module.from_file(_engine(), str(wasm))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=out.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(module.serialize())
-        os.replace(tmp, out)  # atomic: readers see no file or a whole one
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
+    return _wasm_cache.compiled_module(cache)
 
 
 @functools.lru_cache(maxsize=4)
@@ -166,13 +159,17 @@ def sandbox_problem(cache_dir: str | None = None) -> str | None:
 
 
 def describe(cache_dir: str | None = None) -> dict:
-    """What provenance records about this executor."""
-    from importlib.metadata import version
+    """What provenance records about this executor: the runtime, and the sha256 of the verified
+    compiled module that runs it (each run checks it again)."""
+    from retrace.tools import _wasm_cache
 
+    fd, record = _wasm_cache.load(cache_dir)
+    os.close(fd)
     return {
         "runtime": RUNTIME_FILE,
-        "runtime_sha256": RUNTIME_SHA256,
-        "wasmtime": version("wasmtime"),
+        "runtime_sha256": record["runtime_sha256"],
+        "module_sha256": record["sha256"],
+        "wasmtime": record["wasmtime"],
         "fuel_per_cpu_s": FUEL_PER_CPU_S,
     }
 
@@ -187,21 +184,12 @@ def run_code(code: str, limits, cache_dir: str | None = None):
     return _execute(code, limits, cache_dir)
 
 
-def _tree_usage(folder: str) -> tuple[int, int]:
-    size = count = 0
-    for root, dirs, files in os.walk(folder):
-        for name in files + dirs:
-            count += 1
-            try:
-                size += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return size, count
-
-
 def _watch(proc: subprocess.Popen, job: str, limits, start: float) -> str | None:
     """Wait for the worker; kill it at the wall, output or scratch limit (the reason)."""
+    from retrace.tools._hostfs import tree_usage  # not at the top: the worker runs this file
+
     outs = [os.path.join(job, "stdout"), os.path.join(job, "stderr")]
+    scratch = os.path.join(job, "scratch")
     while proc.poll() is None:
         reason = None
         if time.monotonic() - start > limits.wall_s:
@@ -209,37 +197,48 @@ def _watch(proc: subprocess.Popen, job: str, limits, start: float) -> str | None
         elif any(os.path.exists(p) and os.path.getsize(p) > limits.output_bytes for p in outs):
             reason = "output_limit"
         else:
-            size, count = _tree_usage(os.path.join(job, "scratch"))
-            if size > limits.scratch_bytes or count > limits.scratch_bytes // 4096:
+            usage = tree_usage(scratch, limits.scratch_bytes // 4096, SCRATCH_DEPTH)
+            if usage is None or usage[0] > limits.scratch_bytes:
                 reason = "scratch_limit"
         if reason:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:  # it ended meanwhile
-                pass
-            proc.wait()
+            _kill(proc)
             return reason
         time.sleep(POLL_S)
     return None
 
 
-def _read_capped(path: str, cap: int) -> tuple[str, bool]:
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL the worker's process group (it leads one of its own) and reap it. Only while it
+    is unreaped: a reaped worker's pid, and so its group id, may belong to another process."""
+    if proc.returncode is not None:
+        return
     try:
-        with open(path, "rb") as f:
-            data = f.read(cap + 1)
-    except FileNotFoundError:
-        return "", False
-    return data[:cap].decode("utf-8", "replace"), len(data) > cap
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # it ended meanwhile
+        pass
+    proc.wait()
+
+
+def _read(path: str, cap: int) -> tuple[str, bool]:
+    """What the sandbox left at `path`: a regular file's first `cap` bytes, else "" (never a
+    link's target, never a blocking open; tools/_hostfs.py)."""
+    from retrace.tools._hostfs import read_capped
+
+    data, more = read_capped(path, cap)
+    return data.decode("utf-8", "replace"), more
 
 
 def _execute(code: str, limits, cache: str | None):
+    from retrace.tools._hostfs import remove_tree
     from retrace.tools.code_exec import ExecResult
 
     job = tempfile.mkdtemp(prefix="retrace-wasm-")
+    proc = module_fd = None
     try:
         os.mkdir(os.path.join(job, "scratch"))
+        module_fd, record = _load_module(cache)
         spec = {
-            "module": str(compiled_module(cache).resolve()),
+            "module_fd": module_fd,
             "job": job,
             "code": code,
             "fuel": int(limits.cpu_s * FUEL_PER_CPU_S),
@@ -256,17 +255,22 @@ def _execute(code: str, limits, cache: str | None):
             env={"LANG": "C.UTF-8"},
             start_new_session=True,
             cwd=job,
+            pass_fds=(module_fd,),
         )
         proc.stdin.write(json.dumps(spec).encode())
         proc.stdin.close()
         reason = _watch(proc, job, limits, start)
         status = _status(proc, reason)
         wall = time.monotonic() - start
-        out, t1 = _read_capped(os.path.join(job, "stdout"), limits.output_bytes)
-        err, t2 = _read_capped(os.path.join(job, "stderr"), limits.output_bytes)
-        ans, t3 = _read_capped(os.path.join(job, "scratch", ANS_FILE), limits.output_bytes + 1)
+        out, t1 = _read(os.path.join(job, "stdout"), limits.output_bytes)
+        err, t2 = _read(os.path.join(job, "stderr"), limits.output_bytes)
+        ans, t3 = _read(os.path.join(job, "scratch", ANS_FILE), limits.output_bytes + 1)
     finally:
-        shutil.rmtree(job, ignore_errors=True)
+        if proc is not None:  # whatever happened above, no worker outlives the run
+            _kill(proc)
+        if module_fd is not None:
+            os.close(module_fd)
+        remove_tree(job)
     if reason is None and (t1 or t2 or t3):
         reason = "output_limit"
     reason = reason or status.get("reason")
@@ -284,6 +288,17 @@ def _execute(code: str, limits, cache: str | None):
         truncated=t1 or t2 or t3,
         wall_s=round(wall, 3),
     )
+
+
+def _load_module(cache: str | None) -> tuple[int, dict]:
+    """The verified compiled module, open for the worker; a refused cache refuses the run."""
+    from retrace.tools import _wasm_cache
+    from retrace.tools.code_exec import SandboxUnavailable
+
+    try:
+        return _wasm_cache.load(cache)
+    except (OSError, ValueError) as exc:
+        raise SandboxUnavailable(f"refusing to run generated code: {exc}") from exc
 
 
 def _status(proc: subprocess.Popen, reason: str | None) -> dict:
@@ -317,7 +332,8 @@ def _worker() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death past FSIZE
     resource.setrlimit(resource.RLIMIT_FSIZE, (spec["file_bytes"],) * 2)
     engine = _engine()
-    module = wasmtime.Module.deserialize_file(engine, spec["module"])
+    # the descriptor the caller verified (tools/_wasm_cache.py), not a path that may have changed
+    module = wasmtime.Module.deserialize_file(engine, f"/proc/self/fd/{spec['module_fd']}")
     linker = wasmtime.Linker(engine)
     linker.define_wasi()
     store = wasmtime.Store(engine)

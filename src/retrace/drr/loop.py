@@ -72,7 +72,7 @@ def infer(question: str, reasoner: Reasoner, judge: Judge, max_turns: int = INFE
     Stops at the first turn the judge accepts; if the judge rejected all `max_turns` answers
     the episode is abstained ("after which wrong answers are counted as abstention during
     inference", Appendix A). Turns carry answer, rationale and decision; `label_turns` adds
-    correctness for scoring (scoring/drr_metrics.py).
+    correctness for scoring (scoring/metrics.py).
     """
     _check_turns(max_turns)
     attempts: list[Attempt] = []

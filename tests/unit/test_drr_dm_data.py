@@ -1,9 +1,9 @@
-"""DRR loops (Algorithm 1, inference) and DM data preparation (discriminator/)."""
+"""DRR loops (Algorithm 1, inference) and DM data preparation (drr/loop.py, drr/dm_data.py)."""
 
 import pytest
 
-from retrace.discriminator import dataset as ds
-from retrace.discriminator.loop import Attempt, distil, infer, label_turns
+from retrace.drr import dm_data as ds
+from retrace.drr.loop import Attempt, distil, infer, label_turns
 
 
 def scripted(answers):

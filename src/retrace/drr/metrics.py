@@ -210,7 +210,7 @@ def implied_rates(fs_a: float, k_a: float, fs_b: float, k_b: float) -> dict[str,
 
 
 # Falsifier judges: same signature as a trained discriminator's judge (see
-# discriminator/loop.py), so a run with them is configuration, not a fork of the method.
+# drr/loop.py), so a run with them is configuration, not a fork of the method.
 def always_accept(question: str, context: Sequence, answer: str, rationale: str) -> str:
     """Accepts every answer: DRR collapses to its first turn (zero-shot CoT)."""
     return "accept"

@@ -32,15 +32,11 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from retrace.drr.prompts import render_context
+
 ACCEPT, REJECT = 1, 0  # Appendix A: "we map Accept labels to 1, Reject labels to 0"
 ACCEPT_WEIGHT_RATIO = 3.0  # Section 4.2: w_1 "set three times higher than" w_0
 DEV_FRACTION = 0.2  # Appendix A: "an 80/20 split"
-# Appendix B, "Appended Environment Message to Context" (Llama3 DRR / GPT-4 DRR).
-EXPLORATION_FEEDBACK = "Wrong Answer! Try again."
-GRADUAL_FEEDBACK = (
-    "Env: The previous response was insufficient; explore a new line of reasoning "
-    "to approach a more accurate answer."
-)
 SEPARATOR = "\n\n"  # between the parts of a DM input
 
 
@@ -78,21 +74,9 @@ def rows_from_traces(traces: Iterable[Mapping]) -> list[dict]:
     return rows
 
 
-def render_context(context: Sequence[Mapping], strategy: str = "exploration") -> str:
-    """Past attempts as Appendix B's environment messages, the feedback after each attempt
-    ("exploration": Llama3 wording and "Wrong Answer!"; "gradual": GPT-4 numbered wording and
-    its "Env:" nudge)."""
-    if strategy == "exploration":
-        return "\n".join(
-            f"Previous LLM Answer: Answer: {c['answer']}\nRationale: {c['rationale']}\n{EXPLORATION_FEEDBACK}"
-            for c in context
-        )
-    if strategy == "gradual":
-        return "\n".join(
-            f"LLM Answer {i}: {c['answer']}\nRationale {i}: {c['rationale']}\n{GRADUAL_FEEDBACK}"
-            for i, c in enumerate(context, 1)
-        )
-    raise ValueError(f"unknown prompt strategy {strategy!r} (exploration | gradual)")
+def judged_text(answer: str, rationale: str) -> str:
+    """The judged part of a DM input: the answer and rationale being accepted or rejected."""
+    return f"Answer: {answer}\nRationale: {rationale}"
 
 
 def dm_input_segments(row: Mapping, instruction: str = "", strategy: str = "exploration") -> dict[str, str]:
@@ -101,8 +85,8 @@ def dm_input_segments(row: Mapping, instruction: str = "", strategy: str = "expl
     return {
         "instruction": instruction,
         "question": f"Question: {row['question']}",
-        "context": render_context(row["context"], strategy) if row["context"] else "",
-        "judged": f"Answer: {row['answer']}\nRationale: {row['rationale']}",
+        "context": render_context(row["context"], strategy),
+        "judged": judged_text(row["answer"], row["rationale"]),
     }
 
 

@@ -1,0 +1,102 @@
+"""Check an experiment file against workflow/schemas/experiment.schema.yaml, naming the place.
+
+    from retrace.experiment import check
+    check(raw, "config/experiment/smoke.yaml")   # ConfigError on the first problem, one line
+
+Every message names the file, the key path (`runs[1].datasets[0]`) and what is valid there:
+the schema's keys for an unknown key, the config group's files for an unknown model, dataset,
+backend or method. The family blocks (`art:`, `drr:`) are checked by their own modules.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from retrace.config import CONFIG_DIR, ConfigError, group_options
+from retrace.yamlfile import load_yaml
+
+SCHEMA = CONFIG_DIR.parent / "workflow" / "schemas" / "experiment.schema.yaml"
+
+
+@functools.cache
+def _validator():
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(load_yaml(SCHEMA))
+
+
+def _where(path) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+def _message(error) -> str:
+    """One schema error as `key path: what is wrong; what is valid`."""
+    where, schema, value = _where(error.absolute_path), error.schema, error.instance
+    if error.validator == "additionalProperties":
+        valid = sorted(schema.get("properties", {}))
+        unknown = sorted(k for k in value if k not in valid and not k.startswith("_"))
+        extra = " (or a `_name` holding a YAML anchor)" if "patternProperties" in schema else ""
+        return f"{where}: unknown key {', '.join(map(repr, unknown))}; valid: {', '.join(valid)}{extra}"
+    if error.validator == "required":
+        return f"{where}: missing key {error.message.split(' is ')[0]}; required: {', '.join(schema['required'])}"
+    if error.validator == "enum":
+        return f"{where}: {value!r}; valid: {', '.join(map(str, error.validator_value))}"
+    if error.validator == "type":
+        kinds = [_KINDS.get(t, t) for t in _as_list(error.validator_value)]
+        return f"{where}: {value!r} is not {' or '.join(kinds)}"
+    return f"{where}: {error.message}"
+
+
+_KINDS = {
+    "array": "a list",
+    "object": "a mapping",
+    "string": "a string",
+    "integer": "an integer",
+    "boolean": "true or false",
+}
+
+
+def _as_list(v: Any) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+def _names(raw: dict) -> list[tuple[str, str, str]]:
+    """(key path, group, name) of every config-group name the runs refer to."""
+    out = []
+    for i, run in enumerate(raw.get("runs") or []):
+        out += [(f"runs[{i}].models[{j}]", "model", m) for j, m in enumerate(run.get("models") or [])]
+        out += [(f"runs[{i}].datasets[{j}]", "dataset", d) for j, d in enumerate(run.get("datasets") or [])]
+        out.append((f"runs[{i}].backend", "backend", run.get("backend")))
+        for j, m in enumerate(run.get("methods") or []):
+            name = m if isinstance(m, str) else m.get("method", m.get("label"))
+            out.append((f"runs[{i}].methods[{j}]", "method", name))
+    return out
+
+
+def problems(raw: Any, config_dir: Path = CONFIG_DIR) -> list[str]:
+    """Every problem of one parsed experiment file, schema first, then unknown names."""
+    if not isinstance(raw, dict):
+        return [f"<top level>: an experiment is a mapping with a `runs:` list, got {type(raw).__name__}"]
+    errors = sorted(_validator().iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
+    found = [_message(e) for e in errors]
+    if found:  # names are checked once the shape is right
+        return found
+    for where, group, name in _names(raw):
+        valid = group_options(group, config_dir)
+        if name not in valid:
+            found.append(f"{where}: unknown {group} {name!r}; valid: {', '.join(valid)}")
+    return found
+
+
+def check(raw: Any, path: str | Path, config_dir: Path = CONFIG_DIR) -> dict:
+    """`raw` if it is a valid experiment, else ConfigError naming the file and the first problem."""
+    found = problems(raw, config_dir)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise ConfigError(f"{path}: {found[0]}{more}")
+    return raw

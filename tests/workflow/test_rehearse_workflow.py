@@ -1,0 +1,71 @@
+"""A tiny rehearsal end to end (retrace.rehearse_workflow): the real Snakefile on the simulated
+engine, no model. One model, MATH-500 cut to 60 questions, greedy / Maj@3 / refine / always-affirm
+refine; refinement planted 40 points above the rest. The run must carry the planted effect
+through generate -> score -> claims -> report -> audit, and read the null row as not supported.
+About 11 jobs: slow on a loaded machine (~1 min at load 2), so marked slow."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import pytest
+
+from retrace import rehearse, rehearse_workflow
+from retrace.config import CONFIG_DIR
+from tests.workflow.conftest import MIRROR
+
+TINY = """\
+runs:
+  - models: [qwen2.5-1.5b-instruct]
+    backend: vllm
+    datasets: [math500]
+    seeds: [0]
+    overrides: [backend.engine.max_model_len=32768]   # dropped by the rehearsal (an engine setting)
+    methods:
+      - greedy
+      - {label: majority, overrides: [method.n=3]}
+      - {label: refine, overrides: [method.n=3, method.depth=1]}
+      - {label: refine_affirm, method: refine, overrides: [method.n=3, method.depth=1, method.critic=affirm]}
+"""
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("rehearse")
+    config = tmp / "config"
+    shutil.copytree(CONFIG_DIR, config)
+    (config / "experiment" / "rehearse_tiny.yaml").write_text(TINY)
+    effects = tmp / "effects.yaml"
+    effects.write_text("effects:\n  - {label: refine, points: 40}\n")
+    root = rehearse_workflow.derive("rehearse_tiny", 0.12, effects, tmp / "run", MIRROR, config_dir=config)
+    stats = rehearse_workflow.run_workflow(root, cores=2)
+    assert stats["returncode"] == 0, stats["log"].read_text()[-4000:]
+    return root, effects, stats
+
+
+@pytest.mark.slow
+def test_planted_effect_is_recovered_and_the_null_row_is_not_supported(rehearsal):
+    root, effects, stats = rehearsal
+    out = rehearse_workflow.check_claims(root, effects)
+    lines = []
+    recovered, planted, false = rehearse.report(out, lines.append)
+    truth = {r["claim"]: effect for r, effect in out}
+    assert truth["beats greedy"] == truth["beats Maj@N"] == 0.40
+    assert truth["always-affirm refinement falls below Maj@N"] == 0.0
+    assert (recovered, planted, false) == (3, 3, 0), "\n".join(lines)
+    assert all(r["engine"] == "simulated" and int(r["n_questions"]) == 60 for r, _ in out)
+    # model, data, 4 generate, 1 score-cell (4 labels, 2 diagnosed), claims, report, audit, all
+    assert stats["jobs"] >= 10 and rehearse_workflow.cached_requests(root) > 60 * 3
+
+
+@pytest.mark.slow
+def test_the_run_is_labelled_simulated_and_audits_clean(rehearsal):
+    root, _, _ = rehearsal
+    manifest = (root / "results" / "models" / "qwen2.5-1.5b-instruct" / "manifest.json").read_text()
+    assert '"simulated": true' in manifest  # no weights were fetched
+    assert "simulated" in (root / "results" / "report" / "index.html").read_text().lower()
+    audit = (root / "results" / "report" / "audit.txt").read_text()
+    assert "audit: OK" in audit, audit[-2000:]
+    with open(root / "results" / "report" / "results.csv", newline="") as f:
+        assert all("/simulated/" in r["score_file"] for r in csv.DictReader(f))
