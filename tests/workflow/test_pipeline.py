@@ -48,6 +48,19 @@ def test_generation_records_tokens_for_every_sample(pipeline):
     assert prov["model"]["fingerprint"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
+def test_request_cache_packs_requests_into_a_few_files(pipeline):
+    """One file per request made millions of files at paper scale; the packed cache keeps a few
+    files per job (segments, 16 index shards, hit logs), whatever the number of requests."""
+    from retrace.cache import RequestCache
+
+    cache = pipeline / "results/cache/requests"
+    files = [p for p in cache.rglob("*") if p.is_file()]
+    requests = len(RequestCache(cache).keys())
+    assert requests >= 20, requests  # greedy and Maj@4 on 2 x 4 questions, plus the probe
+    assert len(files) <= 100 and len(files) < requests, (len(files), requests)
+    assert not (cache / "objects").exists()  # the old layout is read, never written
+
+
 def test_second_run_is_a_no_op(pipeline):
     proc = snakemake(pipeline)
     assert "Nothing to be done" in proc.stdout + proc.stderr
