@@ -21,7 +21,7 @@ from retrace.cache import RequestCache
 def copy_cache(src: Path, dest: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(src / "objects", dest / "objects")
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("logs", ".lock"))
     return dest
 
 
@@ -98,7 +98,8 @@ def co_overrides(co: Checkout) -> list[str]:
 def _created(cache: RequestCache, key: str) -> float:
     import json
 
-    return json.loads(cache._entry(key).read_text())["created"]
+    cache.get_many([key])  # reads the index shard of the key
+    return json.loads(cache._segments.read(*cache._index.entries[key]))["created"]
 
 
 DAMAGE = ("truncated", "zero-length", "wrong-key", "garbage")
@@ -109,26 +110,29 @@ def corrupt_cache_entries(work: Path, reference: dict, ref_cache: Path, seed: in
     them aside, regenerate them and end with the reference results."""
     cache_dir = copy_cache(ref_cache, work / "corrupt-cache")
     co = Checkout(work / "corrupt", cache=cache_dir)
-    entries = sorted(cache_dir.glob("objects/*/*.json"))
-    picked = random.Random(seed).sample(entries, len(DAMAGE) + 1)
+    packed = RequestCache(cache_dir)
+    keys = sorted(packed.keys())
+    packed.get_many(keys)  # every index shard read
+    picked = random.Random(seed).sample(keys, len(DAMAGE) + 1)
     donor, victims = picked[0], dict(zip(DAMAGE, picked[1:]))
-    for how, path in victims.items():
-        good = path.read_bytes()
-        path.write_bytes(
-            {
-                "truncated": good[: len(good) // 2],
-                "zero-length": b"",
-                "wrong-key": donor.read_bytes(),
-                "garbage": bytes(range(256)),
-            }[how]
-        )
+    for how, key in victims.items():  # damaged in place, each entry keeping its length
+        segment, offset, length = packed._index.entries[key]
+        path = cache_dir / "segments" / segment
+        data = path.read_bytes()
+        good = data[offset : offset + length]
+        bad = {
+            "truncated": good[: length // 2] + b" " * (length - length // 2),
+            "zero-length": b"\0" * length,  # zero-filled blocks, what a power loss may leave
+            "wrong-key": good.replace(key.encode(), donor.encode()),  # another request's name
+            "garbage": (bytes(range(256)) * (length // 256 + 1))[:length],
+        }[how]
+        path.write_bytes(data[:offset] + bad + data[offset + length :])
     started = time.time()
     done = co.snakemake()
     cache, problems, handled = RequestCache(cache_dir), [], 0
-    aside = {p.name.split(".json.")[0] for p in cache.set_aside()}
+    aside = {p.name.split(".")[0] for p in cache.set_aside()}
     served = {h["key"] for h in cache.hits(since=started)}
-    for how, path in victims.items():
-        key = path.name[: -len(".json")]
+    for how, key in victims.items():
         wrong = [
             w
             for w, bad in (

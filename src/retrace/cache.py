@@ -1,40 +1,41 @@
-"""Request-level cache: content-addressed files, safe on a shared filesystem (NFS, Lustre).
+"""Request-level cache: packed, append-only segments and an index, safe on a shared filesystem.
 
 Key = sha256 over (model fingerprint, backend identity incl. chat template, messages or
 prompt, sampling params incl. seed, sample index). A run killed mid-generation loses at
 most the batch in flight; the rerun finds the finished requests here.
 
-Layout under the cache directory (`results/cache/requests/`):
+Layout under the cache directory (`results/cache/requests/`; retrace.cache_store):
 
-    objects/<key[:2]>/<key>.json     one immutable file per finished request
-    hits/<sha256(job)[:16]>/<writer>.jsonl   the hit log, one append-only file per handle
-    duplicates/<writer>.jsonl        requests this handle generated although an entry existed
+    segments/<writer>-<n>.seg    finished requests, one JSON line each, appended by one handle
+    index/<0-f>.idx              where each key's entry is (16 shards, appended under a lock)
+    logs/<writer>.jsonl          one handle's hits and duplicates (one writer per file)
+    aside/<key>.<writer>.corrupt damaged entries, copied out for inspection
+    objects/<key[:2]>/<key>.json the earlier one-file-per-request layout: still read, never written
 
-Why files and not SQLite: SQLite's WAL needs shared memory and its locks rely on fcntl,
-neither of which is reliable when jobs on several nodes write over NFS. Here nothing is
-ever locked or rewritten: an entry is written to a private temporary file and published
-with `link()` (atomic on POSIX filesystems and NFS; it fails if the name exists, so the
-first writer of a key wins and readers never see a half-written entry), and every hit log
-has exactly one writer. Jobs on different nodes therefore never write the same file.
+Why packed: one file per request made millions of files at paper scale (inode quotas, the
+metadata servers of Lustre/NFS); this keeps a few files per job. Why not SQLite: its WAL needs
+shared memory and its locks rely on fcntl, neither reliable when jobs on several nodes write
+over NFS. Here each file has one appending writer, except the index, whose short appends
+(one batch's lines) hold a mkdir lock.
 
-What this does not cover: NFS clients cache directory lookups for a few seconds, so an
-entry another node published moments ago may be missed and generated again (a duplicate,
-never a wrong answer). One file per request means many small files (the paper grid writes
-a few million); put `results/cache` on a filesystem without a tight inode quota. Entries
-are not fsynced: a killed process loses nothing, a machine that loses power may leave an
-empty entry, which is set aside (renamed `*.corrupt`) and regenerated.
+A batch is published in two steps (cache_store): its entries go to the writer's segment, then
+their index lines. An entry is served only through the index, so a writer killed mid-batch
+loses that batch and nothing else; the first indexed write of a key wins, and a later writer of
+it logs a duplicate (`duplicates()`: `started` < the entry's `created` tells a race from a
+lookup that missed an existing entry).
 
-An entry is served only if it parses, is an object whose `key` is the key asked for (a file
-copied or renamed under another key is refused) and holds a well-typed completion; anything
-else (truncated, empty, garbage bytes, wrong key) is set aside, never returned, never deleted.
-A request whose entry appeared while it was being generated (the first write won) is logged
-under `duplicates/`: that is how many requests were generated twice (`duplicates()`), and
-`started` < the entry's `created` tells a race from a lookup that missed an existing entry.
+An entry is served only if it parses, is an object whose `key` is the key asked for, and
+holds a well-typed completion; anything else (truncated, garbage bytes, wrong key) is copied
+under `aside/`, revoked in the index (so a new write of the key is served), never returned,
+never deleted. What this does not cover: NFS clients cache attributes for a few seconds, so an
+entry another node indexed moments ago may be missed and generated again (a duplicate, never a
+wrong answer). Entries are not fsynced: a killed process loses nothing indexed, a machine that
+loses power may leave a damaged entry, which is set aside and regenerated. Each handle reads
+the index shards it needs in full once, then only what was appended: ~100 bytes per entry.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -45,7 +46,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from retrace.atomic import publish_once
+from retrace.cache_store import SHARDS, TOMBSTONE, Index, Segments, shard_of
 from retrace.hashing import sha256_json
 from retrace.records import Completion, Request
 
@@ -73,18 +74,60 @@ class RequestCache:
                 f"request cache {self.path} is a file; the cache is now a directory "
                 "(move the file away: its requests will be generated again)"
             )
-        self.objects = self.path / "objects"
-        self.objects.mkdir(parents=True, exist_ok=True)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.objects = self.path / "objects"  # the earlier layout, read where it exists
+        self._legacy = self.objects.is_dir()
         self._writer = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._hits_file = self._hit_dir(job) / f"{self._writer}.jsonl"
+        self._index = Index(self.path / "index")
+        self._segments = Segments(self.path / "segments", self._writer)
+        self._hits_file = self.path / "logs" / f"{self._writer}.jsonl"
 
-    def _hit_dir(self, job: str) -> Path:
-        return self.path / "hits" / hashlib.sha256(job.encode()).hexdigest()[:16]
-
+    # ---------------------------------------------------------------- reading
     def _entry(self, key: str) -> Path:
+        """The file of `key` in the earlier one-file-per-request layout."""
         return self.objects / key[:2] / f"{key}.json"
 
-    def _read(self, key: str) -> Completion | None:
+    def get_many(self, keys: Iterable[str]) -> dict[str, Completion]:
+        keys = [_check_key(k) for k in dict.fromkeys(keys)]
+        self._index.refresh(shard_of(k) for k in keys)
+        found: dict[str, Completion] = {}
+        for key in keys:
+            c = self._read_packed(key) if key in self._index.entries else self._read_legacy(key)
+            if c is not None:
+                found[key] = c
+        return found
+
+    def _read_packed(self, key: str) -> Completion | None:
+        segment, offset, length = self._index.entries[key]
+        try:
+            raw = self._segments.read(segment, offset, length)
+        except FileNotFoundError as e:  # a segment removed by hand
+            self._revoke(key, b"", e)
+            return None
+        try:
+            return _parse_entry(raw, key)
+        except (ValueError, KeyError, TypeError) as e:  # UnicodeDecodeError is a ValueError
+            self._revoke(key, raw, e)
+            return None
+
+    def _revoke(self, key: str, raw: bytes, why: Exception) -> None:
+        """Keep a damaged entry's bytes under aside/ and drop it from the index (once: a reader
+        that finds it already revoked does nothing)."""
+        log.warning("request cache entry %s is unusable (%s): set aside, will regenerate", key, why)
+        place = self._index.entries.get(key)
+        with self._index.locked():
+            self._index.refresh([shard_of(key)])
+            if self._index.entries.get(key) != place:
+                return
+            aside = self.path / "aside"
+            aside.mkdir(exist_ok=True)
+            (aside / f"{key}.{self._writer}.corrupt").write_bytes(raw)
+            self._index.append({shard_of(key): [f"{key}\t{TOMBSTONE}\t0\t0"]})
+            self._index.entries.pop(key, None)
+
+    def _read_legacy(self, key: str) -> Completion | None:
+        if not self._legacy:
+            return None
         path = self._entry(key)
         try:
             raw = path.read_bytes()
@@ -92,7 +135,7 @@ class RequestCache:
             return None
         try:
             return _parse_entry(raw, key)
-        except (ValueError, KeyError, TypeError) as e:  # UnicodeDecodeError is a ValueError
+        except (ValueError, KeyError, TypeError) as e:
             self._set_aside(path, e)
             return None
 
@@ -104,82 +147,93 @@ class RequestCache:
             pass
 
     def set_aside(self) -> list[Path]:
-        """Entries found unusable and renamed `*.corrupt` (kept for inspection)."""
-        return sorted(self.objects.glob("*/*.corrupt"))
+        """Entries found unusable, kept for inspection (aside/, and `*.corrupt` of objects/)."""
+        legacy = sorted(self.objects.glob("*/*.corrupt")) if self._legacy else []
+        return sorted((self.path / "aside").glob("*.corrupt")) + legacy
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Completion]:
-        found: dict[str, Completion] = {}
-        for key in dict.fromkeys(keys):
-            c = self._read(_check_key(key))
-            if c is not None:
-                found[key] = c
-        return found
-
+    # ---------------------------------------------------------------- writing
     def put_many(
         self, items: Iterable[tuple[str, Request, Completion]], looked_up: float | None = None
     ) -> None:
         """Publish a batch. It is validated and serialised before anything is written, so a
-        batch that fails while being produced writes nothing; each entry lands whole or not at all.
-        `looked_up`: when the batch's keys were last looked up (recorded with any duplicate)."""
+        batch that fails while being produced writes nothing; a batch is served whole or not at
+        all. `looked_up`: when the batch's keys were last looked up (recorded with any duplicate)."""
         now = time.time()
-        blobs = [
+        batch = [
             (
                 _check_key(k),
                 c,
-                json.dumps(
-                    {"key": k, "completion": c.to_dict(), "request": r.key_material(), "created": now}
-                ),
+                (
+                    json.dumps(
+                        {"key": k, "completion": c.to_dict(), "request": r.key_material(), "created": now}
+                    )
+                    + "\n"
+                ).encode(),
             )
             for k, r, c in items
         ]
-        for key, c, blob in blobs:
-            if not self._publish(self._entry(key), blob):
-                self._log_duplicate(key, looked_up if looked_up is not None else now - c.latency_s)
+        if not batch:
+            return
+        places = self._segments.append([blob for _, _, blob in batch])
+        lines: dict[str, list[str]] = {}
+        duplicates = []
+        with self._index.locked():
+            self._index.refresh({shard_of(k) for k, _, _ in batch})
+            for (key, c, _), (segment, offset, length) in zip(batch, places, strict=True):
+                if key in self._index.entries or self._legacy_has(key):
+                    duplicates.append((key, looked_up if looked_up is not None else now - c.latency_s))
+                    continue
+                self._index.entries[key] = (segment, offset, length)  # a key twice in one batch
+                lines.setdefault(shard_of(key), []).append(f"{key}\t{segment}\t{offset}\t{length}")
+            self._index.append(lines)
+        self._log(
+            [
+                {"kind": "duplicate", "key": k, "job": self.job, "at": time.time(), "started": s}
+                for k, s in duplicates
+            ]
+        )
 
-    def _publish(self, final: Path, blob: str) -> bool:
-        """Publish `blob` as `final` unless it exists; whether this call published it."""
-        final.parent.mkdir(exist_ok=True)
-        return publish_once(final, blob, final.parent / f".tmp-{self._writer}-{final.name}")
+    def _legacy_has(self, key: str) -> bool:
+        return self._legacy and self._entry(key).is_file()
 
-    def _log_duplicate(self, key: str, started: float) -> None:
-        # `started` (the batch's last cache lookup, else publish time less generation time)
-        # against the winner's `created` tells a race (both generating at once) from a
-        # request generated although its entry existed when it was looked up.
-        path = self.path / "duplicates" / f"{self._writer}.jsonl"
-        path.parent.mkdir(exist_ok=True)
-        now = time.time()
-        with open(path, "a") as f:  # this handle is the file's only writer
-            f.write(json.dumps({"key": key, "job": self.job, "at": now, "started": started}) + "\n")
+    # ---------------------------------------------------------------- logs
+    def _log(self, records: list[dict]) -> None:
+        if not records:
+            return
+        self._hits_file.parent.mkdir(exist_ok=True)
+        with open(self._hits_file, "a") as f:  # this handle is the file's only writer
+            f.write("".join(json.dumps(r) + "\n" for r in records))
+
+    def _logged(self, kind: str) -> list[dict]:
+        files = sorted((self.path / "logs").glob("*.jsonl"))
+        out = [r for p in files for r in _records(p) if r.get("kind") == kind]
+        if kind == "hit":  # the earlier layout's hit logs
+            out += [r for p in sorted((self.path / "hits").glob("*/*.jsonl")) for r in _records(p)]
+        elif kind == "duplicate":
+            out += [r for p in sorted((self.path / "duplicates").glob("*.jsonl")) for r in _records(p)]
+        return out
 
     def duplicates(self, since: float = 0.0) -> list[dict]:
         """Requests generated although their entry already existed, by any writer:
         {key, job, at (refused publish), started (its last lookup; see put_many)}."""
-        return [
-            r
-            for p in sorted((self.path / "duplicates").glob("*.jsonl"))
-            for r in _records(p)
-            if r.get("at", 0) >= since
-        ]
+        return [r for r in self._logged("duplicate") if r.get("at", 0) >= since]
 
     def record_hits(self, keys: Iterable[str]) -> None:
         now = time.time()
-        lines = "".join(json.dumps({"key": k, "job": self.job, "at": now}) + "\n" for k in keys)
-        if not lines:
-            return
-        self._hits_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._hits_file, "a") as f:  # this handle is the file's only writer
-            f.write(lines)
+        self._log([{"kind": "hit", "key": k, "job": self.job, "at": now} for k in keys])
 
     def hits(self, job: str | None = None, since: float = 0.0) -> list[dict]:
         """Hit records ({key, job, at}) of one job (all jobs if None) logged at or after `since`."""
-        dirs = [self._hit_dir(job)] if job is not None else sorted((self.path / "hits").glob("*"))
-        out = []
-        for path in (p for d in dirs for p in sorted(d.glob("*.jsonl"))):
-            out.extend(r for r in _records(path) if (job is None or r["job"] == job) and r["at"] >= since)
-        return out
+        return [
+            r
+            for r in self._logged("hit")
+            if (job is None or r.get("job") == job) and r.get("at", 0) >= since and "key" in r
+        ]
 
     def keys(self) -> set[str]:
-        return {p.name[: -len(".json")] for p in self.objects.glob("*/*.json")}
+        self._index.refresh(f"{i:x}" for i in range(SHARDS))
+        legacy = {p.name[: -len(".json")] for p in self.objects.glob("*/*.json")} if self._legacy else set()
+        return set(self._index.entries) | legacy
 
     def count(self) -> int:
         return len(self.keys())
@@ -188,7 +242,7 @@ class RequestCache:
         return len(self.hits(job))
 
     def close(self) -> None:
-        """Nothing to release (no connection is held); kept for callers that close handles."""
+        """Nothing to release: every batch is written and indexed before put_many returns."""
 
 
 def _records(path: Path) -> list[dict]:

@@ -4,8 +4,9 @@ User commands: `retrace run` (an experiment, through Snakemake), `retrace list` 
 models, datasets, methods), `retrace plan` (list jobs), `retrace status` (running jobs'
 progress, read from their logs), `retrace audit PATH…` (verify lineage), `retrace export --out
 run.crate.zip` (publish a run as a Provenance Run Crate), `retrace rehearse`.
-Internal steps (called by the Snakemake rules): model, data, generate, score, diagnose,
-claims, report; method families with their own stages: `retrace drr …`, `retrace art …`.
+Internal steps (called by the Snakemake rules): model, data, generate, score-cell (score and
+diagnose every job of one model × backend × dataset × seed), claims, report; method families
+with their own stages: `retrace drr …`, `retrace art …`.
 
 A new user command registers itself with `@command(name, help, examples)` on a function
 that declares its arguments and returns the function that runs it (see `_list`). A failure
@@ -37,6 +38,25 @@ def _job(a: argparse.Namespace) -> Job:
     if getattr(a, "equal_compute_from", None):
         eq = ("", "", a.equal_compute_kind)  # the labels only matter to the planner
     return Job(a.model, a.backend, a.dataset, a.label, a.method, a.seed, tuple(a.override), eq)
+
+
+def _planned_args(p: argparse.ArgumentParser) -> None:
+    """The experiment whose score files (and diagnostics) a stage reads, instead of listing
+    them as arguments: a paper-scale grid's paths overflow the command line."""
+    p.add_argument("--experiment", default=None, help="read the score files of this experiment's plan")
+    p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")
+    p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
+
+
+def _planned(a: argparse.Namespace, kind: str, suffix: str, only=None) -> list[Path]:
+    """The files given as arguments, or else those of --experiment's plan (retrace.plan.planned_files)."""
+    from retrace.plan import planned_files
+
+    if a.experiment is None:
+        return a.scores if kind == "scores" else a.diagnostics
+    if a.scores or (kind == "diagnostics" and a.diagnostics):
+        _parser().error(f"{a.command}: give {kind} files or --experiment, not both")
+    return planned_files({"experiment": a.experiment, "overrides": a.override}, a.results, kind, suffix, only)
 
 
 # name -> (one-line help, examples, builder): the builder declares the command's arguments on
@@ -150,6 +170,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--generations", type=Path, required=True)
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
+    p = sub.add_parser(
+        "score-cell", help="score (and diagnose) every job of one model, backend, dataset, seed"
+    )
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")
+    for name in ("model", "backend", "dataset"):
+        p.add_argument(f"--{name}", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
     p = sub.add_parser("claims", help="paper claims as gates (claims.csv)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
@@ -177,6 +206,7 @@ def _parser() -> argparse.ArgumentParser:
         help="add the positive (majority vs greedy) and A/A (sample 1 vs 0 of majority) control rows",
     )
     p.add_argument("scores", type=Path, nargs="*")
+    _planned_args(p)
     p = sub.add_parser("report", help="build the results table")
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--claims", type=Path, default=None)
@@ -195,7 +225,8 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="a probe stage output: the raw engine rate for the run summary (repeatable)",
     )
-    p.add_argument("scores", type=Path, nargs="+")
+    p.add_argument("scores", type=Path, nargs="*")
+    _planned_args(p)
     p = sub.add_parser("audit", help="verify an artifact's lineage back to its sources")
     p.add_argument("paths", type=Path, nargs="*")
     p.add_argument("--quiet", action="store_true", help="print only the failing artifacts and a count")
@@ -474,6 +505,10 @@ def _dispatch(argv: list[str]) -> int:
         from retrace.stages import diagnose
 
         diagnose.run(_job(a), a.generations, a.data, a.out)
+    elif a.command == "score-cell":
+        from retrace.stages import score_cell
+
+        score_cell.run(a.experiment, tuple(a.override), (a.model, a.backend, a.dataset, a.seed), a.results)
     elif a.command == "claims":
         from retrace.stages import claims
 
@@ -481,11 +516,15 @@ def _dispatch(argv: list[str]) -> int:
         primary = None
         if a.primary:
             primary = claims.Primary(tuple(a.primary), a.primary_alpha, tuple(a.primary_dataset))
-        claims.run(a.scores, a.out, a.extra, pairs, primary, a.controls)
+        claims.run(_planned(a, "scores", ".json"), a.out, a.extra, pairs, primary, a.controls)
     elif a.command == "report":
+        from retrace.plan import diagnosed
         from retrace.stages import report
 
-        report.run(a.scores, a.out_dir, a.claims, a.diagnostics, a.section, a.probe)
+        scores, diagnostics = _planned(a, "scores", ".json"), _planned(a, "diagnostics", ".json", diagnosed)
+        if not scores:
+            _parser().error("report: give score files or --experiment")
+        report.run(scores, a.out_dir, a.claims, diagnostics, a.section, a.probe)
     elif a.command == "audit":
         if a.crate is not None and a.paths:
             _parser().error("audit: give artifact paths or --crate CRATE, not both")

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrace.plan import Job
+from retrace.plan import Job, job_config
 from retrace.yamlfile import load_yaml
 
 BYTES_PER_PARAM = {"gpu": 2.0, "gguf": 0.6}  # bf16; Q4_K_M/Q4_1 average ~4.5-5 bits
@@ -61,7 +61,7 @@ def job_resources(job: Job, mirror: str | None, dataset_overrides: tuple = ()) -
     """{gpu, mem_mb, runtime} of one generation job (see the module docstring)."""
     from retrace.estimate import job_tokens
 
-    cfg = job.config()
+    cfg = job_config(job)
     return {
         "gpu": gpus(cfg),
         "mem_mb": mem_mb(cfg),

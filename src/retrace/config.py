@@ -180,7 +180,14 @@ def compose_with_hydra(
 def compose(selections: dict[str, str], overrides: Iterable[str] = (), config_dir: Path = CONFIG_DIR) -> dict:
     """The resolved job config (a plain dict) for group `selections` and `overrides`."""
     sel = tuple(sorted(selections.items()))
-    return json.loads(_compose_cached(sel, tuple(overrides), str(Path(config_dir).resolve())))
+    return json.loads(_compose_cached(sel, tuple(overrides), _resolved(str(config_dir))))
+
+
+@functools.cache
+def _resolved(config_dir: str) -> str:
+    # Planning composes every job's config several times (tens of thousands at paper scale):
+    # resolving the folder each time was a tenth of that.
+    return str(Path(config_dir).resolve())
 
 
 def load_schema(config_dir: Path = CONFIG_DIR) -> dict:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrace.cluster import gpus
-from retrace.plan import Job
+from retrace.plan import Job, job_config
 from retrace.registry import METHODS
 
 
@@ -121,7 +121,7 @@ def estimate(
     (the workflow's results/probe) or DEFAULT_CPU_TOK_S."""
     est = Estimate()
     for job in jobs:
-        cfg = job.config()
+        cfg = job_config(job)
         tokens = job_tokens(job, cfg, mirror, dataset_overrides)
         est.jobs += 1
         on_gpu = gpus(cfg) > 0

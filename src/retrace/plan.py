@@ -140,6 +140,53 @@ def shared_key(stage: str, name: str, global_cfg: dict) -> str:
     return rerun_key(stage, cfg)
 
 
+def diagnosed(job: Job) -> bool:
+    """Whether a job gets per-depth diagnostics (retrace.stages.diagnose): refinement jobs."""
+    return job.method == "refine"
+
+
+def planned_files(global_cfg: dict, results: Path, kind: str, suffix: str, only=None) -> list[Path]:
+    """`results/<kind>/<job>.<suffix>` of each planned job (those `only(job)` keeps), in plan order."""
+    return [results / kind / f"{j.path}{suffix}" for j in jobs(global_cfg) if only is None or only(j)]
+
+
+def cell_jobs(jobs_: list[Job], model: str, backend: str, dataset: str, seed: int) -> list[Job]:
+    """The jobs of one model × backend × dataset × seed, in plan order (scored together)."""
+    return [
+        j for j in jobs_ if (j.model, j.backend, j.dataset, j.seed) == (model, backend, dataset, int(seed))
+    ]
+
+
+@dataclass(frozen=True)
+class ScoreGroup:
+    """Cells (model × backend × dataset × seed) with the same labels: every (dataset, seed) of
+    `datasets` × `seeds` on `model` and `backend` holds exactly the jobs `labels` (`diagnosed`
+    among them), and no other cell does, so one rule with these wildcard values scores them
+    and no two rules can make the same file (workflow/rules/score.smk)."""
+
+    model: str
+    backend: str
+    labels: tuple[str, ...]
+    diagnosed: tuple[str, ...]
+    datasets: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+
+def score_groups(jobs_: list[Job]) -> list[ScoreGroup]:
+    """The experiment's cells, grouped into ScoreGroups (in plan order)."""
+    labels: dict[tuple, list[Job]] = {}
+    for j in jobs_:
+        labels.setdefault((j.model, j.backend, j.dataset, j.seed), []).append(j)
+    seeds: dict[tuple, list[int]] = {}  # (model, backend, dataset, labels) -> seeds
+    for (model, backend, dataset, seed), cell in labels.items():
+        names = (tuple(j.label for j in cell), tuple(j.label for j in cell if diagnosed(j)))
+        seeds.setdefault((model, backend, dataset, names), []).append(seed)
+    groups: dict[tuple, list[str]] = {}  # (model, backend, labels, seeds) -> datasets
+    for (model, backend, dataset, names), found in seeds.items():
+        groups.setdefault((model, backend, names, tuple(found)), []).append(dataset)
+    return [ScoreGroup(m, b, names[0], names[1], tuple(ds), ss) for (m, b, names, ss), ds in groups.items()]
+
+
 def sibling(job: Job, label: str) -> Job:
     """The job with another method label on the same model, backend, dataset and seed."""
     return Job(job.model, job.backend, job.dataset, label, "", job.seed)
@@ -159,18 +206,31 @@ def _plugin_files(kind: str, name: str) -> list[Path]:
     return [Path(f) for f in reg.module_files(name)]
 
 
+def _plugins(stage: str, cfg: dict | None) -> tuple[tuple[str, str], ...]:
+    """(kind, name) of each plugin whose code a stage runs, as `cfg` names them."""
+    out = []
+    if stage in ("data", "score", "diagnose"):  # loading and judging code; prompts are templates
+        out.append(("task", cfg["dataset"]["task"]))
+    if stage in ("generate", "probe"):
+        out.append(("backend", cfg["backend"]["name"]))
+    if stage == "generate":
+        out.append(("method", cfg["method"]["name"]))
+        if cfg["method"].get("carry_forward"):  # refinement then consults the task's extractor
+            out.append(("task", cfg["dataset"]["task"]))
+    return tuple(out)
+
+
+# Planning asks for the entries and sources of every job's stages (tens of thousands at paper
+# scale); they depend only on the stage and its plugins, so each combination is closed once.
+@functools.cache
+def _entries(stage: str, plugins: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    files = [f for kind, name in plugins for f in _plugin_files(kind, name)]
+    return (f"retrace.stages.{stage}", *closure.plugin_modules(files))
+
+
 def stage_entries(stage: str, cfg: dict | None = None) -> tuple[str, ...]:
     """Entry modules of a stage: its module in retrace.stages, and the plugins `cfg` names."""
-    files = []
-    if stage in ("data", "score", "diagnose"):  # loading and judging code; prompts are templates
-        files += _plugin_files("task", cfg["dataset"]["task"])
-    if stage in ("generate", "probe"):
-        files += _plugin_files("backend", cfg["backend"]["name"])
-    if stage == "generate":
-        files += _plugin_files("method", cfg["method"]["name"])
-        if cfg["method"].get("carry_forward"):  # refinement then consults the task's extractor
-            files += _plugin_files("task", cfg["dataset"]["task"])
-    return (f"retrace.stages.{stage}", *closure.plugin_modules(files))
+    return _entries(stage, _plugins(stage, cfg))
 
 
 def stage_sources(stage: str, cfg: dict | None = None) -> list[Path]:
@@ -183,11 +243,23 @@ def stage_sources(stage: str, cfg: dict | None = None) -> list[Path]:
 def templates(cfg: dict) -> list[Path]:
     """Prompt templates a generation job reads (named in the dataset and method configs)."""
     from retrace.registry import TASKS
-    from retrace.templates import template_path
 
     dataset_template = cfg["dataset"].get("template") or TASKS.get(cfg["dataset"]["task"]).default_template
     names = [dataset_template] + list((cfg["method"].get("templates") or {}).values())
-    return [template_path(n) for n in names]
+    return list(_template_paths(tuple(names), _prompts_dir()))
+
+
+def _prompts_dir() -> Path:
+    from retrace import templates as t
+
+    return t.PROMPTS_DIR  # read at each call: a test may point it at another folder
+
+
+@functools.cache
+def _template_paths(names: tuple[str, ...], prompts_dir: Path) -> tuple[Path, ...]:
+    from retrace.templates import template_path
+
+    return tuple(template_path(n) for n in names)
 
 
 @functools.cache
@@ -223,9 +295,17 @@ def config_slice(stage: str, cfg: dict) -> dict:
 
 
 @functools.cache
+def job_config(job: Job) -> dict:
+    """job.config(), composed once per process and shared by every caller: read it, never
+    change it. Planning reads each job's config several times (rerun keys, resources, the
+    estimate), for tens of thousands of jobs at paper scale."""
+    return job.config()
+
+
+@functools.cache
 def job_rerun_key(stage: str, job: Job) -> str:
     """rerun_key for a job, computed once per process (a DAG asks several times per job)."""
-    return rerun_key(stage, job.config())
+    return rerun_key(stage, job_config(job))
 
 
 def rerun_key(stage: str, cfg: dict) -> str:
@@ -234,6 +314,19 @@ def rerun_key(stage: str, cfg: dict) -> str:
     if stage in ENGINE_STAGES:
         key["engine"] = closure.engine_versions(cfg["backend"]["name"])
     return sha256_json(key)
+
+
+def cell_rerun_key(cell: tuple[Job, ...]) -> str:
+    """Rerun key of a score-cell job: its jobs' score keys (and diagnose keys of those it
+    diagnoses), in order, and the code of the driver that runs them (retrace.stages.score_cell)."""
+    driver = closure.module_file("retrace.stages.score_cell")
+    return sha256_json(
+        {
+            "score": [(j.label, job_rerun_key("score", j)) for j in cell],
+            "diagnose": [(j.label, job_rerun_key("diagnose", j)) for j in cell if diagnosed(j)],
+            "driver": _sources_hash("score_cell", (driver,)),
+        }
+    )
 
 
 def data_mirror(dataset: str, mirror: str | None, dataset_overrides: tuple = ()) -> str:

@@ -126,7 +126,7 @@ def workflow_rows(a) -> tuple[list[tuple[dict, float]], str]:
         raise ValueError(f"the rehearsal's workflow failed (exit {stats['returncode']}); see {stats['log']}")
     line = (
         f"jobs: {stats['jobs']} run in {stats['wall_s']:.0f} s wall, {stats['cpu_s']:.0f} s CPU "
-        f"({a.cores} cores, {root}); cache files: {rw.cache_files(root)}"
+        f"({a.cores} cores, {root}); cached requests: {rw.cached_requests(root)}"
     )
     if load_yaml(root / "config" / "experiment" / f"{a.experiment}.yaml").get("drr"):
         line = f"{rw.DRR_NOTE}\n{line}"

@@ -2,7 +2,7 @@
 
     from retrace.rehearse_workflow import derive, run_workflow, check_claims
     root = derive("paper", 0.1, effects, Path("rehearsals/paper"))   # a run dir with its own config/
-    stats = run_workflow(root, cores=2)     # data -> generate -> score -> diagnose -> claims -> report -> audit
+    stats = run_workflow(root, cores=2)     # data -> generate -> score (and diagnose) -> claims -> report -> audit
     rows = check_claims(root, effects)      # each claims.csv row against the planted truth
 
 `derive` copies config/ into the run directory and rewrites the copy (the checkout's config
@@ -234,10 +234,12 @@ def run_workflow(root: Path, cores: int = 2, log=None) -> dict:
     }
 
 
-def cache_files(root: Path) -> int:
-    """Finished requests in the rehearsal's request cache (one file each, retrace.cache)."""
-    objects = root / "cache" / "objects"
-    return sum(1 for _ in objects.rglob("*.json")) if objects.exists() else 0
+def cached_requests(root: Path) -> int:
+    """Finished requests in the rehearsal's request cache (its index's keys, retrace.cache)."""
+    from retrace.cache import RequestCache
+
+    cache = root / "cache"
+    return RequestCache(cache).count() if cache.is_dir() else 0
 
 
 def row_truth(row: dict, effects: list[dict]) -> float:

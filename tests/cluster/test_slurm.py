@@ -109,7 +109,7 @@ def _scancel_a_generation_mid_run(proc, cache_dir: Path, timeout: float = 1200) 
         running = [
             (i, c) for i, c, s in _squeue() if s == "RUNNING" and "generate_shard" in c and "_majority_" in c
         ]
-        cached = RequestCache(cache_dir).count() if (cache_dir / "objects").exists() else 0
+        cached = RequestCache(cache_dir).count() if (cache_dir / "index").exists() else 0
         for job_id, _ in running:
             start_count.setdefault(job_id, cached)
             if cached > start_count[job_id]:  # it has committed at least one batch
@@ -295,7 +295,7 @@ def _time_limit_a_shard_mid_run(proc, cache_dir: Path, timeout: float = 1200) ->
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
         running = [i for i, c, s in _squeue() if s == "RUNNING" and "generate_shard" in c]
-        cached = RequestCache(cache_dir).count() if (cache_dir / "objects").exists() else 0
+        cached = RequestCache(cache_dir).count() if (cache_dir / "index").exists() else 0
         if running and cached:
             subprocess.run(["scontrol", "update", f"JobId={running[0]}", "TimeLimit=0:01"], check=True)
             return running[0]

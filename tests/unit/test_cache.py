@@ -1,5 +1,6 @@
 """The request cache (retrace.cache): keys, round trips, atomic batches, sharing between processes
-and hosts (no locks, first write wins, set-aside of damaged entries)."""
+and hosts (first write wins, set-aside of damaged entries), packed segments (a killed writer loses
+only its batch in flight; a few files, not one per request) and the earlier layout still read."""
 
 from __future__ import annotations
 
@@ -217,14 +218,22 @@ def test_concurrent_writers_never_corrupt_and_the_first_write_wins(tmp_path):
     assert [cache.hits_for(f"w{n}") for n in range(4)] == [40] * 4
 
 
+def _rewrite_entry(cache: RequestCache, key: str, new: bytes) -> bytes:
+    """Replace a packed entry's bytes (its segment holds it alone); what a reader will read."""
+    segment, offset, length = cache._index.entries[key]
+    path = cache.path / "segments" / segment
+    path.write_bytes(path.read_bytes()[:offset] + new)
+    return new[:length]
+
+
 def test_an_unreadable_entry_is_set_aside_and_regenerated(cache):
     cache.put_many([("k1", BASE, completion("first"))])
-    entry = next(cache.objects.glob("*/k1.json"))
-    entry.write_text("")  # what a machine that lost power may leave behind
+    _rewrite_entry(cache, "k1", b"\0" * 40)  # what a machine that lost power may leave behind
     assert cache.get_many(["k1"]) == {}
-    assert list(entry.parent.glob("k1.json.*.corrupt"))
+    assert [p.name.split(".")[0] for p in cache.set_aside()] == ["k1"]
     cache.put_many([("k1", BASE, completion("again"))])
     assert cache.get_many(["k1"])["k1"].text == "again"
+    assert RequestCache(cache.path).get_many(["k1"])["k1"].text == "again"  # for a new reader too
 
 
 def test_a_torn_hit_log_line_is_skipped(cache):
@@ -251,25 +260,24 @@ def test_a_file_where_the_cache_directory_should_be_is_refused(tmp_path):
         RequestCache(tmp_path / "requests.sqlite")
 
 
-def _damage(entry, kind: str) -> None:
-    """Each way an entry file can be wrong: what a crash, a copy or a stray tool may leave."""
+def _damage(cache: RequestCache, key: str, kind: str) -> bytes:
+    """Each way an entry can be wrong (what a crash, a copy or a stray tool may leave); the
+    bytes a reader then reads."""
     import json
 
-    good = entry.read_bytes()
-    if kind == "truncated":
-        entry.write_bytes(good[: len(good) // 2])
-    elif kind == "zero-length":
-        entry.write_bytes(b"")
-    elif kind == "garbage":
-        entry.write_bytes(b"\xff\xfe\x00garbage\x9c")
-    elif kind == "wrong-key":  # a well-formed entry of another request, under this name
-        entry.write_text(json.dumps({**json.loads(good), "key": "k2"}))
-    elif kind == "not-an-object":
-        entry.write_text("[1, 2]")
-    elif kind == "wrong-types":
-        d = json.loads(good)
-        d["completion"]["text"] = 5
-        entry.write_text(json.dumps(d))
+    segment, offset, length = cache._index.entries[key]
+    good = (cache.path / "segments" / segment).read_bytes()[offset : offset + length]
+    bad = {
+        "truncated": lambda: good[: len(good) // 2],
+        "zero-length": lambda: b"",
+        "garbage": lambda: b"\xff\xfe\x00garbage\x9c",
+        "wrong-key": lambda: json.dumps({**json.loads(good), "key": "k2"}).encode(),  # another's entry
+        "not-an-object": lambda: b"[1, 2]",
+        "wrong-types": lambda: json.dumps(
+            {**json.loads(good), "completion": {**json.loads(good)["completion"], "text": 5}}
+        ).encode(),
+    }[kind]()
+    return _rewrite_entry(cache, key, bad)
 
 
 @pytest.mark.parametrize(
@@ -277,12 +285,10 @@ def _damage(entry, kind: str) -> None:
 )
 def test_a_damaged_entry_is_never_returned_but_kept_aside_and_regenerated(cache, kind):
     cache.put_many([("k1", BASE, completion("first"))])
-    entry = next(cache.objects.glob("*/k1.json"))
-    _damage(entry, kind)
-    damaged = entry.read_bytes()
+    damaged = _damage(cache, "k1", kind)
     assert cache.get_many(["k1"]) == {}
     [aside] = cache.set_aside()
-    assert aside.read_bytes() == damaged, "the damaged file must be kept, not deleted"
+    assert aside.read_bytes() == damaged, "the damaged bytes must be kept, not deleted"
     assert cache.count() == 0
     cache.put_many([("k1", BASE, completion("again"))])
     assert cache.get_many(["k1"])["k1"].text == "again"
@@ -292,10 +298,10 @@ def test_a_damaged_entry_is_never_returned_but_kept_aside_and_regenerated(cache,
 def test_two_readers_setting_aside_the_same_entry_both_miss_quietly(tmp_path):
     a, b = RequestCache(tmp_path / "r", job="a"), RequestCache(tmp_path / "r", job="b")
     a.put_many([("k1", BASE, completion())])
-    entry = next(a.objects.glob("*/k1.json"))
-    entry.write_bytes(b"{")
+    assert b.get_many(["k1"])  # b has the entry in its index view
+    _rewrite_entry(a, "k1", b"{")
     assert a.get_many(["k1"]) == {}
-    a._set_aside(entry, ValueError("again"))  # b raced a to the rename: no error
+    b._revoke("k1", b"{", ValueError("again"))  # b raced a to the set-aside: nothing more happens
     assert b.get_many(["k1"]) == {} and len(a.set_aside()) == 1
 
 
@@ -311,20 +317,25 @@ def test_a_request_generated_while_its_entry_existed_is_logged_as_a_duplicate(tm
     assert late.duplicates(since=late.duplicates()[0]["at"] + 1) == []
 
 
-def test_a_full_disk_fails_the_batch_clearly_and_leaves_no_file_behind(cache, monkeypatch):
-    from pathlib import Path
+def test_a_full_disk_fails_the_batch_clearly_and_leaves_no_part_behind(cache, monkeypatch):
+    import os
 
-    real = Path.write_text
+    cache.put_many([("k0", BASE, completion())])
+    real = os.write
 
-    def full(self, data, *a, **k):  # what a full filesystem does: a partial write, then ENOSPC
-        real(self, data[:10], *a, **k)
+    def full(fd, data):  # what a full filesystem does: a partial write, then ENOSPC
+        real(fd, bytes(data[:10]))
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_text", full)
+    monkeypatch.setattr(os, "write", full)
     with pytest.raises(OSError, match="No space left"):
         cache.put_many([("k1", BASE, completion())])
     monkeypatch.undo()
-    assert cache.count() == 0 and not list(cache.path.rglob(".tmp-*"))
+    assert cache.keys() == {"k0"} and not list(cache.path.rglob(".tmp-*"))
+    [segment] = (cache.path / "segments").iterdir()  # the partial batch was cut off
+    assert segment.read_bytes().count(b"\n") == 1 and segment.read_bytes().endswith(b"\n")
+    cache.put_many([("k1", BASE, completion())])
+    assert set(cache.get_many(["k0", "k1"])) == {"k0", "k1"}
 
 
 def test_a_duplicate_records_when_its_batch_was_looked_up(tmp_path):
@@ -332,3 +343,119 @@ def test_a_duplicate_records_when_its_batch_was_looked_up(tmp_path):
     first.put_many([("k1", BASE, completion("one"))])
     late.put_many([("k1", BASE, completion("two", latency_s=2.0))], looked_up=123.0)
     assert [d["started"] for d in first.duplicates()] == [123.0]
+
+
+# A writer that commits batches of 5 until it is killed; batch 7 dies between its segment
+# write and its index lines (SIGKILL: no cleanup runs), i.e. mid-segment.
+KILLED_WRITER = textwrap.dedent("""
+    import os, signal, sys
+    from retrace import cache_store
+    from retrace.cache import RequestCache
+    from retrace.records import Completion, Request
+    real = cache_store.Segments.append
+    def append(self, blobs):
+        out = real(self, blobs)
+        if b'"b7-0"' in blobs[0]:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return out
+    cache_store.Segments.append = append
+    c = RequestCache(sys.argv[1], job="killed")
+    for b in range(100):
+        c.put_many([(f"b{b}-{i}", Request(), Completion(f"{b}.{i}", "stop", 1, 1)) for i in range(5)])
+""")
+
+
+def test_a_writer_killed_mid_segment_loses_only_its_unindexed_batch(tmp_path):
+    path = tmp_path / "requests"
+    proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(path)], timeout=120)
+    assert proc.returncode == -9
+    [segment] = (path / "segments").iterdir()
+    assert b'"b7-4"' in segment.read_bytes()  # batch 7 reached the segment, not the index
+    rerun = RequestCache(path, job="rerun")
+    sealed = [f"b{b}-{i}" for b in range(7) for i in range(5)]
+    assert rerun.keys() == set(sealed)
+    assert {k: c.text for k, c in rerun.get_many(sealed).items()} == {
+        f"b{b}-{i}": f"{b}.{i}" for b in range(7) for i in range(5)
+    }
+    # the lost batch is generated again, as a first write (no duplicate), and served
+    rerun.put_many([(f"b7-{i}", BASE, completion(f"again{i}")) for i in range(5)])
+    assert rerun.get_many(["b7-0"])["b7-0"].text == "again0" and rerun.duplicates() == []
+
+
+def test_a_torn_index_line_is_never_read_and_cut_by_the_next_writer(tmp_path):
+    from retrace.cache_store import shard_of
+
+    a = RequestCache(tmp_path / "r", job="a")
+    a.put_many([("k1", BASE, completion("one"))])
+    shard = tmp_path / "r" / "index" / f"{shard_of('k2')}.idx"
+    with open(shard, "a") as f:  # an index writer killed mid-line
+        f.write("k2\tsomewhere.seg\t0")
+    b = RequestCache(tmp_path / "r", job="b")
+    assert b.get_many(["k1", "k2"]).keys() == {"k1"}
+    b.put_many([("k2", BASE, completion("two"))])
+    assert {k: c.text for k, c in RequestCache(tmp_path / "r").get_many(["k1", "k2"]).items()} == {
+        "k1": "one",
+        "k2": "two",
+    }
+
+
+CONCURRENT_WRITER = textwrap.dedent("""
+    import sys
+    from retrace.cache import RequestCache
+    from retrace.records import Completion, Request
+    path, name = sys.argv[1], sys.argv[2]
+    c = RequestCache(path, job=name)
+    for b in range(50):  # each batch spreads over every index shard
+        c.put_many([(f"{name}-{b}-{i}", Request(), Completion(name, "stop", 1, 1)) for i in range(20)])
+""")
+
+
+def test_concurrent_writers_on_one_cache_lose_nothing(tmp_path):
+    path = tmp_path / "requests"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CONCURRENT_WRITER, str(path), f"w{n}"]) for n in range(6)
+    ]
+    assert [p.wait(timeout=300) for p in procs] == [0] * 6
+    expected = {f"w{n}-{b}-{i}" for n in range(6) for b in range(50) for i in range(20)}
+    cache = RequestCache(path)
+    assert cache.keys() == expected and len(cache.get_many(expected)) == len(expected)
+    assert not (path / "index" / ".lock").exists()
+
+
+def test_many_batches_make_a_few_files_not_one_per_request(cache):
+    for b in range(300):
+        cache.put_many([(f"k{b}-{i}", BASE, completion()) for i in range(4)])
+        cache.record_hits([f"k{b}-0"])
+    files = [p for p in cache.path.rglob("*") if p.is_file()]
+    assert cache.count() == 1200 and len(files) <= 1 + 16 + 1  # segment, index shards, log
+
+
+def test_a_cache_in_the_earlier_one_file_per_request_layout_is_still_read(tmp_path):
+    import json
+
+    path = tmp_path / "requests"
+    old = path / "objects" / "k1"[:2] / "k1.json"
+    old.parent.mkdir(parents=True)
+    body = {"key": "k1", "completion": completion("old").to_dict(), "request": {}, "created": 1.0}
+    old.write_text(json.dumps(body))
+    cache = RequestCache(path, job="new")
+    assert cache.get_many(["k1"])["k1"].text == "old" and cache.keys() == {"k1"}
+    cache.put_many([("k1", BASE, completion("new")), ("k2", BASE, completion("k2"))])
+    assert cache.get_many(["k1"])["k1"].text == "old"  # the first write still wins
+    assert [d["key"] for d in cache.duplicates()] == ["k1"] and cache.keys() == {"k1", "k2"}
+
+
+def test_cache_files_get_the_umask_mode_so_a_group_can_share_the_cache(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o027)
+    try:
+        c = RequestCache(tmp_path / "r", job="a")
+        c.put_many([("k1", BASE, completion())])
+        c.record_hits(["k1"])
+    finally:
+        os.umask(old)
+    files = [p for p in c.path.rglob("*") if p.is_file()]
+    assert {p.relative_to(c.path).parts[0] for p in files} == {"segments", "index", "logs"}
+    assert {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o640}

@@ -1,6 +1,6 @@
 """Rerun keys, weights and moved runs on finished real runs (docs/reruns.md).
 
-- editing the statistics reruns diagnose and claims, not generation;
+- editing the statistics reruns diagnose (with its cell's scoring) and claims, not generation;
 - one flipped byte of the materialised weights fails the audit of a generation result, naming
   the weights, and makes the jobs that load them stale;
 - a `cp -a` copy of a finished run is finished ("Nothing to be done") and audits its own files.
@@ -48,7 +48,17 @@ def test_a_statistics_edit_reruns_diagnose_and_claims_only(refined):
     planned = planned_outputs_after(refined, "src/retrace/scoring/stats.py")
     assert "report/claims.csv" in planned
     assert any(p.startswith("diagnostics/") for p in planned), planned
-    assert not any(p.startswith(("generations/", "scores/", "data/")) for p in planned), planned
+    assert not any(p.startswith(("generations/", "data/")) for p in planned), planned
+    # Scoring and diagnosis are one job per cell (retrace.stages.score_cell): the cells that
+    # diagnose a refinement job rewrite their scores too, no other cell does.
+    rescored = {_cell(p) for p in planned if p.startswith("scores/")}
+    assert rescored <= {_cell(p) for p in planned if p.startswith("diagnostics/")}, planned
+
+
+def _cell(path: str) -> tuple[str, ...]:
+    """(model, backend, dataset, seed) of `<kind>/<model>/<backend>/<dataset>/<label>/seed<S>.json`."""
+    _, model, backend, dataset, _, seed = path.split("/")
+    return model, backend, dataset, seed
 
 
 def planned_outputs_after(root: Path, rel: str) -> set[str]:

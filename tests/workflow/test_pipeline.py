@@ -48,6 +48,19 @@ def test_generation_records_tokens_for_every_sample(pipeline):
     assert prov["model"]["fingerprint"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
+def test_request_cache_packs_requests_into_a_few_files(pipeline):
+    """One file per request made millions of files at paper scale; the packed cache keeps a few
+    files per job (segments, 16 index shards, hit logs), whatever the number of requests."""
+    from retrace.cache import RequestCache
+
+    cache = pipeline / "results/cache/requests"
+    files = [p for p in cache.rglob("*") if p.is_file()]
+    requests = len(RequestCache(cache).keys())
+    assert requests >= 20, requests  # greedy and Maj@4 on 2 x 4 questions, plus the probe
+    assert len(files) <= 100 and len(files) < requests, (len(files), requests)
+    assert not (cache / "objects").exists()  # the old layout is read, never written
+
+
 def test_second_run_is_a_no_op(pipeline):
     proc = snakemake(pipeline)
     assert "Nothing to be done" in proc.stdout + proc.stderr
@@ -62,13 +75,18 @@ def test_sampling_change_reruns_only_that_method(pipeline):
     planned = _edit_and_plan(
         pipeline, "config/method/majority.yaml", lambda s: s.replace("top_p: 0.95", "top_p: 0.9")
     )
+    # Scoring is one job per dataset and seed (retrace.stages.score_cell): the greedy scores
+    # beside a rerun majority are rewritten too (seconds), their generations are not.
     assert (
         planned
         == {
             f"{GEN}/smoke_math/majority/seed0.jsonl",
             f"{GEN}/smoke_mc/majority/seed0.jsonl",
-            f"{SCORE}/smoke_math/majority/seed0.json",
-            f"{SCORE}/smoke_mc/majority/seed0.json",
+            *(
+                f"{SCORE}/{d}/{m}/seed0.json"
+                for d in ("smoke_math", "smoke_mc")
+                for m in ("greedy", "majority")
+            ),
         }
         | REPORT
     )

@@ -38,13 +38,14 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     assert re.search(r"estimate: 660 generation jobs, .* GPU-hours", out)
     planned = jobs(out)
     gen = [r for rule, r in planned if rule == "generate"]
-    assert len(gen) == 660 and re.search(r"^total\s+1577$", out, re.M)
+    # scoring is one job per model × dataset × seed (60), not one per label (660) and diagnosis (240)
+    assert len(gen) == 660 and re.search(r"^total\s+737$", out, re.M)
     assert all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in gen)
     probes = [r for rule, r in planned if rule == "probe"]  # one per model, on its GPU
     assert len(probes) == 4 and all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 for r in probes)
     # a 7.6B model needs more host memory than a 1.5B one; nothing is capped by profiles/default
     assert len({r["mem_mb"] for r in gen}) >= 2 and max(int(r["mem_mb"]) for r in gen) > 20000
-    cpu = [r for rule, r in planned if rule in ("data", "score", "claims", "report")]
+    cpu = [r for rule, r in planned if rule in ("data", "claims", "report") or rule.startswith("score_")]
     assert cpu and all(r.get("gpu", "0") == "0" for r in cpu)
     # The longest refinements are estimated beyond a day: they ask for the partition's limit
     # (max_runtime, 1440 min by default) and no job asks for more.

@@ -34,6 +34,7 @@ rule claims:
         ),
         controls="--controls" if _claims_stage.controls_flag(EXPERIMENT, config["experiment"]) else "",
         primary=primary_args(),
+        plan=PLANNED_ARGS,
     shell:
         "{PY} -m retrace claims --out {output.csv} {params.extra} {params.weaker} {params.primary} {params.controls} "
-        "{input.scores} > {log} 2>&1"
+        "{params.plan} > {log} 2>&1"

@@ -110,6 +110,14 @@ def shared_args(group):
     return " ".join(f"--override {shlex.quote(o)}" for o in _plan.shared_overrides(config, group))
 
 
+# Stages that read many of the plan's files (score-cell, claims, report) are told the experiment
+# and find the files from its plan (retrace.plan.planned_files), as these rules' inputs do: a
+# paper-scale grid's paths overflow a command line. Each job's provenance record lists them.
+PLANNED_ARGS = f"--experiment {config['experiment']} --results {RESULTS} " + " ".join(
+    f"--override {shlex.quote(o)}" for o in config["overrides"]
+)
+
+
 def all_outputs(kind, suffix, method=None):
     return [f"{RESULTS}/{kind}/{j.path}{suffix}" for j in JOBS if method in (None, j.method)]
 

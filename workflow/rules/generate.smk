@@ -18,7 +18,7 @@ def engine_inputs(w):
     if job.equal_compute:
         for role, label in zip(("refine", "majority"), job.equal_compute[:2]):
             inputs[role] = f"{RESULTS}/generations/{_plan.sibling(job, label).path}.jsonl"
-    judge = scorer_model(job.config())
+    judge = scorer_model(_plan.job_config(job))
     if judge:  # an LLM judge on another model than the policy
         inputs["scorer_manifest"] = f"{RESULTS}/models/{judge}/manifest.json"
     return inputs
@@ -66,7 +66,7 @@ def engine_threads(w):
     job = job_of(w)
     if job.shards > 1 and not hasattr(w, "shard"):
         return 1
-    return int((job.config()["backend"].get("engine") or {}).get("n_threads") or 2)
+    return int((_plan.job_config(job)["backend"].get("engine") or {}).get("n_threads") or 2)
 
 
 def engine_resource(name, merge_value=0):

@@ -26,12 +26,12 @@ rule report:
         f"{RESULTS}/logs/report.log",
     params:
         key=lambda w: _plan.rerun_key("report", {}),
-        diagnostics=lambda w, input: " ".join(f"--diagnostics {d}" for d in input.diagnostics),
         sections=lambda w, input: " ".join(f"--section {s}" for s in input.sections),
         probes=lambda w, input: " ".join(f"--probe {p}" for p in input.probes),
+        plan=PLANNED_ARGS,
     shell:
         "{PY} -m retrace report --out-dir {RESULTS}/report --claims {input.claims} "
-        "{params.diagnostics} {params.sections} {params.probes} {input.scores} > {log} 2>&1"
+        "{params.sections} {params.probes} {params.plan} > {log} 2>&1"
 
 
 rule audit:

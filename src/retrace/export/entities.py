@@ -105,7 +105,7 @@ class Builder:
         )
 
     def request_cache(self):
-        """The request cache, referenced by the hash of its file listing (names are content keys)."""
+        """The request cache, referenced by the hash of its `sha256  path` listing (not included)."""
         from retrace.hashing import sha256_file
 
         cache = self.run.results / "cache" / "requests"

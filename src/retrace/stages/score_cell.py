@@ -1,0 +1,36 @@
+"""Stage `score-cell`: score every job of one model × backend × dataset × seed in one process,
+and diagnose its refinement jobs (no generation).
+
+    python -m retrace score-cell --experiment paper --model M --backend B --dataset D --seed S \
+        [--override O ...] [--results results]
+
+The jobs are the experiment's (retrace.plan.jobs, with the global overrides), so the files this
+writes are exactly the rule's outputs (workflow/rules/score.smk): for each job
+`results/scores/<job>.json` (retrace.stages.score) and, for refinement jobs,
+`results/diagnostics/<job>.json` (retrace.stages.diagnose), each with its own provenance
+record, as when they were jobs of their own. Why one job per cell: scoring takes seconds, and
+at paper scale one Snakemake job per label was most of the jobs the workflow plans.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from retrace.plan import cell_jobs, diagnosed, jobs
+
+
+def run(experiment: str, overrides: tuple[str, ...], cell: tuple[str, str, str, int], results: Path) -> int:
+    """Score (and diagnose) the cell's jobs; returns how many jobs it scored."""
+    from retrace.stages import diagnose, score
+
+    todo = cell_jobs(jobs({"experiment": experiment, "overrides": list(overrides)}), *cell)
+    if not todo:
+        raise ValueError(f"experiment {experiment!r} has no job on {'/'.join(map(str, cell))}")
+    for job in todo:
+        generations = results / "generations" / f"{job.path}.jsonl"
+        problems = results / "data" / f"{job.dataset}.jsonl"
+        manifest = results / "models" / job.model / "manifest.json"
+        score.run(job, generations, problems, manifest, results / "scores" / f"{job.path}.json")
+        if diagnosed(job):
+            diagnose.run(job, generations, problems, results / "diagnostics" / f"{job.path}.json")
+    return len(todo)
