@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +110,49 @@ def pytest_runtest_makereport(item, call):
     ):
         report.outcome = "failed"
         report.longrepr = f"RETRACE_REQUIRE_VLLM=1 but the vllm test was skipped: {report.longrepr}"
+
+
+# Which finished workflow run (tests/workflow/conftest.py) a test reads, by the fixture it asks
+# for: `refined` shares its group with `pipeline` because one module asserts on both.
+RUN_GROUPS = {"pipeline": "pipeline", "refined": "pipeline", "drr_run": "drr", "art_run": "art"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Group tests for `--dist loadgroup` (make test-slow): every test of one finished workflow
+    run on one worker, so each run is built once; any other test with its module, so module
+    fixtures are built once. The SLURM tests mostly wait on the queue, which the other worker's
+    tests fill. Runs before pytest-xdist reads the marks."""
+    for item in items:
+        runs = {RUN_GROUPS[f] for f in item.fixturenames if f in RUN_GROUPS}
+        group = runs.pop() if len(runs) == 1 else "pipeline" if runs else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_configure(config):
+    """A folder for the workflow runs' benchmark tables, made by the controlling process (xdist
+    workers inherit its environment) and read back at the end."""
+    if not hasattr(config, "workerinput") and "RETRACE_TEST_BENCH_DIR" not in os.environ:
+        os.environ["RETRACE_TEST_BENCH_DIR"] = config._retrace_bench_dir = tempfile.mkdtemp(
+            prefix="retrace-test-bench-"
+        )
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_retrace_bench_dir", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop("RETRACE_TEST_BENCH_DIR", None)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each workflow run's Snakemake benchmark table: CPU seconds say what a job costs on a
+    loaded machine too, where wall seconds mostly measure the neighbours."""
+    folder = os.environ.get("RETRACE_TEST_BENCH_DIR")
+    for path in sorted(Path(folder).glob("*.json")) if folder else ():
+        rows = json.loads(path.read_text())
+        wall, cpu = sum(r[1] for r in rows), sum(r[2] for r in rows)
+        title = f"workflow {path.stem}: {len(rows)} benchmarked jobs, {wall:.0f} s wall, {cpu:.0f} s CPU"
+        terminalreporter.write_sep("-", title)
+        for job, s, c in sorted(rows, key=lambda r: -r[1]):
+            terminalreporter.write_line(f"{s:8.1f} s  {c:8.1f} s CPU  {job}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import os
 import re
 import shutil
@@ -111,28 +112,18 @@ def edited(path: Path, edit):
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-# run name -> (job, wall s, CPU s), for the terminal summary. CPU seconds say what a job costs
-# on a loaded machine too, where wall seconds mostly measure the neighbours.
-BENCHMARKS: dict[str, list[tuple[str, float, float]]] = {}
-
-
 def record_benchmarks(name: str, root: Path) -> None:
-    """Keep the run's Snakemake benchmark table (results/benchmarks/**/*.tsv, one job each)."""
+    """Keep the run's Snakemake benchmark table (results/benchmarks/**/*.tsv, one job each) for
+    the terminal summary (tests/conftest.py), in the folder RETRACE_TEST_BENCH_DIR names: under
+    pytest-xdist the run may happen in a worker, whose memory the summary cannot read."""
     rows = []
     for tsv in sorted((root / "results" / "benchmarks").rglob("*.tsv")):
         for row in csv.DictReader(tsv.open(), delimiter="\t"):
             job = str(tsv.relative_to(root / "results" / "benchmarks"))
             rows.append((job, float(row["s"]), float(row.get("cpu_time") or "nan")))
-    BENCHMARKS[name] = rows
-
-
-def pytest_terminal_summary(terminalreporter):
-    for name, rows in BENCHMARKS.items():
-        wall, cpu = sum(r[1] for r in rows), sum(r[2] for r in rows)
-        title = f"workflow {name}: {len(rows)} benchmarked jobs, {wall:.0f} s wall, {cpu:.0f} s CPU"
-        terminalreporter.write_sep("-", title)
-        for job, s, c in sorted(rows, key=lambda r: -r[1]):
-            terminalreporter.write_line(f"{s:8.1f} s  {c:8.1f} s CPU  {job}")
+    folder = os.environ.get("RETRACE_TEST_BENCH_DIR")
+    if folder:
+        (Path(folder) / f"{name}.json").write_text(json.dumps(rows))
 
 
 def finished_run(
