@@ -41,15 +41,12 @@ controls-falsifier: setup
 PYTEST = RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm $(PY) -m pytest -ra --durations=25
 # By module (loadscope): a module-scoped fixture is built once, not once per worker.
 XDIST ?= -n 2 --dist loadscope
-# By finished workflow run (tests/conftest.py groups them): each run is built once, and the
-# SLURM tests' waits on the queue overlap the other worker's runs.
-XDIST_SLOW ?= -n 2 --dist loadgroup
 
 test-fast: setup
 	$(PYTEST) $(XDIST) -m "not slow and not vllm"
 
 test-slow: setup
-	$(PYTEST) $(XDIST_SLOW) -m "slow and not vllm"
+	$(PYTEST) -m "slow and not vllm"
 
 test: test-fast test-slow
 

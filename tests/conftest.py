@@ -112,26 +112,10 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"RETRACE_REQUIRE_VLLM=1 but the vllm test was skipped: {report.longrepr}"
 
 
-# Which finished workflow run (tests/workflow/conftest.py) a test reads, by the fixture it asks
-# for: `refined` shares its group with `pipeline` because one module asserts on both.
-RUN_GROUPS = {"pipeline": "pipeline", "refined": "pipeline", "drr_run": "drr", "art_run": "art"}
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Group tests for `--dist loadgroup` (make test-slow): every test of one finished workflow
-    run on one worker, so each run is built once; any other test with its module, so module
-    fixtures are built once. The SLURM tests mostly wait on the queue, which the other worker's
-    tests fill. Runs before pytest-xdist reads the marks."""
-    for item in items:
-        runs = {RUN_GROUPS[f] for f in item.fixturenames if f in RUN_GROUPS}
-        group = runs.pop() if len(runs) == 1 else "pipeline" if runs else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 def pytest_configure(config):
     """A folder for the workflow runs' benchmark tables, made by the controlling process (xdist
-    workers inherit its environment) and read back at the end."""
+    workers inherit its environment) and read back at the end: the tables reach the summary
+    whichever process ran the workflow."""
     if not hasattr(config, "workerinput") and "RETRACE_TEST_BENCH_DIR" not in os.environ:
         os.environ["RETRACE_TEST_BENCH_DIR"] = config._retrace_bench_dir = tempfile.mkdtemp(
             prefix="retrace-test-bench-"
