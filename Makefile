@@ -21,7 +21,7 @@ $(STAMP): envs/cpu.txt envs/cpu-nodeps.txt pyproject.toml
 run: setup
 	$(VENV)/bin/snakemake --cores 2
 
-# A real verdict on a laptop (issue 31): positive (Maj@4 vs greedy) and A/A controls on 200
+# A real verdict on a laptop: positive (Maj@4 vs greedy) and A/A controls on 200
 # ASDiv questions from the mirror (config/experiment/controls.yaml); the always-affirm
 # falsifier on 30 (controls_falsifier.yaml). Measured times and verdicts: docs/controls.md.
 controls: setup
