@@ -39,9 +39,17 @@ def rehearsal(tmp_path_factory):
     config = tmp / "config"
     shutil.copytree(CONFIG_DIR, config)
     (config / "experiment" / "rehearse_tiny.yaml").write_text(TINY)
+    return finished_rehearsal(
+        tmp, "rehearse_tiny", 0.12, "effects:\n  - {label: refine, points: 40}\n", config
+    )
+
+
+def finished_rehearsal(tmp, experiment: str, scale: float, effects_yaml: str, config_dir=CONFIG_DIR):
+    """Derive the rehearsal of `experiment` with these planted effects, run its workflow on 2
+    cores; (run directory, effects file, run stats)."""
     effects = tmp / "effects.yaml"
-    effects.write_text("effects:\n  - {label: refine, points: 40}\n")
-    root = rehearse_workflow.derive("rehearse_tiny", 0.12, effects, tmp / "run", MIRROR, config_dir=config)
+    effects.write_text(effects_yaml)
+    root = rehearse_workflow.derive(experiment, scale, effects, tmp / "run", MIRROR, config_dir=config_dir)
     stats = rehearse_workflow.run_workflow(root, cores=2)
     assert stats["returncode"] == 0, stats["log"].read_text()[-4000:]
     return root, effects, stats
@@ -82,13 +90,7 @@ DRR_EFFECTS = "effects:\n  - {label: drr, points: 20, datasets: [commonsenseqa]}
 def drr_rehearsal(tmp_path_factory):
     """drr_paper at scale 0.02 (24 CommonsenseQA, 10 OpenBookQA, 7 PIQA, 5 WinoGrande evaluation
     questions): about 70 jobs, minutes on 2 cores."""
-    tmp = tmp_path_factory.mktemp("rehearse_drr")
-    effects = tmp / "effects.yaml"
-    effects.write_text(DRR_EFFECTS)
-    root = rehearse_workflow.derive("drr_paper", 0.02, effects, tmp / "run", MIRROR)
-    stats = rehearse_workflow.run_workflow(root, cores=2)
-    assert stats["returncode"] == 0, stats["log"].read_text()[-4000:]
-    return root, effects, stats
+    return finished_rehearsal(tmp_path_factory.mktemp("rehearse_drr"), "drr_paper", 0.02, DRR_EFFECTS)
 
 
 @pytest.mark.slow
