@@ -97,6 +97,27 @@ def power(d, plant: dict, runs: int, seed: int) -> dict[tuple, float]:
     return {k: v / runs for k, v in hits.items()}
 
 
+def print_power(d, powers: dict[tuple, float], runs: int, write=print) -> None:
+    """One line per planted row, tagged with its family when the experiment pre-registers
+    primary claims, then the count of rows detected with power >= 0.9, per family."""
+    family = (
+        {k: "primary" if {"claim": k[0], "dataset": k[2]} in d.primary else "exploratory" for k in powers}
+        if d.primary
+        else dict.fromkeys(powers, "")
+    )
+    for (claim, model, dataset, effect), p in sorted(powers.items()):
+        tag = f"[{family[(claim, model, dataset, effect)]}] " if d.primary else ""
+        write(
+            f"power at full n (--scale 1), {100 * effect:+.0f} points: {p:.2f}  {tag}{claim} / {model} / {dataset}"
+        )
+    counts = []
+    for name in sorted(set(family.values()), key=lambda n: n != "primary"):
+        rows = [p for k, p in powers.items() if family[k] == name]
+        label = {"primary": "primary claims ", "exploratory": "exploratory rows ", "": ""}[name]
+        counts.append(f"{label}{sum(p >= 0.9 for p in rows)}/{len(rows)}")
+    write(f"planted effects detected with power >= 0.9 at full n: {', '.join(counts)} ({runs} runs each)")
+
+
 def report(out: list[tuple[dict, float]], write=print) -> tuple[int, int, int]:
     """Print the per-row table and return (recovered, planted, falsely supported)."""
     write(f"{'claim':58} {'model':36} {'dataset':14} {'planted':>8} {'verdict':13} matches")
@@ -177,13 +198,5 @@ def main(argv: list[str] | None = None) -> int:
     print(f"planted effects recovered: {recovered}/{n_planted}")
     print(f"null rows falsely supported: {false}")
     print(line)
-    powers = power(d, plant, a.power_runs, a.seed)
-    for (claim, model, dataset, effect), p in sorted(powers.items()):
-        print(
-            f"power at full n (--scale 1), {100 * effect:+.0f} points: {p:.2f}  {claim} / {model} / {dataset}"
-        )
-    strong = sum(p >= 0.9 for p in powers.values())
-    print(
-        f"planted effects detected with power >= 0.9 at full n: {strong}/{len(powers)} ({a.power_runs} runs each)"
-    )
+    print_power(d, power(d, plant, a.power_runs, a.seed), a.power_runs)
     return 0

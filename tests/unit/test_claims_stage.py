@@ -97,6 +97,33 @@ def test_primary_claims_are_read_and_checked_from_the_experiment():
         claims.primary_family({"claims": {"primary": {**block, "alpha": 0.05}}}, "paper")
 
 
+def test_a_method_familys_claims_can_be_primary_and_are_judged_in_that_family():
+    """DRR's and ART's rows reach claims.csv through their own CSVs; the experiment may still
+    pre-register them (drr_paper: the Overall rows), and `adjust` puts them in that family."""
+    from retrace.config import load_experiment
+    from retrace.scoring.claims import adjust
+
+    drr = claims.primary_family(load_experiment("drr_paper"), "drr_paper")
+    assert "DRR beats CoT on accuracy" in drr.claims and drr.datasets == ("all",)
+    assert claims.primary_family(load_experiment("art_paper"), "art_paper").datasets == ()
+    rows = [
+        {
+            "claim": "DRR beats CoT on accuracy",
+            "dataset": d,
+            "p_value": 0.001,
+            "n_questions": 400,
+            "delta": 0.1,
+            "ci_low": 0.05,
+            "ci_high": 0.15,
+            "direction": "greater",
+        }
+        for d in ("all", "piqa")
+    ]
+    overall, piqa = adjust(rows, primary=drr)
+    assert overall["correction"].startswith("holm over 1 primary claims, alpha 0.04")
+    assert piqa["correction"].startswith("holm over 1 exploratory claims, alpha 0.01")
+
+
 def test_falsifier_row_and_baseline_budget(tmp_path):
     affirm = write_score(tmp_path, "refine_affirm", [1] * 2 + [0] * 28, 3e15)
     maj = write_score(tmp_path, "majority", [1] * 20 + [0] * 10, 1e15)

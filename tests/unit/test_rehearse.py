@@ -114,3 +114,34 @@ def test_row_truth_is_method_minus_baseline_and_gain_minus_gain():
     assert row_truth(row, effects) == 0.14
     assert row_truth({**row, "method": "refine_affirm"}, effects) == 0.0
     assert row_truth({**row, "model": "weak vs strong", "baseline": "majority"}, effects) == 0.10
+
+
+def test_power_lines_name_each_rows_family_and_count_them_apart():
+    from retrace.scoring.claims import Primary
+
+    d = design(300)
+    d.primary = Primary(("beats greedy",), 0.04, ("a",))
+    powers = {("beats greedy", "m1", "a", 0.1): 0.95, ("beats Maj@N", "m1", "a", 0.1): 0.5}
+    lines = []
+    rehearse.print_power(d, powers, runs=20, write=lines.append)
+    assert "[primary] beats greedy / m1 / a" in lines[1] and "[exploratory] beats Maj@N" in lines[0]
+    assert lines[-1].endswith("primary claims 1/1, exploratory rows 0/1 (20 runs each)")
+
+
+def test_each_paper_experiments_primary_claims_detect_planted_10_points_at_full_n():
+    """The shipped paper experiments pre-register primary claims that their own design can
+    confirm: every planted +10-point primary row at power >= 0.9 (config/rehearse/effects.yaml,
+    the mirror's question counts). Rows left exploratory are the ones too small to confirm."""
+    import pytest
+
+    from retrace.scoring.design import default_mirror
+    from retrace.scoring.design import design as experiment_design
+
+    if not default_mirror():
+        pytest.skip("no benchmark mirror beside the clone: the paper designs count its questions")
+    for name in ("drr_paper", "art_paper"):
+        d = experiment_design(name)
+        powers = rehearse.power(d, rehearse.planted(d, rehearse.EFFECTS), runs=10, seed=0)
+        primary = {k: p for k, p in powers.items() if {"claim": k[0], "dataset": k[2]} in d.primary}
+        assert len(primary) >= 6, name
+        assert min(primary.values()) >= 0.9, (name, {k: p for k, p in primary.items() if p < 0.9})

@@ -32,6 +32,7 @@ CLAIMS = (  # (claim, method, baseline, which tasks)
     ("self-consistency helps", "art_sc", "art", "all"),
     ("pausing at tool calls beats regenerating the suffix", "art", "art_regenerate", "all"),
 )
+FEEDBACK_CLAIM = "a library edit helps the edited task"  # art@<version> vs art on the edited tasks
 
 
 def _traces(row: dict) -> list[dict]:
@@ -105,7 +106,7 @@ def claims(cfg: dict, scores: list[dict], near_duplicates: dict[str, str] | None
         fb = cfg.get("feedback") or {}
         if fb:
             rows += _claim(
-                "a library edit helps the edited task",
+                FEEDBACK_CLAIM,
                 model,
                 mine,
                 f"art@{fb['version']}",

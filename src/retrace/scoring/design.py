@@ -128,7 +128,7 @@ def drr_design(block: dict, mirror: str, d: Design) -> None:
 
 def art_design(block: dict, d: Design) -> None:
     from retrace.art.plan import check
-    from retrace.art.summary import CLAIMS
+    from retrace.art.summary import CLAIMS, FEEDBACK_CLAIM
 
     cfg = check(block)
     lib, unseen = cfg["tasks"].get("library", []), cfg["tasks"].get("unseen", [])
@@ -144,7 +144,7 @@ def art_design(block: dict, d: Design) -> None:
             d.rows.append((claim, model, f"{group} tasks", a, b, "greater", "acc", 1, keys, "pooled"))
         if fb:
             keys = [(model, t) for t in fb.get("tasks", [])]
-            row = ("a library edit helps the edited task", model, "edited tasks", methods[-1], "art")
+            row = (FEEDBACK_CLAIM, model, "edited tasks", methods[-1], "art")
             d.rows.append(row + ("greater", "acc", 1, keys, "pooled"))
 
 

@@ -199,7 +199,7 @@ def primary_family(experiment: dict, name: str = "experiment") -> Primary | None
     if not block:
         return None
     claims, alpha = block.get("claims"), block.get("alpha")
-    known = {c[0] for c in PAPER_CLAIMS} | {"weaker models gain most"}
+    known = known_claims()
     if set(block) - {"claims", "datasets", "alpha"} or not claims or not isinstance(alpha, float):
         raise ValueError(
             f"{name}: claims.primary wants {{claims: [claim, ...], datasets: [...], alpha: 0.04}}, got {block!r}"
@@ -210,6 +210,18 @@ def primary_family(experiment: dict, name: str = "experiment") -> Primary | None
     if unknown:
         raise ValueError(f"{name}: claims.primary names unknown claim(s) {unknown}; known: {sorted(known)}")
     return Primary(tuple(claims), alpha, tuple(block.get("datasets") or ()))
+
+
+def known_claims() -> set[str]:
+    """Every claim an experiment's claims.primary may name: the spine's (PAPER_CLAIMS, the
+    weaker-model row, CONTROL_CLAIMS) and each method family's own (DRR, ART), whose rows reach
+    claims.csv through the family's claims CSV and are adjusted in the same families."""
+    from retrace.art.summary import CLAIMS as ART_CLAIMS
+    from retrace.art.summary import FEEDBACK_CLAIM
+    from retrace.drr.claims import CLAIMS as DRR_CLAIMS
+
+    spine = {c[0] for c in PAPER_CLAIMS + CONTROL_CLAIMS} | {"weaker models gain most"}
+    return spine | {c[0] for c in DRR_CLAIMS + list(ART_CLAIMS)} | {FEEDBACK_CLAIM}
 
 
 def weaker_pairs(experiment: dict, name: str = "experiment") -> list[tuple[str, str]]:
