@@ -25,7 +25,7 @@ The power statement always comes from the design (retrace.scoring.design: plan.j
 temperature-0 labels, weaker-model pairs, question counts from the mirror, the experiment's
 Holm families) at full size. Everything it prints is labelled SIMULATED: the verdicts say
 what the design can detect, nothing about the models. The workflow rehearsal covers the
-spine and DRR (its discriminator simulated, SFT-LoRA off); an experiment with ART stages is
+spine and DRR (its discriminator and SFT-LoRA simulated); an experiment with ART stages is
 refused there (use --design-only).
 """
 

@@ -102,21 +102,26 @@ def _datasets(exp: dict) -> set[str]:
 
 DRR_NOTE = (
     "DRR: reasoner on the simulated engine, discriminator SIMULATED (planted decisions, "
-    "drr/simulated_dm.py), SFT-LoRA off (no rows)"
+    "drr/simulated_dm.py), SFT-LoRA SIMULATED when the experiment enables it (drr/sft.py: "
+    "no weights tuned; answers drawn under the label sft_lora)"
 )
 
 
 def _simulated_drr(block: dict, effects: Path) -> dict:
     """The DRR block on the simulated reasoner and DM (drr/simulated_dm.py), its DM jobs on the
-    CPU, SFT-LoRA off (it fine-tunes the reasoner's own weights, which a rehearsal has not)."""
+    CPU; SFT-LoRA, when the experiment enables it, simulated on the CPU (drr/sft.py
+    `simulated_run`: it would fine-tune the reasoner's own weights, which a rehearsal has not)."""
+    from retrace.drr.settings import SIMULATED
+
     sim = {"source": "simulated", "effects": str(effects)}
+    sft = block.get("sft_lora") or {}
     return {
         **block,
         "backend": "simulated",
         "backbone": "simulated",
         "backbones": {**(block.get("backbones") or {}), "simulated": sim},
         "dm": {**(block.get("dm") or {}), "device": "cpu"},
-        "sft_lora": {**(block.get("sft_lora") or {}), "enabled": False},
+        "sft_lora": {**sft, "hf_model": SIMULATED, "revision": None, "device": "cpu"},
     }
 
 

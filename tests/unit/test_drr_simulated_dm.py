@@ -86,6 +86,40 @@ def test_the_planted_accuracy_gain_is_met_on_a_seeded_sample(tmp_path, points):
     assert drr - cot == pytest.approx(points, abs=0.025)  # SE of the paired gain ~0.008 at n = 2000
 
 
+@pytest.mark.parametrize("points", [0, 30])
+def test_the_simulated_sft_lora_answers_at_its_planted_accuracy_and_is_labelled(tmp_path, points):
+    """`sft_lora.hf_model: simulated` trains nothing: each evaluation question is answered once
+    by the simulated engine under the label sft_lora, parsed and scored as a real reply."""
+    from retrace import config
+    from retrace.drr import sft
+
+    effects = tmp_path / "effects.yaml"
+    effects.write_text(f"effects:\n  - {{label: sft_lora, points: {points}}}\n")
+    (tmp_path / "d").mkdir()
+    probs = problems("d", 1500)
+    data.write_problems(tmp_path / "d" / "eval.jsonl", probs)
+    cfg = settings.load(
+        {"models": ["m"], "datasets": ["d"], "sft_lora": {"enabled": True, "hf_model": "simulated"}}
+    )
+    real = config.compose
+
+    def compose(overrides, **kw):  # the rehearsal copy's engine settings (rehearse_workflow)
+        out = real(overrides, **kw)
+        out["backend"]["engine"].update(effects=str(effects), tokens_mean=40)
+        return out
+
+    out = tmp_path / "sft_lora.jsonl"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(config, "compose", compose)
+        assert sft.run(cfg, [], [tmp_path / "d" / "eval.jsonl"], [out], seed=0) == {"losses": []}
+    eps = [json.loads(line) for line in out.read_text().splitlines()]
+    accuracy = sum(e["turns"][0]["correct"] for e in eps) / len(eps)
+    assert len(eps) == 1500 and all(e["turns"][0]["letter"] in "ABCD" for e in eps)  # every reply parsed
+    assert accuracy == pytest.approx(0.4 + points / 100, abs=0.04)  # base 0.4, +points planted
+    record = json.loads((tmp_path / "sft_lora.jsonl.prov.json").read_text())
+    assert record["simulated"] is True and record["hf_model"] == {"hf_model": "simulated"}
+
+
 def test_check_effects_refuses_the_reasoner_labels_and_unplantable_points():
     cfg = settings.load({"models": ["m"], "datasets": ["a", "b"]})
     simulated_dm.check_effects(cfg, [{"label": "drr", "points": 10, "datasets": ["a"]}], ENGINE)
@@ -106,9 +140,11 @@ def test_derive_puts_drr_on_the_simulated_reasoner_and_dm_and_still_refuses_art(
         "source": "simulated",
         "effects": str(rehearse.EFFECTS.resolve()),
     }
-    assert block["sft_lora"]["enabled"] is False and block["dm"]["device"] == "cpu"
-    cfg = settings.load(block)  # a valid block: the DM jobs ask for no GPU
-    assert settings.dm_resources(cfg)["gpu"] == 0 and "sft_lora" not in settings.methods(cfg)
+    # drr_paper enables SFT-LoRA: the copy keeps it, simulated on the CPU (drr/sft.py)
+    assert block["sft_lora"]["enabled"] is True and block["sft_lora"]["hf_model"] == settings.SIMULATED
+    assert block["sft_lora"]["device"] == "cpu" and block["dm"]["device"] == "cpu"
+    cfg = settings.load(block)  # a valid block (no pinned revision for "simulated"): no GPU asked
+    assert settings.dm_resources(cfg)["gpu"] == 0 and "sft_lora" in settings.methods(cfg)
     for name in ("commonsenseqa", "commonsenseqa_train", "openbookqa_train", "piqa", "winogrande"):
         assert load_yaml(config / "dataset" / f"{name}.yaml")["limit"] > 0, name
     engine = load_yaml(config / "backend" / "simulated.yaml")["engine"]

@@ -41,6 +41,7 @@ ENTRIES = {
 # label its simulated reasoner answers as: named here, not imported by the stages, so that
 # only a run that uses it has it in its keys (as a backend plugin, retrace.registry).
 SIMULATED_DM = "retrace.drr.simulated_dm"
+SIMULATED = "simulated"  # sft_lora.hf_model of a rehearsal: the simulated SFT-LoRA (drr/sft.py)
 SIMULATED_REASONER_LABEL = "cot"  # DRR's CoT is its reasoner's first turn (Appendix B)
 # The engine each stage loads (retrace.closure.ENGINE_PACKAGES): its versions join the key.
 ENGINES = {"distil": "backend", "generate": "backend", "train": "hf", "infer": "hf", "sft": "hf"}
@@ -119,7 +120,10 @@ def load(block: dict | None, where: str = "drr") -> dict:
             f"{where}.sft_lora.enabled needs sft_lora.hf_model (the reasoner's HF weights: "
             "a hub id at a pinned revision, or a local folder)"
         )
-    hub_id = sft.get("hf_model") and not Path(str(sft["hf_model"])).expanduser().is_dir()
+    hub_id = (
+        sft.get("hf_model") not in (None, "", SIMULATED)
+        and not Path(str(sft["hf_model"])).expanduser().is_dir()
+    )
     if sft["enabled"] and hub_id and not re.fullmatch(r"[0-9a-f]{40}", str(sft.get("revision") or "")):
         raise ValueError(
             f"{where}.sft_lora.revision: {sft.get('revision')!r} is not a pinned hub commit (40 hex "
@@ -179,6 +183,8 @@ def stage_files(stage: str, cfg: dict | None = None) -> list[Path]:
         entries += closure.plugin_modules(BACKENDS.module_files(cfg["backend"]))
     if cfg is not None and stage in ("train", "infer") and simulated_dm(cfg):
         entries.append(SIMULATED_DM)
+    if cfg is not None and stage == "sft" and cfg["sft_lora"].get("hf_model") == SIMULATED:
+        entries += closure.plugin_modules(BACKENDS.module_files("simulated"))
     files = closure.code_files(entries)
     templates = [PROMPTS_DIR / "drr" / t for t in TEMPLATES.get(stage, ())]
     missing = [str(t) for t in templates if not t.is_file()]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 from retrace.drr import prompts, settings
 from retrace.records import Problem
@@ -151,6 +152,8 @@ def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, 
     from retrace.drr import dm
 
     spec = cfg["sft_lora"]
+    if spec.get("hf_model") == settings.SIMULATED:
+        return simulated_run(cfg, train_files, eval_files, outs, seed)
     tok, model = load_reasoner(spec)
     model.to(dm.resolve_device(spec.get("device", "auto")))
     lora = add_lora(model, r=int(spec["r"]), alpha=int(spec["alpha"]))
@@ -171,3 +174,50 @@ def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, 
             hf_model={k: spec.get(k) for k in ("hf_model", "revision")},
         ).write(out)
     return {"losses": losses}
+
+
+SIM_LABEL = "sft_lora"  # the simulated engine's label: effects may be planted on it by name
+SIM_MAX_TOKENS = 1_000_000  # the simulated reply always ends in its answer (no length cut)
+
+
+def simulated_run(
+    cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, seed: int = 0
+) -> dict:
+    """SFT-LoRA in a rehearsal (`sft_lora.hf_model: simulated`, written by
+    retrace.rehearse_workflow): NOT a model, no weights are tuned. Each evaluation question is
+    answered once, greedily, by the simulated engine (backends/simulated.py) as the reasoner's
+    model under the label `sft_lora`: the same question difficulties as the reasoner's own
+    turns, planted points from the effects YAML (null without). The reply is parsed and scored
+    as a real SFT-LoRA reply is (`prompts.reply_letter`, `episode`), so DRR-vs-SFT-LoRA rows
+    reach claims.csv through the real code. Not covered: learning from the train questions
+    (read only for provenance)."""
+    from retrace import data
+    from retrace.atomic import write_jsonl
+    from retrace.config import compose
+    from retrace.records import Message, Request, Sampling
+    from retrace.registry import BACKENDS
+
+    engine = compose({"backend": "simulated"})["backend"]["engine"]
+    model = {"name": cfg["models"][0]}
+    for f, out in zip(eval_files, outs, strict=True):
+        problems = data.read_problems(f)
+        sim = BACKENDS.get("simulated")(
+            model, {**engine, "problems": str(f), "dataset": Path(f).parent.name, "label": SIM_LABEL}
+        )
+        greedy = Sampling(temperature=0.0, max_tokens=SIM_MAX_TOKENS, seed=seed)
+        asks = [Request(messages=(Message("user", p.question),), sampling=greedy, tag=p.id) for p in problems]
+        replies = sim.generate(asks)
+        eps = [
+            episode(p, prompts.reply_letter(r.text, p.choices or ()))
+            for p, r in zip(problems, replies, strict=True)
+        ]
+        write_jsonl(out, eps)
+        settings.provenance(
+            "sft",
+            cfg,
+            list(train_files) + [f],
+            seeds={"run": seed},
+            simulated=True,
+            hf_model={"hf_model": settings.SIMULATED},
+        ).write(out)
+    return {"losses": []}

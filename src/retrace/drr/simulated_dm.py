@@ -49,7 +49,8 @@ from retrace.drr import settings
 
 FILE = "simulated_dm.json"  # the planted settings, in the checkpoint folder
 # Labels whose accuracy comes from the reasoner alone: the rehearsal keeps them null.
-REASONER_LABELS = ("cot", "abstain", "selfcritic", "always_accept", "always_reject", "sft_lora")
+# (sft_lora is not one: the simulated SFT-LoRA answers under a label of its own, drr/sft.py.)
+REASONER_LABELS = ("cot", "abstain", "selfcritic", "always_accept", "always_reject")
 METHOD_OF = {variant: method for method, variant in settings.DM_METHODS.items()}
 GRID = 400  # points per axis of the integral over difficulty and question effect
 
