@@ -307,3 +307,26 @@ def test_only_a_run_with_the_simulated_dm_has_it_in_its_keys():
         assert "simulated_dm.py" in names(stage, sim) and "simulated_dm.py" not in names(stage, real)
     assert settings.stage_key("train", sim) != settings.stage_key("train", {**sim, "backbone": "minilm"})
     assert not any("simulated" in n for stage in settings.ENTRIES for n in names(stage, real))
+
+
+def test_a_simulated_checkpoint_is_never_judged_with_by_a_real_block_nor_the_reverse(tmp_path):
+    """The simulated DM reads the gold; a real run whose checkpoint came from a rehearsal (or a
+    rehearsal given a trained checkpoint) fails with one line naming the checkpoint."""
+    from retrace.drr import episodes
+
+    real = settings.load({"models": ["m"], "datasets": ["a"]})
+    sim = settings.load(
+        {
+            "models": ["m"],
+            "datasets": ["a"],
+            "backbone": "simulated",
+            "backbones": {"simulated": {"source": "simulated"}},
+        }
+    )
+    simulated_ckpt, trained_ckpt = tmp_path / "sim.json", tmp_path / "trained.json"
+    simulated_ckpt.write_text(json.dumps({"simulated": True, "folder": str(tmp_path)}))
+    trained_ckpt.write_text(json.dumps({"folder": str(tmp_path)}))
+    with pytest.raises(ValueError, match="sim.json: a simulated checkpoint, but drr.backbone"):
+        episodes._judge(real, simulated_ckpt, {}, [], tmp_path / "g", tmp_path / "p")
+    with pytest.raises(ValueError, match="trained.json: a trained checkpoint, but drr.backbone 'simulated'"):
+        episodes._judge(sim, trained_ckpt, {}, [], tmp_path / "g", tmp_path / "p")

@@ -170,13 +170,22 @@ def run(
 def _judge(
     cfg: Mapping, checkpoint: Path, problems: Mapping, rows: list, generations: Path, problems_path: Path
 ):
-    """judge_paths, or the simulated DM's planted decisions for a simulated checkpoint
-    (settings.SIMULATED_DM, found by name: only a run that uses it has it in its keys)."""
+    """judge_paths, or the simulated DM's planted decisions when the block's backbone is the
+    simulated one (settings.simulated_dm, the test `drr train` uses too; the module is found by
+    name: only a run that uses it has it in its keys). The checkpoint must say the same: a
+    simulated checkpoint reads the gold (drr/simulated_dm.py), so a real run never judges with it."""
     import importlib
     import json
 
     info = json.loads(Path(checkpoint).read_text())
-    if info.get("simulated"):
+    simulated = settings.simulated_dm(cfg)
+    if bool(info.get("simulated")) != simulated:
+        kind = "a simulated" if info.get("simulated") else "a trained"
+        raise ValueError(
+            f"{checkpoint}: {kind} checkpoint, but drr.backbone {cfg['backbone']!r} is "
+            f"{'the simulated DM' if simulated else 'a model'}; run `drr train` for this block"
+        )
+    if simulated:
         sim = importlib.import_module(settings.SIMULATED_DM)
         return sim.judge_paths(cfg, info, problems, rows, generations, problems_path)
     return judge_paths(cfg, checkpoint, problems, rows)
