@@ -6,6 +6,7 @@
 from snakemake.exceptions import IncompleteCheckpointException
 
 from retrace.art import plan as _art
+from retrace.art import resources as _art_resources
 from retrace.atomic import portable  # paths inside the run stay relative: a copied run is current
 
 ART_CFG = family_config("art")
@@ -70,9 +71,13 @@ if ART_CFG:
             sel=f"{RESULTS}/art/{{model}}/{{task}}/selection/{{version}}.json",
         log:
             f"{RESULTS}/logs/art/select/{{model}}/{{task}}/{{version}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/art/{{model}}/{{task}}/selection/{{version}}.tsv"
         threads: 2
-        resources:
-            mem_mb=3000,
+        resources:  # GPUs, memory, runtime from the model, backend and budgets (art/resources.py)
+            mem_mb=lambda w: _art_resources.resources(ART, w.model)["mem_mb"],
+            gpu=lambda w: _art_resources.resources(ART, w.model)["gpu"],
+            runtime=lambda w: capped(_art_resources.resources(ART, w.model)["runtime"]),
             engine=1,
         params:
             key=lambda w: _art.select_key(ART, w.task, w.version),
@@ -99,8 +104,10 @@ if ART_CFG:
         benchmark:
             f"{RESULTS}/benchmarks/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.tsv"
         threads: 2
-        resources:
-            mem_mb=4000,
+        resources:  # GPUs, memory, runtime from the model, backend and budgets (art/resources.py)
+            mem_mb=lambda w: _art_resources.resources(ART, w.model, w.label)["mem_mb"],
+            gpu=lambda w: _art_resources.resources(ART, w.model, w.label)["gpu"],
+            runtime=lambda w: capped(_art_resources.resources(ART, w.model, w.label)["runtime"]),
             engine=1,
         params:
             key=art_key,
