@@ -424,6 +424,7 @@ FAMILIES = {
     "art": "retrace.art.cli",
     "rehearse": "retrace.rehearse",
     "leakcheck": "retrace.drr.leak",  # `retrace leakcheck --jsonl FILE`: do prompts carry their gold?
+    "serve": "retrace.serve",  # `retrace serve --model M --endpoint FILE`: one engine for many jobs
 }
 
 

@@ -168,6 +168,8 @@ def run(
             "flops": flops(manifest["params"], u),
         }
     )
+    if llm.server:  # service mode: which server ran the requests, its settings and versions
+        prov.extra["server"] = llm.server
     if priced:
         prov.extra["equal_compute"] = priced
     if judge is not None:  # its FLOPs are priced per row by scoring (scorer identity has params)

@@ -1,0 +1,84 @@
+"""A client of an engine started by `retrace serve`: service mode for clusters.
+
+One long-lived server per GPU (`python -m retrace serve`, retrace.serve) holds the engine;
+generation jobs are light clients that send their requests through the OpenAI-compatible
+client (retrace.backends.openai). The server's endpoint file (retrace.endpoint) says where it
+listens and what it serves; before the first request the client checks that the server serves
+the job's model (fingerprint), chat template, engine and deterministic mode, and that the live
+server at the URL answers to the name the file records (GET /models). Anything else is refused
+with one line: a client never records results of another model.
+
+Engine config keys (config/backend/served.yaml): endpoint (the file `retrace serve
+--endpoint` writes), server (the engine behind it: llamacpp | vllm), deterministic (must equal
+the server's), concurrency, timeout_s, max_retries, batch_size, api_key_env. The server's own
+settings and package versions are recorded in each job's provenance (`server`).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+from retrace import endpoint
+from retrace.backends.base import Backend
+from retrace.backends.llamacpp import prompt_cache_on
+from retrace.backends.openai import OpenAIBackend
+from retrace.records import Request
+from retrace.registry import BACKENDS
+
+
+@BACKENDS.register("served")
+class ServedBackend(OpenAIBackend):
+    name = "served"
+
+    def __init__(self, model: dict, engine: dict | None = None):
+        settings = dict(engine or {})
+        if not settings.get("endpoint"):
+            raise endpoint.EndpointError(
+                "served backend needs backend.engine.endpoint (the file `retrace serve` writes)"
+            )
+        ep = endpoint.check(settings["endpoint"], model, settings)
+        settings.update(base_url=ep["url"], model=ep["served_model"], server=ep["backend"])
+        super().__init__(model, settings)
+        self.endpoint = ep
+        self.device = f"served by {ep['host']} at {ep['url']}"  # the server's own device is not known here
+        self._answers_as(ep, float(settings.get("timeout_s", 600)))
+
+    @classmethod
+    def identity(cls, model: dict, engine: dict) -> dict:
+        # The cache key names the engine behind the server, not the transport: a request sent
+        # over HTTP to `retrace serve --backend llamacpp` runs in the same xllamacpp server code,
+        # with the same body, as one the in-process llamacpp backend hands it directly. So
+        # their results share keys (a served run resumes an in-process run's cache and back),
+        # as in-process runs with other slot counts already do; in deterministic mode the two
+        # are bit-identical (tests/workflow/test_served.py). endpoint.check refuses a server
+        # whose engine, model, template or mode differ from what this key says.
+        return {**Backend.identity(model, engine), "backend": engine.get("server", "llamacpp")}
+
+    @property
+    def server_record(self) -> dict:
+        """What provenance records about the server: its endpoint file (settings, versions, host)."""
+        return self.endpoint
+
+    def _answers_as(self, ep: dict, timeout: float) -> None:
+        """Refuse a server at the URL that does not answer to the recorded name (a stale file)."""
+        try:
+            with urllib.request.urlopen(ep["url"].rstrip("/") + "/models", timeout=min(timeout, 30)) as r:
+                listed = endpoint.models_listed(json.loads(r.read()))
+        except OSError as e:
+            raise endpoint.EndpointError(
+                f"refusing endpoint {self.engine['endpoint']}: no server answers at {ep['url']} ({e}); "
+                "it has stopped, start `retrace serve` again"
+            ) from None
+        if ep["served_model"] not in listed:
+            raise endpoint.EndpointError(
+                f"refusing endpoint {self.engine['endpoint']}: the server at {ep['url']} serves "
+                f"{sorted(listed)}, not {ep['served_model']} (a stale endpoint file?)"
+            )
+
+    def _fields(self, request: Request) -> tuple[dict, dict]:
+        args, extra = super()._fields(request)
+        if self.server == "llamacpp":
+            # The KV prefix reuse the server was started with, as the in-process engine sends it.
+            extra["cache_prompt"] = prompt_cache_on(self.endpoint.get("engine") or {})
+        return args, extra
