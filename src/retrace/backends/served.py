@@ -9,7 +9,9 @@ server at the URL answers to the name the file records (GET /models). Anything e
 with one line: a client never records results of another model.
 
 Engine config keys (config/backend/served.yaml): endpoint (the file `retrace serve
---endpoint` writes), server (the engine behind it: llamacpp | vllm), deterministic (must equal
+--endpoint` writes, or a folder of such files, one per server: retrace.endpoint.candidates
+picks one per job by its route, model/dataset/seed, which the generate stage sets), wait_s
+(how long to wait for the file to appear), server (the engine behind it: llamacpp | vllm), deterministic (must equal
 the server's), concurrency, timeout_s, max_retries, batch_size, api_key_env. The server's own
 settings and package versions are recorded in each job's provenance (`server`).
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 
 from retrace import endpoint
 from retrace.backends.base import Backend
@@ -37,12 +40,15 @@ class ServedBackend(OpenAIBackend):
             raise endpoint.EndpointError(
                 "served backend needs backend.engine.endpoint (the file `retrace serve` writes)"
             )
-        ep = endpoint.check(settings["endpoint"], model, settings)
+        endpoint.wait_for(settings["endpoint"], float(settings.get("wait_s") or 0))
+        ep = first_answering(
+            endpoint.candidates(settings["endpoint"], model, settings, str(settings.get("route") or "")),
+            float(settings.get("timeout_s", 600)),
+        )
         settings.update(base_url=ep["url"], model=ep["served_model"], server=ep["backend"])
         super().__init__(model, settings)
         self.endpoint = ep
         self.device = f"served by {ep['host']} at {ep['url']}"  # the server's own device is not known here
-        self._answers_as(ep, float(settings.get("timeout_s", 600)))
 
     @classmethod
     def identity(cls, model: dict, engine: dict) -> dict:
@@ -60,25 +66,29 @@ class ServedBackend(OpenAIBackend):
         """What provenance records about the server: its endpoint file (settings, versions, host)."""
         return self.endpoint
 
-    def _answers_as(self, ep: dict, timeout: float) -> None:
-        """Refuse a server at the URL that does not answer to the recorded name (a stale file)."""
-        try:
-            with urllib.request.urlopen(ep["url"].rstrip("/") + "/models", timeout=min(timeout, 30)) as r:
-                listed = endpoint.models_listed(json.loads(r.read()))
-        except OSError as e:
-            raise endpoint.EndpointError(
-                f"refusing endpoint {self.engine['endpoint']}: no server answers at {ep['url']} ({e}); "
-                "it has stopped, start `retrace serve` again"
-            ) from None
-        if ep["served_model"] not in listed:
-            raise endpoint.EndpointError(
-                f"refusing endpoint {self.engine['endpoint']}: the server at {ep['url']} serves "
-                f"{sorted(listed)}, not {ep['served_model']} (a stale endpoint file?)"
-            )
-
     def _fields(self, request: Request) -> tuple[dict, dict]:
         args, extra = super()._fields(request)
         if self.server == "llamacpp":
             # The KV prefix reuse the server was started with, as the in-process engine sends it.
             extra["cache_prompt"] = prompt_cache_on(self.endpoint.get("engine") or {})
         return args, extra
+
+
+def first_answering(found: list[tuple[Path, dict]], timeout: float) -> dict:
+    """The first endpoint whose live server answers to the recorded name (GET /models);
+    EndpointError naming the last failure if none does (stopped servers, stale files)."""
+    why = ""
+    for path, ep in found:
+        try:
+            with urllib.request.urlopen(ep["url"].rstrip("/") + "/models", timeout=min(timeout, 30)) as r:
+                listed = endpoint.models_listed(json.loads(r.read()))
+        except OSError as e:
+            why = f"refusing endpoint {path}: no server answers at {ep['url']} ({e}); start `retrace serve` again"
+            continue
+        if ep["served_model"] in listed:
+            return ep
+        why = (
+            f"refusing endpoint {path}: the server at {ep['url']} serves {sorted(listed)}, "
+            f"not {ep['served_model']} (a stale endpoint file?)"
+        )
+    raise endpoint.EndpointError(why)

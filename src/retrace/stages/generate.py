@@ -120,6 +120,8 @@ def run(
     cfg = job.config()
     if cfg["backend"]["name"] == "simulated":  # answers from the job's problems (backends/simulated.py)
         cfg["backend"]["engine"].update(problems=str(data_path), dataset=job.dataset, label=job.label)
+    if cfg["backend"]["name"] == "served":  # one server for every label of a cell (its prefix cache)
+        cfg["backend"]["engine"]["route"] = f"{job.model}/{job.dataset}/{job.seed}"
     prov = Provenance("generate", config_slice("generate", cfg), stage_sources("generate", cfg))
     prov.inputs = (
         [str(data_path), str(manifest_path)]
