@@ -154,6 +154,18 @@ def candidates(path: str | Path, manifest: dict, engine: dict, route: str = "") 
     return fit[start:] + fit[:start]
 
 
+def served_models(url: str, key: str | None = None, timeout: float = 30) -> set[str]:
+    """The model names the server at `url` lists (GET /models, with the API key if it takes one);
+    OSError if none answers."""
+    import urllib.request
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with urllib.request.urlopen(
+        urllib.request.Request(url.rstrip("/") + "/models", headers=headers), timeout=timeout
+    ) as r:
+        return models_listed(json.loads(r.read()))
+
+
 def models_listed(reply: dict) -> set[str]:
     """Model names in a GET /models reply (OpenAI's `data[].id`; llama.cpp also lists `models[].name`)."""
     names = {m.get("id") for m in reply.get("data") or ()}

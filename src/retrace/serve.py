@@ -26,14 +26,12 @@ what it generates. Do that only on a cluster's private network, with an API key.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
 import subprocess
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 from retrace import endpoint
@@ -82,13 +80,15 @@ def engine_settings(backend: str, sets: list[str]) -> dict:
 class LlamaCppServer:
     """xllamacpp's HTTP server in this process (loopback only)."""
 
-    def __init__(self, manifest: dict, settings: dict, host: str, port: int):
+    def __init__(self, manifest: dict, settings: dict, host: str, port: int, api_key_env: str | None = None):
         from retrace.backends.llamacpp import LlamaCppBackend, prompt_cache_on
 
         if host not in endpoint.LOOPBACK:
             raise ValueError(
                 f"--host {host}: xllamacpp's server listens on loopback only; use --backend vllm"
             )
+        if api_key_env:
+            raise ValueError("--api-key-env: for --backend vllm (llamacpp serves loopback only)")
         alias = endpoint.served_name(manifest)
         self.engine = LlamaCppBackend(manifest, {**settings, "port": port, "alias": alias})
         self.url = self.engine.url + "/v1"
@@ -115,7 +115,8 @@ class VLLMServer:
         port = port or _free_port()
         cmd, env = vllm_command(manifest, settings, host, port, _cuda()), dict(os.environ)
         if api_key_env:
-            cmd += ["--api-key", os.environ[api_key_env]]
+            # vllm reads VLLM_API_KEY itself; on the command line the key would show in `ps`
+            env["VLLM_API_KEY"] = os.environ[api_key_env]
         if settings.get("deterministic") and _cuda():
             env["VLLM_BATCH_INVARIANT"] = "1"  # batch-invariant kernels, as the in-process backend sets
         log.info("starting %s", " ".join(cmd[:4]))
@@ -157,16 +158,15 @@ def vllm_command(manifest: dict, settings: dict, host: str, port: int, cuda: boo
     return cmd
 
 
-def wait_until_answers(server, name: str, timeout: float) -> None:
+def wait_until_answers(server, name: str, timeout: float, key: str | None = None) -> None:
     """Poll GET /models until the server lists `name`; RuntimeError if it dies or times out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not server.alive():
             raise RuntimeError("the engine exited before it answered")
         try:
-            with urllib.request.urlopen(server.url + "/models", timeout=5) as r:
-                if name in endpoint.models_listed(json.loads(r.read())):
-                    return
+            if name in endpoint.served_models(server.url, key, timeout=5):
+                return
         except OSError:
             pass  # still loading
         time.sleep(0.5)
@@ -183,11 +183,12 @@ def serve(a: argparse.Namespace, stop: threading.Event) -> None:
         raise ValueError(f"{a.manifest} is the manifest of {manifest['name']!r}, not --model {a.model!r}")
     server: LlamaCppServer | VLLMServer
     if a.backend == "llamacpp":
-        server = LlamaCppServer(manifest, settings, a.host, a.port)
+        server = LlamaCppServer(manifest, settings, a.host, a.port, a.api_key_env)
     else:
         server = VLLMServer(manifest, settings, a.host, a.port, a.api_key_env)
     try:
-        wait_until_answers(server, endpoint.served_name(manifest), a.ready_timeout)
+        key = os.environ[a.api_key_env] if a.api_key_env else None
+        wait_until_answers(server, endpoint.served_name(manifest), a.ready_timeout, key)
         info = endpoint.record(
             server.url, manifest, a.backend, server.settings, closure.engine_versions(a.backend)
         )

@@ -32,6 +32,10 @@ def models_server():
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
+            if "needs-key" in served and self.headers.get("Authorization") != "Bearer s3cret":
+                self.send_response(401)
+                self.end_headers()
+                return
             body = json.dumps({"object": "list", "data": [{"id": n} for n in served]}).encode()
             self.send_response(200 if self.path == "/v1/models" else 404)
             self.end_headers()
@@ -204,3 +208,23 @@ def test_client_waits_for_the_endpoint_to_appear(tmp_path):
     endpoint.wait_for(path, seconds=30, poll=0.05)
     timer.join()
     assert path.exists()
+
+
+def test_client_sends_the_api_key_to_a_server_that_takes_one(tmp_path, models_server, monkeypatch):
+    url, served = models_server
+    served += ["needs-key", endpoint.served_name(MANIFEST)]
+    path = write_endpoint(tmp_path / "ep.json", url)
+    with pytest.raises(endpoint.EndpointError, match="no server answers.*401"):
+        ServedBackend(MANIFEST, {"endpoint": str(path), "deterministic": True})
+    monkeypatch.setenv("RETRACE_TEST_SERVE_KEY", "s3cret")
+    settings = {"endpoint": str(path), "deterministic": True, "api_key_env": "RETRACE_TEST_SERVE_KEY"}
+    with ServedBackend(MANIFEST, settings) as b:
+        assert b.base_url == url
+
+
+def test_served_clients_ask_for_no_gpu_and_little_memory():
+    from retrace.cluster import MIN_MEM_MB, gpus, mem_mb
+
+    cfg = {"backend": {"name": "served", "engine": {}}, "model": {"params": 70_000_000_000}}
+    assert gpus(cfg) == 0 and mem_mb(cfg) == MIN_MEM_MB
+    assert mem_mb({**cfg, "backend": {"name": "llamacpp", "engine": {}}}) > 10 * MIN_MEM_MB

@@ -18,14 +18,12 @@ settings and package versions are recorded in each job's provenance (`server`).
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from pathlib import Path
 
 from retrace import endpoint
 from retrace.backends.base import Backend
 from retrace.backends.llamacpp import prompt_cache_on
-from retrace.backends.openai import OpenAIBackend
+from retrace.backends.openai import OpenAIBackend, _api_key
 from retrace.records import Request
 from retrace.registry import BACKENDS
 
@@ -44,6 +42,7 @@ class ServedBackend(OpenAIBackend):
         ep = first_answering(
             endpoint.candidates(settings["endpoint"], model, settings, str(settings.get("route") or "")),
             float(settings.get("timeout_s", 600)),
+            _api_key(settings) if settings.get("api_key_env") else None,
         )
         settings.update(base_url=ep["url"], model=ep["served_model"], server=ep["backend"])
         super().__init__(model, settings)
@@ -74,14 +73,13 @@ class ServedBackend(OpenAIBackend):
         return args, extra
 
 
-def first_answering(found: list[tuple[Path, dict]], timeout: float) -> dict:
+def first_answering(found: list[tuple[Path, dict]], timeout: float, key: str | None = None) -> dict:
     """The first endpoint whose live server answers to the recorded name (GET /models);
     EndpointError naming the last failure if none does (stopped servers, stale files)."""
     why = ""
     for path, ep in found:
         try:
-            with urllib.request.urlopen(ep["url"].rstrip("/") + "/models", timeout=min(timeout, 30)) as r:
-                listed = endpoint.models_listed(json.loads(r.read()))
+            listed = endpoint.served_models(ep["url"], key, timeout=min(timeout, 30))
         except OSError as e:
             why = f"refusing endpoint {path}: no server answers at {ep['url']} ({e}); start `retrace serve` again"
             continue
