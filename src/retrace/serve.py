@@ -178,9 +178,12 @@ def serve(a: argparse.Namespace, stop: threading.Event) -> None:
     from retrace import closure, models
 
     settings = engine_settings(a.backend, a.set)
-    manifest = models.load_manifest(a.manifest or Path("results/models") / a.model / "manifest.json")
+    path = a.manifest or Path("results/models") / a.model / "manifest.json"
+    if not path.exists():
+        raise ValueError(f"no manifest at {path}: materialise the model first (`snakemake --cores 1 {path}`)")
+    manifest = models.load_manifest(path)
     if manifest["name"] != a.model:
-        raise ValueError(f"{a.manifest} is the manifest of {manifest['name']!r}, not --model {a.model!r}")
+        raise ValueError(f"{path} is the manifest of {manifest['name']!r}, not --model {a.model!r}")
     server: LlamaCppServer | VLLMServer
     if a.backend == "llamacpp":
         server = LlamaCppServer(manifest, settings, a.host, a.port, a.api_key_env)

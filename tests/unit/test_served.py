@@ -228,3 +228,54 @@ def test_served_clients_ask_for_no_gpu_and_little_memory():
     cfg = {"backend": {"name": "served", "engine": {}}, "model": {"params": 70_000_000_000}}
     assert gpus(cfg) == 0 and mem_mb(cfg) == MIN_MEM_MB
     assert mem_mb({**cfg, "backend": {"name": "llamacpp", "engine": {}}}) > 10 * MIN_MEM_MB
+
+
+def serve_args(tmp_path, **kw):
+    """`retrace serve` arguments for a manifest of a small stand-in weights file."""
+    import argparse
+    import hashlib
+
+    weights = tmp_path / "w.gguf"
+    weights.write_bytes(b"not really weights")
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    manifest = {**MANIFEST, "fingerprint": digest, "sha256": digest, "gguf": str(weights), "hf_dir": None}
+    write_json(tmp_path / "manifest.json", manifest)
+    base = dict(model="tiny", backend="llamacpp", set=["engine.deterministic=true"], host="127.0.0.1", port=0)
+    base.update(endpoint=tmp_path / "serve" / "ep.json", manifest=tmp_path / "manifest.json")
+    return argparse.Namespace(**{**base, "api_key_env": None, "ready_timeout": 10, **kw}), manifest
+
+
+def test_serve_publishes_the_endpoint_once_answering_and_removes_it_on_stop(
+    tmp_path, models_server, monkeypatch
+):
+    from retrace import serve
+
+    url, served = models_server
+    a, manifest = serve_args(tmp_path)
+
+    class Engine:  # stands in for xllamacpp's server: the models server answers for it
+        def __init__(self, manifest, settings, host, port, api_key_env):
+            self.url, self.settings, self.closed = url, settings, False
+            threading.Timer(0.3, served.append, (endpoint.served_name(manifest),)).start()
+
+        def alive(self):
+            return True
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(serve, "LlamaCppServer", Engine)
+    stop = threading.Event()
+    thread = threading.Thread(target=serve.serve, args=(a, stop))
+    thread.start()
+    for _ in range(200):
+        if a.endpoint.exists():
+            break
+        threading.Event().wait(0.05)
+    ep = endpoint.read(a.endpoint)
+    assert served, "the endpoint file was written before the server answered"
+    assert ep["url"] == url and ep["model"]["fingerprint"] == manifest["fingerprint"]
+    assert ep["engine"]["deterministic"] is True and ep["backend"] == "llamacpp"
+    stop.set()
+    thread.join(10)
+    assert not thread.is_alive() and not a.endpoint.exists()
