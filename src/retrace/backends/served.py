@@ -56,7 +56,8 @@ class ServedBackend(OpenAIBackend):
         # with the same body, as one the in-process llamacpp backend hands it directly. So
         # their results share keys (a served run resumes an in-process run's cache and back),
         # as in-process runs with other slot counts already do; in deterministic mode the two
-        # are bit-identical (tests/workflow/test_served.py). endpoint.check refuses a server
+        # are bit-identical (tests/workflow/test_served.py). Likewise `vllm serve` and
+        # `vllm.LLM` share vLLM's model runner and sampler. endpoint.check refuses a server
         # whose engine, model, template or mode differ from what this key says.
         return {**Backend.identity(model, engine), "backend": engine.get("server", "llamacpp")}
 
