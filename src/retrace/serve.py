@@ -2,7 +2,8 @@
 
     python -m retrace serve --model smollm2-135m-q41 --endpoint results/serve/smollm2.json \
         --set engine.deterministic=true
-    python -m retrace serve --model qwen2.5-7b --backend vllm --endpoint results/serve/qwen-$SLURM_JOB_ID.json
+    python -m retrace serve --model llama-3.1-8b-instruct --backend vllm \
+        --endpoint results/serve/llama-$SLURM_JOB_ID.json
 
 Loads the model's engine once (the manifest `results/models/<model>/manifest.json`, written by
 the workflow's `model` stage; its weights are verified), waits until the server answers, then
@@ -48,8 +49,8 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  retrace serve --model smollm2-135m-q41 --endpoint results/serve/smollm2.json\n"
         "  retrace serve --model smollm2-135m-q41 --set engine.deterministic=true --endpoint e.json\n"
-        "  retrace serve --model qwen2.5-7b --backend vllm --host $(hostname) --api-key-env KEY "
-        "--endpoint results/serve/qwen.json",
+        "  retrace serve --model llama-3.1-8b-instruct --backend vllm --host $(hostname) --api-key-env KEY "
+        "--endpoint results/serve/llama.json",
     )
     p.add_argument("--model", required=True, help="config/model/<name>.yaml")
     p.add_argument("--backend", choices=ENGINES, default="llamacpp", help="the engine (default llamacpp)")
