@@ -174,10 +174,31 @@ def wait_until_answers(server, name: str, timeout: float, key: str | None = None
     raise RuntimeError(f"no answer from {server.url} within {timeout:.0f} s")
 
 
+def check_endpoint_path(path: Path, key: str | None) -> None:
+    """Refuse, before loading anything, an --endpoint that is a folder or whose file names a
+    server that still answers (a second server must not take over a live one's clients);
+    a file left by a killed server is replaced."""
+    if path.is_dir() or str(path).endswith("/"):
+        raise ValueError(f"--endpoint {path} is a folder: name a file in it, e.g. {Path(path) / 'gpu0.json'}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        return
+    try:
+        old = endpoint.read(path)
+        live = old["served_model"] in endpoint.served_models(old["url"], key, timeout=5)
+    except (OSError, ValueError, KeyError):
+        return  # unreadable, or nobody answers there: a leftover
+    if live:
+        raise ValueError(
+            f"--endpoint {path}: the server it names still answers at {old['url']} (pid {old['pid']})"
+        )
+
+
 def serve(a: argparse.Namespace, stop: threading.Event) -> None:
     """Start the engine, publish the endpoint file, serve until `stop` is set, clean up."""
     from retrace import closure, models
 
+    check_endpoint_path(a.endpoint, os.environ[a.api_key_env] if a.api_key_env else None)
     settings = engine_settings(a.backend, a.set)
     path = a.manifest or Path("results/models") / a.model / "manifest.json"
     if not path.exists():

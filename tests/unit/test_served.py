@@ -279,3 +279,18 @@ def test_serve_publishes_the_endpoint_once_answering_and_removes_it_on_stop(
     stop.set()
     thread.join(10)
     assert not thread.is_alive() and not a.endpoint.exists()
+
+
+def test_serve_refuses_a_folder_or_the_endpoint_of_a_live_server(tmp_path, models_server):
+    from retrace.backends.llamacpp import _free_port
+    from retrace.serve import check_endpoint_path
+
+    url, served = models_server
+    with pytest.raises(ValueError, match="is a folder"):
+        check_endpoint_path(tmp_path, None)
+    live = write_endpoint(tmp_path / "live.json", url)
+    served.append(endpoint.served_name(MANIFEST))
+    with pytest.raises(ValueError, match="still answers"):
+        check_endpoint_path(live, None)
+    # a file left by a killed server (nobody answers at its URL) is replaced
+    check_endpoint_path(write_endpoint(tmp_path / "left.json", f"http://127.0.0.1:{_free_port()}/v1"), None)
