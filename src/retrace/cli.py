@@ -103,7 +103,7 @@ def _with_examples(p: argparse.ArgumentParser, examples: tuple[str, ...]) -> Non
 def _overview(sub_help: dict[str, str]) -> str:
     """The top-level help: user commands first, then the internal steps the rules call."""
     users = [n for n in USER_ORDER if n in sub_help]
-    steps = [n for n in sub_help if n not in users] + ["drr …", "art …"]
+    steps = [n for n in sub_help if n not in users] + ["drr …", "art …", "serve …"]
     width = max(len(n) for n in users)
     return (
         "A reproducibility workbench for LLM test-time reasoning.\n\ncommands:\n"
@@ -424,6 +424,7 @@ FAMILIES = {
     "art": "retrace.art.cli",
     "rehearse": "retrace.rehearse",
     "leakcheck": "retrace.drr.leak",  # `retrace leakcheck --jsonl FILE`: do prompts carry their gold?
+    "serve": "retrace.serve",  # `retrace serve --model M --endpoint FILE`: one engine for many jobs
 }
 
 

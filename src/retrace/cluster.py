@@ -14,7 +14,8 @@ when one needs more attempts than the profile allows, or cannot resume (a DM tra
     gpu      vLLM: the engine's tensor_parallel_size (one engine spans that many GPUs);
              hf on cuda: 1; CPU engines (llama.cpp, hf on cpu, openai clients): 0
     mem_mb   host memory: the weights as loaded (bf16 on GPU engines, ~4.5-bit GGUF on
-             llama.cpp) × 1.5, plus 2 GB for the runtime; never below 4000 MB
+             llama.cpp) × 1.5, plus 2 GB for the runtime; never below 4000 MB (a `served`
+             client's: 4000 MB, the engine is in `retrace serve`'s own job)
     runtime  minutes: upper-bound generated tokens at the backend's stated throughput
              (per GPU, so divided by the GPUs of a tensor-parallel engine) × 1.5 + 30 min for
              loading; 60 min when the throughput or the problem count is unknown
@@ -44,6 +45,8 @@ def gpus(cfg: dict) -> int:
 
 
 def mem_mb(cfg: dict) -> int:
+    if cfg["backend"]["name"] == "served":  # a client: the weights live in the server's job
+        return MIN_MEM_MB
     per_param = BYTES_PER_PARAM["gpu" if gpus(cfg) else "gguf"]
     weights_mb = float(cfg["model"]["params"]) * per_param / 1e6
     return max(MIN_MEM_MB, math.ceil(weights_mb * 1.5) + 2000)

@@ -93,6 +93,15 @@ class CachedLLM:
 
     _device_seen = "none: every request was served from the cache"
 
+    @property
+    def server(self) -> dict | None:
+        """The served engine's record (backends/served.py: its endpoint file), if the engine
+        is a client of one and was started."""
+        backend = self._backend
+        return getattr(backend, "server_record", None) if backend is not None else self._server_seen
+
+    _server_seen: dict | None = None
+
     def key(self, request: Request) -> str:
         return request_key(self.model["fingerprint"], self.identity, request)
 
@@ -125,5 +134,6 @@ class CachedLLM:
     def close(self) -> None:
         if self._backend is not None:
             self._device_seen = str(self._backend.device)
+            self._server_seen = getattr(self._backend, "server_record", None)
             self._backend.close()
             self._backend = None

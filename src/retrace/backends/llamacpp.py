@@ -5,7 +5,7 @@ pool; llama.cpp batches the slots together. Per-request seeds make sampling repe
 for a fixed slot count, but outputs can still differ in the last bits when batch
 composition changes (llama.cpp does not promise batch-invariant kernels).
 Engine config keys: n_parallel, n_ctx (per slot), n_threads, n_batch, batch_size, port,
-cache_prompt. With `cache_prompt` on (the default), a request whose prefix is already in a
+cache_prompt, alias (the model name the HTTP server answers to; `retrace serve` sets it). With `cache_prompt` on (the default), a request whose prefix is already in a
 slot's KV cache skips recomputing it; that is faster (refinement relies on it) but the reused
 KV was computed in a different batch shape, so sampled outputs are not bitwise repeatable
 across a resumed run.
@@ -59,6 +59,8 @@ class LlamaCppBackend(Backend):
         p.n_batch = int(self.engine.get("n_batch", 512))
         p.hostnames = ["127.0.0.1"]  # the built-in HTTP server only ever listens on loopback
         p.port = int(self.engine.get("port", 0)) or _free_port()
+        if self.engine.get("alias"):
+            p.model_alias = {str(self.engine["alias"])}
         if model.get("chat_template"):
             p.chat_template = model["chat_template"]
         self._server = xllamacpp.Server(p)

@@ -120,6 +120,8 @@ def run(
     cfg = job.config()
     if cfg["backend"]["name"] == "simulated":  # answers from the job's problems (backends/simulated.py)
         cfg["backend"]["engine"].update(problems=str(data_path), dataset=job.dataset, label=job.label)
+    if cfg["backend"]["name"] == "served":  # one server for every label of a cell (its prefix cache)
+        cfg["backend"]["engine"]["route"] = f"{job.model}/{job.dataset}/{job.seed}"
     prov = Provenance("generate", config_slice("generate", cfg), stage_sources("generate", cfg))
     prov.inputs = (
         [str(data_path), str(manifest_path)]
@@ -168,6 +170,8 @@ def run(
             "flops": flops(manifest["params"], u),
         }
     )
+    if llm.server:  # service mode: which server ran the requests, its settings and versions
+        prov.extra["server"] = llm.server
     if priced:
         prov.extra["equal_compute"] = priced
     if judge is not None:  # its FLOPs are priced per row by scoring (scorer identity has params)

@@ -1,0 +1,93 @@
+"""A client of an engine started by `retrace serve`: service mode for clusters.
+
+One long-lived server per GPU (`python -m retrace serve`, retrace.serve) holds the engine;
+generation jobs are light clients that send their requests through the OpenAI-compatible
+client (retrace.backends.openai). The server's endpoint file (retrace.endpoint) says where it
+listens and what it serves; before the first request the client checks that the server serves
+the job's model (fingerprint), chat template, engine and deterministic mode, and that the live
+server at the URL answers to the name the file records (GET /models). Anything else is refused
+with one line: a client never records results of another model.
+
+Engine config keys (config/backend/served.yaml): endpoint (the file `retrace serve
+--endpoint` writes, or a folder of such files, one per server: retrace.endpoint.candidates
+picks one per job by its route, model/dataset/seed, which the generate stage sets), wait_s
+(how long to wait for the file to appear), server (the engine behind it: llamacpp | vllm), deterministic (must equal
+the server's), concurrency, timeout_s, max_retries, batch_size, api_key_env. The server's own
+settings and package versions are recorded in each job's provenance (`server`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from retrace import endpoint
+from retrace.backends.base import Backend
+from retrace.backends.llamacpp import prompt_cache_on
+from retrace.backends.openai import OpenAIBackend, _api_key
+from retrace.records import Request
+from retrace.registry import BACKENDS
+
+
+@BACKENDS.register("served")
+class ServedBackend(OpenAIBackend):
+    name = "served"
+
+    def __init__(self, model: dict, engine: dict | None = None):
+        settings = dict(engine or {})
+        if not settings.get("endpoint"):
+            raise endpoint.EndpointError(
+                "served backend needs backend.engine.endpoint (the file `retrace serve` writes)"
+            )
+        endpoint.wait_for(settings["endpoint"], float(settings.get("wait_s") or 0))
+        ep = first_answering(
+            endpoint.candidates(settings["endpoint"], model, settings, str(settings.get("route") or "")),
+            float(settings.get("timeout_s", 600)),
+            _api_key(settings) if settings.get("api_key_env") else None,
+        )
+        settings.update(base_url=ep["url"], model=ep["served_model"], server=ep["backend"])
+        super().__init__(model, settings)
+        self.endpoint = ep
+        self.device = f"served by {ep['host']} at {ep['url']}"  # the server's own device is not known here
+
+    @classmethod
+    def identity(cls, model: dict, engine: dict) -> dict:
+        # The cache key names the engine behind the server, not the transport: a request sent
+        # over HTTP to `retrace serve --backend llamacpp` runs in the same xllamacpp server code,
+        # with the same body, as one the in-process llamacpp backend hands it directly. So
+        # their results share keys (a served run resumes an in-process run's cache and back),
+        # as in-process runs with other slot counts already do; in deterministic mode the two
+        # are bit-identical (tests/workflow/test_served.py). Likewise `vllm serve` and
+        # `vllm.LLM` share vLLM's model runner and sampler. endpoint.check refuses a server
+        # whose engine, model, template or mode differ from what this key says.
+        return {**Backend.identity(model, engine), "backend": engine.get("server", "llamacpp")}
+
+    @property
+    def server_record(self) -> dict:
+        """What provenance records about the server: its endpoint file (settings, versions, host)."""
+        return self.endpoint
+
+    def _fields(self, request: Request) -> tuple[dict, dict]:
+        args, extra = super()._fields(request)
+        if self.server == "llamacpp":
+            # The KV prefix reuse the server was started with, as the in-process engine sends it.
+            extra["cache_prompt"] = prompt_cache_on(self.endpoint.get("engine") or {})
+        return args, extra
+
+
+def first_answering(found: list[tuple[Path, dict]], timeout: float, key: str | None = None) -> dict:
+    """The first endpoint whose live server answers to the recorded name (GET /models);
+    EndpointError naming the last failure if none does (stopped servers, stale files)."""
+    why = ""
+    for path, ep in found:
+        try:
+            listed = endpoint.served_models(ep["url"], key, timeout=min(timeout, 30))
+        except OSError as e:
+            why = f"refusing endpoint {path}: no server answers at {ep['url']} ({e}); start `retrace serve` again"
+            continue
+        if ep["served_model"] in listed:
+            return ep
+        why = (
+            f"refusing endpoint {path}: the server at {ep['url']} serves {sorted(listed)}, "
+            f"not {ep['served_model']} (a stale endpoint file?)"
+        )
+    raise endpoint.EndpointError(why)
