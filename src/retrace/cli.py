@@ -354,6 +354,11 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
         print("\n".join(j.path for j in planned))
     # CPU jobs are priced at the probe's measured rate when a run here has one (results/probe)
     print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset"), Path("results/probe")).line())
+    from retrace.config import load_experiment
+    from retrace.estimate import family_lines
+
+    for line in family_lines(load_experiment(cfg["experiment"]), cfg["mirror"], Path("results/probe")):
+        print(line)
     return 0
 
 

@@ -14,6 +14,12 @@ The token bound over-counts (chains stop before max_tokens) about as much as the
 rate over-states what a run gets (prefill, part-filled batches, a shared machine): measured
 against `make controls` in docs/controls.md. Maj@N' jobs are priced as Maj@N: their N' is
 only known after the refinement has run.
+
+DRR's and ART's engine stages are estimated apart (`family_lines`, one line each): DRR's
+reasoner jobs (distil, generate) at questions × calls × max_tokens (drr/settings.py), ART's
+run and selection jobs at each method's token bound (art/resources.py), priced as above. DRR's
+discriminator and SFT-LoRA train for a bounded time, not a number of tokens: their runtime caps
+(`drr.runtime`) are listed by `retrace plan --check`, not priced here.
 """
 
 from __future__ import annotations
@@ -145,3 +151,79 @@ def estimate(
         if throughput:
             est.gpu_hours += tokens / float(throughput) / 3600
     return est
+
+
+@dataclass
+class FamilyEstimate:
+    name: str
+    jobs: int = 0
+    unknown: int = 0
+    generated_tokens: int = 0
+    gpu_hours: float = 0.0
+    cpu_hours: float = 0.0
+    rates: set = field(default_factory=set)  # (tok/s, "probe" | "assumed") of the CPU jobs
+
+    def add(self, model: str, backend: str, tokens: int | None, probe_dir: Path | None) -> None:
+        """One engine job of `model` on `backend` generating at most `tokens`."""
+        from retrace.config import compose
+
+        self.jobs += 1
+        if tokens is None:
+            self.unknown += 1
+            return
+        self.generated_tokens += tokens
+        cfg = compose({"model": model, "backend": backend})
+        if gpus(cfg):
+            throughput = (cfg["backend"].get("engine") or {}).get("throughput_tok_s")
+            self.gpu_hours += tokens / float(throughput) / 3600 if throughput else 0.0
+            return
+        rate = probe_rate(probe_dir, model, backend)
+        rate, how = (rate, "probe") if rate else (DEFAULT_CPU_TOK_S, "assumed")
+        self.rates.add((rate, how))
+        self.cpu_hours += tokens / rate / 3600
+
+    def line(self) -> str:
+        times = [f"≈ {self.gpu_hours:,.1f} GPU-hours"] if self.gpu_hours else []
+        if self.rates:
+            rates = ", ".join(f"{r:,.0f} tok/s {h}" for r, h in sorted(self.rates))
+            times.append(f"≈ {self.cpu_hours:,.1f} h CPU wall time at {rates}")
+        unknown = f"; {self.unknown} jobs of unknown size" if self.unknown else ""
+        return (
+            f"estimate ({self.name}): {self.jobs} engine jobs, ≤ {self.generated_tokens:,} generated tokens, "
+            + ("; ".join(times) or "no stated throughput")
+            + unknown
+        )
+
+
+def family_lines(experiment: dict, mirror: str | None, probe_dir: Path | None = None) -> list[str]:
+    """One estimate line per method family block of the experiment (DRR, ART); see the
+    module docstring."""
+    lines = []
+    if experiment.get("drr"):
+        from retrace.drr import settings
+
+        cfg, est = settings.load(experiment["drr"]), FamilyEstimate("DRR reasoner")
+        for model in cfg["models"]:
+            for e in settings.entries(cfg):
+                for _seed in cfg.get("seeds") or [0]:
+                    for stage in ("distil", "generate"):
+                        tokens = settings.reasoner_tokens(cfg, stage, e["name"], mirror)
+                        est.add(model, cfg["backend"], tokens, probe_dir)
+        lines.append(est.line())
+    if experiment.get("art"):
+        from retrace.art import plan as art_plan
+        from retrace.art import resources
+
+        cfg, est = art_plan.check(experiment["art"]), FamilyEstimate("ART")
+        jobs = art_plan.jobs(cfg)
+        for job in jobs:
+            est.add(job.model, cfg["backend"], resources.job_tokens(cfg, job.method), probe_dir)
+        selections = {
+            (j.model, j.task, art_plan.job_version(cfg, j))
+            for j in jobs
+            if art_plan.uses_library(j) and art_plan.needs_selection(j.task)
+        }
+        for model, _task, _version in sorted(selections):
+            est.add(model, cfg["backend"], resources.select_tokens(cfg), probe_dir)
+        lines.append(est.line())
+    return lines

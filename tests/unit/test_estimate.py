@@ -31,3 +31,41 @@ def test_paper_grid_has_gpu_hours_at_the_stated_throughput():
     est = estimate(jobs(check_global({"experiment": "paper"})), "/nonexistent-mirror")
     assert est.jobs == 660 and est.unknown == 660  # without a mirror the sizes are unknown
     assert "660 generation jobs" in est.line()
+
+
+def test_drr_and_art_stages_are_estimated_apart_from_the_spine():
+    """DRR's reasoner jobs: questions x calls x max_tokens per stage and seed; ART's: each job's
+    method bound (art/resources.py) plus its selection jobs; CPU jobs priced at the assumed rate."""
+    from retrace.art import plan as art_plan
+    from retrace.art import resources
+    from retrace.config import load_experiment
+    from retrace.drr import settings
+    from retrace.estimate import DEFAULT_CPU_TOK_S, family_lines
+
+    drr_line, art_line = family_lines(
+        {**load_experiment("drr_plumbing"), **load_experiment("art_plumbing")}, None
+    )
+    cfg = settings.load(load_experiment("drr_plumbing")["drr"])
+    per_stage = [
+        settings.reasoner_tokens(cfg, s, e["name"], None)
+        for e in settings.entries(cfg)
+        for s in ("distil", "generate")
+    ]
+    seeds = len(cfg.get("seeds") or [0])
+    assert drr_line.startswith(f"estimate (DRR reasoner): {len(per_stage) * seeds} engine jobs, ")
+    assert f"≤ {seeds * sum(per_stage):,} generated tokens" in drr_line and sum(per_stage) > 0
+    art = art_plan.check(load_experiment("art_plumbing")["art"])
+    runs = art_plan.jobs(art)
+    # one selection job per (model, unseen task, library version) that a library-using run reads
+    selections = {
+        (j.model, j.task, art_plan.job_version(art, j))
+        for j in runs
+        if art_plan.uses_library(j) and art_plan.needs_selection(j.task)
+    }
+    tokens = sum(resources.job_tokens(art, j.method) for j in runs) + len(
+        selections
+    ) * resources.select_tokens(art)
+    assert art_line.startswith(f"estimate (ART): {len(runs) + len(selections)} engine jobs, ")
+    assert f"≤ {tokens:,} generated tokens" in art_line
+    assert f"{DEFAULT_CPU_TOK_S:,.0f} tok/s assumed" in art_line
+    assert family_lines(load_experiment("plumbing"), None) == []  # the spine alone: no family line

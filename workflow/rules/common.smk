@@ -37,11 +37,18 @@ if config.get("estimate", True):  # printed before anything runs (also on dry-ru
     from snakemake.logging import logger
     from retrace.estimate import estimate as _estimate
 
+    from retrace.config import load_experiment as _load_experiment
+    from retrace.estimate import family_lines as _family_lines
+
     logger.info(
         _estimate(
             JOBS, config["mirror"], _plan.shared_overrides(config, "dataset"), f"{RESULTS}/probe"
         ).line()
     )
+    for _line in _family_lines(
+        _load_experiment(config["experiment"]), config["mirror"], Path(f"{RESULTS}/probe")
+    ):
+        logger.info(_line)
 JOB_PATH = "{model}/{backend}/{dataset}/{label}/seed{seed}"
 
 

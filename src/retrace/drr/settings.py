@@ -279,12 +279,18 @@ def reasoner_runtime(cfg: dict, model: str, stage: str, dataset: str, mirror: st
     all of it; × calls per question × max_tokens)."""
     from retrace import cluster
     from retrace.config import compose
+
+    tokens = reasoner_tokens(cfg, stage, dataset, mirror)
+    return cluster.runtime_min(compose({"model": model, "backend": cfg["backend"]}), tokens)
+
+
+def reasoner_tokens(cfg: dict, stage: str, dataset: str, mirror: str | None) -> int | None:
+    """Upper-bound generated tokens of a distil/generate job (None: question count unknown)."""
     from retrace.estimate import problem_count
 
     train = {e["name"]: e["train"] for e in entries(cfg)}.get(dataset)
     questions = problem_count(train if stage == "distil" and train else dataset, (), mirror)
-    tokens = questions * _calls(cfg, stage) * int(cfg["max_tokens"]) if questions else None
-    return cluster.runtime_min(compose({"model": model, "backend": cfg["backend"]}), tokens)
+    return questions * _calls(cfg, stage) * int(cfg["max_tokens"]) if questions else None
 
 
 def runtimes(cfg: dict, mirror: str | None) -> list:
