@@ -45,8 +45,17 @@ XDIST ?= -n 2 --dist loadscope
 test-fast: setup
 	$(PYTEST) $(XDIST) -m "not slow and not vllm"
 
+# The live SLURM tests (tests/cluster) wait on the queue about half their time (SLURM's
+# one-minute time limits, the executor's status polls; docs/testing.md), so they run beside the
+# rest of the slow tier in a second pytest process, whose report follows the tier's; either
+# failing fails the target.
 test-slow: setup
-	$(PYTEST) -m "slow and not vllm"
+	@out=$$(mktemp); \
+	$(PYTEST) -p no:cacheprovider -m "slow and cluster and not vllm" > $$out 2>&1 & pid=$$!; \
+	trap "kill $$pid 2>/dev/null" INT TERM; \
+	$(PYTEST) -m "slow and not cluster and not vllm"; rc=$$?; \
+	wait $$pid; rc_cluster=$$?; echo "--- the live SLURM tests (beside the slow tier) ---"; \
+	cat $$out; rm -f $$out; test $$rc -eq 0 -a $$rc_cluster -eq 0
 
 test: test-fast test-slow
 
