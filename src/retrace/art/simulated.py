@@ -129,3 +129,30 @@ def text(backend, request: Request) -> str:
         return f" Simulated reasoning.\nAns: {ans}"  # AutoCoT's chain of thought
     step = _NEXT.search(prompt)
     return program(int(step.group(1)) if step else 1, ans, "\n#" in request.sampling.stop)
+
+
+GRID = 400  # points per axis of the integral over difficulty and question effect
+
+
+def vote_gain(points: float, k: int, engine: dict) -> float:
+    """What self-consistency's vote over k programs adds to the per-sample accuracy (base +
+    points, `points` a fraction) in expectation, as this engine draws the programs: each right
+    with the question's per-sample probability (given its shared effect), one wrong answer, a
+    tie to the earliest program (right half the time). k <= 2: exactly 0."""
+    import numpy as np
+    from scipy.special import betaincinv
+    from scipy.stats import binom, norm
+
+    if k <= 2:
+        return 0.0
+    base, conc, rho = (float(engine[x]) for x in ("base_accuracy", "concentration", "correlation"))
+    u = (np.arange(GRID) + 0.5) / GRID
+    p = betaincinv(base * conc, (1 - base) * conc, u)
+    if points >= 0:
+        p = p + min(1.0, points / max(1e-9, 1 - base)) * (1 - p)
+    else:
+        p = p * (1 - min(1.0, -points / max(1e-9, base)))
+    p = np.clip(p, 1e-12, 1 - 1e-12)[:, None]
+    right = norm.cdf((norm.ppf(p) - rho * norm.ppf(u)[None, :]) / np.sqrt(1 - rho * rho))
+    tie = 0.5 * binom.pmf(k // 2, k, right) if k % 2 == 0 else 0.0
+    return float((binom.sf(k // 2, k, right) + tie).mean() - right.mean())
