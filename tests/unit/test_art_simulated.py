@@ -146,3 +146,35 @@ def test_correctness_follows_the_planted_probability_and_greedy_seeds_repeat(tmp
     greedy = [program_answers(llm, items[:100], seed, 0.0) for seed in (0, 1)]
     sampled = [program_answers(llm, items[:100], seed, 0.7) for seed in (0, 1)]
     assert greedy[0] == greedy[1] and sampled[0] != sampled[1]
+
+
+def test_vote_gain_is_what_the_engines_votes_do(tmp_path, problems):
+    """vote_gain (the truth of a self-consistency row in a rehearsal) against the engine's own
+    draws: 15 sampled programs per question, voted as art_sc votes. Settings where voting
+    matters: questions concentrated around 0.3, independent samples."""
+    from retrace.art.metrics import vote
+    from retrace.art.simulated import vote_gain
+
+    path, items = problems
+    settings = {"base_accuracy": 0.3, "concentration": 20.0, "correlation": 0.0}
+    engine = {"problems": str(path), "dataset": "task", "label": "art_sc", **settings}
+    sim = BACKENDS.get("simulated")(MODEL, engine)
+    single, voted = [], []
+    for p in items[:300]:
+        answers = [
+            baselines.cut_after_answer(sim._art(request(p, seed=7, k=j)).text)[0].rpartition("Ans: ")[2]
+            for j in range(15)
+        ]
+        single.append(answers[0] == p.gold)
+        voted.append(vote(answers) == p.gold)
+    measured = (sum(voted) - sum(single)) / 300
+    assert vote_gain(0.0, 15, settings) == pytest.approx(measured, abs=0.06)
+    assert vote_gain(0.0, 15, settings) < -0.15 and vote_gain(0.1, 2, settings) == 0.0
+
+
+def request(p: Problem, seed: int, k: int):
+    from retrace.records import Request, Sampling
+
+    head = f"Description: Unscramble.\nInput: {p.question}\nQ1:"
+    sampling = Sampling(temperature=0.7, seed=seed * 1000 + k, max_tokens=64, stop=("\n----",))
+    return Request(prompt=head, sample_index=k, tag="art", sampling=sampling)
