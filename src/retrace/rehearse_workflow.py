@@ -20,21 +20,19 @@ is never touched):
   effects YAML, on labels drr, drr_unweighted, drr_shuffled, are planted there), the DM jobs
   on the CPU; SFT-LoRA is off (it fine-tunes the reasoner's own weights), so its claim rows
   are absent. Effects on the reasoner's own labels (cot, abstain, selfcritic) are refused.
-The run directory links the checkout's Snakefile, workflow/ and profiles/ beside its
-config/; Snakemake runs there with RETRACE_CONFIG_DIR pointing at the derived config. What is real: every stage's code (data
-from the mirror, methods, votes, scoring, diagnostics, claims, report, audit; DRR's questions,
-distillation loop, split, leak check, episode replay, metrics and summary). What is
-simulated: the engine's answers, the verifier and DRR's discriminator; no model is loaded.
-
 - an `art:` block runs on the simulated engine (art/simulated.py: it writes ART programs
   whose code generate and code execute steps really run, in the configured sandbox, and whose
   answers carry the planted effects of ART's labels: art, art_sc, art@feedback, fewshot, ...),
   with round(scale * examples) test items per task (the held-out pool and the task data stay
   whole); an ART effect limited to datasets is refused (ART's rows pool their tasks). A
   self-consistency row's truth is that of its vote (art/simulated.vote_gain).
-What is real there: ART's splits, selection, runner (pauses, tool calls, parsing), baselines'
-prompts and AutoCoT's clustering, the leak checks, scoring, summary and claims. Simulated: the
-programs' texts and answers (demonstrations and tool outputs shape nothing).
+The run directory links the checkout's Snakefile, workflow/ and profiles/ beside its
+config/; Snakemake runs there with RETRACE_CONFIG_DIR pointing at the derived config. What is real: every stage's code (data
+from the mirror, methods, votes, scoring, diagnostics, claims, report, audit; DRR's questions,
+distillation loop, split, leak check, episode replay, metrics and summary; ART's splits,
+selection, runner (pauses, tool calls, parsing), tools, baselines' prompts, AutoCoT's
+clustering, votes, leak checks, summary). What is simulated: the engine's answers (ART's
+programs too), the verifier and DRR's discriminator; no model is loaded.
 """
 
 from __future__ import annotations
