@@ -25,8 +25,8 @@ The power statement always comes from the design (retrace.scoring.design: plan.j
 temperature-0 labels, weaker-model pairs, question counts from the mirror, the experiment's
 Holm families) at full size. Everything it prints is labelled SIMULATED: the verdicts say
 what the design can detect, nothing about the models. The workflow rehearsal covers the
-spine and DRR (its discriminator and SFT-LoRA simulated); an experiment with ART stages is
-refused there (use --design-only).
+spine, DRR (its discriminator and SFT-LoRA simulated) and ART (programs written by the
+simulated engine, their tools run for real).
 """
 
 from __future__ import annotations
@@ -149,8 +149,9 @@ def workflow_rows(a) -> tuple[list[tuple[dict, float]], str]:
         f"jobs: {stats['jobs']} run in {stats['wall_s']:.0f} s wall, {stats['cpu_s']:.0f} s CPU "
         f"({a.cores} cores, {root}); cached requests: {rw.cached_requests(root)}"
     )
-    if load_yaml(root / "config" / "experiment" / f"{a.experiment}.yaml").get("drr"):
-        line = f"{rw.DRR_NOTE}\n{line}"
+    exp = load_yaml(root / "config" / "experiment" / f"{a.experiment}.yaml")
+    notes = [note for key, note in (("drr", rw.DRR_NOTE), ("art", rw.ART_NOTE)) if exp.get(key)]
+    line = "\n".join([*notes, line])
     return rw.check_claims(root, a.effects), line
 
 

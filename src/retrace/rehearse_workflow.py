@@ -18,16 +18,22 @@ is never touched):
 - a `drr:` block runs its reasoner on the simulated engine and its discriminator on the
   simulated DM (drr/simulated_dm.py: planted accept/reject decisions; the DRR effects of the
   effects YAML, on labels drr, drr_unweighted, drr_shuffled, are planted there), the DM jobs
-  on the CPU; SFT-LoRA is off (it fine-tunes the reasoner's own weights), so its claim rows
-  are absent. Effects on the reasoner's own labels (cot, abstain, selfcritic) are refused.
+  on the CPU; SFT-LoRA, when enabled, is simulated too (drr/sft.py simulated_run: answers
+  drawn under the label sft_lora, nothing fine-tuned). Effects on the reasoner's own labels
+  (cot, abstain, selfcritic) are refused.
+- an `art:` block runs on the simulated engine (art/simulated.py: it writes ART programs
+  whose code generate and code execute steps really run, in the configured sandbox, and whose
+  answers carry the planted effects of ART's labels: art, art_sc, art@feedback, fewshot, ...),
+  with round(scale * examples) test items per task (the held-out pool and the task data stay
+  whole); an ART effect limited to datasets is refused (ART's rows pool their tasks). A
+  self-consistency row's truth is that of its vote (art/simulated.vote_gain).
 The run directory links the checkout's Snakefile, workflow/ and profiles/ beside its
 config/; Snakemake runs there with RETRACE_CONFIG_DIR pointing at the derived config. What is real: every stage's code (data
 from the mirror, methods, votes, scoring, diagnostics, claims, report, audit; DRR's questions,
-distillation loop, split, leak check, episode replay, metrics and summary). What is
-simulated: the engine's answers, the verifier and DRR's discriminator; no model is loaded.
-
-Not covered: ART's stages (programs parsed from the model's text, tools); `derive` refuses an
-experiment with an `art:` block rather than rehearse it partly.
+distillation loop, split, leak check, episode replay, metrics and summary; ART's splits,
+selection, runner (pauses, tool calls, parsing), tools, baselines' prompts, AutoCoT's
+clustering, votes, leak checks, summary). What is simulated: the engine's answers (ART's
+programs too), the verifier and DRR's discriminator; no model is loaded.
 """
 
 from __future__ import annotations
@@ -143,6 +149,49 @@ def _check_drr(block: dict, effects: Path, copy: Path) -> None:
     simulated_dm.check_effects(cfg, load_effects(effects), simulated_dm.engine_settings("simulated", copy))
 
 
+ART_NOTE = (
+    "ART: programs written by the simulated engine (art/simulated.py), their code generate and "
+    "code execute steps run for real; demonstrations, library and tool outputs shape no answer"
+)
+
+
+def _art_datasets(exp: dict) -> set[str]:
+    """The datasets ART's tasks read: kept whole, its split draws pool and test items itself."""
+    from retrace.art import plan
+
+    block = exp.get("art")
+    if not block:
+        return set()
+    tasks = block.get("tasks") or {}
+    return {plan.dataset_of(t, block) for t in tasks.get("library", []) + tasks.get("unseen", [])}
+
+
+def _simulated_art(block: dict, scale: float) -> dict:
+    """The ART block on the simulated engine (art/simulated.py), its engine overrides dropped and
+    its test items per task (`examples`) cut to round(scale * examples); the held-out pool stays
+    (it is a method setting: few-shot examples, AutoCoT's clusters, cluster selection)."""
+    from retrace.art import plan
+
+    examples = block.get("examples", plan.DEFAULTS["examples"])
+    keep = [o for o in block.get("overrides", ()) if not o.lstrip("+~").startswith("backend.")]
+    return {**block, "backend": "simulated", "overrides": keep, "examples": max(1, round(scale * examples))}
+
+
+def _check_art(block: dict, effects: Path) -> None:
+    """Refuse ART effects limited to datasets: ART's claim rows pool the tasks of a group
+    ("unseen tasks"), whose planted truth a per-task effect would not give (`row_truth`)."""
+    from retrace.art import plan
+    from retrace.backends.simulated import load_effects
+
+    labels = set(plan.METHODS) | {j.label for j in plan.jobs(plan.check(block))}
+    for e in load_effects(effects):
+        if e["label"] in labels and e.get("datasets"):
+            raise ValueError(
+                f"effects plant {e['label']!r} on datasets {e['datasets']}: ART's claim rows pool "
+                "their tasks, so an ART effect applies to every task (omit datasets:)"
+            )
+
+
 def derive(
     experiment: str,
     scale: float,
@@ -160,11 +209,6 @@ def derive(
         raise ValueError(f"--scale must lie in (0, 1], got {scale}")
     mirror = str(Path(mirror or default_mirror()).resolve())
     exp = load_yaml(config_dir / "experiment" / f"{experiment}.yaml")
-    if exp.get("art"):
-        raise ValueError(
-            f"experiment {experiment!r} has an art: block; the workflow rehearsal simulates no ART "
-            "programs or tools yet (docs/rehearse.md): rehearse its claims design with --design-only"
-        )
     copy = root / "config"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(config_dir, copy)
@@ -177,7 +221,7 @@ def derive(
         cfg = load_yaml(path)
         cfg["source"] = {"kind": "simulated"}
         _dump(path, cfg, f"rehearsal copy of {path.name}: no weights (simulated engine)")
-    for name in sorted(_datasets(exp)):
+    for name in sorted(_datasets(exp) - _art_datasets(exp)):  # ART splits its own (`_simulated_art`)
         path = copy / "dataset" / f"{name}.yaml"
         n = problem_count(name, (), mirror)
         if n and scale < 1:
@@ -192,6 +236,9 @@ def derive(
     if exp.get("drr"):
         exp["drr"] = _simulated_drr(exp["drr"], effects)
         _check_drr(exp["drr"], effects, copy)
+    if exp.get("art"):
+        exp["art"] = _simulated_art(exp["art"], scale)
+        _check_art(exp["art"], effects)
     _dump(
         copy / "experiment" / f"{experiment}.yaml",
         exp,
@@ -282,6 +329,33 @@ def _drr_truths(rows: list[dict], truths: list[float]) -> list[float]:
     return out
 
 
+def _art_truths(rows: list[dict], truths: list[float], effects: list[dict], config_dir: Path) -> list[float]:
+    """A row on self-consistency (art_sc) in its final answers: the vote over sc_k programs
+    moves accuracy away from the per-sample planted one (art/simulated.vote_gain)."""
+    from retrace.art import plan
+    from retrace.art.simulated import vote_gain
+    from retrace.backends.simulated import planted_points
+    from retrace.drr.simulated_dm import engine_settings
+
+    experiment = load_yaml(config_dir / "config.yaml")["experiment"]
+    block = load_yaml(config_dir / "experiment" / f"{experiment}.yaml").get("art")
+    if not block:
+        return truths
+    k = int(plan.check(block)["settings"]["sc_k"])
+    engine = engine_settings("simulated", config_dir)
+
+    def accuracy(row: dict, label: str) -> float:
+        points = planted_points(effects, row["model"], row["dataset"], label) / 100
+        return points + (vote_gain(points, k, engine) if label == "art_sc" else 0.0)
+
+    return [
+        accuracy(r, r["method"]) - accuracy(r, r["baseline"])
+        if "art_sc" in (r["method"], r["baseline"])
+        else t
+        for r, t in zip(rows, truths)
+    ]
+
+
 def check_claims(root: Path, effects_path: Path) -> list[tuple[dict, float]]:
     """(claims.csv row, planted truth) for every row of the rehearsal's claims."""
     from retrace.backends.simulated import load_effects
@@ -290,4 +364,5 @@ def check_claims(root: Path, effects_path: Path) -> list[tuple[dict, float]]:
     with open(root / "results" / "report" / "claims.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     truths = _drr_truths(rows, [row_truth(row, effects) for row in rows])
+    truths = _art_truths(rows, truths, effects, root / "config")
     return list(zip(rows, truths))

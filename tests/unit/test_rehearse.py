@@ -102,8 +102,16 @@ def test_the_workflow_rehearsal_derives_a_simulated_copy_of_the_experiment(tmp_p
     assert (
         load_yaml(rehearse_workflow.CONFIG_DIR / "experiment" / "paper.yaml")["runs"][0]["backend"] == "vllm"
     )
-    with pytest.raises(ValueError, match="--design-only"):
-        rehearse_workflow.derive("art_paper", 0.1, rehearse.EFFECTS, tmp_path / "art")
+    art = rehearse_workflow.derive("art_paper", 0.1, rehearse.EFFECTS, tmp_path / "art") / "config"
+    block = load_yaml(art / "experiment" / "art_paper.yaml")["art"]
+    assert block["backend"] == "simulated" and block["examples"] == 10 and block["overrides"] == []
+    assert block["pool"] == 10  # the held-out pool is a method setting: kept
+    # ART splits its tasks' data itself: those datasets stay whole (the spine run shares them)
+    assert load_yaml(art / "dataset" / "mmlu_astronomy.yaml")["limit"] is None
+    effects = tmp_path / "per_task.yaml"
+    effects.write_text("effects:\n  - {label: art, points: 10, datasets: [arithmetic]}\n")
+    with pytest.raises(ValueError, match="pool their tasks"):
+        rehearse_workflow.derive("art_paper", 0.1, effects, tmp_path / "art2")
 
 
 def test_row_truth_is_method_minus_baseline_and_gain_minus_gain():

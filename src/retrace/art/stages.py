@@ -63,10 +63,14 @@ def task_split(cfg: dict, problems: list) -> tuple[list, list]:
     return split(problems, cfg["pool"], cfg["examples"], cfg["split_seed"], plan.library_inputs(cfg))
 
 
-def _llm(cfg: dict, model: str, manifest_path: Path, cache_path: Path, job: str):
+def _llm(cfg: dict, model: str, manifest_path: Path, cache_path: Path, job: str, simulated: dict):
+    """(CachedLLM, cache, manifest, backend config); the simulated engine (retrace rehearse,
+    art/simulated.py) answers from `simulated`: the task's problems file, task and job label."""
     manifest = models.load_manifest(manifest_path)
     composed = compose({"model": model, "backend": cfg["backend"]}, cfg.get("overrides") or ())
     backend_cls, engine = BACKENDS.get(composed["backend"]["name"]), composed["backend"].get("engine", {})
+    if composed["backend"]["name"] == "simulated":
+        engine = composed["backend"]["engine"] = {**engine, **simulated}
     cache = RequestCache(cache_path, job=job)
     llm = CachedLLM(
         lambda: backend_cls(manifest, engine),
@@ -124,7 +128,8 @@ def select(
     if strategy == "similarity":
         result = sel.similarity(index, desc, examples, n)
     else:
-        llm, cache, man, backend = _llm(cfg, model, manifest, cache_path, str(out))
+        sim = {"problems": str(data_path), "dataset": task, "label": "art"}  # selection runs ART
+        llm, cache, man, backend = _llm(cfg, model, manifest, cache_path, str(out), sim)
         inputs.append(str(manifest))
         try:
             if strategy == "llm_similarity":
@@ -182,7 +187,8 @@ def run(
     cfg = art_config(experiment)
     task_plugin, problems = _task_data(cfg, job.task, data_path)
     pool, test = task_split(cfg, problems)
-    llm, cache, man, backend = _llm(cfg, job.model, manifest, cache_path, str(out))
+    sim = {"problems": str(data_path), "dataset": job.task, "label": job.label}
+    llm, cache, man, backend = _llm(cfg, job.model, manifest, cache_path, str(out), sim)
     version = plan.job_version(cfg, job)
     names, files, tools = [], [], {}
     if plan.uses_library(job):

@@ -141,6 +141,12 @@ def stand_in_note(scores: list[dict]) -> str:
     )
 
 
+SIMULATED_NOTE = (
+    "SIMULATED (retrace rehearse): every program, answer and code-generation reply was written by the "
+    "simulated engine (art/simulated.py) with planted correctness, no model ran; the tools ran for real."
+)
+
+
 def section(cfg: dict, scores: list[dict]) -> dict:
     labels = list(dict.fromkeys(s["label"] for s in scores))
     tasks = list(dict.fromkeys(s["task"] for s in scores))
@@ -228,6 +234,7 @@ def section(cfg: dict, scores: list[dict]) -> dict:
             search,
         ],
         "notes": [
+            *([SIMULATED_NOTE] if cfg.get("backend") == "simulated" else []),
             *([stand_in_warning(scores)] if stand_in_warning(scores) else []),
             "Small samples: with fewer than 10 questions a claim is inconclusive by design.",
             "Multiple choice is graded on the generated answer (it must name exactly one option), "
@@ -373,7 +380,10 @@ def summarize(
     from retrace.art.unseen import near_duplicates
 
     dups = near_duplicates(json.loads(Path(leak).read_text()).get("unseen") or {}) if leak else {}
-    write_claims_csv(claims(cfg, scores, dups), paths["claims"])
+    rows = claims(cfg, scores, dups)
+    for row in rows:  # "simulated" for the simulated engine (retrace rehearse), as the spine's rows say
+        row["engine"] = cfg["backend"]
+    write_claims_csv(rows, paths["claims"])
     Provenance("art_claims", about, code, inputs=inputs).write(paths["claims"])
     sec = section(cfg, scores)
     if leak:

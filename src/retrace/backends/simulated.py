@@ -26,6 +26,8 @@ the same bytes and no state is kept):
 - A judge's request (tag `judge:<id>`, scoring/scorers.py) is answered "Yes" or "No" by a
   fair coin on the judged text: an uninformative verifier, so RM@N and beam search pick
   among their samples at random (no planted verifier skill).
+- ART's requests (tags `art`, `art-baseline`, `code_generate`) get texts in ART's program
+  grammar whose answer is drawn the same way, keyed by the job's label (art/simulated.py).
 - Token counts: generated ~ lognormal around `tokens_mean`, cut at max_tokens (finish
   "length", no answer). The text declares them ("Simulated reasoning (N tokens). The answer
   is ..."), and a prompt's tokens are its words with every such marker counting what it
@@ -180,6 +182,10 @@ class SimulatedBackend(Backend):
         return (cap, "length") if drawn >= cap else (drawn, "stop")
 
     def _complete(self, request: Request) -> Completion:
+        from retrace.art.simulated import ART_TAGS
+
+        if request.tag in ART_TAGS:  # ART's programs, baselines and code tool (art/simulated.py)
+            return self._art(request)
         answer, qid = self._text(request)
         prompt = (
             request.prompt if request.prompt is not None else " ".join(m.content for m in request.messages)
@@ -202,6 +208,21 @@ class SimulatedBackend(Backend):
             generated_tokens=token_count(text),
         )
 
+    def _art(self, request: Request) -> Completion:
+        """ART's texts in its program grammar; never cut (a few dozen words)."""
+        from retrace.art.simulated import text
+
+        out = text(self, request)
+        prompt = (
+            request.prompt if request.prompt is not None else " ".join(m.content for m in request.messages)
+        )
+        return Completion(
+            text=out,
+            finish_reason="stop",
+            prompt_tokens=token_count(prompt),
+            generated_tokens=token_count(out),
+        )
+
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         return [self._complete(r) for r in requests]
 
@@ -214,7 +235,7 @@ class SimulatedBackend(Backend):
 
         planted = {k: engine.get(k) for k in (*DEFAULTS, "label", "dataset")}
         effects = load_effects(engine.get("effects"))
-        code = sha256_file(Path(__file__))
+        code = [sha256_file(Path(__file__)), sha256_file(Path(__file__).parents[1] / "art" / "simulated.py")]
         return {
             **super().identity(model, engine),
             "simulated": True,
