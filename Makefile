@@ -105,6 +105,10 @@ bench: setup
 	$(PY) benchmarks/deterministic_cost.py
 	$(PY) benchmarks/raw_rates.py
 	PYTHONPATH=src $(PY) benchmarks/planner_scale.py
+	@# vLLM's multi-turn ratio needs the vLLM venv (make test-vllm builds it); skipped without it.
+	@if [ -x $(VLLM_VENV)/bin/python ]; then PYTHONPATH=$(CURDIR)/src HF_HUB_OFFLINE=1 VLLM_LOGGING_LEVEL=WARNING \
+	  $(VLLM_VENV)/bin/python benchmarks/pipeline_vs_engine.py --backend vllm; \
+	else echo "pipeline/raw multi-turn (vllm): skipped (no $(VLLM_VENV))"; fi
 
 # Kills, races, corrupt cache entries, a full disk, bad inputs, tampering (benchmarks/reliability.py).
 # Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.

