@@ -129,7 +129,7 @@ def test_check_effects_refuses_the_reasoner_labels_and_unplantable_points():
         simulated_dm.check_effects(cfg, [{"label": "drr_shuffled", "points": 60}], ENGINE)
 
 
-def test_derive_puts_drr_on_the_simulated_reasoner_and_dm_and_still_refuses_art(tmp_path):
+def test_derive_puts_drr_on_the_simulated_reasoner_dm_and_sft_lora(tmp_path):
     from retrace.yamlfile import load_yaml
 
     root = rehearse_workflow.derive("drr_paper", 0.1, rehearse.EFFECTS, tmp_path / "run")
@@ -154,8 +154,6 @@ def test_derive_puts_drr_on_the_simulated_reasoner_and_dm_and_still_refuses_art(
     assert (
         load_yaml(rehearse_workflow.CONFIG_DIR / "experiment" / "drr_paper.yaml")["drr"]["backend"] == "vllm"
     )
-    with pytest.raises(ValueError, match="art: block"):
-        rehearse_workflow.derive("art_paper", 0.1, rehearse.EFFECTS, tmp_path / "art")
     effects = tmp_path / "cot.yaml"
     effects.write_text("effects:\n  - {label: cot, points: 10}\n")
     with pytest.raises(ValueError, match="reasoner"):

@@ -151,5 +151,7 @@ def test_each_paper_experiments_primary_claims_detect_planted_10_points_at_full_
         d = experiment_design(name)
         powers = rehearse.power(d, rehearse.planted(d, rehearse.EFFECTS), runs=10, seed=0)
         primary = {k: p for k, p in powers.items() if {"claim": k[0], "dataset": k[2]} in d.primary}
-        assert len(primary) >= 6, name
+        # every planted primary row (effects.yaml plants ART's variants alike, so some
+        # ART comparisons are null): DRR's 15 Overall rows, ART's 4 planted comparisons
+        assert len(primary) >= {"drr_paper": 15, "art_paper": 4}[name], name
         assert min(primary.values()) >= 0.9, (name, {k: p for k, p in primary.items() if p < 0.9})
