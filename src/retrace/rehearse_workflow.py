@@ -331,6 +331,8 @@ def _art_truths(rows: list[dict], truths: list[float], effects: list[dict], conf
     from retrace.backends.simulated import planted_points
     from retrace.drr.simulated_dm import engine_settings
 
+    if not any("art_sc" in (r["method"], r["baseline"]) for r in rows):
+        return truths
     experiment = load_yaml(config_dir / "config.yaml")["experiment"]
     block = load_yaml(config_dir / "experiment" / f"{experiment}.yaml").get("art")
     if not block:

@@ -118,8 +118,6 @@ def test_derive_puts_drr_on_the_simulated_reasoner_and_dm_and_still_refuses_art(
     assert (
         load_yaml(rehearse_workflow.CONFIG_DIR / "experiment" / "drr_paper.yaml")["drr"]["backend"] == "vllm"
     )
-    with pytest.raises(ValueError, match="art: block"):
-        rehearse_workflow.derive("art_paper", 0.1, rehearse.EFFECTS, tmp_path / "art")
     effects = tmp_path / "cot.yaml"
     effects.write_text("effects:\n  - {label: cot, points: 10}\n")
     with pytest.raises(ValueError, match="reasoner"):
