@@ -148,7 +148,6 @@ def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, 
     """Stage `drr sft`: one LoRA on every DRR-train question (as the DM is trained once for all
     datasets), then greedy answers on each dataset's evaluation questions -> `outs[i]`."""
     from retrace import data
-    from retrace.atomic import write_jsonl
     from retrace.drr import dm
 
     spec = cfg["sft_lora"]
@@ -163,16 +162,10 @@ def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, 
     )
     for f, out in zip(eval_files, outs):
         eps = [episode(p, answer(lora, tok, p)) for p in data.read_problems(f)]
-        write_jsonl(out, eps)
-        settings.provenance(
-            "sft",
-            cfg,
-            list(train_files) + [f],
-            seeds={"run": seed},
-            losses=losses,
-            device=str(_device(lora)),
-            hf_model={k: spec.get(k) for k in ("hf_model", "revision")},
-        ).write(out)
+        hf_model = {k: spec.get(k) for k in ("hf_model", "revision")}
+        _write(
+            cfg, train_files, f, out, eps, seed, losses=losses, device=str(_device(lora)), hf_model=hf_model
+        )
     return {"losses": losses}
 
 
@@ -192,7 +185,6 @@ def simulated_run(
     reach claims.csv through the real code. Not covered: learning from the train questions
     (read only for provenance)."""
     from retrace import data
-    from retrace.atomic import write_jsonl
     from retrace.config import compose
     from retrace.records import Message, Request, Sampling
     from retrace.registry import BACKENDS
@@ -211,13 +203,13 @@ def simulated_run(
             episode(p, prompts.reply_letter(r.text, p.choices or ()))
             for p, r in zip(problems, replies, strict=True)
         ]
-        write_jsonl(out, eps)
-        settings.provenance(
-            "sft",
-            cfg,
-            list(train_files) + [f],
-            seeds={"run": seed},
-            simulated=True,
-            hf_model={"hf_model": settings.SIMULATED},
-        ).write(out)
+        _write(cfg, train_files, f, out, eps, seed, simulated=True, hf_model={"hf_model": settings.SIMULATED})
     return {"losses": []}
+
+
+def _write(cfg: dict, train_files: Sequence, eval_file, out, eps: list, seed: int, **extra) -> None:
+    """One dataset's SFT-LoRA episodes and their provenance record (train files + its eval file)."""
+    from retrace.atomic import write_jsonl
+
+    write_jsonl(out, eps)
+    settings.provenance("sft", cfg, list(train_files) + [eval_file], seeds={"run": seed}, **extra).write(out)
