@@ -40,12 +40,18 @@ runs:
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rehearse")
-    config = tmp / "config"
-    shutil.copytree(CONFIG_DIR, config)
-    (config / "experiment" / "rehearse_tiny.yaml").write_text(TINY)
+    config = config_with(tmp, "rehearse_tiny", TINY)
     return finished_rehearsal(
         tmp, "rehearse_tiny", 0.12, "effects:\n  - {label: refine, points: 40}\n", config
     )
+
+
+def config_with(tmp, experiment: str, text: str):
+    """A copy of the shipped config/ under `tmp` with one more experiment file."""
+    config = tmp / "config"
+    shutil.copytree(CONFIG_DIR, config)
+    (config / "experiment" / f"{experiment}.yaml").write_text(text)
+    return config
 
 
 def finished_rehearsal(tmp, experiment: str, scale: float, effects_yaml: str, config_dir=CONFIG_DIR):
@@ -163,9 +169,7 @@ ART_EFFECTS = "effects:\n  - {label: art, points: 40}\n  - {label: art_regenerat
 def art_rehearsal(tmp_path_factory):
     """About 20 jobs (8 ART runs of 30 programs, each with a sandboxed code execute): ~1.5 min on 2 cores."""
     tmp = tmp_path_factory.mktemp("rehearse_art")
-    config = tmp / "config"
-    shutil.copytree(CONFIG_DIR, config)
-    (config / "experiment" / "rehearse_art_tiny.yaml").write_text(ART_TINY)
+    config = config_with(tmp, "rehearse_art_tiny", ART_TINY)
     return finished_rehearsal(tmp, "rehearse_art_tiny", 1.0, ART_EFFECTS, config)
 
 
