@@ -11,7 +11,11 @@ on `--problems` problems of the bundled maths set:
   CachedLLM (retrace.scheduler) with a cold cache; raw = the ideal schedule of the same work:
   the requests the pipeline sent in the warm-up, replayed as one chain per rollout straight to
   `engine.submit`, each rollout's next request submitted the moment its previous one returns
-  (no cache, no method code, no barrier).
+  (no cache, no method code, no barrier). Refinement histories are append-only, so a replayed
+  request carries this run's own earlier replies where the warm-up's stood: the engine then
+  reuses a slot's KV (prompt plus reply) for the next turn exactly as it does for the
+  pipeline. Replayed verbatim, the warm-up's texts miss that cache, raw prefills more than the
+  pipeline and the ratio rises above 1 (1.070 beside a burner, 2026-12-05).
 
 A warm-up of each (not timed) comes first. Then `--reps` repetitions run raw and pipeline
 back to back, alternating which goes first, on the same requests: the pipeline runs use the
@@ -38,6 +42,7 @@ vllm_plumbing's CPU settings (fixed 1 GiB KV cache, 2,048-token context, float32
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import tempfile
@@ -51,6 +56,7 @@ from retrace.data import prepare
 from retrace.llm import CachedLLM
 from retrace.methods.base import MethodContext, sample_requests
 from retrace.models import materialise
+from retrace.records import Message, Request
 from retrace.registry import METHODS, TASKS
 
 SINGLE_SEED, MULTI_SEED = 1, 999  # the run seeds of the single- and multi-turn work, raw and pipeline
@@ -59,46 +65,77 @@ SINGLE_SEED, MULTI_SEED = 1, 999  # the run seeds of the single- and multi-turn 
 def pipeline_run(
     engine, manifest, method: str, cfg: dict, problems, seed: int, tmp: Path, rep: str
 ) -> tuple[int, float]:
-    """(generated tokens, seconds) of `method` through a CachedLLM with a cold cache."""
+    """(generated tokens, seconds, prompt tokens, of those from the KV cache) of `method`
+    through a CachedLLM with a cold cache."""
     task = TASKS.get("smoke_math")
     llm = CachedLLM(lambda: engine, engine.name, manifest, RequestCache(tmp / f"cache-{method}-{rep}"))
     ctx = MethodContext(seed=seed, task=task, template=task.default_template)
     start = time.perf_counter()
     METHODS.get(method)(problems, cfg, llm, ctx)
-    return llm.usage.engine_generated_tokens, time.perf_counter() - start
+    u, seconds = llm.usage, time.perf_counter() - start
+    return u.engine_generated_tokens, seconds, u.engine_prompt_tokens, u.engine_cached_prompt_tokens
 
 
-def raw_batch(engine, requests) -> tuple[int, float]:
+def raw_batch(engine, requests) -> tuple[int, float, int, int]:
     start = time.perf_counter()
     done = engine.generate(requests)
-    return sum(c.generated_tokens for c in done), time.perf_counter() - start
+    return totals(done, time.perf_counter() - start)
 
 
-def raw_chains(engine, chains: list[list]) -> tuple[int, float]:
-    """Each chain's requests in order, a chain's next one submitted as its previous returns."""
-    start, tokens = time.perf_counter(), 0
-    running = {engine.submit(chain[0]): (chain, 0) for chain in chains if chain}
+def totals(completions, seconds: float) -> tuple[int, float, int, int]:
+    """(generated tokens, seconds, prompt tokens, of those from the KV cache)."""
+    cs = list(completions)
+    return (
+        sum(c.generated_tokens for c in cs),
+        seconds,
+        sum(c.prompt_tokens for c in cs),
+        sum(c.cached_prompt_tokens for c in cs),
+    )
+
+
+def raw_chains(engine, chains: list[list[tuple[Request, str]]]) -> tuple[int, float, int, int]:
+    """Each chain's requests in order, a chain's next one submitted as its previous returns,
+    carrying this run's replies where the warm-up's stood (see the module docstring)."""
+    start, done_all = time.perf_counter(), []
+    running = {engine.submit(chain[0][0]): (chain, 0, {}) for chain in chains if chain}
     while running:
         done, _ = wait(list(running), return_when=FIRST_COMPLETED)
         for future in done:
-            chain, i = running.pop(future)
-            tokens += future.result().generated_tokens
+            chain, i, replies = running.pop(future)
+            completion = future.result()
+            done_all.append(completion)
+            replies[chain[i][1]] = completion.text
             if i + 1 < len(chain):
-                running[engine.submit(chain[i + 1])] = (chain, i + 1)
-    return tokens, time.perf_counter() - start
+                running[engine.submit(with_replies(chain[i + 1][0], replies))] = (chain, i + 1, replies)
+    return totals(done_all, time.perf_counter() - start)
 
 
-def recorded_chains(engine, manifest, cfg: dict, problems, tmp: Path) -> list[list]:
-    """The warm-up refinement run, its requests grouped per rollout in submission order."""
+def with_replies(request: Request, replies: dict[str, str]) -> Request:
+    """`request` with each assistant message that is a warm-up reply replaced by this run's."""
+    messages = tuple(
+        Message(m.role, replies.get(m.content, m.content)) if m.role == "assistant" else m
+        for m in request.messages
+    )
+    return dataclasses.replace(request, messages=messages)
+
+
+def recorded_chains(engine, manifest, cfg: dict, problems, tmp: Path) -> list[list[tuple[Request, str]]]:
+    """The warm-up refinement run: (request, its reply) grouped per rollout in submission order."""
     sent, submit = [], engine.submit
-    engine.submit = lambda request: sent.append(request) or submit(request)
+
+    def spy(request: Request):
+        future = submit(request)
+        sent.append((request, future))
+        return future
+
+    engine.submit = spy
     try:
         pipeline_run(engine, manifest, "refine", cfg, problems, MULTI_SEED, tmp, "warm-up")
     finally:
         engine.submit = submit
     chains: dict[str, list] = {}
-    for r in sent:
-        chains.setdefault(rollout_of(r.tag), []).append(r)
+    for r, future in sent:
+        chains.setdefault(rollout_of(r.tag), []).append((r, future.result().text))
     return list(chains.values())
 
 
@@ -109,11 +146,15 @@ def rollout_of(tag: str) -> str:
     return f"{problem}#{rest.split('/')[0]}"
 
 
-def summary(name: str, runs: list[tuple[int, float]]) -> float:
-    rates = [t / s for t, s in runs]
+def summary(name: str, runs: list[tuple[int, float, int, int]]) -> float:
+    """Print and return the median tok/s; the prompt share served from the engine's KV cache
+    says whether both sides asked the engine for the same prefill work."""
+    rates = [r[0] / r[1] for r in runs]
+    prompt, cached = sum(r[2] for r in runs), sum(r[3] for r in runs)
     print(
         f"{name}: median {statistics.median(rates):.1f} tok/s, min {min(rates):.1f} "
-        f"({len(runs)} runs, {sum(t for t, _ in runs)} tokens)"
+        f"({len(runs)} runs, {sum(r[0] for r in runs)} tokens; prompt tokens {prompt}, "
+        f"{cached / max(1, prompt):.0%} from the KV cache)"
     )
     return statistics.median(rates)
 

@@ -85,6 +85,26 @@ def test_wasm_refuses_a_runtime_with_another_hash(monkeypatch, tmp_path):
         wasm_exec.sandbox_problem.cache_clear()
 
 
+def test_wasm_probe_waits_out_load_and_says_why_it_stopped(monkeypatch, tmp_path):
+    """The probe's CPU is bounded by fuel, so its wall limit only catches hangs: it must not
+    turn a loaded machine into "sandbox unavailable", and a stopped probe says why."""
+    seen = []
+
+    def slow_probe(code, limits, cache_dir):
+        seen.append(limits.wall_s)
+        return code_exec.ExecResult(False, None, "", "", None, None, True, "wall_time", False, limits.wall_s)
+
+    monkeypatch.setattr(wasm_exec, "_execute", slow_probe)
+    wasm_exec.sandbox_problem.cache_clear()
+    try:
+        problem = wasm_exec.sandbox_problem()
+    finally:
+        monkeypatch.undo()
+        wasm_exec.sandbox_problem.cache_clear()
+    assert seen == [code_exec.PROBE_WALL_S] and code_exec.PROBE_WALL_S >= 120
+    assert "stopped: wall_time after 300 s" in problem, problem
+
+
 # --- network -------------------------------------------------------------------------
 
 

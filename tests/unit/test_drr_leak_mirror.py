@@ -1,7 +1,8 @@
 """The leak check on the paper's real data: the prompts and DM rows DRR stores for real rows of
 CommonsenseQA, OpenBookQA, PIQA and WinoGrande (read from the benchmark mirror) pass, and the
 same records with the gold planted in any shape fail. The rows are those that tripped the old
-check: one-word golds that are words of the fixed prompts ("choice", "outside", "list") and
+check: one-word golds that are words of the fixed prompts ("choice", "outside", "list", the
+"Question:" label's "question") and
 PIQA choices with trailing or doubled spaces (the rendered listing strips them)."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ ROWS = {
         "commonsenseqa/194b66240f6fab75749c1e30ed09ea09",  # gold "outside"
         "commonsenseqa/a74753bf249c1cbcff632c5c16b0397b",
     ],
+    # DRR-train questions (drr_paper distils on the train file); gold "question" (the label)
+    "commonsenseqa_train": ["commonsenseqa/97e3b40c7beaf142ed20cc834a753904"],
     "openbookqa": ["openbookqa/8-343", "openbookqa/1129", "openbookqa/880"],  # passed before too
     "piqa": ["piqa/1", "piqa/13", "piqa/189", "piqa/355"],  # trailing / doubled spaces
     "winogrande": ["winogrande/929"],  # gold "list"

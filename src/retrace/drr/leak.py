@@ -28,7 +28,8 @@ In what is left, the gold counts as stated when it appears as:
    so "Answer yes or no." (an instruction, gold "yes") and "LLM Answer 2:" (a heading) are not
    statements; so is a name followed by a verdict: "option 2 is correct", "B is the answer".
 2. `index_text`: a choice marker of the gold followed by its text ("1. Jupiter", "(B) no").
-3. `option_text`: the gold's text as whole words anywhere, when it is at least MIN_CHARS long;
+3. `option_text`: the gold's text as whole words anywhere, when it is at least MIN_CHARS long,
+   except inside a template label left unblanked ("Question:" for the gold "question");
    a shorter gold ("no", "box", "list") counts only as part of (1) or (2).
 4. `rejected_attempt_is_gold` (DM training rows only): a past attempt in the context names the
    gold. Algorithm 1 only re-prompts after a wrong answer, so every context attempt of a
@@ -170,11 +171,9 @@ def gold_text(problem: Problem) -> str:
 
 
 @lru_cache(maxsize=1)
-def template_texts() -> tuple[str, ...]:
+def _template_pieces() -> tuple[str, ...]:
     """The fixed text of every DRR prompt template (prompts/drr/*.j2), squashed: each
-    template rendered with placeholder variables and cut at them; a piece is kept when it is
-    at least three words long and does not end in a cue's colon ("Answer:"), so that blanking
-    it can never hide a statement that follows it."""
+    template rendered with placeholder variables and cut at them."""
     from retrace.templates import PROMPTS_DIR, render
 
     hole = "\x00"
@@ -186,10 +185,33 @@ def template_texts() -> tuple[str, ...]:
             choices=[hole],
             context=[{"answer": hole, "rationale": hole}],
         )
-        for piece in (squash(p) for p in text.split(hole)):
-            if len(piece.split()) >= 3 and not piece.endswith(":"):
-                out.add(piece)
+        out.update(piece for piece in (squash(p).strip() for p in text.split(hole)) if piece)
     return tuple(sorted(out, key=len, reverse=True))
+
+
+def template_texts() -> tuple[str, ...]:
+    """The template pieces that are blanked: at least three words long and not ending in a
+    cue's colon ("Answer:"), so that blanking one can never hide a statement that follows it."""
+    return tuple(p for p in _template_pieces() if len(p.split()) >= 3 and not p.endswith(":"))
+
+
+def template_labels() -> tuple[str, ...]:
+    """The other pieces, kept in the text: labels such as "Question:" and "Choices:". A gold
+    that is one of their words ("question", a CommonsenseQA gold, 2026-12-05) is not stated by
+    them, so an `option_text` match inside a label is dropped; cues still read them."""
+    blanked = set(template_texts())
+    return tuple(p for p in _template_pieces() if p not in blanked)
+
+
+def _inside_labels(text: str) -> list[tuple[int, int]]:
+    """Intervals of `text` that are a template label (template_labels)."""
+    out = []
+    for label in template_labels():
+        start = text.find(label)
+        while start >= 0:
+            out.append((start, start + len(label)))
+            start = text.find(label, start + 1)
+    return out
 
 
 @dataclass(frozen=True)
@@ -357,10 +379,12 @@ def scan_text(
     g = _gold(problem.gold, tuple(problem.choices or ()), tuple(index_bases), min_chars)
     taken: list[tuple[int, int]] = []
     hits = []
+    labels = _inside_labels(flat)
+    options = [(a, b) for a, b in _option_texts(flat, g) if not any(x <= a and b <= y for x, y in labels)]
     for kind, spans in (
         ("answer_statement", _statements(flat, g)),
         ("index_text", _index_texts(flat, g)),
-        ("option_text", _option_texts(flat, g)),
+        ("option_text", options),
     ):
         for a, b in spans:
             if not any(a < y and x < b for x, y in taken):

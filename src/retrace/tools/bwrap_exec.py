@@ -83,7 +83,7 @@ from retrace.tools import _uid_slots
 from retrace.tools._hostfs import remove_tree
 from retrace.tools._seccomp import filter_bytes
 from retrace.tools._uid_slots import UID_SLOTS
-from retrace.tools.code_exec import ExecResult, Limits, SandboxUnavailable
+from retrace.tools.code_exec import PROBE_WALL_S, ExecResult, Limits, SandboxUnavailable, probe_failure
 
 SANDBOX_UID = 65534  # nobody / nogroup on Debian; the uid the program sees rootless
 SCRATCH = "/scratch"
@@ -447,7 +447,7 @@ def sandbox_problem(bwrap: str | None = None) -> str | None:
             "import os, socket\ntry:\n    socket.socket()\nexcept OSError as e:\n"
             "    s = e.strerror\nnet = [l.split(':')[0].strip() for l in "
             f"open('/proc/net/dev').readlines()[2:]]\nans = (os.getuid() in {uids}, net, s)",
-            Limits(wall_s=20),
+            Limits(wall_s=PROBE_WALL_S),
             path,
             rootless,
         )
@@ -456,7 +456,7 @@ def sandbox_problem(bwrap: str | None = None) -> str | None:
     if r.ans != "(True, ['lo'], 'Address family not supported by protocol')":
         if rootless and "namespace" in r.stderr:
             return f"{USERNS_HELP}: {r.stderr.strip()[-300:]}"
-        return f"sandbox probe failed (ans={r.ans!r}): {r.stderr.strip()[-500:]}"
+        return f"sandbox {probe_failure(r)}"
     return None
 
 

@@ -74,6 +74,19 @@ class ExecResult:
     wall_s: float
 
 
+# The sandbox probes' wall limit. Their CPU is bounded by Limits.cpu_s (fuel in WASM,
+# RLIMIT_CPU under bwrap), so the wall limit only catches a hang; under a loaded or niced
+# job a 20-30 s limit was too short for WASI CPython's start (an ART rehearsal at nice 19
+# beside a busy machine, 2026-12-05) and turned load into "sandbox unavailable".
+PROBE_WALL_S = 300.0
+
+
+def probe_failure(r: ExecResult) -> str:
+    """One line on how a probe run ended: its answer, why it was stopped, its stderr's tail."""
+    why = f", stopped: {r.killed_reason} after {r.wall_s:.0f} s" if r.killed_reason else ""
+    return f"probe failed (ans={r.ans!r}{why}): {r.stderr.strip()[-500:]}"
+
+
 def executor(sandbox: str):
     """The module of executor `sandbox` (`wasm` or `bwrap`)."""
     if sandbox not in EXECUTORS:

