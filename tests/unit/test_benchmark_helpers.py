@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,26 +29,45 @@ def test_generated_twice_counts_sample_set_rollouts_the_engine_ran_again():
 
 
 def test_raw_chains_submit_each_rollouts_next_request_after_its_previous():
+    """Each chain starts at once, each next request waits for its own previous one and carries
+    that reply where the warm-up's stood (so the engine's KV reuse matches the pipeline's)."""
     pytest.importorskip("xllamacpp")
     from fake_backend import chat, manifest
 
     from retrace.backends.scripted import ScriptedBackend
+    from retrace.records import Message
 
     bench = load("pipeline_vs_engine")
     engine = ScriptedBackend(manifest(), {"script": ["one two three"], "async": True})
-    submitted, finished = [], []
+    submitted, finished, sent = [], [], {}
     submit = engine.submit
 
     def tracking(request):
         submitted.append((request.tag, list(finished)))
+        sent[request.tag] = request
         future = submit(request)
         future.add_done_callback(lambda f: finished.append(request.tag))
         return future
 
+    def follow(request, warm_reply: str, tag: str):
+        """`tag`'s request: `request`'s history, the warm-up's reply to it, a new user turn."""
+        messages = (*request.messages, Message("assistant", warm_reply), Message("user", tag))
+        return dataclasses.replace(request, messages=messages, tag=tag)
+
     engine.submit = tracking
-    chains = [[chat("a1"), chat("a2"), chat("a3")], [chat("b1")], [chat("c1"), chat("c2")]]
-    tokens, seconds = bench.raw_chains(engine, chains)
-    assert tokens == 6 * 3 and seconds >= 0
+    a1, c1 = chat("a1"), chat("c1")
+    a2 = follow(a1, "warm a1", "a2")
+    a3 = follow(a2, "warm a2", "a3")
+    chains = [
+        [(a1, "warm a1"), (a2, "warm a2"), (a3, "warm a3")],
+        [(chat("b1"), "warm b1")],
+        [(c1, "warm c1"), (follow(c1, "warm c1", "c2"), "warm c2")],
+    ]
+    tokens, seconds, prompt, cached = bench.raw_chains(engine, chains)
+    assert tokens == 6 * 3 and seconds >= 0 and prompt > 0 and cached == 0
     seen = dict(submitted)
     assert [t for t, _ in submitted[:3]] == ["a1", "b1", "c1"]  # every chain starts at once
     assert "a1" in seen["a2"] and "a2" in seen["a3"] and "c1" in seen["c2"]  # then each waits for its own
+    replies = [m.content for m in sent["a3"].messages if m.role == "assistant"]
+    assert replies == ["one two three", "one two three"]  # this run's replies, not "warm a1/a2"
+    assert [m.content for m in sent["a3"].messages if m.role == "user"] == ["a1", "a2", "a3"]
