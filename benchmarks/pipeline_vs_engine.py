@@ -64,7 +64,7 @@ SINGLE_SEED, MULTI_SEED = 1, 999  # the run seeds of the single- and multi-turn 
 
 def pipeline_run(
     engine, manifest, method: str, cfg: dict, problems, seed: int, tmp: Path, rep: str
-) -> tuple[int, float]:
+) -> tuple[int, float, int, int]:
     """(generated tokens, seconds, prompt tokens, of those from the KV cache) of `method`
     through a CachedLLM with a cold cache."""
     task = TASKS.get("smoke_math")

@@ -189,12 +189,14 @@ def _template_pieces() -> tuple[str, ...]:
     return tuple(sorted(out, key=len, reverse=True))
 
 
+@lru_cache(maxsize=1)
 def template_texts() -> tuple[str, ...]:
     """The template pieces that are blanked: at least three words long and not ending in a
     cue's colon ("Answer:"), so that blanking one can never hide a statement that follows it."""
     return tuple(p for p in _template_pieces() if len(p.split()) >= 3 and not p.endswith(":"))
 
 
+@lru_cache(maxsize=1)
 def template_labels() -> tuple[str, ...]:
     """The other pieces, kept in the text: labels such as "Question:" and "Choices:". A gold
     that is one of their words ("question", a CommonsenseQA gold, 2026-12-05) is not stated by
@@ -203,14 +205,14 @@ def template_labels() -> tuple[str, ...]:
     return tuple(p for p in _template_pieces() if p not in blanked)
 
 
-def _inside_labels(text: str) -> list[tuple[int, int]]:
-    """Intervals of `text` that are a template label (template_labels)."""
+def _occurrences(text: str, spans: Iterable[str]) -> list[tuple[int, int]]:
+    """Intervals of every occurrence of each non-empty span in `text`."""
     out = []
-    for label in template_labels():
-        start = text.find(label)
+    for span in spans:
+        start = text.find(span) if span else -1
         while start >= 0:
-            out.append((start, start + len(label)))
-            start = text.find(label, start + 1)
+            out.append((start, start + len(span)))
+            start = text.find(span, start + 1)
     return out
 
 
@@ -334,13 +336,8 @@ def _covered(text: str, problem: Problem, allowed: Iterable[str]) -> list[tuple[
     full choice listing, the fixed template text and `allowed` spans (model echoes, caller's
     template text). All are found in the unblanked text, so an echo that overlaps the listing
     (a model that answered "1. Jupiter") cannot break the listing's match."""
-    out = []
-    for span in {*(_squashed(s) for s in (*allowed, problem.question)), *template_texts()}:
-        start = text.find(span) if span else -1
-        while start >= 0:
-            out.append((start, start + len(span)))
-            start = text.find(span, start + 1)
-    return out + list(_listings(text, problem.choices or ()))
+    spans = {*(_squashed(s) for s in (*allowed, problem.question)), *template_texts()}
+    return _occurrences(text, spans) + list(_listings(text, problem.choices or ()))
 
 
 def _blank(text: str, intervals: list[tuple[int, int]]) -> str:
@@ -379,7 +376,7 @@ def scan_text(
     g = _gold(problem.gold, tuple(problem.choices or ()), tuple(index_bases), min_chars)
     taken: list[tuple[int, int]] = []
     hits = []
-    labels = _inside_labels(flat)
+    labels = _occurrences(flat, template_labels())
     options = [(a, b) for a, b in _option_texts(flat, g) if not any(x <= a and b <= y for x, y in labels)]
     for kind, spans in (
         ("answer_statement", _statements(flat, g)),
