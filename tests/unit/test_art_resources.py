@@ -33,3 +33,23 @@ def test_a_vllm_block_asks_for_its_gpu_and_a_runtime_from_its_tokens():
     assert sc["runtime"] > few["runtime"] >= 30  # sized from tokens at the stated throughput
     cpu = resources.resources(art_paper(), "qwen2.5-coder-1.5b-q4km", "art@feedback")
     assert cpu["gpu"] == 0 and cpu["mem_mb"] >= 4000
+
+
+def test_threads_are_the_engines_so_simulated_jobs_take_one_core():
+    """A job asks for its engine's CPU threads (as the spine's generate jobs do): llama.cpp's
+    n_threads, or 1 on the simulated engine, whose rehearsal jobs then run two at a time on
+    2 cores instead of one (art_paper's rehearsal: ~6.5 jobs a minute, one at a time)."""
+    cfg = art_paper()
+    assert resources.resources(cfg, "qwen2.5-coder-1.5b-q4km", "art_sc")["threads"] == 2
+    more = {**cfg, "overrides": [*cfg.get("overrides", []), "backend.engine.n_threads=6"]}
+    assert resources.resources(more, "qwen2.5-coder-1.5b-q4km", "art")["threads"] == 6
+    assert resources.resources(more, "qwen2.5-coder-1.5b-q4km")["threads"] == 6  # a selection job
+    simulated = {**cfg, "backend": "simulated", "overrides": []}
+    assert resources.resources(simulated, "qwen2.5-coder-1.5b-q4km", "art_sc")["threads"] == 1
+
+
+def test_drr_reasoner_jobs_ask_for_their_engines_threads():
+    from retrace.drr.settings import reasoner_resources
+
+    assert reasoner_resources({"backend": "llamacpp"}, "smollm2-135m-q41")["threads"] == 2
+    assert reasoner_resources({"backend": "simulated"}, "smollm2-135m-q41")["threads"] == 1

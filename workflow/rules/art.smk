@@ -73,7 +73,7 @@ if ART_CFG:
             f"{RESULTS}/logs/art/select/{{model}}/{{task}}/{{version}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/art/{{model}}/{{task}}/selection/{{version}}.tsv"
-        threads: 2
+        threads: lambda w: _art_resources.resources(ART, w.model)["threads"]
         resources:  # GPUs, memory, runtime from the model, backend and budgets (art/resources.py)
             mem_mb=lambda w: _art_resources.resources(ART, w.model)["mem_mb"],
             gpu=lambda w: _art_resources.resources(ART, w.model)["gpu"],
@@ -103,7 +103,7 @@ if ART_CFG:
             f"{RESULTS}/logs/art/run/{{model}}/{{task}}/{{label}}/seed{{seed}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.tsv"
-        threads: 2
+        threads: lambda w: _art_resources.resources(ART, w.model, w.label)["threads"]
         resources:  # GPUs, memory, runtime from the model, backend and budgets (art/resources.py)
             mem_mb=lambda w: _art_resources.resources(ART, w.model, w.label)["mem_mb"],
             gpu=lambda w: _art_resources.resources(ART, w.model, w.label)["gpu"],

@@ -72,7 +72,7 @@ if _DRR_BLOCK:
             f"{RESULTS}/logs/drr/{DRR_RUN}/distil/{{dataset}}/seed{{seed}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/drr/{DRR_RUN}/distil/{{dataset}}/seed{{seed}}.tsv"
-        threads: 2
+        threads: lambda w: _drr.reasoner_resources(DRR, w.model)["threads"]
         resources:
             mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
             gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
@@ -145,7 +145,7 @@ if _DRR_BLOCK:
             f"{RESULTS}/logs/drr/{DRR_RUN}/generate/{{dataset}}/seed{{seed}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/drr/{DRR_RUN}/generate/{{dataset}}/seed{{seed}}.tsv"
-        threads: 2
+        threads: lambda w: _drr.reasoner_resources(DRR, w.model)["threads"]
         resources:
             mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
             gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],

@@ -1,6 +1,6 @@
 """Cluster resources of ART's engine jobs (`art run`, `art select`), sized like the spine's.
 
-    resources(cfg, "arithmetic", "art_sc")     # {"gpu": 0, "mem_mb": 4000, "runtime": 90}
+    resources(cfg, "arithmetic", "art_sc")     # {"gpu": 0, "mem_mb": 4000, "runtime": 90, "threads": 2}
 
 GPUs and memory come from the model on the ART block's backend (retrace.cluster: vLLM's
 tensor_parallel_size, hf on cuda 1, llama.cpp 0); the runtime from an upper bound of the tokens
@@ -8,7 +8,9 @@ the job generates, at the backend's stated throughput (retrace.cluster.runtime_m
 min; 60 min when the backend states none, as llama.cpp's configs do), so an ART experiment on
 vLLM asks SLURM for its GPU and no job falls back to the profile's 30-minute default. The
 workflow caps the runtime at the partition's (`capped`); a longer job resumes from the request
-cache on retry.
+cache on retry. Threads are the engine's CPU threads (`n_threads`, as the spine's generate
+jobs ask; 2 when the backend states none), so a job on the simulated engine (one Python
+thread) leaves the other core to a second job.
 
 Tokens per question (art/runner.py, art/baselines.py; the block's `settings`):
     fewshot          answer_tokens
@@ -71,7 +73,7 @@ def select_tokens(cfg: dict) -> int:
 
 
 def resources(cfg: dict, model: str, label: str | None = None) -> dict:
-    """{gpu, mem_mb, runtime} of an `art run` job of `label` (a method, or method@version), or of
+    """{gpu, mem_mb, runtime, threads} of an `art run` job of `label` (a method, or method@version), or of
     an `art select` job when `label` is None, for `model` on the block's backend."""
     from retrace import cluster
     from retrace.config import compose
@@ -83,4 +85,5 @@ def resources(cfg: dict, model: str, label: str | None = None) -> dict:
         "gpu": cluster.gpus(job),
         "mem_mb": cluster.mem_mb(job),
         "runtime": cluster.runtime_min(job, tokens),
+        "threads": int((job["backend"].get("engine") or {}).get("n_threads") or 2),
     }

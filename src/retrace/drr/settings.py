@@ -257,13 +257,15 @@ def backbone_inputs(cfg: dict) -> list[str]:
 
 
 def reasoner_resources(cfg: dict, model: str) -> dict:
-    """{gpu, mem_mb} of a job that loads the reasoner (distil, generate): retrace.cluster's
-    sizing of the model on the DRR block's backend."""
+    """{gpu, mem_mb, threads} of a job that loads the reasoner (distil, generate): retrace.cluster's
+    sizing of the model on the DRR block's backend; threads are the engine's `n_threads` (2
+    when it states none), as the spine's generate jobs ask."""
     from retrace import cluster
     from retrace.config import compose
 
     job = compose({"model": model, "backend": cfg["backend"]})
-    return {"gpu": cluster.gpus(job), "mem_mb": cluster.mem_mb(job)}
+    threads = int((job["backend"].get("engine") or {}).get("n_threads") or 2)
+    return {"gpu": cluster.gpus(job), "mem_mb": cluster.mem_mb(job), "threads": threads}
 
 
 # Reasoner calls per question: distillation walks at most max_turns_distil turns of a
