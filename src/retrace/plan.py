@@ -267,6 +267,14 @@ def _sources_hash(stage: str, files: tuple[Path, ...]) -> str:
     return hash_sources(files)
 
 
+def engine_rerun_settings(backend: dict) -> dict:
+    """A composed backend config's settings that change outputs (Backend.rerun_settings:
+    deterministic mode; the simulated engine's planted effects), {} for most engines."""
+    from retrace.registry import BACKENDS
+
+    return BACKENDS.get(backend["name"]).rerun_settings(backend.get("engine") or {})
+
+
 def config_slice(stage: str, cfg: dict) -> dict:
     """The part of a job's config that can change a stage's output."""
     if stage == "model":
@@ -281,9 +289,7 @@ def config_slice(stage: str, cfg: dict) -> dict:
             "backend": cfg["backend"]["name"],
             "seed": cfg["seed"],
         }
-        if (cfg["backend"].get("engine") or {}).get("deterministic"):
-            # The one engine setting that changes what is generated (and the cache identity).
-            out["deterministic"] = True
+        out.update(engine_rerun_settings(cfg["backend"]))
         return out
     if stage == "probe":  # the raw rate depends on the engine's settings, not on the method
         return {"model": cfg["model"]["name"], "backend": cfg["backend"]}

@@ -256,12 +256,29 @@ def derive(
     return root
 
 
-def run_workflow(root: Path, cores: int = 2, log=None) -> dict:
-    """Run Snakemake on the rehearsal in `root`: {jobs, wall_s, cpu_s, returncode, log}."""
-    snakemake = str(Path(sys.executable).with_name("snakemake"))
+def _snakemake(root: Path) -> tuple[str, dict]:
+    """Snakemake beside this Python, and the environment that runs `root`'s derived config
+    with this checkout's retrace."""
     env = {**os.environ, "RETRACE_CONFIG_DIR": str((root / "config").resolve())}
     src = str(Path(__file__).resolve().parents[1])  # the stages run this checkout's retrace
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
+    return str(Path(sys.executable).with_name("snakemake")), env
+
+
+def dry_run(root: Path) -> str:
+    """`snakemake -n` of the rehearsal in `root`: what would run (its output)."""
+    snakemake, env = _snakemake(root)
+    proc = subprocess.run(
+        [snakemake, "-n", "--cores", "2"], cwd=root, env=env, capture_output=True, text=True
+    )
+    if proc.returncode:
+        raise RuntimeError(f"snakemake -n failed in {root}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return proc.stdout + proc.stderr
+
+
+def run_workflow(root: Path, cores: int = 2, log=None) -> dict:
+    """Run Snakemake on the rehearsal in `root`: {jobs, wall_s, cpu_s, returncode, log}."""
+    snakemake, env = _snakemake(root)
     log_path = root / "snakemake.log"
     before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     # the simulated engine loads nothing: every core may run an engine job at once

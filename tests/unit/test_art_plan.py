@@ -77,6 +77,24 @@ def test_run_key_changes_with_exactly_the_files_it_reads(tmp_path):
     assert plan.run_key(cfg, fewshot, []) == plan.run_key(cfg, fewshot, [])
 
 
+def test_a_simulated_blocks_keys_follow_its_planted_effects(tmp_path):
+    """On the simulated engine (`retrace rehearse`) the effects decide the programs' answers:
+    new effects, even in the same file, rerun the ART jobs; a llama.cpp block's keys gain
+    nothing (its engine settings change speed, not programs)."""
+    effects = tmp_path / "effects.yaml"
+    job = plan.ArtJob("m", "arithmetic", "fewshot", 0)
+
+    def key(points: int) -> str:
+        effects.write_text(f"effects:\n  - {{label: art, points: {points}}}\n")
+        sim = {**CFG, "backend": "simulated", "overrides": [f"backend.engine.effects={effects}"]}
+        return plan.run_key(sim, job, [])
+
+    assert key(10) == key(10) != key(20)
+    assert "engine" not in plan.config_slice(CFG, job)
+    deterministic = {**CFG, "overrides": ["backend.engine.deterministic=true"]}
+    assert plan.config_slice(deterministic, job)["engine"] == {"deterministic": True}
+
+
 def test_versions_that_differ_only_in_demonstrations_share_a_selection(tmp_path):
     edit = tmp_path / "edit" / "string_ops"
     edit.mkdir(parents=True)

@@ -190,6 +190,32 @@ def test_generate_key_follows_sampling_and_seed_but_not_engine_settings():
     assert plan.rerun_key("generate", job_cfg("backend.engine.deterministic=false")) == base
 
 
+def test_a_simulated_jobs_key_follows_its_planted_effects_by_content(tmp_path):
+    """The simulated engine's effects decide its answers: new effects (even rewritten in the
+    same file) rerun its generation jobs, so a rehearsal never checks old answers against new
+    truth; a llama.cpp job's key is as before (no engine settings in it)."""
+    effects = tmp_path / "effects.yaml"
+
+    def key(text: str, *more: str) -> str:
+        effects.write_text(text)
+        return plan.rerun_key(
+            "generate", job_cfg("backend.engine.effects=" + str(effects), *more, backend="simulated")
+        )
+
+    base = key("effects:\n  - {label: refine, points: 10}\n")
+    assert key("effects:\n  - {label: refine, points: 10}\n") == base
+    assert key("effects:\n  - {label: refine, points: 20}\n") != base  # the same path, new content
+    assert key("effects:\n  - {label: refine, points: 10}\n", "backend.engine.base_accuracy=0.7") != base
+    assert key("effects:\n  - {label: refine, points: 10}\n", "backend.engine.n_threads=2") == base
+    assert plan.config_slice("generate", job_cfg()).keys() == {
+        "model",
+        "dataset",
+        "method",
+        "backend",
+        "seed",
+    }
+
+
 def test_score_key_ignores_sampling_but_follows_scoring():
     base = plan.rerun_key("score", job_cfg())
     assert plan.rerun_key("score", job_cfg("method.sampling.temperature=0.3")) == base

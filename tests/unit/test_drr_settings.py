@@ -78,6 +78,27 @@ def test_device_is_not_a_rerun_key():
     assert settings.stage_key("train", a) == settings.stage_key("train", b)
 
 
+def test_simulated_reasoner_and_dm_keys_follow_the_planted_effects(tmp_path):
+    """A rehearsal's DRR jobs rerun when its effects change: the simulated DM's (train)
+    through the effects' content, even when the file keeps its path; the reasoner's (distil,
+    generate) carry the simulated engine's settings (its effects file is set in the
+    rehearsal's copy of simulated.yaml). A real reasoner's keys gain nothing."""
+    from tests.unit.drr_fakes import cfg
+
+    effects = tmp_path / "effects.yaml"
+
+    def keys(points: int) -> tuple[str, ...]:
+        effects.write_text(f"effects:\n  - {{label: drr, points: {points}}}\n")
+        sim = cfg(backend="simulated", backbone="simulated")
+        sim["backbones"] = {**sim["backbones"], "simulated": {"source": "simulated", "effects": str(effects)}}
+        return settings.stage_key("train", sim)
+
+    assert keys(10) == keys(10) != keys(20)  # the DM: the same path, new effects
+    assert settings.config_slice("distil", cfg(backend="simulated"))["engine"]["simulated"]
+    assert "engine" in settings.config_slice("distil", cfg(backend="simulated"))
+    assert "engine" not in settings.config_slice("distil", cfg())  # llama.cpp: keys as before
+
+
 MIRROR = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 

@@ -14,6 +14,7 @@ and read the null row (pausing vs regenerating, both planted alike) as not suppo
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 
 import pytest
@@ -94,6 +95,28 @@ def test_the_run_is_labelled_simulated_and_audits_clean(rehearsal):
 
 # ---- DRR: drr_paper's whole DAG on the simulated reasoner and discriminator (drr/simulated_dm.py)
 DRR_EFFECTS = "effects:\n  - {label: drr, points: 20, datasets: [commonsenseqa]}\n"
+
+
+@pytest.mark.slow
+def test_new_effects_in_a_finished_run_directory_plan_every_generation_again(rehearsal, tmp_path):
+    """`retrace rehearse --effects NEW` in a finished run directory re-derives its config: the
+    generation jobs must run again (their keys carry the effects' content), or the old answers
+    would be checked against the new truth. Same effects: nothing to do."""
+    root, effects, _ = rehearsal
+    copy = tmp_path / "run"
+    shutil.copytree(root, copy, symlinks=True)  # file times kept: a finished run
+    source = root.parent / "config"  # config_with's copy, holding the test's experiment
+
+    def planned(effects_file) -> str:
+        rehearse_workflow.derive("rehearse_tiny", 0.12, effects_file, copy, MIRROR, config_dir=source)
+        return rehearse_workflow.dry_run(copy)
+
+    assert "Nothing to be done" in planned(effects)
+    new = tmp_path / "effects.yaml"
+    new.write_text("effects:\n  - {label: majority, points: 30}\n")
+    plan = planned(new)
+    assert "Nothing to be done" not in plan
+    assert re.search(r"^generate\s+4$", plan, re.M), plan[-3000:]  # all four labels
 
 
 @pytest.fixture(scope="module")

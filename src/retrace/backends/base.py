@@ -60,6 +60,14 @@ class Backend(ABC):
             ident["deterministic"] = True
         return ident
 
+    @classmethod
+    def rerun_settings(cls, engine: dict) -> dict:
+        """The engine settings that change what is generated, as opposed to how fast (slots,
+        threads, batch sizes): part of each generation job's rerun key (retrace.plan, the ART
+        and DRR keys), so changing one reruns the jobs. Default: the deterministic mode, when on
+        (absent when off, so existing runs keep their keys)."""
+        return {"deterministic": True} if is_deterministic(engine) else {}
+
     def close(self) -> None:
         """Release the engine (idempotent)."""
 

@@ -227,6 +227,17 @@ class SimulatedBackend(Backend):
         return [self._complete(r) for r in requests]
 
     @classmethod
+    def rerun_settings(cls, engine: dict) -> dict:
+        """The planted settings and the effects' content (not their file's path): new effects
+        are a new simulation, so `retrace rehearse --effects` in a finished run directory reruns
+        every simulated job rather than checking old answers against new truth."""
+        return {
+            **super().rerun_settings(engine),
+            "simulated": {k: engine.get(k) for k in DEFAULTS},
+            "effects": load_effects(engine.get("effects")),
+        }
+
+    @classmethod
     def identity(cls, model: dict, engine: dict) -> dict:
         """Simulated answers never share a cache key with a real engine's; the planted
         settings are part of the key (a new effects file is a new simulation), and so is this

@@ -164,11 +164,28 @@ def simulated_dm(cfg: dict) -> bool:
 
 def config_slice(stage: str, cfg: dict) -> dict:
     out = {k: cfg[k] for k in SLICES[stage]}
+    if ENGINES.get(stage) == "backend":  # the reasoner's settings that change outputs, if any
+        engine = reasoner_engine_settings(cfg["backend"])
+        if engine:  # only then: the keys of other runs stay as they were
+            out["engine"] = engine
+    if stage == "train" and cfg["backbones"][cfg["backbone"]].get("effects"):
+        # the simulated DM's planted effects by content: a new file at the same path reruns
+        from retrace.backends.simulated import load_effects
+
+        out["effects"] = load_effects(cfg["backbones"][cfg["backbone"]]["effects"])
     if "dm" in out:  # threads and the device change speed, not the DM (recorded in provenance)
         out["dm"] = {k: v for k, v in out["dm"].items() if k not in ("threads", "device")}
     if stage == "train":
         out["backbones"] = {cfg["backbone"]: cfg["backbones"][cfg["backbone"]]}
     return out
+
+
+def reasoner_engine_settings(backend: str) -> dict:
+    """retrace.plan.engine_rerun_settings of the reasoner's backend as DRR composes it."""
+    from retrace.config import compose
+    from retrace.plan import engine_rerun_settings
+
+    return engine_rerun_settings(compose({"backend": backend})["backend"])
 
 
 def stage_files(stage: str, cfg: dict | None = None) -> list[Path]:
