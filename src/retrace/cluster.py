@@ -44,6 +44,12 @@ def gpus(cfg: dict) -> int:
     return 0
 
 
+def threads(cfg: dict) -> int:
+    """CPU threads a generation job asks for: its engine's `n_threads` (llama.cpp's, the
+    simulated engine's 1), 2 when the engine states none."""
+    return int((cfg["backend"].get("engine") or {}).get("n_threads") or 2)
+
+
 def mem_mb(cfg: dict) -> int:
     if cfg["backend"]["name"] == "served":  # a client: the weights live in the server's job
         return MIN_MEM_MB

@@ -10,6 +10,7 @@ are deliberately left out: they change speed, not results.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -273,6 +274,13 @@ def engine_rerun_settings(backend: dict) -> dict:
     from retrace.registry import BACKENDS
 
     return BACKENDS.get(backend["name"]).rerun_settings(backend.get("engine") or {})
+
+
+def backend_rerun_settings(name: str, overrides: Iterable[str] = ()) -> dict:
+    """engine_rerun_settings of backend `name` composed with its `backend.*` overrides (the ART
+    block's, none for DRR's reasoner); the effects file is read anew each call."""
+    engine = [o for o in overrides if o.lstrip("+~").startswith("backend.")]
+    return engine_rerun_settings(compose({"backend": name}, engine)["backend"])
 
 
 def config_slice(stage: str, cfg: dict) -> dict:

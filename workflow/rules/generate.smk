@@ -66,7 +66,9 @@ def engine_threads(w):
     job = job_of(w)
     if job.shards > 1 and not hasattr(w, "shard"):
         return 1
-    return int((_plan.job_config(job)["backend"].get("engine") or {}).get("n_threads") or 2)
+    from retrace.cluster import threads
+
+    return threads(_plan.job_config(job))
 
 
 def engine_resource(name, merge_value=0):

@@ -340,7 +340,9 @@ def config_slice(cfg: dict, job: ArtJob, dataset_cfg: dict | None = None) -> dic
         "eval_task": eval_tasks()[job.task],
         "split": split_key(cfg),
     }
-    engine = engine_settings(cfg["backend"], tuple(cfg.get("overrides") or ()))
+    from retrace.plan import backend_rerun_settings  # retrace.plan imports this module's callers
+
+    engine = backend_rerun_settings(cfg["backend"], cfg.get("overrides") or ())
     if engine:  # only there: the keys of other jobs stay as they were
         s["engine"] = engine
     if uses_library(job):
@@ -350,16 +352,6 @@ def config_slice(cfg: dict, job: ArtJob, dataset_cfg: dict | None = None) -> dic
             selection=cfg["selection"] if needs_selection(job.task) else "own_cluster",
         )
     return s
-
-
-def engine_settings(backend: str, overrides: tuple[str, ...]) -> dict:
-    """The block's engine settings that change outputs (retrace.plan.engine_rerun_settings: the
-    deterministic mode, a simulated engine's planted effects, read anew each time)."""
-    from retrace.config import compose
-    from retrace.plan import engine_rerun_settings
-
-    engine = [o for o in overrides if o.lstrip("+~").startswith("backend.")]
-    return engine_rerun_settings(compose({"backend": backend}, engine)["backend"])
 
 
 def run_key(cfg: dict, job: ArtJob, library: list[Path]) -> str:

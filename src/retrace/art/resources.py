@@ -85,5 +85,5 @@ def resources(cfg: dict, model: str, label: str | None = None) -> dict:
         "gpu": cluster.gpus(job),
         "mem_mb": cluster.mem_mb(job),
         "runtime": cluster.runtime_min(job, tokens),
-        "threads": int((job["backend"].get("engine") or {}).get("n_threads") or 2),
+        "threads": cluster.threads(job),
     }

@@ -165,7 +165,9 @@ def simulated_dm(cfg: dict) -> bool:
 def config_slice(stage: str, cfg: dict) -> dict:
     out = {k: cfg[k] for k in SLICES[stage]}
     if ENGINES.get(stage) == "backend":  # the reasoner's settings that change outputs, if any
-        engine = reasoner_engine_settings(cfg["backend"])
+        from retrace.plan import backend_rerun_settings
+
+        engine = backend_rerun_settings(cfg["backend"])
         if engine:  # only then: the keys of other runs stay as they were
             out["engine"] = engine
     if stage == "train" and cfg["backbones"][cfg["backbone"]].get("effects"):
@@ -178,14 +180,6 @@ def config_slice(stage: str, cfg: dict) -> dict:
     if stage == "train":
         out["backbones"] = {cfg["backbone"]: cfg["backbones"][cfg["backbone"]]}
     return out
-
-
-def reasoner_engine_settings(backend: str) -> dict:
-    """retrace.plan.engine_rerun_settings of the reasoner's backend as DRR composes it."""
-    from retrace.config import compose
-    from retrace.plan import engine_rerun_settings
-
-    return engine_rerun_settings(compose({"backend": backend})["backend"])
 
 
 def stage_files(stage: str, cfg: dict | None = None) -> list[Path]:
@@ -281,8 +275,7 @@ def reasoner_resources(cfg: dict, model: str) -> dict:
     from retrace.config import compose
 
     job = compose({"model": model, "backend": cfg["backend"]})
-    threads = int((job["backend"].get("engine") or {}).get("n_threads") or 2)
-    return {"gpu": cluster.gpus(job), "mem_mb": cluster.mem_mb(job), "threads": threads}
+    return {"gpu": cluster.gpus(job), "mem_mb": cluster.mem_mb(job), "threads": cluster.threads(job)}
 
 
 # Reasoner calls per question: distillation walks at most max_turns_distil turns of a
