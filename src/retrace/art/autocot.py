@@ -28,7 +28,7 @@ MAX_RATIONALE_STEPS = 5  # run_demo.py: max_ra_len = 5 lines
 
 def embed(texts: list[str]):
     """Normalised MiniLM sentence embeddings (numpy array, one row per text)."""
-    from retrace.art.select import minilm
+    from retrace.art.minilm import minilm
 
     model, _ = minilm()
     return model.encode(texts, normalize_embeddings=True)

