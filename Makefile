@@ -36,9 +36,11 @@ controls-falsifier: setup
 # and the real-model twins of the schedule-equivalence tests, in one process so each shared
 # run happens once. `make test` (what CI runs) is both; --durations lists the slowest tests
 # and each workflow run prints its Snakemake benchmark table at the end.
-# One compiled WASM runtime for the tests' repository copies too (compiling takes ~15-35 s).
+# One compiled WASM runtime for the tests' repository copies too (compiling takes ~15-35 s), and
+# one requantized test model (config/model/smollm2-135m-q40.yaml; ~7 CPU s each time otherwise).
 # The vllm-marked tests need the vLLM environment: `make test-vllm` runs them there.
-PYTEST = RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm $(PY) -m pytest -ra --durations=25
+PYTEST = RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm RETRACE_MODEL_CACHE=$(CURDIR)/results/cache/models \
+  $(PY) -m pytest -ra --durations=25
 # By module (loadscope): a module-scoped fixture is built once, not once per worker.
 XDIST ?= -n 2 --dist loadscope
 
@@ -98,7 +100,7 @@ $(VLLM_VENV)/.installed:
 VLLM_TESTS ?= tests/unit/test_backend_vllm.py tests/workflow/test_vllm_workflow.py
 test-vllm: $(VLLM_VENV)/.installed
 	PYTHONPATH=$(CURDIR)/src HF_HUB_OFFLINE=1 VLLM_LOGGING_LEVEL=WARNING \
-	  $(VLLM_VENV)/bin/python -m pytest -ra -s --durations=10 -m vllm $(VLLM_TESTS)
+	  RETRACE_MODEL_CACHE=$(CURDIR)/results/cache/models $(VLLM_VENV)/bin/python -m pytest -ra -s --durations=10 -m vllm $(VLLM_TESTS)
 
 bench: setup
 	$(PY) benchmarks/pipeline_vs_engine.py

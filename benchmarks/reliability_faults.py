@@ -199,12 +199,12 @@ def disk_full(work: Path, reference: dict, ref_cache: Path) -> tuple[str, list[s
 
 TAMPER = {  # kind of artifact -> its path under results/ in the plumbing run
     "data": "data/smoke_math.jsonl",
-    "model manifest": "models/smollm2-135m-q41/manifest.json",
-    "generations": "generations/smollm2-135m-q41/llamacpp/smoke_math/majority/seed0.jsonl",
-    "scores": "scores/smollm2-135m-q41/llamacpp/smoke_mc/greedy/seed0.json",
+    "model manifest": "models/smollm2-135m-q40/manifest.json",
+    "generations": "generations/smollm2-135m-q40/llamacpp/smoke_math/majority/seed0.jsonl",
+    "scores": "scores/smollm2-135m-q40/llamacpp/smoke_mc/greedy/seed0.json",
     "claims": "report/claims.csv",
     "report": "report/index.html",
-    "provenance record": "generations/smollm2-135m-q41/llamacpp/smoke_mc/greedy/seed0.jsonl.prov.json",
+    "provenance record": "generations/smollm2-135m-q40/llamacpp/smoke_mc/greedy/seed0.jsonl.prov.json",
 }
 AUDITED = ("results/report/results.csv", "results/report/claims.csv", "results/report/index.html")
 

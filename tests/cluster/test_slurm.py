@@ -272,7 +272,7 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
 
 # One shard of the smoke with enough requests to be mid-run half a minute after its first
 # commit even on a fast machine (one slot, one request per cache commit: cluster_smoke).
-SHARD0 = "results/shards/smollm2-135m-q41/llamacpp/smoke_math_mini/majority/seed0/0of2.jsonl"
+SHARD0 = "results/shards/smollm2-135m-q40/llamacpp/smoke_math_mini/majority/seed0/0of2.jsonl"
 LONG_SHARD = ["method.n=48", "method.sampling.max_tokens=128"]
 
 

@@ -21,12 +21,15 @@ def test_registered_under_hf():
     assert BACKENDS.get("hf") is HFBackend
 
 
-def test_model_source_prefers_hf_dir_then_hub_then_gguf():
+def test_model_source_prefers_hf_dir_then_gguf_then_hub():
     from retrace.backends.hf import model_source
 
     assert model_source({"hf_dir": "/m", "gguf": "/g/x.gguf"}) == ("/m", {})
     assert model_source({"hub": {"repo": "o/r", "revision": "abc"}}) == ("o/r", {"revision": "abc"})
     assert model_source({"gguf": "/g/x.gguf"}) == ("/g", {"gguf_file": "x.gguf"})
+    # a materialised GGUF model keeps its config's hub block (its upstream): the file wins
+    both = {"gguf": "/g/x.gguf", "hub": {"repo": "o/r", "revision": None}}
+    assert model_source(both) == ("/g", {"gguf_file": "x.gguf"})
     with pytest.raises(BackendError):
         model_source({"name": "nothing"})
 

@@ -22,10 +22,10 @@ def test_greedy_is_repeatable_and_counts_tokens(llamacpp_smollm2_det):
 
 
 def test_max_tokens_gives_length_and_stop_string_gives_stop(llamacpp_smollm2):
-    (long,) = llamacpp_smollm2.generate([_chat("Count from 1 to 50, separated by commas.", max_tokens=5)])
+    (long,) = llamacpp_smollm2.generate([_chat("List the numbers from 1 to 20.", max_tokens=5)])
     assert long.finish_reason == "length" and long.generated_tokens == 5
     (stopped,) = llamacpp_smollm2.generate(
-        [_chat("Count from 1 to 50, separated by commas.", max_tokens=60, stop=("5",))]
+        [_chat("List the numbers from 1 to 20.", max_tokens=60, stop=("5",))]
     )
     assert stopped.finish_reason == "stop" and "5" not in stopped.text
 

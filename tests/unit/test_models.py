@@ -155,7 +155,7 @@ def test_package_files_lists_an_installed_package_sorted():
 
 
 @pytest.mark.slow
-def test_hf_export_gives_one_model_to_both_engines(tmp_path, smollm2_manifest):
+def test_hf_export_gives_one_model_to_both_engines(tmp_path, smollm2_q41_manifest):
     """source.hf_export (vLLM reads no GGUF): the verified GGUF plus a plain float HF folder
     that loads without a quantization config and carries the GGUF's chat template."""
     pytest.importorskip("accelerate")

@@ -14,7 +14,7 @@ SMALL = [SHORT, "method.n=2"]
 REFINE_TEST = {
     "runs": [
         {
-            "models": ["smollm2-135m-q41"],
+            "models": ["smollm2-135m-q40"],
             "backend": "llamacpp",
             "datasets": ["smoke_math_mini"],
             "seeds": [0],
@@ -56,7 +56,7 @@ REFINE_TEST = {
         },
         # two more seeds of refinement and Maj@N: the claims compare seed means (mean ± sd)
         {
-            "models": ["smollm2-135m-q41"],
+            "models": ["smollm2-135m-q40"],
             "backend": "llamacpp",
             "datasets": ["smoke_math_mini"],
             "seeds": [1, 2],
@@ -72,7 +72,7 @@ REFINE_TEST = {
 DRR_TEST = {
     "runs": [
         {
-            "models": ["smollm2-135m-q41"],
+            "models": ["smollm2-135m-q40"],
             "backend": "llamacpp",
             "datasets": ["smoke_math_mini"],
             "methods": [{"label": "greedy", "overrides": ["method.sampling.max_tokens=4"]}],
@@ -80,7 +80,7 @@ DRR_TEST = {
         }
     ],
     "drr": {
-        "models": ["smollm2-135m-q41"],
+        "models": ["smollm2-135m-q40"],
         "backend": "llamacpp",
         "datasets": ["smoke_mc_all"],
         "train_fraction": 0.6,

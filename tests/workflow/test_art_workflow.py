@@ -17,7 +17,7 @@ from tests.workflow.experiments import WORDS
 pytestmark = pytest.mark.slow
 
 LIB = "src/retrace/art/library"
-RUNS = "art/smollm2-135m-q41"
+RUNS = "art/smollm2-135m-q40"
 
 
 def test_art_smoke_runs_every_method_and_audits(art_run):

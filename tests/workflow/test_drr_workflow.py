@@ -14,7 +14,7 @@ from tests.workflow.conftest import edited, planned_outputs, retrace, snakemake
 
 pytestmark = pytest.mark.slow
 
-RUN = "results/drr/smollm2-135m-q41/llamacpp"
+RUN = "results/drr/smollm2-135m-q40/llamacpp"
 
 
 def test_claims_section_and_audit(drr_run):
@@ -59,7 +59,7 @@ def test_every_drr_number_traces_to_traces_split_and_checkpoint(drr_run):
         "distil/smoke_mc_all/seed0/traces.jsonl",
         "dm/seed0/split/train.jsonl",
         "dm/seed0/weighted/checkpoint.json",
-        "models/smollm2-135m-q41/manifest.json",
+        "models/smollm2-135m-q40/manifest.json",
     ):
         assert needle in out, needle
     assert "audit: OK" in out
@@ -122,7 +122,7 @@ def test_second_run_is_a_no_op_and_a_prompt_edit_reruns_only_its_dependants(drr_
     path = drr_run / "src/retrace/prompts/drr/abstain_qa.j2"
     with edited(path, lambda t: t.replace("select the best answer", "select the single best answer")):
         planned = planned_outputs(drr_run)
-    assert "drr/smollm2-135m-q41/llamacpp/eval/smoke_mc_all/seed0/generations.jsonl" in planned
+    assert "drr/smollm2-135m-q40/llamacpp/eval/smoke_mc_all/seed0/generations.jsonl" in planned
     assert not any("/distil/" in p or "/dm/" in p or p.startswith("generations/") for p in planned)
 
 

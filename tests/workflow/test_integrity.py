@@ -19,7 +19,7 @@ from tests.workflow.conftest import edited, planned_outputs, retrace, snakemake
 
 pytestmark = pytest.mark.slow
 
-GEN = "generations/smollm2-135m-q41/llamacpp"
+GEN = "generations/smollm2-135m-q40/llamacpp"
 
 
 @contextlib.contextmanager

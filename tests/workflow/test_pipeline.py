@@ -12,8 +12,8 @@ from tests.workflow.conftest import edited, planned_outputs, retrace, snakemake
 
 pytestmark = pytest.mark.slow
 
-GEN = "generations/smollm2-135m-q41/llamacpp"
-SCORE = "scores/smollm2-135m-q41/llamacpp"
+GEN = "generations/smollm2-135m-q40/llamacpp"
+SCORE = "scores/smollm2-135m-q40/llamacpp"
 REPORT = {
     "report/index.html",
     "report/results.csv",
@@ -45,7 +45,8 @@ def test_generation_records_tokens_for_every_sample(pipeline):
         assert s["prompt_tokens"] > 0 and s["generated_tokens"] > 0
     prov = json.load(open(pipeline / f"results/{GEN}/smoke_math/majority/seed0.jsonl.prov.json"))
     assert prov["usage"]["requests"] == 16 and prov["flops"]["nominal"] > prov["flops"]["effective"] - 1
-    assert prov["model"]["fingerprint"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    # the requantized test model's pinned digest (config/model/smollm2-135m-q40.yaml)
+    assert prov["model"]["fingerprint"] == "6e4b91cd3586645ff373f2c7c054a3902574618f664e09fc9002483612afcde5"
 
 
 def test_request_cache_packs_requests_into_a_few_files(pipeline):
@@ -122,7 +123,7 @@ def test_engine_setting_change_reruns_only_the_probe(pipeline):
     planned = _edit_and_plan(
         pipeline, "config/backend/llamacpp.yaml", lambda s: s.replace("n_threads: 2", "n_threads: 1")
     )
-    assert planned == {"probe/smollm2-135m-q41/llamacpp.json"} | (REPORT - {"report/claims.csv"})
+    assert planned == {"probe/smollm2-135m-q40/llamacpp.json"} | (REPORT - {"report/claims.csv"})
 
 
 def test_audit_passes_then_fails_after_a_flipped_byte(pipeline):

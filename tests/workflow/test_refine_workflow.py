@@ -13,7 +13,7 @@ from tests.workflow.experiments import JUDGE
 
 pytestmark = pytest.mark.slow
 
-GEN = "results/generations/smollm2-135m-q41/llamacpp/smoke_math_mini"
+GEN = "results/generations/smollm2-135m-q40/llamacpp/smoke_math_mini"
 
 
 def test_equal_compute_extends_the_stored_sample_set(refined):
@@ -27,7 +27,7 @@ def test_equal_compute_extends_the_stored_sample_set(refined):
         lab: [json.loads(l) for l in open(refined / f"{GEN}/{lab}/seed0.jsonl")]
         for lab in ("refine", "majority")
     }
-    params = json.loads((refined / "results/models/smollm2-135m-q41/manifest.json").read_text())["params"]
+    params = json.loads((refined / "results/models/smollm2-135m-q40/manifest.json").read_text())["params"]
     want = equal_compute_n(structural_usage(rows["refine"]), structural_usage(rows["majority"]), 2, params)
     assert eq["effective_basis"] == "request structure" and eq["n_prime"] == want["n_prime"] > 2
     nominal = json.loads((refined / f"{GEN}/majority_eq_nominal/seed0.jsonl.prov.json").read_text())[
@@ -66,7 +66,7 @@ def test_claims_and_diagnostics_are_written_and_audited(refined):
     assert all(r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows)
     diag = json.loads(
         (
-            refined / "results/diagnostics/smollm2-135m-q41/llamacpp/smoke_math_mini/refine/seed0.json"
+            refined / "results/diagnostics/smollm2-135m-q40/llamacpp/smoke_math_mini/refine/seed0.json"
         ).read_text()
     )
     assert len(diag["depths"]) == 2
@@ -80,7 +80,7 @@ def test_a_judge_on_another_model_scores_the_same_rollouts(refined):
     other = [json.loads(l) for l in open(refined / f"{GEN}/best_of_n_qwen/seed0.jsonl")]
     assert [s["key"] for r in own for s in r["samples"]] == [s["key"] for r in other for s in r["samples"]]
     assert {r["extra"]["scorer"]["model_name"] for r in other} == {JUDGE}
-    assert {r["extra"]["scorer"]["model_name"] for r in own} == {"smollm2-135m-q41"}
+    assert {r["extra"]["scorer"]["model_name"] for r in own} == {"smollm2-135m-q40"}
     prov = json.loads((refined / f"{GEN}/best_of_n_qwen/seed0.jsonl.prov.json").read_text())
     assert any(i["path"].endswith(f"models/{JUDGE}/manifest.json") for i in prov["inputs"])
     assert prov["scorer_usage"]["model"] == JUDGE and prov["scorer_usage"]["requests"] > 0
@@ -88,7 +88,7 @@ def test_a_judge_on_another_model_scores_the_same_rollouts(refined):
     scores = {
         lab: json.loads(
             (
-                refined / f"results/scores/smollm2-135m-q41/llamacpp/smoke_math_mini/{lab}/seed0.json"
+                refined / f"results/scores/smollm2-135m-q40/llamacpp/smoke_math_mini/{lab}/seed0.json"
             ).read_text()
         )
         for lab in ("best_of_n", "best_of_n_qwen")
@@ -106,7 +106,7 @@ def test_claims_average_three_seeds(refined):
     for seed in (0, 1, 2):
         s = json.loads(
             (
-                refined / f"results/scores/smollm2-135m-q41/llamacpp/smoke_math_mini/refine/seed{seed}.json"
+                refined / f"results/scores/smollm2-135m-q40/llamacpp/smoke_math_mini/refine/seed{seed}.json"
             ).read_text()
         )
         accs.append(s["accuracy"]["value"])

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 # samples are bitwise equal to an uninterrupted run (see retrace.backends.llamacpp).
 OVERRIDES = ["dataset.limit=2", "backend.engine.batch_size=2", "backend.engine.deterministic=true"]
 GENERATIONS = [
-    f"results/generations/smollm2-135m-q41/llamacpp/{d}/{m}/seed0.jsonl"
+    f"results/generations/smollm2-135m-q40/llamacpp/{d}/{m}/seed0.jsonl"
     for d in ("smoke_math", "smoke_mc")
     for m in ("greedy", "majority")
 ]

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 pytest.importorskip("xllamacpp")
 pytest.importorskip("openai")
 
-MODEL = "smollm2-135m-q41"
+MODEL = "smollm2-135m-q40"
 LABELS = ("greedy", "majority")
 # Fields that record how a run went, not what the model generated (tests/cluster/test_slurm.py).
 RUN_SPECIFIC = ("latency_s", "cache_hit", "generation_usage", "request_cache_hits")

@@ -183,13 +183,15 @@ class HFBackend(Backend):
 
 
 def model_source(model: dict) -> tuple[str, dict]:
-    """Where `from_pretrained` should load this manifest from, with its extra arguments."""
+    """Where `from_pretrained` should load this manifest from, with its extra arguments: the
+    files it names and verified (an HF folder, else a GGUF) before its hub id, which a GGUF
+    model's config also carries (as the upstream it came from) and which is offline here."""
     if model.get("hf_dir"):
         return model["hf_dir"], {}
-    if model.get("hub"):
-        return model["hub"]["repo"], {"revision": model["hub"].get("revision")}
     if model.get("gguf"):
         return os.path.dirname(model["gguf"]), {"gguf_file": os.path.basename(model["gguf"])}
+    if model.get("hub"):
+        return model["hub"]["repo"], {"revision": model["hub"].get("revision")}
     raise BackendError(f"model {model.get('name')!r} has no hf_dir, hub repo or gguf file")
 
 
