@@ -106,13 +106,27 @@ def llamacpp_smollm2_det(smollm2_manifest):
 
 
 @pytest.fixture(scope="session")
-def hf_smollm2(smollm2_q41_manifest):
-    """A transformers engine on the shipped SmolLM2 Q4_1 GGUF weights (dequantized), on CPU."""
+def smollm2_hf_export(smollm2_q41_manifest, tmp_path_factory) -> Path:
+    """The shipped Q4_1 GGUF dequantized into a float32 HF folder (retrace.models.export_hf, as
+    `source.hf_export` makes it), once per session: transformers' GGUF loading takes ~20 s on
+    2 cores (it rebuilds the tokenizer from the GGUF's vocabulary and dequantizes every tensor),
+    so the export test, the HF engine and the vLLM engine share one."""
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")  # transformers needs it to load GGUF files
+    pytest.importorskip("gguf")
+    from retrace.models import export_hf
+
+    return export_hf(Path(smollm2_q41_manifest["gguf"]), tmp_path_factory.mktemp("smollm2-hf") / "hf")
+
+
+@pytest.fixture(scope="session")
+def hf_smollm2(smollm2_q41_manifest, smollm2_hf_export):
+    """A transformers engine on the shipped SmolLM2 Q4_1 weights, dequantized (the session's HF
+    export: the same floats transformers makes from the GGUF itself), on CPU."""
     from retrace.backends.hf import HFBackend
 
-    backend = HFBackend(smollm2_q41_manifest, {"device": "cpu", "dtype": "float32", "batch_size": 8})
+    manifest = {**smollm2_q41_manifest, "gguf": None, "hf_dir": str(smollm2_hf_export)}
+    backend = HFBackend(manifest, {"device": "cpu", "dtype": "float32", "batch_size": 8})
     yield backend
     backend.close()
 

