@@ -64,8 +64,8 @@ def main() -> None:
         for rep in range(a.reps):
             for name, engine in engines.items():
                 first = 1000 * (rep + 1)
-                seconds[name, "prefill"].append(timed(engine, batch(first, 4800, 1)))
-                seconds[name, "decode"].append(timed(engine, batch(first + 100, 500, 32)))
+                seconds[name, "prefill"].append(timed(engine, batch(first, 1200, 1)))
+                seconds[name, "decode"].append(timed(engine, batch(first + 100, 100, 32)))
         for engine in engines.values():
             engine.close()
     med = {k: statistics.median(v) for k, v in seconds.items()}
