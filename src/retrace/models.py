@@ -155,18 +155,24 @@ def _requantized(cfg: dict, parts: list[Path], gguf: Path) -> dict:
     src, spec = cfg["source"], cfg["source"]["requantize"]
     cache = os.environ.get("RETRACE_MODEL_CACHE")
     cached = Path(cache) / f"{spec['sha256']}.gguf" if cache else None
-    try:
-        if cached is None or not cached.exists():
-            raise ModelError("not cached")
-        _concatenate_verified([cached], gguf, spec["sha256"])
-    except ModelError:
+    if not (cached and _copied_from(cached, gguf, spec["sha256"])):
         _derive(cfg, parts, gguf)
         if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
             _concatenate_verified([gguf], cached, spec["sha256"])
     manifest = _gguf_manifest(cfg, gguf, spec["sha256"])
     manifest["derived_from"] = {"sha256": src["sha256"], "requantize": spec["type"]}
     return manifest
+
+
+def _copied_from(cached: Path, dest: Path, digest: str) -> bool:
+    """Whether `cached` exists and, its sha256 equal to `digest`, was copied to `dest`."""
+    if not cached.exists():
+        return False
+    try:
+        _concatenate_verified([cached], dest, digest)
+        return True
+    except ModelError:  # a damaged cached copy: made again by the caller
+        return False
 
 
 def _derive(cfg: dict, parts: list[Path], gguf: Path) -> None:
