@@ -53,17 +53,24 @@ XDIST ?= -n 2 --dist loadscope
 test-fast: setup
 	$(PYTEST) $(XDIST) -m "not slow and not vllm"
 
-# The live SLURM tests (tests/cluster) wait on the queue about half their time (SLURM's
-# one-minute time limits, the executor's status polls; docs/testing.md), so they run beside the
-# rest of the slow tier in a second pytest process, whose report follows the tier's; either
-# failing fails the target.
+# The slow tier runs as three pytest processes side by side, since none of them alone keeps
+# both cores busy: the workflow runs (tests/workflow: Snakemake's DAG building, job start-up
+# and dependencies leave ~45 % of 2 cores idle), the real-model unit tests (tests/unit) and the
+# live SLURM tests (tests/cluster), which wait on the queue about half their time (SLURM's
+# one-minute time limits, the executor's status polls; docs/testing.md). No session fixture is
+# shared across these folders, and the model and WASM caches are written atomically. The two
+# reports beside the workflow tests follow theirs; any failing fails the target.
+SLOW = slow and not vllm
 test-slow: setup
-	@out=$$(mktemp); \
-	$(PYTEST) -p no:cacheprovider -m "slow and cluster and not vllm" > $$out 2>&1 & pid=$$!; \
-	trap "kill $$pid 2>/dev/null" INT TERM; \
-	$(PYTEST) -m "slow and not cluster and not vllm"; rc=$$?; \
-	wait $$pid; rc_cluster=$$?; echo "--- the live SLURM tests (beside the slow tier) ---"; \
-	cat $$out; rm -f $$out; test $$rc -eq 0 -a $$rc_cluster -eq 0
+	@unit=$$(mktemp); cluster=$$(mktemp); \
+	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/cluster > $$cluster 2>&1 & c=$$!; \
+	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/unit > $$unit 2>&1 & u=$$!; \
+	trap "kill $$c $$u 2>/dev/null" INT TERM; \
+	$(PYTEST) -m "$(SLOW)" tests/workflow; rc=$$?; \
+	wait $$u; rc_unit=$$?; echo "--- the real-model unit tests (beside the workflow tests) ---"; \
+	cat $$unit; wait $$c; rc_cluster=$$?; echo "--- the live SLURM tests (beside the workflow tests) ---"; \
+	cat $$cluster; rm -f $$unit $$cluster; \
+	test $$rc -eq 0 -a $$rc_unit -eq 0 -a $$rc_cluster -eq 0
 
 test: test-fast test-slow
 
