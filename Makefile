@@ -53,30 +53,29 @@ XDIST ?= -n 2 --dist loadscope
 test-fast: setup
 	$(PYTEST) $(XDIST) -m "not slow and not vllm"
 
-# The slow tier runs as four pytest processes side by side, since none of them alone keeps
+# The slow tier runs as three pytest processes side by side, since none of them alone keeps
 # both cores busy (Snakemake's DAG building, job start-up and dependencies, model loads; the
 # live SLURM tests wait on the queue about half their time: SLURM's one-minute time limits, the
-# executor's status polls; docs/testing.md): the workflow runs split in two (the ART run, the
-# rehearsals and the served run in one, WORKFLOW_BESIDE; every other file of tests/workflow in
-# the other, so a new file lands there), the real-model unit tests (tests/unit) and the live
-# SLURM tests (tests/cluster). A session fixture is built once per process: a file using the
-# `pipeline` or `refined` run stays out of WORKFLOW_BESIDE, or that run is built twice. The
-# model and WASM caches are written atomically. The three reports beside the main one follow
-# it; any failing fails the target.
+# executor's status polls; docs/testing.md): the workflow runs (tests/workflow), the real-model
+# unit tests (tests/unit) with the workflow tests that build no shared run (WORKFLOW_BESIDE:
+# the rehearsals, kill-and-resume, the served run; they balance the two), and the live SLURM
+# tests (tests/cluster). A fourth process was slower: llama.cpp's threads spin at barriers,
+# and on 2 cores more engines at once burn more CPU waiting (docs/testing.md, Measured). A
+# session fixture is built once per process, so a file using `pipeline`, `refined`, `drr_run`
+# or `art_run` stays out of WORKFLOW_BESIDE. The model and WASM caches are written atomically.
+# The two reports beside the workflow tests follow theirs; any failing fails the target.
 SLOW = slow and not vllm
-WORKFLOW_BESIDE = tests/workflow/test_art_workflow.py tests/workflow/test_rehearse_workflow.py \
+WORKFLOW_BESIDE = tests/workflow/test_rehearse_workflow.py tests/workflow/test_resume.py \
 	tests/workflow/test_served.py
 test-slow: setup
 	@out=$$(mktemp -d); \
 	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/cluster > $$out/cluster 2>&1 & c=$$!; \
-	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/unit > $$out/unit 2>&1 & u=$$!; \
-	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" $(WORKFLOW_BESIDE) > $$out/beside 2>&1 & b=$$!; \
-	trap "kill $$c $$u $$b 2>/dev/null" INT TERM; \
+	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/unit $(WORKFLOW_BESIDE) > $$out/unit 2>&1 & u=$$!; \
+	trap "kill $$c $$u 2>/dev/null" INT TERM; \
 	$(PYTEST) -m "$(SLOW)" tests/workflow $(WORKFLOW_BESIDE:%=--ignore=%); rc=$$?; \
-	wait $$b; rc_b=$$?; echo "--- $(WORKFLOW_BESIDE) (beside) ---"; cat $$out/beside; \
-	wait $$u; rc_u=$$?; echo "--- the real-model unit tests (beside) ---"; cat $$out/unit; \
-	wait $$c; rc_c=$$?; echo "--- the live SLURM tests (beside) ---"; cat $$out/cluster; \
-	rm -rf $$out; test $$rc -eq 0 -a $$rc_b -eq 0 -a $$rc_u -eq 0 -a $$rc_c -eq 0
+	wait $$u; rc_u=$$?; echo "--- the real-model unit tests and $(WORKFLOW_BESIDE) (beside) ---"; \
+	cat $$out/unit; wait $$c; rc_c=$$?; echo "--- the live SLURM tests (beside) ---"; \
+	cat $$out/cluster; rm -rf $$out; test $$rc -eq 0 -a $$rc_u -eq 0 -a $$rc_c -eq 0
 
 test: test-fast test-slow
 
