@@ -54,28 +54,23 @@ test-fast: setup
 	$(PYTEST) $(XDIST) -m "not slow and not vllm"
 
 # The slow tier runs as three pytest processes side by side, since none of them alone keeps
-# both cores busy (Snakemake's DAG building, job start-up and dependencies, model loads; the
-# live SLURM tests wait on the queue about half their time: SLURM's one-minute time limits, the
-# executor's status polls; docs/testing.md): the workflow runs (tests/workflow), the real-model
-# unit tests (tests/unit) with the workflow tests that build no shared run (WORKFLOW_BESIDE:
-# the rehearsals, kill-and-resume, the served run; they balance the two), and the live SLURM
-# tests (tests/cluster). A fourth process was slower: llama.cpp's threads spin at barriers,
-# and on 2 cores more engines at once burn more CPU waiting (docs/testing.md, Measured). A
-# session fixture is built once per process, so a file using `pipeline`, `refined`, `drr_run`
-# or `art_run` stays out of WORKFLOW_BESIDE. The model and WASM caches are written atomically.
-# The two reports beside the workflow tests follow theirs; any failing fails the target.
+# both cores busy: the workflow runs (tests/workflow: Snakemake's DAG building, job start-up
+# and dependencies leave ~45 % of 2 cores idle), the real-model unit tests (tests/unit) and the
+# live SLURM tests (tests/cluster), which wait on the queue about half their time (SLURM's
+# one-minute time limits, the executor's status polls; docs/testing.md). No session fixture is
+# shared across these folders, and the model and WASM caches are written atomically. The two
+# reports beside the workflow tests follow theirs; any failing fails the target.
 SLOW = slow and not vllm
-WORKFLOW_BESIDE = tests/workflow/test_rehearse_workflow.py tests/workflow/test_resume.py \
-	tests/workflow/test_served.py
 test-slow: setup
-	@out=$$(mktemp -d); \
-	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/cluster > $$out/cluster 2>&1 & c=$$!; \
-	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/unit $(WORKFLOW_BESIDE) > $$out/unit 2>&1 & u=$$!; \
+	@unit=$$(mktemp); cluster=$$(mktemp); \
+	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/cluster > $$cluster 2>&1 & c=$$!; \
+	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/unit > $$unit 2>&1 & u=$$!; \
 	trap "kill $$c $$u 2>/dev/null" INT TERM; \
-	$(PYTEST) -m "$(SLOW)" tests/workflow $(WORKFLOW_BESIDE:%=--ignore=%); rc=$$?; \
-	wait $$u; rc_u=$$?; echo "--- the real-model unit tests and $(WORKFLOW_BESIDE) (beside) ---"; \
-	cat $$out/unit; wait $$c; rc_c=$$?; echo "--- the live SLURM tests (beside) ---"; \
-	cat $$out/cluster; rm -rf $$out; test $$rc -eq 0 -a $$rc_u -eq 0 -a $$rc_c -eq 0
+	$(PYTEST) -m "$(SLOW)" tests/workflow; rc=$$?; \
+	wait $$u; rc_unit=$$?; echo "--- the real-model unit tests (beside the workflow tests) ---"; \
+	cat $$unit; wait $$c; rc_cluster=$$?; echo "--- the live SLURM tests (beside the workflow tests) ---"; \
+	cat $$cluster; rm -f $$unit $$cluster; \
+	test $$rc -eq 0 -a $$rc_unit -eq 0 -a $$rc_cluster -eq 0
 
 test: test-fast test-slow
 

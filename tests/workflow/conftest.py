@@ -126,12 +126,19 @@ def record_benchmarks(name: str, root: Path) -> None:
         (Path(folder) / f"{name}.json").write_text(json.dumps(rows))
 
 
+# The shared runs' llama.cpp engines on one thread each (the rules' `threads` follow, so
+# Snakemake runs two generation jobs at once): `make test-slow` runs them beside two other
+# pytest processes, and llama.cpp's threads spin at every barrier of a forward pass, so on 2
+# cores two-thread engines side by side burn much of their CPU waiting for each other.
+ONE_THREAD = "backend.engine.n_threads=1"
+
+
 def finished_run(
     tmp_path_factory, name: str, experiment: str, overrides=(), timeout=900, probe=False, setup=None
 ):
     """Copy the repository, configure `experiment`, let setup(root) edit the copy, run it all."""
     root = copy_repo(tmp_path_factory.mktemp(name))
-    write_config(root, experiment=experiment, overrides=list(overrides), probe=probe)
+    write_config(root, experiment=experiment, overrides=[ONE_THREAD, *overrides], probe=probe)
     if setup:
         setup(root)
     snakemake(root, timeout=timeout)
@@ -167,6 +174,10 @@ def drr_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def art_run(tmp_path_factory) -> Path:
     """A finished art_plumbing run, its lookup tool reading a word list of the copy."""
-    from tests.workflow.experiments import art_words
+    from tests.workflow.experiments import art_words, one_thread_art
 
-    return finished_run(tmp_path_factory, "art", "art_plumbing", timeout=1500, setup=art_words)
+    def setup(root: Path) -> None:
+        art_words(root)
+        one_thread_art(root)
+
+    return finished_run(tmp_path_factory, "art", "art_plumbing", timeout=1500, setup=setup)

@@ -114,3 +114,11 @@ def art_words(root: Path) -> None:
     (root / WORDS).write_text("the\ncat\nact\ndog\ngod\nwater\nlisten\nsilent\n")
     exp = root / "config/experiment/art_plumbing.yaml"
     exp.write_text(exp.read_text().replace("tools: {", f"tools: {{lookup: {{words: {WORDS}}}, "))
+
+
+def one_thread_art(root: Path) -> None:
+    """The ART block's engines on one thread, like the spine's (conftest.ONE_THREAD)."""
+    exp = root / "config/experiment/art_plumbing.yaml"
+    cfg = yaml.safe_load(exp.read_text())
+    cfg["art"]["overrides"] = [*cfg["art"].get("overrides", []), "backend.engine.n_threads=1"]
+    exp.write_text(yaml.safe_dump(cfg))

@@ -121,7 +121,7 @@ def test_engine_setting_change_reruns_only_the_probe(pipeline):
     raw-rate probe (measured with those settings) and the report pages that show it do;
     the claims do not."""
     planned = _edit_and_plan(
-        pipeline, "config/backend/llamacpp.yaml", lambda s: s.replace("n_threads: 2", "n_threads: 1")
+        pipeline, "config/backend/llamacpp.yaml", lambda s: s.replace("n_batch: 512", "n_batch: 256")
     )
     assert planned == {"probe/smollm2-135m-q40/llamacpp.json"} | (REPORT - {"report/claims.csv"})
 
