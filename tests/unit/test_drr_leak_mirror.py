@@ -15,7 +15,7 @@ import pytest
 
 from retrace import data
 from retrace.config import compose
-from retrace.drr import leak, leakcheck
+from retrace.drr import leak, leak_text, leakcheck
 
 MIRROR = Path(os.environ.get("RETRACE_MIRROR") or Path(__file__).resolve().parents[3] / "shared" / "data")
 ROWS = {
@@ -49,20 +49,20 @@ def rows(dataset: str) -> list:
 
 def plants(p) -> dict[str, str]:
     """The gold of `p` planted in every shape the check must catch."""
-    g = leak.LETTERS.index(p.gold)
-    text = leak.gold_text(p).strip()
+    g = leak_text.LETTERS.index(p.gold)
+    text = leak_text.gold_text(p).strip()
     out = {
         "letter behind a cue": f"Key: {p.gold}",
         "0-based index behind a cue": f"Hint: {g}",
         "1-based index behind a cue": f"Correct: {g + 1}",
         "gold=": f"gold={g + 1}",
         "option text behind a cue": f"Ground truth label: {text}",
-        "ordinal": f"The expected option is the {leak.ORDINALS[g]} one.",
+        "ordinal": f"The expected option is the {leak_text.ORDINALS[g]} one.",
         "option N": f"The answer is option {g}.",
         "option N is correct": f"Option {g + 1} is correct.",
         "index and text": f"{g}. {text}",
     }
-    if len(text) >= leak.MIN_CHARS:
+    if len(text) >= leak_text.MIN_CHARS:
         out["bare option text"] = f"Remember: {text} matters here"
     return out
 

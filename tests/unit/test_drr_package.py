@@ -74,5 +74,5 @@ def test_each_stage_key_covers_the_drr_modules_it_runs():
     assert {"dm_data.py"} <= names("split")
     assert {"dm.py", "dm_data.py"} <= names("train")
     assert {"metrics.py", "loop.py", "episodes.py"} <= names("infer")
-    assert {"leak.py", "prompts.py", "dm_data.py"} <= names("leakcheck")
+    assert {"leak.py", "leak_text.py", "prompts.py", "dm_data.py"} <= names("leakcheck")
     assert {"claims.py", "metrics.py", "leakcheck.py", "episodes.py"} <= names("summarise")

@@ -3,7 +3,7 @@
 import json
 
 from retrace.drr import dm_data as ds
-from retrace.drr import leak
+from retrace.drr import leak, leak_text
 from retrace.records import Problem
 
 P = Problem(
@@ -73,25 +73,25 @@ def test_innocent_letters_do_not_trigger():
         "Answer: [Provide the answer here]",
     ]
     for text in innocent:
-        assert leak.scan_text(text, gold_a) == [], text
+        assert leak_text.scan_text(text, gold_a) == [], text
     for text in ("Consider option B carefully.", "Vitamin B and plan B.", "(B) is listed below"):
-        assert leak.scan_text(text, P) == [], text
+        assert leak_text.scan_text(text, P) == [], text
 
 
 def test_explicit_statements_of_the_gold_letter_trigger():
     for text in ("The correct answer is B.", "Answer: (B)", "gold label = B", "answer is **B**"):
-        assert [k for k, _ in leak.scan_text(text, P)] == ["answer_statement"], text
-    assert leak.scan_text("The correct answer is C.", P) == []  # not the gold
+        assert [k for k, _ in leak_text.scan_text(text, P)] == ["answer_statement"], text
+    assert leak_text.scan_text("The correct answer is C.", P) == []  # not the gold
     gold_a = Problem(id="q2", question="Pick one.", gold="A", choices=("red", "blue"))
-    assert leak.scan_text("The answer is A.", gold_a) != []
+    assert leak_text.scan_text("The answer is A.", gold_a) != []
 
 
 def test_indices_behind_a_cue_count_from_0_and_from_1():
     # The paper's prompts number choices from 0 (Appendix B): B is 1 there; a leak may count from 1.
     for text in ("Answer: 1", "Hint: 2", "Correct: 2", "gold=2", "gold = 1"):
-        assert [k for k, _ in leak.scan_text(text, P)] == ["answer_statement"], text
-    assert leak.scan_text("Answer: 3", P) == [] and leak.scan_text("Answer: 0", P) == []  # C / A
-    assert leak.scan_text("Answer: 2", P, index_bases=(0,)) == []  # only 0-based declared
+        assert [k for k, _ in leak_text.scan_text(text, P)] == ["answer_statement"], text
+    assert leak_text.scan_text("Answer: 3", P) == [] and leak_text.scan_text("Answer: 0", P) == []  # C / A
+    assert leak_text.scan_text("Answer: 2", P, index_bases=(0,)) == []  # only 0-based declared
 
 
 # Planted leaks, one per shape a prompt or DM row can state the gold B / 1 / 2 / "Paris" in:
@@ -121,21 +121,21 @@ SHAPES = {
 
 def test_every_planted_shape_is_found():
     for name, (text, kind) in SHAPES.items():
-        hits = leak.scan_text(text, P)
+        hits = leak_text.scan_text(text, P)
         assert hits and hits[0][0] == kind, (name, hits)
 
 
 def test_a_cue_followed_by_a_short_option_text_is_found_but_not_an_instruction():
     yes = Problem(id="q4", question="Is the sky blue?", gold="A", choices=("yes", "no"))
     no = Problem(id="q5", question="Is the sky green?", gold="B", choices=("yes", "no"))
-    assert [k for k, _ in leak.scan_text("Ground truth label: no", no)] == ["answer_statement"]
-    assert [k for k, _ in leak.scan_text("Answer: yes.", yes)] == ["answer_statement"]
-    assert [k for k, _ in leak.scan_text("yes is correct", yes)] == ["answer_statement"]
+    assert [k for k, _ in leak_text.scan_text("Ground truth label: no", no)] == ["answer_statement"]
+    assert [k for k, _ in leak_text.scan_text("Answer: yes.", yes)] == ["answer_statement"]
+    assert [k for k, _ in leak_text.scan_text("yes is correct", yes)] == ["answer_statement"]
     for text in ("Answer yes or no.", "The answer is yes or no", "Be brief: yes, it matters."):
-        assert leak.scan_text(text, yes) == [], text
-    assert leak.scan_text("Answer: no more than 3 words", no) == []
-    assert leak.scan_text("Hint: the last one", P) == []  # B is not the last choice
-    assert leak.scan_text("Hint: the last one", no) != []
+        assert leak_text.scan_text(text, yes) == [], text
+    assert leak_text.scan_text("Answer: no more than 3 words", no) == []
+    assert leak_text.scan_text("Hint: the last one", P) == []  # B is not the last choice
+    assert leak_text.scan_text("Hint: the last one", no) != []
 
 
 def test_a_one_word_gold_in_drr_template_text_is_not_a_leak():
@@ -145,29 +145,29 @@ def test_a_one_word_gold_in_drr_template_text_is_not_a_leak():
     for gold_word in ("outside", "choice", "box", "list"):
         p = Problem(id="w", question="Where?", gold="C", choices=("inside", "under", gold_word))
         for template in ("drr/exploration.j2", "drr/standard_qa.j2", "drr/abstain_qa.j2"):
-            assert leak.scan_text(render(template), p) == [], (gold_word, template)
+            assert leak_text.scan_text(render(template), p) == [], (gold_word, template)
         edited = render("drr/exploration.j2").replace("the box", f"the box (hint: {gold_word})")
-        assert leak.scan_text(edited, p) != []  # a template with a planted hint is not the template
+        assert leak_text.scan_text(edited, p) != []  # a template with a planted hint is not the template
 
 
 def test_index_and_short_text_is_found_though_the_text_alone_is_not():
     p = Problem(id="q3", question="Is the sky green?", gold="B", choices=("yes", "no"))
-    assert leak.scan_text("Listen: no way.", p) == []  # "no" is too short to search alone
-    assert [k for k, _ in leak.scan_text("Key: 1. no", p)] == ["answer_statement"]
-    assert [k for k, _ in leak.scan_text("see 1) no", p)] == ["index_text"]
+    assert leak_text.scan_text("Listen: no way.", p) == []  # "no" is too short to search alone
+    assert [k for k, _ in leak_text.scan_text("Key: 1. no", p)] == ["answer_statement"]
+    assert [k for k, _ in leak_text.scan_text("see 1) no", p)] == ["index_text"]
 
 
 def test_the_full_choice_listing_is_not_a_leak_but_a_single_entry_is():
     listing = "Question: capital?\nChoices:\n0. Lyon\n1. Paris\n2. Nice\n3. Lille"
-    assert leak.scan_text(listing, P) == []
-    assert leak.scan_text("Q: capital? Choices: 0. Lyon 1. Paris 2. Nice 3. Lille", P) == []
-    assert leak.scan_text("(A) Lyon (B) Paris (C) Nice (D) Lille", P) == []
-    assert leak.scan_text("Choices:\n1. Paris", P) != []  # not the question's own listing
+    assert leak_text.scan_text(listing, P) == []
+    assert leak_text.scan_text("Q: capital? Choices: 0. Lyon 1. Paris 2. Nice 3. Lille", P) == []
+    assert leak_text.scan_text("(A) Lyon (B) Paris (C) Nice (D) Lille", P) == []
+    assert leak_text.scan_text("Choices:\n1. Paris", P) != []  # not the question's own listing
     spaced = Problem(
         id="s", question="Fix it?", gold="B", choices=("use glue ", "finish, woodgrain with  bobby pin ")
     )
     assert (
-        leak.scan_text(
+        leak_text.scan_text(
             "Question: Fix it?\nChoices:\n0. use glue\n1. finish, woodgrain with  bobby pin", spaced
         )
         == []
@@ -185,7 +185,7 @@ def test_bare_letters_and_indices_without_a_cue_do_not_trigger():
         "LLM Answer 1: 0",
         "Answer: 1.5 units",
     ):
-        assert leak.scan_text(text, P) == [], text
+        assert leak_text.scan_text(text, P) == [], text
 
 
 def test_rejected_attempt_equal_to_gold_is_flagged_in_training_rows():
@@ -223,13 +223,13 @@ def test_unknown_problem_makes_the_verdict_incomplete(tmp_path):
 
 def test_open_ended_gold():
     p = Problem(id="m", question="What is 6 * 7?", gold="42")
-    assert leak.scan_text("Reminder: the final answer is 42.", p) != []
-    assert leak.scan_text("Show your work in 4 steps.", p) == []
+    assert leak_text.scan_text("Reminder: the final answer is 42.", p) != []
+    assert leak_text.scan_text("Show your work in 4 steps.", p) == []
 
 
 def test_a_model_echo_overlapping_the_listing_does_not_expose_the_gold():
     """Seen on real SmolLM2 output: a rationale "1. Paris" is also a piece of the question's
     listing; blanking it first broke the full-listing match and the rest was reported."""
     listing = "Question: capital?\nChoices:\n0. Lyon\n1. Paris\n2. Nice\n3. Lille"
-    assert leak.scan_text(listing, P, model_spans=["1. Paris", "Lyon\n1"]) == []
-    assert leak.scan_text(listing + "\nHint: 1", P, model_spans=["1. Paris"]) != []
+    assert leak_text.scan_text(listing, P, model_spans=["1. Paris", "Lyon\n1"]) == []
+    assert leak_text.scan_text(listing + "\nHint: 1", P, model_spans=["1. Paris"]) != []

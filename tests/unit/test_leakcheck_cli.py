@@ -107,3 +107,18 @@ def test_a_bad_record_names_its_line(tmp_path, capsys):
     path.write_text("".join(json.dumps(r) + "\n" for r in bad))
     assert cli.main(["leakcheck", "--jsonl", str(path)]) == 2
     assert "prompts.jsonl:2: gold 4 is not a 0-based index" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"text": "x", "gold"', "prompts.jsonl:2: not JSON (Expecting"),
+        ('["text", "gold"]', "prompts.jsonl:2: a JSON list"),
+    ],
+)
+def test_a_line_that_is_not_a_json_object_names_its_line(tmp_path, capsys, line, message):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(json.dumps({"text": "x", "choices": CHOICES, "gold": 1}) + "\n" + line + "\n")
+    assert cli.main(["leakcheck", "--jsonl", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -4,7 +4,7 @@
     retrace plan --check --experiment drr_paper    # rehearse(): the same check before any run
 
 
-Uses drr/leak.py (what counts as a leak, and what it cannot catch, is documented
+Uses drr/leak.py and leak_text.py (what counts as a leak, and what it cannot catch, is documented
 there). Choices are numbered from 0 in every DRR prompt, so index statements ("Answer: 2")
 are checked with index base 0. Verdict: pass / fail / incomplete (a record whose question
 is unknown). With `drr.leak_check: fail` (the default) a verdict other than pass fails the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from retrace import data
 from retrace.atomic import write_json
-from retrace.drr import leak, settings
+from retrace.drr import leak, leak_text, settings
 from retrace.records import Problem
 
 MODES = ("fail", "report")
@@ -65,7 +65,7 @@ def rehearsal_records(problem: Problem, strategy: str, turns: int = 3) -> list[d
     from retrace.templates import render
 
     choices = list(problem.choices or ())
-    gold = leak.LETTERS.index(leak.gold_letter(problem)) if leak.gold_letter(problem) else None
+    gold = leak_text.LETTERS.index(leak_text.gold_letter(problem)) if leak_text.gold_letter(problem) else None
     wrong = next((k for k in range(len(choices)) if k != gold), 0)
     reply = {
         "answer": str(wrong),
