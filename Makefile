@@ -53,24 +53,32 @@ XDIST ?= -n 2 --dist loadscope
 test-fast: setup
 	$(PYTEST) $(XDIST) -m "not slow and not vllm"
 
-# The slow tier runs as three pytest processes side by side, since none of them alone keeps
-# both cores busy: the workflow runs (tests/workflow: Snakemake's DAG building, job start-up
-# and dependencies leave ~45 % of 2 cores idle), the real-model unit tests (tests/unit) and the
-# live SLURM tests (tests/cluster), which wait on the queue about half their time (SLURM's
-# one-minute time limits, the executor's status polls; docs/testing.md). No session fixture is
-# shared across these folders, and the model and WASM caches are written atomically. The two
-# reports beside the workflow tests follow theirs; any failing fails the target.
+# The slow tier runs as four pytest processes side by side, since none of them alone keeps
+# both cores busy (Snakemake's DAG building, job start-up and dependencies, model loads; the
+# live SLURM tests wait on the queue about half their time: SLURM's one-minute time limits, the
+# executor's status polls; docs/testing.md): the workflow runs split in two (the ART run, the
+# rehearsals and the served run in one, WORKFLOW_BESIDE; every other file of tests/workflow in
+# the other, so a new file lands there), the real-model unit tests (tests/unit) and the live
+# SLURM tests (tests/cluster). A session fixture is built once per process: a file using the
+# `pipeline` or `refined` run stays out of WORKFLOW_BESIDE, or that run is built twice. The
+# model and WASM caches are written atomically. The three reports beside the main one follow
+# it; any failing fails the target. The shared runs' engines use one thread each
+# (tests/workflow/conftest.py ONE_THREAD): two-thread llama.cpp engines spin at every barrier,
+# and four processes of them on 2 cores burnt more CPU waiting than they gained.
 SLOW = slow and not vllm
+WORKFLOW_BESIDE = tests/workflow/test_art_workflow.py tests/workflow/test_rehearse_workflow.py \
+	tests/workflow/test_served.py
 test-slow: setup
-	@unit=$$(mktemp); cluster=$$(mktemp); \
-	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/cluster > $$cluster 2>&1 & c=$$!; \
-	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/unit > $$unit 2>&1 & u=$$!; \
-	trap "kill $$c $$u 2>/dev/null" INT TERM; \
-	$(PYTEST) -m "$(SLOW)" tests/workflow; rc=$$?; \
-	wait $$u; rc_unit=$$?; echo "--- the real-model unit tests (beside the workflow tests) ---"; \
-	cat $$unit; wait $$c; rc_cluster=$$?; echo "--- the live SLURM tests (beside the workflow tests) ---"; \
-	cat $$cluster; rm -f $$unit $$cluster; \
-	test $$rc -eq 0 -a $$rc_unit -eq 0 -a $$rc_cluster -eq 0
+	@out=$$(mktemp -d); \
+	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/cluster > $$out/cluster 2>&1 & c=$$!; \
+	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/unit > $$out/unit 2>&1 & u=$$!; \
+	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" $(WORKFLOW_BESIDE) > $$out/beside 2>&1 & b=$$!; \
+	trap "kill $$c $$u $$b 2>/dev/null" INT TERM; \
+	$(PYTEST) -m "$(SLOW)" tests/workflow $(WORKFLOW_BESIDE:%=--ignore=%); rc=$$?; \
+	wait $$b; rc_b=$$?; echo "--- $(WORKFLOW_BESIDE) (beside) ---"; cat $$out/beside; \
+	wait $$u; rc_u=$$?; echo "--- the real-model unit tests (beside) ---"; cat $$out/unit; \
+	wait $$c; rc_c=$$?; echo "--- the live SLURM tests (beside) ---"; cat $$out/cluster; \
+	rm -rf $$out; test $$rc -eq 0 -a $$rc_b -eq 0 -a $$rc_u -eq 0 -a $$rc_c -eq 0
 
 test: test-fast test-slow
 

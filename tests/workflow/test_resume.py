@@ -14,14 +14,19 @@ import time
 import pytest
 
 from retrace.cache import RequestCache
-from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, snakemake, write_config
+from tests.workflow.conftest import ONE_THREAD, SNAKEMAKE, copy_repo, env_for, snakemake, write_config
 
 pytestmark = pytest.mark.slow
 
 # Small cache batches so the kill lands between commits. The deterministic engine mode (one
 # slot, no KV reuse) keeps llama.cpp's arithmetic independent of what ran before, so resumed
 # samples are bitwise equal to an uninterrupted run (see retrace.backends.llamacpp).
-OVERRIDES = ["dataset.limit=2", "backend.engine.batch_size=2", "backend.engine.deterministic=true"]
+OVERRIDES = [
+    ONE_THREAD,
+    "dataset.limit=2",
+    "backend.engine.batch_size=2",
+    "backend.engine.deterministic=true",
+]
 GENERATIONS = [
     f"results/generations/smollm2-135m-q40/llamacpp/{d}/{m}/seed0.jsonl"
     for d in ("smoke_math", "smoke_mc")
