@@ -53,21 +53,20 @@ XDIST ?= -n 2 --dist loadscope
 test-fast: setup
 	$(PYTEST) $(XDIST) -m "not slow and not vllm"
 
-# The slow tier runs as four pytest processes side by side, since none of them alone keeps
-# both cores busy (Snakemake's DAG building, job start-up and dependencies, model loads; the
-# live SLURM tests wait on the queue about half their time: SLURM's one-minute time limits, the
-# executor's status polls; docs/testing.md): the workflow runs split in two (the ART run, the
-# rehearsals and the served run in one, WORKFLOW_BESIDE; every other file of tests/workflow in
-# the other, so a new file lands there), the real-model unit tests (tests/unit) and the live
-# SLURM tests (tests/cluster). A session fixture is built once per process: a file using the
-# `pipeline` or `refined` run stays out of WORKFLOW_BESIDE, or that run is built twice. The
-# model and WASM caches are written atomically. The three reports beside the main one follow
-# it; any failing fails the target. The shared runs' engines use one thread each
-# (tests/workflow/conftest.py ONE_THREAD): two-thread llama.cpp engines spin at every barrier,
-# and four processes of them on 2 cores burnt more CPU waiting than they gained.
+# The slow tier runs as four pytest processes side by side, since none alone keeps both cores
+# busy (Snakemake's DAG building, job start-up and dependencies, model loads; the live SLURM
+# tests wait on the queue about half their time: docs/testing.md): the workflow tests in two
+# (WORKFLOW_BESIDE in one, every other file of tests/workflow in the other, so a new file lands
+# there), the real-model unit tests (tests/unit) and the live SLURM tests (tests/cluster).
+# A session fixture is built once per process, so a file using the `pipeline` or `refined`
+# run stays out of WORKFLOW_BESIDE (or that run is built twice). The model and WASM caches
+# are written atomically. The shared runs' llama.cpp engines use one thread each
+# (tests/workflow/conftest.py ONE_THREAD): two-thread engines spin at every barrier, and four
+# processes of them burnt more CPU waiting than the split gained (docs/testing.md, Measured).
+# The three reports beside the main one follow it; any failing fails the target.
 SLOW = slow and not vllm
 WORKFLOW_BESIDE = tests/workflow/test_art_workflow.py tests/workflow/test_rehearse_workflow.py \
-	tests/workflow/test_served.py
+	tests/workflow/test_resume.py tests/workflow/test_served.py
 test-slow: setup
 	@out=$$(mktemp -d); \
 	$(PYTEST) -p no:cacheprovider -m "$(SLOW)" tests/cluster > $$out/cluster 2>&1 & c=$$!; \
