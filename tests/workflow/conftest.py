@@ -127,9 +127,10 @@ def record_benchmarks(name: str, root: Path) -> None:
 
 
 # The shared runs' llama.cpp engines on one thread each (the rules' `threads` follow, so
-# Snakemake runs two generation jobs at once): `make test-slow` runs them beside two other
+# Snakemake runs two generation jobs at once): `make test-slow` runs them beside three other
 # pytest processes, and llama.cpp's threads spin at every barrier of a forward pass, so on 2
-# cores two-thread engines side by side burn much of their CPU waiting for each other.
+# cores two-thread engines side by side burn much of their CPU waiting for each other
+# (docs/testing.md). The DRR block takes no overrides: its reasoner keeps two threads.
 ONE_THREAD = "backend.engine.n_threads=1"
 
 
