@@ -112,8 +112,8 @@ def test_a_bad_record_names_its_line(tmp_path, capsys):
 @pytest.mark.parametrize(
     "line, message",
     [
-        ('{"text": "x", "gold"', "prompts.jsonl:2: not JSON (Expecting"),
-        ('["text", "gold"]', "prompts.jsonl:2: a JSON list"),
+        ('{"text": "x", "gold"', "prompts.jsonl:2: malformed JSON line: Expecting"),
+        ('["text", "gold"]', "prompts.jsonl:2: expected a JSON object"),
     ],
 )
 def test_a_line_that_is_not_a_json_object_names_its_line(tmp_path, capsys, line, message):

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.workflow.experiments import ONE_THREAD
+
 REPO = Path(__file__).resolve().parents[2]
 MIRROR = os.environ.get("RETRACE_MIRROR", str(REPO.parent / "shared" / "data"))
 COPY = ("Snakefile", "config", "workflow", "profiles", "src")
@@ -124,14 +126,6 @@ def record_benchmarks(name: str, root: Path) -> None:
     folder = os.environ.get("RETRACE_TEST_BENCH_DIR")
     if folder:
         (Path(folder) / f"{name}.json").write_text(json.dumps(rows))
-
-
-# The shared runs' llama.cpp engines on one thread each (the rules' `threads` follow, so
-# Snakemake runs two generation jobs at once): `make test-slow` runs them beside three other
-# pytest processes, and llama.cpp's threads spin at every barrier of a forward pass, so on 2
-# cores two-thread engines side by side burn much of their CPU waiting for each other
-# (docs/testing.md). The DRR block takes no overrides: its reasoner keeps two threads.
-ONE_THREAD = "backend.engine.n_threads=1"
 
 
 def finished_run(

@@ -101,6 +101,13 @@ DRR_TEST = {
     },
 }
 
+# The shared runs' llama.cpp engines on one thread each (the rules' `threads` follow, so
+# Snakemake runs two generation jobs at once): `make test-slow` runs them beside three other
+# pytest processes, and llama.cpp's threads spin at every barrier of a forward pass, so on 2
+# cores two-thread engines side by side burn much of their CPU waiting for each other
+# (docs/testing.md). The DRR block takes no overrides: its reasoner keeps two threads.
+ONE_THREAD = "backend.engine.n_threads=1"
+
 # --- art_plumbing with a word list of the copy (fixture `art_run`) ----------------------------
 WORDS = "wordlist.txt"  # the run's word list: a file of the copy, so a test can edit it
 
@@ -117,8 +124,8 @@ def art_words(root: Path) -> None:
 
 
 def one_thread_art(root: Path) -> None:
-    """The ART block's engines on one thread, like the spine's (conftest.ONE_THREAD)."""
+    """The ART block's engines on one thread, like the spine's (ONE_THREAD)."""
     exp = root / "config/experiment/art_plumbing.yaml"
     cfg = yaml.safe_load(exp.read_text())
-    cfg["art"]["overrides"] = [*cfg["art"].get("overrides", []), "backend.engine.n_threads=1"]
+    cfg["art"]["overrides"] = [*cfg["art"].get("overrides", []), ONE_THREAD]
     exp.write_text(yaml.safe_dump(cfg))

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from retrace.cache import RequestCache
-from tests.workflow.conftest import ONE_THREAD, SNAKEMAKE, copy_repo, env_for, snakemake, write_config
+from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, snakemake, write_config
+from tests.workflow.experiments import ONE_THREAD
 
 pytestmark = pytest.mark.slow
 

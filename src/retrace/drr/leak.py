@@ -39,9 +39,10 @@ from pathlib import Path
 
 from retrace.atomic import read_jsonl
 from retrace.drr.dm_data import judged_text
-from retrace.drr.leak_text import INDEX_BASES, LETTERS, MIN_CHARS, names_gold, scan_text, squash
+from retrace.drr.leak_text import INDEX_BASES, MIN_CHARS, names_gold, scan_text, squash
 from retrace.drr.prompts import render_context
 from retrace.records import Problem
+from retrace.tasks.base import LETTERS, iter_jsonl
 
 MODEL_FIELDS = ("answer", "rationale")  # the reasoner's own output: trusted, not scanned
 META_FIELDS = (
@@ -249,17 +250,6 @@ def check_jsonl_record(record: Mapping, where: str) -> dict:
     return {"leak": bool(found), "findings": [{"kind": f.kind, "excerpt": f.excerpt} for f in found]}
 
 
-def _json_line(line: str, where: str) -> dict:
-    """One JSONL line as an object; a ValueError naming file:line otherwise."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: not JSON ({e.msg}, column {e.colno})") from None
-    if not isinstance(record, dict):
-        raise ValueError(f"{where}: a JSON {type(record).__name__}, not an object {{text, choices, gold}}")
-    return record
-
-
 def main(argv: list[str]) -> int:
     """`retrace leakcheck --jsonl FILE`: one JSON line per record, {"line", "leak", "findings"};
     exit status 1 when any record leaks."""
@@ -272,12 +262,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--jsonl", type=Path, required=True, help="records to check, one JSON object a line")
     a = ap.parse_args(argv)
     leaks = 0
-    with open(a.jsonl, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            out = check_jsonl_record(_json_line(line, f"{a.jsonl}:{n}"), f"{a.jsonl}:{n}")
-            leaks += out["leak"]
-            print(json.dumps({"line": n, **out}, ensure_ascii=False))
+    for n, record in iter_jsonl(a.jsonl):  # a line that is not a JSON object names file:line
+        out = check_jsonl_record(record, f"{a.jsonl}:{n}")
+        leaks += out["leak"]
+        print(json.dumps({"line": n, **out}, ensure_ascii=False))
     print(f"leakcheck: {leaks} of the records in {a.jsonl} leak their gold", file=sys.stderr)
     return 1 if leaks else 0

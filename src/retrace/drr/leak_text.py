@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from retrace.records import Problem
+from retrace.tasks.base import LETTERS
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MIN_CHARS = 5  # a gold shorter than this ("no", "box", "list") is searched only behind a cue
 INDEX_BASES = (0, 1)  # DRR numbers choices from 0 (Appendix B); a leak may count from 1
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth")
