@@ -22,14 +22,12 @@ _SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]`][.])(?<! al\.)\s+(?=[A-Z`0-9])")
 
 
 def family_methods() -> list[tuple[str, str]]:
-    """Methods of the families with stages of their own (set in an experiment's art:/drr: block)."""
-    from retrace.art.plan import METHODS as ART
-    from retrace.drr.episodes import METHODS as DRR
+    """Methods of the families with stages of their own (set in an experiment's block of that
+    family: `art:`, `drr:`; retrace.family), by block name."""
+    from retrace.family import FAMILIES
 
-    return [
-        ("art: block", f"ART (Paranjape et al. 2023): {', '.join(ART)}"),
-        ("drr: block", f"DRR, its baselines and falsifiers: {', '.join(DRR)}"),
-    ]
+    families = sorted((f for f in FAMILIES.all() if f.block), key=lambda f: f.block or "")
+    return [(f"{f.block}: block", f"{f.summary}: {', '.join(f.methods())}") for f in families]
 
 
 def summary(path: Path) -> str:

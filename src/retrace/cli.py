@@ -422,15 +422,28 @@ def _run(p: argparse.ArgumentParser) -> Callable:
     return run
 
 
-# Method families with stages of their own (`retrace drr train …`, `retrace art run …`):
-# each owns its sub-commands in `<module>.main(argv)`, so adding one touches only this table.
-FAMILIES = {
-    "drr": "retrace.drr.cli",
-    "art": "retrace.art.cli",
+# Commands with parsers of their own, `<module>.main(argv)`; the method families' commands
+# (`retrace drr train …`, `retrace art run …`, `retrace leakcheck …`) come from their
+# registrations (retrace.family `commands`), so adding a family touches no line here.
+OWN_PARSERS = {
     "rehearse": "retrace.rehearse",
-    "leakcheck": "retrace.drr.leak",  # `retrace leakcheck --jsonl FILE`: do prompts carry their gold?
     "serve": "retrace.serve",  # `retrace serve --model M --endpoint FILE`: one engine for many jobs
 }
+
+
+def own_parsers() -> dict[str, Callable[[list[str]], int | None]]:
+    """Every command that parses its own arguments: name -> main(argv)."""
+    import importlib
+
+    from retrace.family import FAMILIES
+
+    def lazy(module: str) -> Callable[[list[str]], int | None]:
+        return lambda argv: importlib.import_module(module).main(argv)  # imported when it runs
+
+    out = {name: lazy(module) for name, module in OWN_PARSERS.items()}
+    for family in FAMILIES.all():
+        out.update(family.commands())
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -467,10 +480,9 @@ def _one_line(e: BaseException) -> str:
 
 
 def _dispatch(argv: list[str]) -> int:
-    if argv and argv[0] in FAMILIES:
-        import importlib
-
-        return importlib.import_module(FAMILIES[argv[0]]).main(argv[1:]) or 0
+    mains = own_parsers() if argv and argv[0] not in COMMANDS else {}
+    if argv and argv[0] in mains:
+        return mains[argv[0]](argv[1:]) or 0
     a = _parser().parse_args(argv)
     if getattr(a, "handler", None):
         return a.handler(a) or 0

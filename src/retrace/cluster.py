@@ -27,21 +27,13 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrace.devices import gpus as gpus  # where it lives: below estimate, which uses it too
+from retrace.family import FAMILIES, Context
 from retrace.plan import Job, job_config
 from retrace.yamlfile import load_yaml
 
 BYTES_PER_PARAM = {"gpu": 2.0, "gguf": 0.6}  # bf16; Q4_K_M/Q4_1 average ~4.5-5 bits
 MIN_MEM_MB, RUNTIME_OVERHEAD_MIN, DEFAULT_RUNTIME_MIN = 4000, 30, 60
-
-
-def gpus(cfg: dict) -> int:
-    backend = cfg["backend"]
-    engine = backend.get("engine") or {}
-    if backend["name"] == "vllm":
-        return int(engine.get("tensor_parallel_size") or 1)
-    if backend["name"] == "hf" and engine.get("device") == "cuda":
-        return 1
-    return 0
 
 
 def threads(cfg: dict) -> int:
@@ -110,7 +102,8 @@ class OverLimit:
 
 
 def over_limit(global_cfg: dict, limit: int) -> list[OverLimit]:
-    """Generation and DRR jobs whose estimated runtime exceeds `limit` minutes."""
+    """Generation jobs and the method families' jobs (retrace.family `runtimes`) whose
+    estimated runtime exceeds `limit` minutes."""
     from retrace.plan import jobs, load_experiment, shared_overrides
 
     dso = shared_overrides(global_cfg, "dataset")
@@ -120,13 +113,8 @@ def over_limit(global_cfg: dict, limit: int) -> list[OverLimit]:
         if minutes > limit:
             rule = "generate_shard" if job.shards > 1 else "generate"
             out.append(OverLimit(rule, job.path, minutes, True))
-    block = load_experiment(global_cfg["experiment"]).get("drr")
-    if block:
-        from retrace.drr import settings
-
-        out += [
-            o for o in settings.runtimes(settings.load(block), global_cfg.get("mirror")) if o.minutes > limit
-        ]
+    ctx = Context(global_cfg, load_experiment(global_cfg["experiment"]), global_cfg.get("mirror"))
+    out += [o for family in FAMILIES.active(ctx) for o in family.runtimes(ctx) if o.minutes > limit]
     return out
 
 

@@ -14,23 +14,18 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+# Where config/ is, ConfigError and the options of a group live one level down, where
+# retrace.experiment (which this module's load_experiment uses) imports them too.
+from retrace.config_groups import CONFIG_DIR as CONFIG_DIR
+from retrace.config_groups import ConfigError as ConfigError
+from retrace.config_groups import group_options as group_options
 from retrace.yamlfile import load_yaml
 
-CONFIG_DIR = Path(os.environ.get("RETRACE_CONFIG_DIR", Path(__file__).resolve().parents[2] / "config"))
 GROUPS = ("model", "dataset", "method", "backend")
-
-
-class ConfigError(ValueError):
-    """A config key, group option or override that does not exist; the message lists valid ones."""
-
-
-def group_options(group: str, config_dir: Path = CONFIG_DIR) -> list[str]:
-    return sorted(p.stem for p in (config_dir / group).glob("*.yaml"))
 
 
 def _check_override(base: dict, override: str, chosen: dict[str, str] | None = None) -> None:
@@ -239,7 +234,7 @@ def _typed(key: str, value: Any, spec: dict) -> Any:
 
 def load_experiment(name: str, config_dir: Path = CONFIG_DIR) -> dict:
     """config/experiment/<name>.yaml, checked against its schema (retrace.experiment)."""
-    from retrace.experiment import check
+    from retrace.experiment import check  # deferred: it loads jsonschema
 
     path = config_dir / "experiment" / f"{name}.yaml"
     if not path.exists():

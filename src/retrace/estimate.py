@@ -15,9 +15,10 @@ rate over-states what a run gets (prefill, part-filled batches, a shared machine
 against `make controls` in docs/controls.md. Maj@N' jobs are priced as Maj@N: their N' is
 only known after the refinement has run.
 
-DRR's and ART's engine stages are estimated apart (`family_lines`, one line each): DRR's
-reasoner jobs (distil, generate) at questions × calls × max_tokens (drr/settings.py), ART's
-run and selection jobs at each method's token bound (art/resources.py), priced as above. DRR's
+The method families' engine stages are estimated apart (`family_lines`: each registered family's
+`estimate_lines`, retrace.family): DRR's reasoner jobs (distil, generate) at questions × calls ×
+max_tokens (drr/family.py), ART's run and selection jobs at each method's token bound
+(art/family.py), each priced with `FamilyEstimate` as above. DRR's
 discriminator and SFT-LoRA train for a bounded time, not a number of tokens: their runtime caps
 (`drr.runtime`) are listed by `retrace plan --check`, not priced here.
 """
@@ -29,7 +30,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrace.cluster import gpus
+from retrace.devices import gpus
+from retrace.family import FAMILIES, Context
 from retrace.plan import Job, job_config
 from retrace.registry import METHODS
 
@@ -196,34 +198,7 @@ class FamilyEstimate:
 
 
 def family_lines(experiment: dict, mirror: str | None, probe_dir: Path | None = None) -> list[str]:
-    """One estimate line per method family block of the experiment (DRR, ART); see the
-    module docstring."""
-    lines = []
-    if experiment.get("drr"):
-        from retrace.drr import settings
-
-        cfg, est = settings.load(experiment["drr"]), FamilyEstimate("DRR reasoner")
-        for model in cfg["models"]:
-            for e in settings.entries(cfg):
-                for _seed in cfg.get("seeds") or [0]:
-                    for stage in ("distil", "generate"):
-                        tokens = settings.reasoner_tokens(cfg, stage, e["name"], mirror)
-                        est.add(model, cfg["backend"], tokens, probe_dir)
-        lines.append(est.line())
-    if experiment.get("art"):
-        from retrace.art import plan as art_plan
-        from retrace.art import resources
-
-        cfg, est = art_plan.check(experiment["art"]), FamilyEstimate("ART")
-        jobs = art_plan.jobs(cfg)
-        for job in jobs:
-            est.add(job.model, cfg["backend"], resources.job_tokens(cfg, job.method), probe_dir)
-        selections = {
-            (j.model, j.task, art_plan.job_version(cfg, j))
-            for j in jobs
-            if art_plan.uses_library(j) and art_plan.needs_selection(j.task)
-        }
-        for model, _task, _version in sorted(selections):
-            est.add(model, cfg["backend"], resources.select_tokens(cfg), probe_dir)
-        lines.append(est.line())
-    return lines
+    """The method families' estimate lines (retrace.family `estimate_lines`: DRR's, ART's), one
+    or more per family block of the experiment; see the module docstring."""
+    ctx = Context({}, experiment, mirror, probe_dir)
+    return [line for family in FAMILIES.active(ctx) for line in family.estimate_lines(ctx)]

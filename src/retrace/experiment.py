@@ -14,7 +14,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from retrace.config import CONFIG_DIR, ConfigError, group_options
+from retrace.config_groups import CONFIG_DIR, ConfigError, group_options
 from retrace.yamlfile import load_yaml
 
 SCHEMA = CONFIG_DIR.parent / "workflow" / "schemas" / "experiment.schema.yaml"

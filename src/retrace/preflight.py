@@ -31,6 +31,7 @@ import re
 from math import ceil
 
 from retrace.config import compose
+from retrace.family import FAMILIES, Context
 from retrace.plan import Job
 
 CHARS_PER_TOKEN = 3.0
@@ -237,23 +238,23 @@ def budget_problems(jobs: list[Job]) -> list[tuple[str, str]]:
     return out
 
 
-def family_problems(name: str, block: dict, defaults_file: str) -> list[tuple[str, str]]:
-    """DRR/ART blocks: each model's pins and context budget (and a hub DM backbone's pin)."""
+def with_defaults(block: dict, defaults_file: str) -> dict:
+    """A family's experiment block over its defaults file (relative to config/)."""
     import yaml
 
     from retrace.config import CONFIG_DIR
 
-    merged = (
-        {**yaml.safe_load((CONFIG_DIR / defaults_file).read_text()), **block}
-        if defaults_file
-        else dict(block)
-    )
+    return {**yaml.safe_load((CONFIG_DIR / defaults_file).read_text()), **block}
+
+
+def family_problems(name: str, merged: dict, need: int) -> list[tuple[str, str]]:
+    """A family block (over its defaults): each model's pins and context budget against `need`,
+    the family's worst-case context (its `config_checks`), and a hub DM backbone's pin."""
     out = []
     for model_name in merged.get("models", []):
         cfg = compose({"model": model_name, "backend": merged["backend"]}, tuple(merged.get("overrides", ())))
         where = f"{name}:{model_name}/{merged['backend']}"
         out += [(where, p) for p in [pin_problem(cfg["model"])] if p]
-        need = family_context(name, merged)
         for what, limit in (
             ("model context", cfg["model"].get("context")),
             ("engine context", engine_context(cfg)),
@@ -271,43 +272,6 @@ def family_problems(name: str, block: dict, defaults_file: str) -> list[tuple[st
     return out
 
 
-def family_context(name: str, c: dict) -> int:
-    """Worst-case context of a DRR episode / ART program (prompt estimates as above)."""
-    if name == "drr":  # every turn's reply and feedback stay in the conversation
-        turns = max(int(c.get("max_turns_distil", 4)), int(c.get("max_turns_infer", 5)))
-        return DEFAULT_QUESTION_TOKENS + turns * (int(c["max_tokens"]) + 2 * CHAT_OVERHEAD + 64)
-    s = c.get("settings") or {}  # ART: demonstrations + the program being written
-    demos = int(c.get("n_tasks", 3)) * int(s.get("demos_per_task", 2)) * int(s.get("program_tokens", 768))
-    return (
-        DEFAULT_QUESTION_TOKENS
-        + demos
-        + int(s.get("program_tokens", 768))
-        + int(s.get("max_steps", 8)) * int(s.get("segment_tokens", 160))
-    )
-
-
-def drr_leak_problems(block: dict, mirror: str | None, notes: list[str]) -> list[tuple[str, str]]:
-    """The gold-leak check over the evaluation prompts the DRR block would store, rehearsed
-    from its datasets (drr.leakcheck.rehearse): a line per dataset in `notes`, a problem per
-    dataset with findings."""
-    from retrace.drr import leakcheck, settings
-
-    out = []
-    for r in leakcheck.rehearse(settings.load(block), mirror):
-        if "skipped" in r:
-            notes.append(f"drr leak check {r['dataset']}: not checked ({r['skipped']})")
-            continue
-        notes.append(
-            f"drr leak check {r['dataset']}: {r['questions']} evaluation questions, "
-            f"{r['records']} prompts and DM rows, {r['findings']} findings"
-        )
-        if r["findings"]:
-            out.append(
-                (f"drr:leak {r['dataset']}", f"{r['findings']} gold-leak findings, e.g. {r['excerpt']}")
-            )
-    return out
-
-
 def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """(job or block, reason) for everything in the experiment that would fail; what was
     checked and passed is appended to `notes` where one is given."""
@@ -317,10 +281,10 @@ def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, s
     dso = shared_overrides(global_cfg, "dataset")
     out = [(j.path, p) for j in planned for p in job_problems(j, global_cfg.get("mirror"), dso)]
     out += budget_problems(planned)
-    exp = load_experiment(global_cfg["experiment"])
-    for name, defaults in (("drr", "drr/defaults.yaml"), ("art", None)):
-        if exp.get(name):
-            out += family_problems(name, exp[name], defaults)
-    if exp.get("drr"):
-        out += drr_leak_problems(exp["drr"], global_cfg.get("mirror"), notes if notes is not None else [])
+    ctx = Context(global_cfg, load_experiment(global_cfg["experiment"]), global_cfg.get("mirror"))
+    families = list(FAMILIES.active(ctx))
+    for family in families:
+        out += family.config_checks(ctx)
+    for family in families:  # the data checks after every config check (they read datasets)
+        out += family.data_checks(ctx, notes if notes is not None else [])
     return out

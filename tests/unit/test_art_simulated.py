@@ -162,7 +162,7 @@ def test_vote_gain_is_what_the_engines_votes_do(tmp_path, problems):
     single, voted = [], []
     for p in items[:300]:
         answers = [
-            baselines.cut_after_answer(sim._art(request(p, seed=7, k=j)).text)[0].rpartition("Ans: ")[2]
+            baselines.cut_after_answer(sim._complete(request(p, seed=7, k=j)).text)[0].rpartition("Ans: ")[2]
             for j in range(15)
         ]
         single.append(answers[0] == p.gold)

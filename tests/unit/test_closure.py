@@ -13,6 +13,7 @@ import pytest
 
 from retrace import closure, hashing, plan
 from retrace.art import plan as art_plan
+from retrace.art import summary as art_summary
 from retrace.config import load_experiment
 from retrace.drr import settings as drr
 
@@ -100,9 +101,7 @@ def test_art_keys_follow_their_entries():
     job = next(j for j in art_plan.jobs(cfg) if j.method == "art")
     files = {p.relative_to(art_plan.SRC).as_posix() for p in art_plan.sources(job)}
     assert {"art/runner.py", "art/program.lark", "tools/code_exec.py", "tools/wasm_exec.py"} <= files
-    summary = {
-        p.relative_to(art_plan.SRC).as_posix() for p in art_plan.code_files(art_plan.ENTRIES["summary"])
-    }
+    summary = {p.relative_to(art_plan.SRC).as_posix() for p in art_plan.code_files(art_summary.ENTRY)}
     assert {"art/summary.py", "scoring/stats.py"} <= summary
 
 

@@ -79,15 +79,20 @@ def test_sections_are_checked_and_images_copied(tmp_path):
         load_sections([sec], tmp_path)
 
 
-def test_family_commands_dispatch_to_their_module(monkeypatch):
-    import sys
-    import types
+def test_family_commands_dispatch_to_their_module():
+    from retrace.family import FAMILIES, Family
 
     seen = []
-    mod = types.SimpleNamespace(main=lambda argv: seen.append(argv) or 3)
-    monkeypatch.setitem(sys.modules, "retrace.fam.cli", mod)
-    monkeypatch.setitem(cli.FAMILIES, "fam", "retrace.fam.cli")
-    assert cli.main(["fam", "train", "--x", "1"]) == 3 and seen == [["train", "--x", "1"]]
+
+    @FAMILIES.register("fam")
+    class Fam(Family):
+        def commands(self):
+            return {"fam": lambda argv: seen.append(argv) or 3}
+
+    try:
+        assert cli.main(["fam", "train", "--x", "1"]) == 3 and seen == [["train", "--x", "1"]]
+    finally:
+        FAMILIES.unregister("fam")
 
 
 def test_a_section_table_without_provenance_or_caption_renders(tmp_path):

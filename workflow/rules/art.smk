@@ -7,6 +7,7 @@ from snakemake.exceptions import IncompleteCheckpointException
 
 from retrace.art import plan as _art
 from retrace.art import resources as _art_resources
+from retrace.art import summary as _art_summary
 from retrace.atomic import portable  # paths inside the run stay relative: a copied run is current
 
 ART_CFG = family_config("art")
@@ -150,7 +151,7 @@ if ART_CFG:
         log:
             f"{RESULTS}/logs/art/summarize.log",
         params:
-            key=lambda w: _art.summary_key(ART),
+            key=lambda w: _art_summary.summary_key(ART),
         shell:
             "{PY} -m retrace art summarize --experiment {config[experiment]} --data-dir {RESULTS}/data "
             "--out-dir {ART_SUMMARY} --leak {input.leak} {input.runs} > {log} 2>&1"

@@ -85,8 +85,7 @@ ENTRIES = {
     "run": ("retrace.art.stages:run",),
     "select": ("retrace.art.stages:select", "retrace.art.stages:run"),  # cluster selection runs ART
     "leakcheck": ("retrace.art.stages:leakcheck",),
-    "summary": ("retrace.art.summary:run",),
-}
+}  # the summary's entry and key live in art/summary.py: named here, every stage would hash it
 TOOLS_DIR = SRC / "tools"  # every module in it is tool code (a newly added tool included)
 
 
@@ -427,16 +426,4 @@ def leakcheck_key(cfg: dict) -> str:
     }
     return sha256_json(
         {"tasks": cfg["tasks"], "code": hash_sources(files), "split": split_key(cfg), "unseen": unseen}
-    )
-
-
-def summary_key(cfg: dict) -> str:
-    files = code_files(ENTRIES["summary"])
-    return sha256_json(
-        {
-            "tasks": cfg["tasks"],
-            "feedback": cfg.get("feedback"),
-            "models": cfg["models"],
-            "code": hash_sources(files),
-        }
     )

@@ -391,3 +391,25 @@ def summarize(
     write_json(paths["section"], sec)
     Provenance("art_section", about, code, inputs=inputs).write(paths["section"])
     return paths
+
+
+# The summary's code: the closure of `run` (retrace.closure). Here, not in art/plan.py's
+# ENTRIES: every ART stage imports art.plan, so a name there would put this module and the
+# statistics it uses (scoring/claims.py, scoring/stats.py) into every ART job's rerun key.
+ENTRY = ("retrace.art.summary:run",)
+
+
+def summary_key(cfg: dict) -> str:
+    """Rerun key of the summary stage: the block's tasks, feedback and models, and its code."""
+    from retrace.closure import code_files
+    from retrace.hashing import hash_sources, sha256_json
+
+    files = code_files(ENTRY)
+    return sha256_json(
+        {
+            "tasks": cfg["tasks"],
+            "feedback": cfg.get("feedback"),
+            "models": cfg["models"],
+            "code": hash_sources(files),
+        }
+    )

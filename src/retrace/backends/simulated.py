@@ -43,8 +43,9 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from retrace.backends.base import Backend, BackendError
 from retrace.records import Completion, Request
@@ -61,6 +62,14 @@ def unit(*parts) -> float:
 
 MARKER = "Simulated reasoning"
 _DECLARED = re.compile(re.escape(MARKER) + r" \((\d+) tokens\)\.?")
+
+
+def family_texts() -> dict[str, Callable[[Any, Request], str]]:
+    """Request tag -> text(backend, request) of the method families whose requests have a
+    grammar of their own (retrace.family `simulated_texts`: ART's programs)."""
+    from retrace.family import FAMILIES
+
+    return {tag: fn for family in FAMILIES.all() for tag, fn in family.simulated_texts().items()}
 
 
 def token_count(text: str) -> int:
@@ -182,10 +191,9 @@ class SimulatedBackend(Backend):
         return (cap, "length") if drawn >= cap else (drawn, "stop")
 
     def _complete(self, request: Request) -> Completion:
-        from retrace.art.simulated import ART_TAGS
-
-        if request.tag in ART_TAGS:  # ART's programs, baselines and code tool (art/simulated.py)
-            return self._art(request)
+        texts = family_texts()
+        if request.tag in texts:  # e.g. ART's programs, baselines and code tool (art/simulated.py)
+            return self._family(request, texts[request.tag])
         answer, qid = self._text(request)
         prompt = (
             request.prompt if request.prompt is not None else " ".join(m.content for m in request.messages)
@@ -208,10 +216,8 @@ class SimulatedBackend(Backend):
             generated_tokens=token_count(text),
         )
 
-    def _art(self, request: Request) -> Completion:
-        """ART's texts in its program grammar; never cut (a few dozen words)."""
-        from retrace.art.simulated import text
-
+    def _family(self, request: Request, text: Callable[[Any, Request], str]) -> Completion:
+        """A method family's texts in its own grammar (ART's programs); never cut (a few dozen words)."""
         out = text(self, request)
         prompt = (
             request.prompt if request.prompt is not None else " ".join(m.content for m in request.messages)

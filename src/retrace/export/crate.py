@@ -19,11 +19,10 @@ import getpass
 import os
 import tempfile
 import zipfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 from retrace.export.collect import Job, Run, collect
-from retrace.export.entities import COMPLETED, Builder
+from retrace.export.entities import COMPLETED, Builder, iso
 from retrace.hashing import sha256_file
 
 PROFILES = {  # conformsTo of the root data entity (Provenance Run Crate 0.5, "Root Data Entity")
@@ -42,10 +41,6 @@ MANIFEST = "manifest-sha256.txt"
 METADATA = "ro-crate-metadata.json"
 MAIN_OUTPUTS = ("report/index.html", "report/results.csv", "report/claims.csv")
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed zip timestamps: the same run exports the same bytes
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
 def build(run: Run, agent: str):

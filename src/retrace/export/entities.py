@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import mimetypes
+from datetime import UTC, datetime
 
 from retrace.export.collect import Job, Run, crate_path
 from retrace.hashing import canonical_json, sha256_text
@@ -31,6 +32,11 @@ def _mime(path: str) -> str:
 
 def _value(v):
     return v if type(v) in TYPES else canonical_json(v)
+
+
+def iso(ts: float) -> str:
+    """A timestamp as ISO 8601 in UTC, to the second (the crate's dates)."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
 
 class Builder:
@@ -224,8 +230,6 @@ class Builder:
     # -- one job ---------------------------------------------------------------------------------
     def job(self, job: Job, person):
         """The CreateAction of one record and the ControlAction that ran it; returns the latter."""
-        from retrace.export.crate import iso
-
         rec, stage = job.record, job.record["stage"]
         tool = self.tool(job)
         result = [self.artifact(job.artifact, rec["artifact"]["sha256"])]

@@ -214,14 +214,13 @@ def primary_family(experiment: dict, name: str = "experiment") -> Primary | None
 
 def known_claims() -> set[str]:
     """Every claim an experiment's claims.primary may name: the spine's (PAPER_CLAIMS, the
-    weaker-model row, CONTROL_CLAIMS) and each method family's own (DRR, ART), whose rows reach
-    claims.csv through the family's claims CSV and are adjusted in the same families."""
-    from retrace.art.summary import CLAIMS as ART_CLAIMS
-    from retrace.art.summary import FEEDBACK_CLAIM
-    from retrace.drr.claims import CLAIMS as DRR_CLAIMS
+    weaker-model row, CONTROL_CLAIMS) and each method family's own (DRR, ART: retrace.family
+    `claim_names`), whose rows reach claims.csv through the family's claims CSV and are
+    adjusted in the same families."""
+    from retrace.family import FAMILIES
 
     spine = {c[0] for c in PAPER_CLAIMS + CONTROL_CLAIMS} | {"weaker models gain most"}
-    return spine | {c[0] for c in DRR_CLAIMS + list(ART_CLAIMS)} | {FEEDBACK_CLAIM}
+    return spine.union(*(f.claim_names() for f in FAMILIES.all()))
 
 
 def weaker_pairs(experiment: dict, name: str = "experiment") -> list[tuple[str, str]]:

@@ -1,0 +1,83 @@
+"""ART as a method family (retrace.family): what the core asks of the experiment's `art:` block.
+
+    retrace plan --experiment art_paper --estimate   # estimate_lines: run and selection jobs
+    retrace plan --experiment art_paper --check      # config_checks: pins and context budget
+    retrace art …                                    # commands
+
+Each hook reads the block through art/plan.py and sizes jobs with art/resources.py and the
+core's own tools (retrace.estimate, retrace.preflight); nothing here is imported by the core.
+"""
+
+from __future__ import annotations
+
+from retrace.family import FAMILIES, Context, Family
+
+
+def context_tokens(c: dict) -> int:
+    """Worst-case context of an ART program: the demonstrations and the program being written."""
+    from retrace.preflight import DEFAULT_QUESTION_TOKENS
+
+    s = c.get("settings") or {}
+    demos = int(c.get("n_tasks", 3)) * int(s.get("demos_per_task", 2)) * int(s.get("program_tokens", 768))
+    return (
+        DEFAULT_QUESTION_TOKENS
+        + demos
+        + int(s.get("program_tokens", 768))
+        + int(s.get("max_steps", 8)) * int(s.get("segment_tokens", 160))
+    )
+
+
+def _art_main(argv: list[str]) -> int | None:
+    from retrace.art import cli
+
+    return cli.main(argv)
+
+
+@FAMILIES.register("art")
+class Art(Family):
+    block = "art"
+    order = 30
+    summary = "ART (Paranjape et al. 2023)"
+
+    def methods(self) -> tuple[str, ...]:
+        from retrace.art.plan import METHODS
+
+        return tuple(METHODS)
+
+    def estimate_lines(self, ctx: Context) -> list[str]:
+        """The run jobs at each method's token bound, and the selection jobs (art/resources.py)."""
+        from retrace.art import plan, resources
+        from retrace.estimate import FamilyEstimate
+
+        cfg, est = plan.check(ctx.block(self)), FamilyEstimate("ART")
+        jobs = plan.jobs(cfg)
+        for job in jobs:
+            est.add(job.model, cfg["backend"], resources.job_tokens(cfg, job.method), ctx.probe_dir)
+        selections = {
+            (j.model, j.task, plan.job_version(cfg, j))
+            for j in jobs
+            if plan.uses_library(j) and plan.needs_selection(j.task)
+        }
+        for model, _task, _version in sorted(selections):
+            est.add(model, cfg["backend"], resources.select_tokens(cfg), ctx.probe_dir)
+        return [est.line()]
+
+    def config_checks(self, ctx: Context) -> list[tuple[str, str]]:
+        from retrace.preflight import family_problems
+
+        merged = dict(ctx.block(self))
+        return family_problems(self.name, merged, context_tokens(merged))
+
+    def claim_names(self) -> set[str]:
+        from retrace.art.summary import CLAIMS, FEEDBACK_CLAIM
+
+        return {c[0] for c in CLAIMS} | {FEEDBACK_CLAIM}
+
+    def simulated_texts(self) -> dict:
+        """ART's programs, baselines and code tool in its program grammar (art/simulated.py)."""
+        from retrace.art.simulated import ART_TAGS, text
+
+        return dict.fromkeys(ART_TAGS, text)
+
+    def commands(self) -> dict:
+        return {"art": _art_main}
