@@ -82,9 +82,12 @@ test-slow: setup
 test: test-fast test-slow
 
 # Lint, format and types from their own small pinned venv (envs/lint.txt), so they run in
-# seconds: ruff (lint + format), snakefmt on the rule files, mypy on the core modules (settings
-# for all three in pyproject.toml), and `snakemake --lint` with the main venv's Snakemake, where
-# each remaining lint is waived by a justified comment (.ci/snakemake_lint.py).
+# seconds: ruff (lint + format), snakefmt on the rule files, mypy (settings for all three in
+# pyproject.toml), the import contracts (import-linter: the core never imports a method family,
+# the families never each other; .ci/import_shape.py: no import cycle, the family boundary
+# derived from the family modules), dead code (.ci/dead_code.py: vulture and its allow-list),
+# and `snakemake --lint` with the main venv's Snakemake, where each remaining lint is waived by
+# a justified comment (.ci/snakemake_lint.py).
 LINT_VENV ?= .venv-lint
 $(LINT_VENV)/.installed: envs/lint.txt
 	$(PYTHON) -m venv $(LINT_VENV)
@@ -98,6 +101,9 @@ lint: $(LINT_VENV)/.installed setup
 	$(LINT_VENV)/bin/ruff format --check .
 	$(LINT_VENV)/bin/snakefmt --check $(SMK_FILES)
 	$(LINT_VENV)/bin/mypy
+	PYTHONPATH=$(CURDIR)/src $(LINT_VENV)/bin/lint-imports --no-cache
+	PYTHONPATH=$(CURDIR)/src $(LINT_VENV)/bin/python .ci/import_shape.py
+	$(LINT_VENV)/bin/python .ci/dead_code.py
 	PYTHONPATH=$(CURDIR)/src $(PY) .ci/snakemake_lint.py
 
 # The vLLM venv is built once per machine and kept outside the clone, under a name that is the

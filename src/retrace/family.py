@@ -49,6 +49,16 @@ class Context:
         return self.experiment.get(family.block) if family.block else None
 
 
+@dataclass(frozen=True)
+class Rehearsal:
+    """A rehearsal (`retrace rehearse --workflow`): the planted effects file, the scale of the
+    datasets, and the rehearsal's own copy of config/."""
+
+    effects: Path
+    scale: float
+    config_dir: Path
+
+
 class Family:
     """What a method family gives the core; every hook defaults to nothing.
 
@@ -88,9 +98,27 @@ class Family:
         """Every claim of this family an experiment's claims.primary may name."""
         return set()
 
-    def report_section(self, results: Path) -> dict | None:
-        """The family's report section (report/sections.py's JSON form) built from `results`."""
-        return None
+    def claims_design(self, block: Any, mirror: str, design: Any) -> None:
+        """Add the block's cells and claim rows to `design` (retrace.scoring.design.Design)."""
+
+    def rehearsal_note(self) -> str:
+        """What a rehearsal runs simulated in this family, one line."""
+        return ""
+
+    def rehearsal_datasets(self, block: Any) -> tuple[set[str], set[str]]:
+        """(datasets a rehearsal scales down, datasets it keeps whole) of the block."""
+        return set(), set()
+
+    def rehearsal_block(self, block: Any, rehearsal: Rehearsal) -> Any:
+        """The block on the simulated engine; effects it cannot plant are refused (ValueError)."""
+        return block
+
+    def planted_truths(
+        self, rows: list[dict], truths: list[float], effects: list[dict], config_dir: Path
+    ) -> list[float]:
+        """The planted truth of each claims row, re-read in this family's own metric where its
+        rows measure one (every row is passed; return `truths` for rows not of this family)."""
+        return truths
 
     def simulated_texts(self) -> dict[str, Callable[[Any, Any], str]]:
         """Request tag -> text(backend, request): how the simulated engine (backends/simulated.py,

@@ -150,8 +150,7 @@ def workflow_rows(a) -> tuple[list[tuple[dict, float]], str]:
         f"({a.cores} cores, {root}); cached requests: {rw.cached_requests(root)}"
     )
     exp = load_yaml(root / "config" / "experiment" / f"{a.experiment}.yaml")
-    notes = [note for key, note in (("drr", rw.DRR_NOTE), ("art", rw.ART_NOTE)) if exp.get(key)]
-    line = "\n".join([*notes, line])
+    line = "\n".join([*rw.notes(exp), line])
     return rw.check_claims(root, a.effects), line
 
 

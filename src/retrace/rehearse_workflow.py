@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 
 from retrace.config import CONFIG_DIR
+from retrace.family import Rehearsal
 from retrace.yamlfile import load_yaml
 
 REPO = CONFIG_DIR.parent
@@ -96,39 +97,28 @@ def _reward_models_to_judge(config_dir: Path) -> list[str]:
     return changed
 
 
-def _datasets(exp: dict) -> set[str]:
-    """Every dataset the experiment reads: its runs', and DRR's evaluation and train sets."""
-    from retrace.drr import settings
-
-    names = {d for run in exp.get("runs", ()) for d in run["datasets"]}
-    if exp.get("drr"):
-        names |= {n for e in settings.entries(settings.load(exp["drr"])) for n in e.values() if n}
-    return names
-
-
-DRR_NOTE = (
-    "DRR: reasoner on the simulated engine, discriminator SIMULATED (planted decisions, "
-    "drr/simulated_dm.py), SFT-LoRA SIMULATED when the experiment enables it (drr/sft.py: "
-    "no weights tuned; answers drawn under the label sft_lora)"
-)
+def _datasets(exp: dict) -> tuple[set[str], set[str]]:
+    """(datasets the rehearsal scales down, datasets it keeps whole): the runs' datasets and the
+    method families' (retrace.family `rehearsal_datasets`: DRR's evaluation and train sets;
+    ART's task data, which its own split draws from)."""
+    scaled = {d for run in exp.get("runs", ()) for d in run["datasets"]}
+    whole: set[str] = set()
+    for family in _families(exp):
+        more, keep = family.rehearsal_datasets(exp[family.block])
+        scaled, whole = scaled | more, whole | keep
+    return scaled, whole
 
 
-def _simulated_drr(block: dict, effects: Path) -> dict:
-    """The DRR block on the simulated reasoner and DM (drr/simulated_dm.py), its DM jobs on the
-    CPU; SFT-LoRA, when the experiment enables it, simulated on the CPU (drr/sft.py
-    `simulated_run`: it would fine-tune the reasoner's own weights, which a rehearsal has not)."""
-    from retrace.drr.settings import SIMULATED
+def _families(exp: dict) -> list:
+    """The method families with a block in the experiment (retrace.family)."""
+    from retrace.family import FAMILIES
 
-    sim = {"source": "simulated", "effects": str(effects)}
-    sft = block.get("sft_lora") or {}
-    return {
-        **block,
-        "backend": "simulated",
-        "backbone": "simulated",
-        "backbones": {**(block.get("backbones") or {}), "simulated": sim},
-        "dm": {**(block.get("dm") or {}), "device": "cpu"},
-        "sft_lora": {**sft, "hf_model": SIMULATED, "revision": None, "device": "cpu"},
-    }
+    return [f for f in FAMILIES.all() if f.block and exp.get(f.block)]
+
+
+def notes(exp: dict) -> list[str]:
+    """What each method family of the experiment runs simulated, one line each."""
+    return [f.rehearsal_note() for f in _families(exp)]
 
 
 def _engine_copy(copy: Path, effects: Path) -> None:
@@ -138,58 +128,6 @@ def _engine_copy(copy: Path, effects: Path) -> None:
     cfg = load_yaml(path)
     cfg["engine"] = {**cfg["engine"], "effects": str(effects), "tokens_mean": TOKENS_MEAN}
     _dump(path, cfg, "rehearsal copy of simulated.yaml: planted effects, short answers")
-
-
-def _check_drr(block: dict, effects: Path, copy: Path) -> None:
-    """Refuse DRR effects the simulation cannot plant exactly (drr/simulated_dm.check_effects)."""
-    from retrace.backends.simulated import load_effects
-    from retrace.drr import settings, simulated_dm
-
-    cfg = settings.load(block, "drr (rehearsal copy)")
-    simulated_dm.check_effects(cfg, load_effects(effects), simulated_dm.engine_settings("simulated", copy))
-
-
-ART_NOTE = (
-    "ART: programs written by the simulated engine (art/simulated.py), their code generate and "
-    "code execute steps run for real; demonstrations, library and tool outputs shape no answer"
-)
-
-
-def _art_datasets(exp: dict) -> set[str]:
-    """The datasets ART's tasks read: kept whole, its split draws pool and test items itself."""
-    from retrace.art import plan
-
-    block = exp.get("art")
-    if not block:
-        return set()
-    tasks = block.get("tasks") or {}
-    return {plan.dataset_of(t, block) for t in tasks.get("library", []) + tasks.get("unseen", [])}
-
-
-def _simulated_art(block: dict, scale: float) -> dict:
-    """The ART block on the simulated engine (art/simulated.py), its engine overrides dropped and
-    its test items per task (`examples`) cut to round(scale * examples); the held-out pool stays
-    (it is a method setting: few-shot examples, AutoCoT's clusters, cluster selection)."""
-    from retrace.art import plan
-
-    examples = block.get("examples", plan.DEFAULTS["examples"])
-    keep = [o for o in block.get("overrides", ()) if not o.lstrip("+~").startswith("backend.")]
-    return {**block, "backend": "simulated", "overrides": keep, "examples": max(1, round(scale * examples))}
-
-
-def _check_art(block: dict, effects: Path) -> None:
-    """Refuse ART effects limited to datasets: ART's claim rows pool the tasks of a group
-    ("unseen tasks"), whose planted truth a per-task effect would not give (`row_truth`)."""
-    from retrace.art import plan
-    from retrace.backends.simulated import load_effects
-
-    labels = set(plan.METHODS) | {j.label for j in plan.jobs(plan.check(block))}
-    for e in load_effects(effects):
-        if e["label"] in labels and e.get("datasets"):
-            raise ValueError(
-                f"effects plant {e['label']!r} on datasets {e['datasets']}: ART's claim rows pool "
-                "their tasks, so an ART effect applies to every task (omit datasets:)"
-            )
 
 
 def derive(
@@ -221,7 +159,8 @@ def derive(
         cfg = load_yaml(path)
         cfg["source"] = {"kind": "simulated"}
         _dump(path, cfg, f"rehearsal copy of {path.name}: no weights (simulated engine)")
-    for name in sorted(_datasets(exp) - _art_datasets(exp)):  # ART splits its own (`_simulated_art`)
+    scaled, whole = _datasets(exp)
+    for name in sorted(scaled - whole):
         path = copy / "dataset" / f"{name}.yaml"
         n = problem_count(name, (), mirror)
         if n and scale < 1:
@@ -233,12 +172,8 @@ def derive(
     _reward_models_to_judge(copy)
     _engine_copy(copy, effects)
     exp["runs"] = [_simulated_run(run, effects) for run in exp.get("runs", ())]
-    if exp.get("drr"):
-        exp["drr"] = _simulated_drr(exp["drr"], effects)
-        _check_drr(exp["drr"], effects, copy)
-    if exp.get("art"):
-        exp["art"] = _simulated_art(exp["art"], scale)
-        _check_art(exp["art"], effects)
+    for family in _families(exp):  # on the simulated engine, checked against the effects
+        exp[family.block] = family.rehearsal_block(exp[family.block], Rehearsal(effects, scale, copy))
     _dump(
         copy / "experiment" / f"{experiment}.yaml",
         exp,
@@ -327,54 +262,6 @@ def row_truth(row: dict, effects: list[dict]) -> float:
     return gap(row["model"]) / 100
 
 
-def _drr_truths(rows: list[dict], truths: list[float]) -> list[float]:
-    """DRR's rows in their own metric: with no abstention in the simulation
-    (drr/simulated_dm.py) an accuracy gain P moves FS(k) by (1 + k)·P and Acc(D) by P; an
-    Overall row (dataset "all") measures its datasets' truths weighted by their questions."""
-    from retrace.drr.claims import CLAIMS, OVERALL
-
-    scale = {claim: 1 + k if metric == "fs" else 1 for claim, _, _, metric, k in CLAIMS}
-    out = [t * scale.get(r["claim"], 1) for r, t in zip(rows, truths)]
-    for i, row in enumerate(rows):
-        if row["claim"] in scale and row["dataset"] == OVERALL:
-            same = lambda r: (
-                (r["claim"], r["model"]) == (row["claim"], row["model"]) and r["dataset"] != OVERALL
-            )
-            parts = [(int(r["n_questions"]), t) for r, t in zip(rows, out) if same(r)]
-            n = sum(w for w, _ in parts)
-            out[i] = sum(w * t for w, t in parts) / n if n else 0.0
-    return out
-
-
-def _art_truths(rows: list[dict], truths: list[float], effects: list[dict], config_dir: Path) -> list[float]:
-    """A row on self-consistency (art_sc) in its final answers: the vote over sc_k programs
-    moves accuracy away from the per-sample planted one (art/simulated.vote_gain)."""
-    from retrace.art import plan
-    from retrace.art.simulated import vote_gain
-    from retrace.backends.simulated import planted_points
-    from retrace.drr.simulated_dm import engine_settings
-
-    if not any("art_sc" in (r["method"], r["baseline"]) for r in rows):
-        return truths  # no self-consistency row (a run without ART): nothing to re-read
-    experiment = load_yaml(config_dir / "config.yaml")["experiment"]
-    block = load_yaml(config_dir / "experiment" / f"{experiment}.yaml").get("art")
-    if not block:
-        return truths
-    k = int(plan.check(block)["settings"]["sc_k"])
-    engine = engine_settings("simulated", config_dir)
-
-    def accuracy(row: dict, label: str) -> float:
-        points = planted_points(effects, row["model"], row["dataset"], label) / 100
-        return points + (vote_gain(points, k, engine) if label == "art_sc" else 0.0)
-
-    return [
-        accuracy(r, r["method"]) - accuracy(r, r["baseline"])
-        if "art_sc" in (r["method"], r["baseline"])
-        else t
-        for r, t in zip(rows, truths)
-    ]
-
-
 def check_claims(root: Path, effects_path: Path) -> list[tuple[dict, float]]:
     """(claims.csv row, planted truth) for every row of the rehearsal's claims."""
     from retrace.backends.simulated import load_effects
@@ -382,6 +269,9 @@ def check_claims(root: Path, effects_path: Path) -> list[tuple[dict, float]]:
     effects = load_effects(effects_path)
     with open(root / "results" / "report" / "claims.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    truths = _drr_truths(rows, [row_truth(row, effects) for row in rows])
-    truths = _art_truths(rows, truths, effects, root / "config")
+    from retrace.family import FAMILIES
+
+    truths = [row_truth(row, effects) for row in rows]
+    for family in FAMILIES.all():  # each family's rows in its own metric (DRR's FS(k), ART's votes)
+        truths = family.planted_truths(rows, truths, effects, root / "config")
     return list(zip(rows, truths))

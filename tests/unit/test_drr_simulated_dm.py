@@ -167,7 +167,9 @@ def test_drr_truths_scale_fs_rows_and_weight_the_overall_row():
         {"claim": "DRR beats CoT on FS(3)", "model": "m", "dataset": "all", "n_questions": "40"},
         {"claim": "DRR beats CoT on accuracy", "model": "m", "dataset": "a", "n_questions": "30"},
     ]
-    assert rehearse_workflow._drr_truths(rows, [0.1, 0.0, 0.1, 0.1]) == pytest.approx([0.4, 0.0, 0.3, 0.1])
+    from retrace.drr.rehearsal import planted_truths
+
+    assert planted_truths(rows, [0.1, 0.0, 0.1, 0.1]) == pytest.approx([0.4, 0.0, 0.3, 0.1])
 
 
 # ---------------------------------------------------------------- DRR end to end, no Snakemake

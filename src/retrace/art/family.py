@@ -10,7 +10,9 @@ core's own tools (retrace.estimate, retrace.preflight); nothing here is imported
 
 from __future__ import annotations
 
-from retrace.family import FAMILIES, Context, Family
+from pathlib import Path
+
+from retrace.family import FAMILIES, Context, Family, Rehearsal
 
 
 def context_tokens(c: dict) -> int:
@@ -72,6 +74,33 @@ class Art(Family):
         from retrace.art.summary import CLAIMS, FEEDBACK_CLAIM
 
         return {c[0] for c in CLAIMS} | {FEEDBACK_CLAIM}
+
+    def claims_design(self, block: dict, mirror: str, design) -> None:
+        from retrace.art.rehearsal import add_design
+
+        add_design(block, design)
+
+    def rehearsal_note(self) -> str:
+        from retrace.art.rehearsal import NOTE
+
+        return NOTE
+
+    def rehearsal_datasets(self, block: dict) -> tuple[set[str], set[str]]:
+        from retrace.art.rehearsal import datasets
+
+        return set(), datasets(block)
+
+    def rehearsal_block(self, block: dict, rehearsal: Rehearsal) -> dict:
+        from retrace.art.rehearsal import simulated_block
+
+        return simulated_block(block, rehearsal.scale, rehearsal.effects)
+
+    def planted_truths(
+        self, rows: list[dict], truths: list[float], effects: list[dict], config_dir: Path
+    ) -> list[float]:
+        from retrace.art.rehearsal import planted_truths
+
+        return planted_truths(rows, truths, effects, config_dir)
 
     def simulated_texts(self) -> dict:
         """ART's programs, baselines and code tool in its program grammar (art/simulated.py)."""

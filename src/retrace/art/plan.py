@@ -324,7 +324,7 @@ def templates(job: ArtJob) -> list[Path]:
     return [template_path(n) for n in names]
 
 
-def config_slice(cfg: dict, job: ArtJob, dataset_cfg: dict | None = None) -> dict:
+def config_slice(cfg: dict, job: ArtJob) -> dict:
     """What can change a job's output besides code, templates and library files."""
     s = {
         "model": job.model,

@@ -191,9 +191,3 @@ def parse(text: str) -> Program:
 def parse_partial(text: str) -> Program:
     """A program prefix (input and steps so far, maybe a pending query); complete=False."""
     return _parse(text, "partial")
-
-
-def split_demonstrations(text: str) -> list[str]:
-    """The demonstrations of a library file, split at lines holding only the delimiter."""
-    parts = re.split(rf"(?m)^{re.escape(DELIMITER)}[ \t]*$", text)
-    return [p.strip("\n") for p in parts if p.strip()]

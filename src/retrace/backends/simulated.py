@@ -64,6 +64,16 @@ MARKER = "Simulated reasoning"
 _DECLARED = re.compile(re.escape(MARKER) + r" \((\d+) tokens\)\.?")
 
 
+def difficulty_settings(config_dir: Path | None = None) -> dict:
+    """The engine's difficulty settings (base_accuracy, concentration, correlation) as the
+    config in `config_dir` (default: config/) composes them; what planted truths are read against."""
+    from retrace.config import CONFIG_DIR, compose
+
+    engine = compose({"backend": "simulated"}, config_dir=config_dir or CONFIG_DIR)["backend"]["engine"]
+    keys = ("base_accuracy", "concentration", "correlation")
+    return {k: float(DEFAULTS[k] if engine.get(k) is None else engine[k]) for k in keys}
+
+
 def family_texts() -> dict[str, Callable[[Any, Request], str]]:
     """Request tag -> text(backend, request) of the method families whose requests have a
     grammar of their own (retrace.family `simulated_texts`: ART's programs)."""

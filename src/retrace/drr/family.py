@@ -10,7 +10,9 @@ Each hook reads the block through drr/settings.py and sizes jobs with the core's
 
 from __future__ import annotations
 
-from retrace.family import FAMILIES, Context, Family
+from pathlib import Path
+
+from retrace.family import FAMILIES, Context, Family, Rehearsal
 
 
 def context_tokens(c: dict) -> int:
@@ -98,6 +100,33 @@ class Drr(Family):
         from retrace.drr.claims import CLAIMS
 
         return {c[0] for c in CLAIMS}
+
+    def claims_design(self, block: dict, mirror: str, design) -> None:
+        from retrace.drr.rehearsal import add_design
+
+        add_design(block, mirror, design)
+
+    def rehearsal_note(self) -> str:
+        from retrace.drr.rehearsal import NOTE
+
+        return NOTE
+
+    def rehearsal_datasets(self, block: dict) -> tuple[set[str], set[str]]:
+        from retrace.drr.rehearsal import datasets
+
+        return datasets(block), set()
+
+    def rehearsal_block(self, block: dict, rehearsal: Rehearsal) -> dict:
+        from retrace.drr.rehearsal import simulated_block
+
+        return simulated_block(block, rehearsal.effects, rehearsal.config_dir)
+
+    def planted_truths(
+        self, rows: list[dict], truths: list[float], effects: list[dict], config_dir: Path
+    ) -> list[float]:
+        from retrace.drr.rehearsal import planted_truths
+
+        return planted_truths(rows, truths)
 
     def commands(self) -> dict:
         return {"drr": _drr_main, "leakcheck": _leakcheck_main}

@@ -56,17 +56,15 @@ GRID = 400  # points per axis of the integral over difficulty and question effec
 
 
 def engine_settings(backend: str, config_dir: Path | None = None) -> dict:
-    """The simulated engine's difficulty settings the DM's skill is calibrated against."""
-    from retrace.backends.simulated import DEFAULTS
-    from retrace.config import CONFIG_DIR, compose
+    """The simulated engine's difficulty settings the DM's skill is calibrated against
+    (backends/simulated.py difficulty_settings)."""
+    from retrace.backends.simulated import difficulty_settings
 
     if backend != "simulated":
         raise ValueError(
             f"the simulated DM judges the simulated reasoner only (drr.backend: simulated), not {backend!r}"
         )
-    engine = compose({"backend": backend}, config_dir=config_dir or CONFIG_DIR)["backend"]["engine"]
-    keys = ("base_accuracy", "concentration", "correlation")
-    return {k: float(DEFAULTS[k] if engine.get(k) is None else engine[k]) for k in keys}
+    return difficulty_settings(config_dir)
 
 
 def _turn_success(engine: Mapping):

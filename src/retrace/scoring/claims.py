@@ -147,12 +147,6 @@ def per_question(runs: Runs) -> dict[str, float]:
     return dict(zip(ids, m.mean(axis=0).tolist()))
 
 
-def seed_accuracy(runs: Runs) -> tuple[float, float]:
-    """(mean, sd) over seeds of the accuracy; sd is 0.0 with one seed."""
-    accs = _matrix(runs)[1].mean(axis=1)
-    return float(accs.mean()), (float(accs.std(ddof=1)) if len(accs) > 1 else 0.0)
-
-
 def paired_test(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
     """(p_value, test name) of mean(a - b) = 0 over questions: the exact sign-flip test."""
     return sign_flip_exact(np.asarray(a, dtype=float) - np.asarray(b, dtype=float)), "sign_flip_exact"

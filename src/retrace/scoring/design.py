@@ -10,7 +10,8 @@ The design is read from the experiment, never listed by hand: `plan.jobs` gives 
 (model, dataset) cell's method labels and seeds, a label whose sampling temperature is 0
 has identical seeds (the real engines give identical samples), `claims.weaker` names the
 weaker-model pairs, question counts come from the mirror (retrace.estimate.problem_count).
-DRR's rows come from retrace.drr.claims.CLAIMS over its settings (evaluation questions:
+Each method family adds its own cells and rows (retrace.family `claims_design`): DRR's from
+retrace.drr.claims.CLAIMS over its settings (evaluation questions:
 the eval file, or 1 - train_fraction of one file), per dataset and pooled over them
 (dataset "all", Table 1's Overall), ART's from retrace.art.summary.CLAIMS
 pooled over its task groups (`examples` questions per task; every ART method but art_sc
@@ -104,61 +105,17 @@ def spine_design(name: str, mirror: str, d: Design) -> None:
                 d.rows.append(row + ("greater", "acc", 1, pair, "weaker"))
 
 
-def drr_design(block: dict, mirror: str, d: Design) -> None:
-    from retrace.drr import settings
-    from retrace.drr.claims import CLAIMS, OVERALL
-
-    cfg = settings.load(block)
-    labels = {m: (len(cfg["seeds"]), False) for m in settings.methods(cfg)}
-    for model in cfg["models"]:
-        for e in settings.entries(cfg):
-            n = _count(e["name"], mirror)
-            n = n if e["train"] else n - round(float(cfg["train_fraction"]) * n)
-            d.cells[(model, e["name"])] = {"n": n, "drr": True, "labels": labels}
-            for claim, a, b, metric, k in CLAIMS:
-                if a in labels and b in labels:
-                    d.rows.append(
-                        (claim, model, e["name"], a, b, "greater", metric, k, [(model, e["name"])], "plain")
-                    )
-        keys = [(model, e["name"]) for e in settings.entries(cfg)]  # Table 1's Overall: all pooled
-        for claim, a, b, metric, k in CLAIMS:
-            if a in labels and b in labels:
-                d.rows.append((claim, model, OVERALL, a, b, "greater", metric, k, keys, "pooled"))
-
-
-def art_design(block: dict, d: Design) -> None:
-    from retrace.art.plan import check
-    from retrace.art.summary import CLAIMS, FEEDBACK_CLAIM
-
-    cfg = check(block)
-    lib, unseen = cfg["tasks"].get("library", []), cfg["tasks"].get("unseen", [])
-    groups = {"library": lib, "unseen": unseen, "all": lib + unseen}
-    fb = cfg.get("feedback") or {}
-    methods = list(cfg["methods"]) + ([f"art@{fb['version']}"] if fb else [])
-    labels = {m: (len(cfg["seeds"]), m != "art_sc") for m in methods}
-    for model in cfg["models"]:
-        for task in groups["all"]:
-            d.cells[(model, task)] = {"n": int(cfg["examples"]), "labels": labels}
-        for claim, a, b, group in CLAIMS:
-            keys = [(model, t) for t in groups[group]]
-            d.rows.append((claim, model, f"{group} tasks", a, b, "greater", "acc", 1, keys, "pooled"))
-        if fb:
-            keys = [(model, t) for t in fb.get("tasks", [])]
-            row = (FEEDBACK_CLAIM, model, "edited tasks", methods[-1], "art")
-            d.rows.append(row + ("greater", "acc", 1, keys, "pooled"))
-
-
 def design(name: str, mirror: str | None = None) -> Design:
     """The claims design of experiment `name` (config/experiment/<name>.yaml)."""
     from retrace.config import load_experiment
+    from retrace.family import FAMILIES
 
     mirror = mirror or default_mirror()
     exp, d = load_experiment(name), Design(name)
     spine_design(name, mirror, d)
-    if exp.get("drr"):
-        drr_design(exp["drr"], mirror, d)
-    if exp.get("art"):
-        art_design(exp["art"], d)
+    for family in FAMILIES.all():  # DRR's rows and ART's (retrace.family `claims_design`)
+        if family.block and exp.get(family.block):
+            family.claims_design(exp[family.block], mirror, d)
     return d
 
 

@@ -44,8 +44,6 @@ import numpy as np
 
 from retrace.scoring.metrics import DEFAULT_BOOT, DEFAULT_LEVEL, DEFAULT_SEED, percentile_interval
 
-CORRECTIONS = ("holm",)
-
 
 def _paired_arrays(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)

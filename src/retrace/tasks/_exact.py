@@ -56,11 +56,6 @@ def extract_exact_sourced(text: str, output_regex: str | None = None) -> Extract
     return Extraction(answer, source) if answer else NO_ANSWER
 
 
-def extract_exact(text: str, output_regex: str | None = None) -> str | None:
-    """The answer of extract_exact_sourced, or None."""
-    return extract_exact_sourced(text, output_regex).answer
-
-
 class ExactTask(Task):
     """Free-text answers; gold plus any alternatives in `metadata["targets"]`."""
 

@@ -1,9 +1,13 @@
 """The compiled WASM runtime's cache: compiled once, its digest recorded, verified at every load.
 
     from retrace.tools import _wasm_cache
-    path = _wasm_cache.compiled_module("results/cache/wasm")   # compiles on first use (~15-35 s)
-    fd, record = _wasm_cache.load("results/cache/wasm")         # the verified module, open
-    record["sha256"]                                             # the digest of what will run
+    runtime = _wasm_cache.Runtime(sha256, runtime_path, engine)  # what wasm_exec.py runs
+    path = _wasm_cache.compiled_module("results/cache/wasm", runtime)  # compiles on first use (~15-35 s)
+    fd, record = _wasm_cache.load("results/cache/wasm", runtime)        # the verified module, open
+    record["sha256"]                                                     # the digest of what will run
+
+The runtime (its pinned sha256, its verified file, the engine configuration) is the caller's,
+tools/wasm_exec.py's, handed in: this module never imports its caller.
 
 Layout of the cache folder (tools/wasm_exec.py's `cache_dir`), `key` naming the runtime's
 sha256 and the wasmtime version (a module only loads into the engine that compiled it):
@@ -31,28 +35,37 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from retrace.tools._hostfs import read_capped
 
 _DIGESTS: dict[tuple[int, ...], str] = {}
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """The WASM runtime a cache holds compiled: its pinned sha256, the function giving its
+    verified file, and the function building the engine it is compiled for and loaded into."""
+
+    sha256: str
+    path: Callable[[], Path]
+    engine: Callable[[], Any]
+
+
 class CacheRefused(ValueError):
     """The compiled-module cache cannot be trusted; nothing from it was run."""
 
 
-def _key() -> str:
-    from retrace.tools import wasm_exec
-
-    return f"python-3.12.0-{wasm_exec.RUNTIME_SHA256[:16]}-wasmtime{version('wasmtime')}-fuel"
+def _key(runtime: Runtime) -> str:
+    return f"python-3.12.0-{runtime.sha256[:16]}-wasmtime{version('wasmtime')}-fuel"
 
 
-def _folder(cache) -> Path:
-    from retrace.tools import wasm_exec
-
-    folder = wasm_exec.cache_dir(cache)
+def _folder(cache: str | os.PathLike) -> Path:
+    folder = Path(cache)
     folder.mkdir(parents=True, exist_ok=True)
     _check_private(folder, os.stat(folder))
     return folder
@@ -73,21 +86,21 @@ def _check_private(path: Path, st: os.stat_result) -> None:
         )
 
 
-def compiled_module(cache: str | os.PathLike | None = None) -> Path:
+def compiled_module(cache: str | os.PathLike, runtime: Runtime) -> Path:
     """Path of the verified compiled runtime, compiling and recording it first if needed."""
-    fd, record = load(cache)
+    fd, record = load(cache, runtime)
     os.close(fd)
     return _folder(cache) / record["module"]
 
 
-def load(cache: str | os.PathLike | None = None) -> tuple[int, dict]:
+def load(cache: str | os.PathLike, runtime: Runtime) -> tuple[int, dict]:
     """(a read-only descriptor of the verified module, its record); compiles on first use.
     Raises CacheRefused, naming the file and the remedy, when any check fails."""
     folder = _folder(cache)
-    key = _key()
+    key = _key(runtime)
     if not os.path.lexists(folder / f"{key}.json"):
-        _compile(folder, key)
-    record = _record(folder, key)
+        _compile(folder, key, runtime)
+    record = _record(folder, key, runtime)
     path = folder / record["module"]
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -114,9 +127,7 @@ def load(cache: str | os.PathLike | None = None) -> tuple[int, dict]:
     return fd, record
 
 
-def _record(folder: Path, key: str) -> dict:
-    from retrace.tools import wasm_exec
-
+def _record(folder: Path, key: str, runtime: Runtime) -> dict:
     path = folder / f"{key}.json"
     try:
         st = os.lstat(path)
@@ -131,7 +142,7 @@ def _record(folder: Path, key: str) -> dict:
         fields = record["module"], record["sha256"], record["runtime_sha256"], record["wasmtime"]
     except (ValueError, KeyError, TypeError) as exc:
         raise CacheRefused(f"{path}: not a module record ({exc}); delete it to recompile") from exc
-    expected = (f"{key}-{record['sha256'][:16]}.cwasm", wasm_exec.RUNTIME_SHA256, version("wasmtime"))
+    expected = (f"{key}-{record['sha256'][:16]}.cwasm", runtime.sha256, version("wasmtime"))
     if more or (fields[0], fields[2], fields[3]) != expected:
         raise CacheRefused(f"{path}: names another module, runtime or wasmtime; delete it to recompile")
     return record
@@ -149,19 +160,17 @@ def _digest(fd: int, st: os.stat_result) -> str:
     return _DIGESTS[ident]
 
 
-def _compile(folder: Path, key: str) -> None:
+def _compile(folder: Path, key: str, runtime: Runtime) -> None:
     import wasmtime
 
-    from retrace.tools import wasm_exec
-
-    module = wasmtime.Module.from_file(wasm_exec._engine(), str(wasm_exec.runtime_path()))
+    module = wasmtime.Module.from_file(runtime.engine(), str(runtime.path()))
     data = bytes(module.serialize())
     digest = hashlib.sha256(data).hexdigest()
     name = f"{key}-{digest[:16]}.cwasm"
     record = {
         "module": name,
         "sha256": digest,
-        "runtime_sha256": wasm_exec.RUNTIME_SHA256,
+        "runtime_sha256": runtime.sha256,
         "wasmtime": version("wasmtime"),
     }
     _write_atomic(folder / name, data)  # the module first: a record names only a whole module

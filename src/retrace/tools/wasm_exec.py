@@ -132,7 +132,21 @@ def compiled_module(cache: str | os.PathLike | None = None) -> Path:
     needed (tools/_wasm_cache.py: a module changed after compilation is refused)."""
     from retrace.tools import _wasm_cache
 
-    return _wasm_cache.compiled_module(cache)
+    return _wasm_cache.compiled_module(cache_dir(cache), _runtime())
+
+
+def _runtime():
+    """This runtime, as the compiled-module cache keys, verifies and compiles it."""
+    from retrace.tools._wasm_cache import Runtime
+
+    return Runtime(RUNTIME_SHA256, runtime_path, _engine)
+
+
+def _load(cache: str | os.PathLike | None) -> tuple[int, dict]:
+    """The verified compiled module in `cache` (cache_dir's default when None), open."""
+    from retrace.tools import _wasm_cache
+
+    return _wasm_cache.load(cache_dir(cache), _runtime())
 
 
 @functools.lru_cache(maxsize=4)
@@ -161,9 +175,7 @@ def sandbox_problem(cache_dir: str | None = None) -> str | None:
 def describe(cache_dir: str | None = None) -> dict:
     """What provenance records about this executor: the runtime, and the sha256 of the verified
     compiled module that runs it (each run checks it again)."""
-    from retrace.tools import _wasm_cache
-
-    fd, record = _wasm_cache.load(cache_dir)
+    fd, record = _load(cache_dir)
     os.close(fd)
     return {
         "runtime": RUNTIME_FILE,
@@ -292,11 +304,10 @@ def _execute(code: str, limits, cache: str | None):
 
 def _load_module(cache: str | None) -> tuple[int, dict]:
     """The verified compiled module, open for the worker; a refused cache refuses the run."""
-    from retrace.tools import _wasm_cache
     from retrace.tools.code_exec import SandboxUnavailable
 
     try:
-        return _wasm_cache.load(cache)
+        return _load(cache)
     except (OSError, ValueError) as exc:
         raise SandboxUnavailable(f"refusing to run generated code: {exc}") from exc
 

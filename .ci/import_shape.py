@@ -1,0 +1,118 @@
+"""The shape of the import graph of src/retrace, derived from the code (grimp, import-linter's own
+graph builder), beside the import-linter contracts of pyproject.toml.
+
+Run: `make lint` (or `PYTHONPATH=src .venv-lint/bin/python .ci/import_shape.py`). Checks:
+- no import cycle anywhere in retrace: every strongly connected set of modules is printed with
+  one import of each module in it (imports inside functions count: they are imports too);
+- the core never imports a method family: the families are the subpackages with a `family`
+  module (the same scan retrace.family does, so a new family is covered without a list here),
+  and no module outside a family package imports one, directly;
+- the families never import each other, directly.
+A package importing its own submodules (an `__init__` re-exporting them) is not a cycle.
+Exit 0 when all hold; else one line per problem and exit 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import grimp
+
+ROOT = "retrace"
+SRC = Path(__file__).resolve().parents[1] / "src" / ROOT
+
+
+def edges(graph) -> dict[str, set[str]]:
+    """Importer -> imported modules, without a package's imports of its own descendants and a
+    descendant's of its ancestor packages (what Python's package machinery does anyway)."""
+    out: dict[str, set[str]] = {}
+    for module in graph.modules:
+        out[module] = {
+            m
+            for m in graph.find_modules_directly_imported_by(module)
+            if not m.startswith(module + ".") and not module.startswith(m + ".")
+        }
+    return out
+
+
+def cycles(out: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected sets of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found = []
+    for root in sorted(out):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(out[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(out.get(child, ())))))
+                elif child in on:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    m = stack.pop()
+                    on.discard(m)
+                    group.append(m)
+                    if m == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def families() -> list[str]:
+    """The method family packages: subpackages of retrace with a family.py (retrace.family)."""
+    return sorted(f"{ROOT}.{p.parent.name}" for p in SRC.glob("*/family.py"))
+
+
+def family_of(module: str, packages: list[str]) -> str | None:
+    return next((p for p in packages if module == p or module.startswith(p + ".")), None)
+
+
+def problems(graph) -> list[str]:
+    out = edges(graph)
+    lines = []
+    for group in cycles(out):
+        inside = set(group)
+        links = [f"{m} -> {sorted(out[m] & inside)[0]}" for m in group]
+        lines.append(f"import cycle of {len(group)} modules: " + "; ".join(links))
+    packages = families()
+    for importer in sorted(out):
+        mine = family_of(importer, packages)
+        for imported in sorted(out[importer]):
+            theirs = family_of(imported, packages)
+            if theirs and theirs != mine:
+                who = "the core" if mine is None else f"family {mine}"
+                lines.append(f"{importer} imports {imported}: {who} must not import family {theirs}")
+    return lines
+
+
+def main() -> int:
+    graph = grimp.build_graph(ROOT, cache_dir=None)
+    found = problems(graph)
+    for line in found:
+        print(line)
+    print(f"import shape: {len(graph.modules)} modules, {len(families())} families, {len(found)} problems")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
