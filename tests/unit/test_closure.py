@@ -235,3 +235,21 @@ def test_the_fast_scan_finds_what_the_parser_finds_in_every_module():
         assert parsed <= scanned, f"{path}: the scan misses {parsed - scanned}"
         extra = {m for m in scanned - parsed if closure.module_file(m) is None}
         assert not extra, f"{path}: the scan invents {extra}"
+
+
+def test_an_edit_to_the_statistics_replans_no_art_or_drr_engine_job_of_the_default_run():
+    """scoring/stats.py computes the claims' statistics; no ART program run or selection and no
+    DRR stage but the summary computes one, so their keys must not follow the file (issue 44:
+    once, every ART run hashed it through art.plan naming the summary's entry). The summaries
+    do compute statistics: their keys follow it."""
+    from retrace.config import check_global
+    from retrace.drr import settings as drr_settings
+
+    stats = closure.SRC / "retrace" / "scoring" / "stats.py"
+    exp = load_experiment(check_global({})["experiment"])  # the default run (config/config.yaml)
+    art, drr = art_plan.check(exp["art"]), drr_settings.load(exp["drr"])
+    engine_jobs = [art_plan.sources(j) for j in art_plan.jobs(art)] + [art_plan.sources()]
+    engine_jobs += [drr_settings.stage_files(s, drr) for s in drr_settings.ENTRIES if s != "summarise"]
+    assert engine_jobs and all(stats not in files for files in engine_jobs)
+    assert stats in art_plan.code_files(art_summary.ENTRY)
+    assert stats in drr_settings.stage_files("summarise", drr)

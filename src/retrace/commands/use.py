@@ -1,0 +1,138 @@
+"""The porcelain a user starts with: `retrace run`, `retrace list`, `retrace plan`."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from retrace.commands import command
+
+
+@command(
+    "plan",
+    "list the jobs of the configured experiment",
+    (
+        "retrace plan                              # the configured experiment's jobs and cost estimate",
+        "retrace plan --experiment paper --estimate",
+        "retrace plan --experiment paper --check   # validate every job before renting a GPU",
+    ),
+)
+def _plan_command(p: argparse.ArgumentParser) -> Callable:
+    p.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
+    p.add_argument("--experiment", default=None, help="instead of the config file's")
+    p.add_argument("--estimate", action="store_true", help="print the cost estimate only")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="validate every job (context, pinned weights, GPU memory, budgets); exit 1 naming failures",
+    )
+    return lambda a: plan(a.configfile, a.experiment, a.estimate, a.check)
+
+
+def plan(configfile: Path, experiment: str | None, estimate_only: bool, check: bool = False) -> int:
+    """The jobs and the cost estimate of the configured experiment, or (`check`) every check."""
+    import yaml
+
+    from retrace.config import check_global, load_experiment
+    from retrace.estimate import estimate, family_lines
+    from retrace.mirror import resolve
+    from retrace.plan import jobs, shared_overrides
+
+    cfg = check_global(yaml.safe_load(configfile.read_text()))
+    cfg["mirror"] = resolve(cfg["mirror"])[0]
+    if experiment:
+        cfg["experiment"] = experiment
+    if check:
+        return _check(cfg, configfile)
+    planned = jobs(cfg)
+    if not estimate_only:
+        print("\n".join(j.path for j in planned))
+    # CPU jobs are priced at the probe's measured rate when a run here has one (results/probe)
+    print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset"), Path("results/probe")).line())
+    for line in family_lines(load_experiment(cfg["experiment"]), cfg["mirror"], Path("results/probe")):
+        print(line)
+    return 0
+
+
+def _check(cfg: dict, configfile: Path) -> int:
+    """`retrace plan --check`: every job and family block (retrace.preflight), and the runtimes
+    against the partition limit with the retries of the SLURM profile beside config/."""
+    from retrace.cluster import runtime_check
+    from retrace.plan import jobs
+    from retrace.preflight import check as preflight
+
+    notes: list[str] = []
+    failures = preflight(cfg, notes)
+    for line in notes:
+        print(f"check: {line}")
+    for where, why in failures:
+        print(f"check: FAIL {where}: {why}")
+    for line, fails in runtime_check(cfg, configfile.resolve().parents[1] / "profiles" / "slurm"):
+        print(f"check: {'FAIL' if fails else 'note'} {line}")
+        failures += [("max_runtime", line)] if fails else []
+    print(f"check: {cfg['experiment']}: {len(jobs(cfg))} jobs, {len(failures)} problems")
+    return 1 if failures else 0
+
+
+@command(
+    "list",
+    "experiments, models, datasets and methods, one line each",
+    (
+        "retrace list               # everything",
+        "retrace list datasets      # [bundled] ones run from a clone alone; [mirror] ones need the mirror",
+        "retrace list experiments models",
+    ),
+)
+def _list(p: argparse.ArgumentParser) -> Callable:
+    from retrace import catalog
+
+    kinds = list(catalog.GROUPS)
+    # no `choices=`: Python 3.11's argparse checks the empty default of nargs="*" against them
+    # and refuses a bare `retrace list` (fixed in 3.12, gh-72795)
+    p.add_argument("kinds", nargs="*", metavar="KIND", help=f"any of {', '.join(kinds)} (default: all)")
+
+    def run(a: argparse.Namespace) -> None:
+        unknown = [k for k in a.kinds if k not in kinds]
+        if unknown:
+            p.error(f"unknown KIND {unknown[0]!r} (choose from {', '.join(kinds)})")
+        print(catalog.render(a.kinds or kinds))
+
+    return run
+
+
+@command(
+    "run",
+    "run an experiment through Snakemake (the common case; `snakemake` itself takes every option)",
+    (
+        "retrace run                                  # the configured experiment (config/config.yaml)",
+        "retrace run --experiment refine_smoke --limit 20",
+        "retrace run --experiment smoke -n            # dry run: list what would run",
+        "retrace run --experiment paper --set mirror=/data/bench --set method.sampling.max_tokens=512",
+        "retrace run -- --keep-going                  # anything after -- goes to Snakemake as is",
+    ),
+)
+def _run(p: argparse.ArgumentParser) -> Callable:
+    from retrace import launch
+
+    p.add_argument("--experiment", "-e", help="config/experiment/<name>.yaml (`retrace list experiments`)")
+    p.add_argument("--limit", type=int, help="at most N questions per dataset (the override dataset.limit=N)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config/config.yaml key (mirror, probe, …) or a dotted override (method.n=8); repeatable",
+    )
+    p.add_argument("--cores", type=int, default=2, help="CPU cores Snakemake may use (default 2)")
+    p.add_argument("--dry-run", "-n", action="store_true", help="show the jobs that would run; run nothing")
+    p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="after --: passed to Snakemake unchanged")
+
+    def run(a: argparse.Namespace) -> int:
+        extra = a.snakemake_args[1:] if a.snakemake_args[:1] == ["--"] else a.snakemake_args
+        return launch.run(launch.command(a, extra))
+
+    return run
+
+
+# Commands with parsers of their own, `<module>.main(argv)`; the method families' commands
