@@ -225,7 +225,8 @@ def budget_problems(jobs: list[Job]) -> list[tuple[str, str]]:
     """(job path, reason) for baselines with a smaller per-solution budget than refinement's."""
     from retrace.methods.budget import solution_budget
 
-    out, refine = [], {}
+    out: list[tuple[str, str]] = []
+    refine: dict[tuple, int] = {}
     budgets = {j: solution_budget(j.config()["method"]) for j in jobs}
     for j, b in budgets.items():
         if j.method == "refine":

@@ -64,9 +64,11 @@ class Registry:
 
         obj = self.get(name)
         if inspect.isfunction(obj) or inspect.ismodule(obj):
-            return [inspect.getsourcefile(obj)]
+            return [str(inspect.getsourcefile(obj))]
         cls = obj if inspect.isclass(obj) else type(obj)  # tasks register instances
-        return sorted({inspect.getsourcefile(c) for c in cls.__mro__ if c.__module__.startswith("retrace.")})
+        return sorted(
+            {str(inspect.getsourcefile(c)) for c in cls.__mro__ if c.__module__.startswith("retrace.")}
+        )
 
 
 METHODS = Registry("method", "retrace.methods")

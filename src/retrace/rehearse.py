@@ -89,7 +89,7 @@ def rehearse_once(d, plant: dict, seed: int) -> list[tuple[dict, float]]:
 
 def power(d, plant: dict, runs: int, seed: int) -> dict[tuple, float]:
     """Per planted row (claim, model, dataset): share of `runs` full-size experiments that detect it."""
-    hits = defaultdict(int)
+    hits: defaultdict[tuple, int] = defaultdict(int)
     for i in range(runs):
         for r, effect in rehearse_once(d, plant, seed + 1 + i):
             if effect:
