@@ -5,7 +5,8 @@
 
 Every message names the file, the key path (`runs[1].datasets[0]`) and what is valid there:
 the schema's keys for an unknown key, the config group's files for an unknown model, dataset,
-backend or method. The family blocks (`art:`, `drr:`) are checked by their own modules.
+backend or method. The family blocks (`art:`, `drr:`, any registered family's) are checked by
+their own modules.
 """
 
 from __future__ import annotations
@@ -20,11 +21,23 @@ from retrace.yamlfile import load_yaml
 SCHEMA = CONFIG_DIR.parent / "workflow" / "schemas" / "experiment.schema.yaml"
 
 
-@functools.cache
 def _validator():
+    """The schema's validator, with a block for every registered method family (retrace.family):
+    a family's block is its own to check, so a new family needs no line in the schema."""
+    from retrace.family import FAMILIES
+
+    families = tuple((f.block, f.summary) for f in FAMILIES.all() if f.block)
+    return _validator_for(families)
+
+
+@functools.cache
+def _validator_for(families: tuple[tuple[str, str], ...]):
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(load_yaml(SCHEMA))
+    schema = load_yaml(SCHEMA)
+    for block, summary in families:
+        schema["properties"].setdefault(block, {"type": "object", "description": f"{summary}'s block"})
+    return Draft202012Validator(schema)
 
 
 def _where(path) -> str:
