@@ -45,8 +45,11 @@ class Context:
     probe_dir: Path | None = None
 
     def block(self, family: Family) -> Any:
-        """The experiment's block of `family` (None: absent, or the family reads no block)."""
-        return self.experiment.get(family.block) if family.block else None
+        """The experiment's block of `family` (None: absent, or the family reads no block),
+        read-only (retrace.frozen): every family hook reads the same experiment."""
+        from retrace.frozen import freeze
+
+        return freeze(self.experiment.get(family.block)) if family.block else None
 
 
 @dataclass(frozen=True)

@@ -310,10 +310,12 @@ def config_slice(stage: str, cfg: dict) -> dict:
 
 @functools.cache
 def job_config(job: Job) -> dict:
-    """job.config(), composed once per process and shared by every caller: read it, never
-    change it. Planning reads each job's config several times (rerun keys, resources, the
-    estimate), for tens of thousands of jobs at paper scale."""
-    return job.config()
+    """job.config(), composed once per process and shared by every caller, read-only (a change
+    is a TypeError: retrace.frozen). Planning reads each job's config several times (rerun
+    keys, resources, the estimate), for tens of thousands of jobs at paper scale."""
+    from retrace.frozen import freeze
+
+    return freeze(job.config())
 
 
 @functools.cache
