@@ -86,6 +86,7 @@ test: test-fast test-slow
 # pyproject.toml), the import contracts (import-linter: the core never imports a method family,
 # the families never each other; .ci/import_shape.py: no import cycle, the family boundary
 # derived from the family modules), dead code (.ci/dead_code.py: vulture and its allow-list),
+# functions over 80 lines (.ci/function_length.py, with its allow-list),
 # and `snakemake --lint` with the main venv's Snakemake, where each remaining lint is waived by
 # a justified comment (.ci/snakemake_lint.py).
 LINT_VENV ?= .venv-lint
@@ -104,6 +105,7 @@ lint: $(LINT_VENV)/.installed setup
 	PYTHONPATH=$(CURDIR)/src $(LINT_VENV)/bin/lint-imports --no-cache
 	PYTHONPATH=$(CURDIR)/src $(LINT_VENV)/bin/python .ci/import_shape.py
 	$(LINT_VENV)/bin/python .ci/dead_code.py
+	$(LINT_VENV)/bin/python .ci/function_length.py
 	PYTHONPATH=$(CURDIR)/src $(PY) .ci/snakemake_lint.py
 
 # The vLLM venv is built once per machine and kept outside the clone, under a name that is the

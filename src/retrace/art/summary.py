@@ -147,7 +147,8 @@ SIMULATED_NOTE = (
 )
 
 
-def section(cfg: dict, scores: list[dict]) -> dict:
+def _accuracy_table(cfg: dict, scores: list[dict]) -> dict:
+    """Accuracy per task and method: a row per model and task, a column per label."""
     labels = list(dict.fromkeys(s["label"] for s in scores))
     tasks = list(dict.fromkeys(s["task"] for s in scores))
     acc_rows, acc_prov = [], []
@@ -159,6 +160,16 @@ def section(cfg: dict, scores: list[dict]) -> dict:
                 [model, task, kind] + [_fmt(cells[l]["accuracy"]) if l in cells else "" for l in labels]
             )
             acc_prov.append(next(iter(cells.values()))["prov_sha256"] if cells else "")
+    return {
+        "caption": "Accuracy per task and method",
+        "columns": ["model", "task", "kind"] + labels,
+        "rows": acc_rows,
+        "prov": acc_prov,
+    }
+
+
+def _tool_tables(scores: list[dict]) -> tuple[dict, dict]:
+    """Tool use per ART run, and tool failures per label and tool."""
     tool_rows, tool_prov, fail = [], [], {}
     for s in scores:
         if s["label"].startswith("art"):
@@ -182,8 +193,23 @@ def section(cfg: dict, scores: list[dict]) -> dict:
         ";".join(s["prov_sha256"] for s in scores if s["label"] == label and tool in s["tool_calls"])
         for (label, tool) in sorted(fail)
     ]
-    per_tool = tool_table(scores)
-    search = search_table(scores)
+    use = {
+        "caption": "Tool use per run (share of items whose program called a tool)",
+        "columns": ["model", "task", "label", "tool use rate", "tool calls"],
+        "rows": tool_rows,
+        "prov": tool_prov,
+    }
+    failures = {
+        "caption": "Tool failures",
+        "columns": ["label", "tool", "calls", "failed", "failure rate"],
+        "rows": fail_rows,
+        "prov": fail_prov,
+    }
+    return use, failures
+
+
+def _version_table(scores: list[dict]) -> dict:
+    """The library version (and files) each ART run read, beside its accuracy."""
     ver_rows, ver_prov = [], []
     for s in scores:
         if s["label"].startswith("art") and s.get("library"):
@@ -201,37 +227,28 @@ def section(cfg: dict, scores: list[dict]) -> dict:
             )
             ver_prov.append(s["prov_sha256"])
     return {
+        "caption": "Library versions side by side (files each ART run read, sha256 prefix)",
+        "columns": ["model", "task", "label", "version", "library tasks", "files", "accuracy"],
+        "rows": ver_rows,
+        "prov": ver_prov,
+    }
+
+
+def section(cfg: dict, scores: list[dict]) -> dict:
+    """The ART report section (report/sections.py's form) over the runs' score records."""
+    use, failures = _tool_tables(scores)
+    return {
         "title": "ART: programs with tool calls (task library, pause and resume)",
         "intro": "Accuracy under each task's own metric (BIG-bench exact string match or multiple-choice "
         "grade, MMLU accuracy) on the held-out test items of each task, per method; tool-use "
         "and tool-failure rates; and the library version each ART run read.",
         "tables": [
-            {
-                "caption": "Accuracy per task and method",
-                "columns": ["model", "task", "kind"] + labels,
-                "rows": acc_rows,
-                "prov": acc_prov,
-            },
-            {
-                "caption": "Tool use per run (share of items whose program called a tool)",
-                "columns": ["model", "task", "label", "tool use rate", "tool calls"],
-                "rows": tool_rows,
-                "prov": tool_prov,
-            },
-            per_tool,
-            {
-                "caption": "Tool failures",
-                "columns": ["label", "tool", "calls", "failed", "failure rate"],
-                "rows": fail_rows,
-                "prov": fail_prov,
-            },
-            {
-                "caption": "Library versions side by side (files each ART run read, sha256 prefix)",
-                "columns": ["model", "task", "label", "version", "library tasks", "files", "accuracy"],
-                "rows": ver_rows,
-                "prov": ver_prov,
-            },
-            search,
+            _accuracy_table(cfg, scores),
+            use,
+            tool_table(scores),
+            failures,
+            _version_table(scores),
+            search_table(scores),
         ],
         "notes": [
             *([SIMULATED_NOTE] if cfg.get("backend") == "simulated" else []),

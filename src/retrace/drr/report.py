@@ -240,16 +240,9 @@ def leak_table(leak: dict, leak_file: Path) -> dict:
     }
 
 
-def summarise(
-    cfg: Mapping,
-    episode_files: list[Path],
-    train_files: list[Path],
-    question_files: list[Path],
-    leak_file: Path,
-    claims_out: Path,
-    section_out: Path,
-    plot_out: Path,
-) -> dict:
+def _episode_table(cfg: Mapping, episode_files: list[Path]) -> tuple:
+    """(runs, hashes, seeds by (model, dataset) and method; the metrics table's rows and their
+    provenance hashes) of the evaluation episodes, a NOTA variant row beside each where it differs."""
     runs: dict = defaultdict(lambda: defaultdict(list))
     hashes: dict = defaultdict(lambda: defaultdict(list))
     seeds: dict = defaultdict(lambda: defaultdict(list))
@@ -267,6 +260,53 @@ def summarise(
         if other:
             table.append(metrics_row(model, dataset, seed, other[0], other[1]))
             table_prov.append(h)
+    return runs, hashes, seeds, table, table_prov
+
+
+def _fixed_notes(cfg: Mapping) -> list[str]:
+    """The section's notes that depend on the configuration alone."""
+    return [
+        (
+            "A final 'none of the above' answer is scored as "
+            + (
+                "WRONG (as Table 1's Abstain rows imply: their FS(1) = 2·Acc − 100 and FS(3) = 4·Acc − 300, "
+                "i.e. no abstentions); rows labelled [NOTA = abstention] show the abstention reading."
+                if cfg["nota"] == "wrong"
+                else "an ABSTENTION (drr.nota: abstain; Table 1's Abstain rows imply it was scored as wrong); "
+                "rows labelled [NOTA = wrong] show the paper's reading."
+            )
+            + " Claims use the configured reading. Acc(D) always counts a NOTA as a decision to abstain "
+            "(Figure 2: Abstain's Acc(D) exceeds its Acc)."
+        ),
+        (
+            f"Accept weight: w_accept = {cfg['dm']['accept_weight_ratio']:g} x w_reject as Section 4.2 prints it, "
+            f"accepting at P(Accept) > {cfg['dm'].get('accept_threshold', 0.5):g}. On 1:1 downsampled rows "
+            "this accepts when P(correct) exceeds the 'implied threshold' of the weighting table (0.25 for 3:1 "
+            "at 0.5), more lenient than the unweighted DM, not the stricter acceptance Sections 3.2 and 6 "
+            "intend; the table gives both weightings' false-positive rates side by side "
+            "(drr/dm_data.implied_accept_threshold)."
+        ),
+        "Accuracy is reported twice, labelled: abstentions scored as wrong (Section 6) and as what "
+        "the last attempt answered (consistent with Table 1's DRR rows; scoring/metrics.py).",
+        "always_accept gives CoT's answers with the judge's Acc(D) rule; always_reject abstains on "
+        "every question (FS = 0 by construction).",
+        "The leak scanner cannot see paraphrased golds or leaks through labels/ordering (see "
+        "drr/leak.py); the reasoner's own answers echoed in re-prompts are trusted.",
+        "Claims with fewer than 10 questions are inconclusive by rule (scoring/claims.py).",
+    ]
+
+
+def summarise(
+    cfg: Mapping,
+    episode_files: list[Path],
+    train_files: list[Path],
+    question_files: list[Path],
+    leak_file: Path,
+    claims_out: Path,
+    section_out: Path,
+    plot_out: Path,
+) -> dict:
+    runs, hashes, seeds, table, table_prov = _episode_table(cfg, episode_files)
     leak = json.loads(Path(leak_file).read_text())
     from retrace.drr.leakcheck import refuse
 
@@ -315,35 +355,7 @@ def summarise(
         ]
         + dm_notes
         + falsifier_notes(rows)
-        + [
-            (
-                "A final 'none of the above' answer is scored as "
-                + (
-                    "WRONG (as Table 1's Abstain rows imply: their FS(1) = 2·Acc − 100 and FS(3) = 4·Acc − 300, "
-                    "i.e. no abstentions); rows labelled [NOTA = abstention] show the abstention reading."
-                    if cfg["nota"] == "wrong"
-                    else "an ABSTENTION (drr.nota: abstain; Table 1's Abstain rows imply it was scored as wrong); "
-                    "rows labelled [NOTA = wrong] show the paper's reading."
-                )
-                + " Claims use the configured reading. Acc(D) always counts a NOTA as a decision to abstain "
-                "(Figure 2: Abstain's Acc(D) exceeds its Acc)."
-            ),
-            (
-                f"Accept weight: w_accept = {cfg['dm']['accept_weight_ratio']:g} x w_reject as Section 4.2 prints it, "
-                f"accepting at P(Accept) > {cfg['dm'].get('accept_threshold', 0.5):g}. On 1:1 downsampled rows "
-                "this accepts when P(correct) exceeds the 'implied threshold' of the weighting table (0.25 for 3:1 "
-                "at 0.5), more lenient than the unweighted DM, not the stricter acceptance Sections 3.2 and 6 "
-                "intend; the table gives both weightings' false-positive rates side by side "
-                "(drr/dm_data.implied_accept_threshold)."
-            ),
-            "Accuracy is reported twice, labelled: abstentions scored as wrong (Section 6) and as what "
-            "the last attempt answered (consistent with Table 1's DRR rows; scoring/metrics.py).",
-            "always_accept gives CoT's answers with the judge's Acc(D) rule; always_reject abstains on "
-            "every question (FS = 0 by construction).",
-            "The leak scanner cannot see paraphrased golds or leaks through labels/ordering (see "
-            "drr/leak.py); the reasoner's own answers echoed in re-prompts are trusted.",
-            "Claims with fewer than 10 questions are inconclusive by rule (scoring/claims.py).",
-        ],
+        + _fixed_notes(cfg),
     }
     write_json(section_out, section)
     inputs = list(episode_files) + list(train_files) + list(question_files) + [leak_file]
