@@ -24,8 +24,6 @@ def _refuse(self, *args, **kwargs) -> NoReturn:
 
 
 class FrozenDict(dict):
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
-
     def __deepcopy__(self, memo: dict) -> dict:
         return thaw(self)
 
@@ -37,9 +35,6 @@ class FrozenDict(dict):
 
 
 class FrozenList(list):
-    __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = _refuse
-    sort = reverse = __iadd__ = __imul__ = _refuse
-
     def __deepcopy__(self, memo: dict) -> list:
         return thaw(self)
 
@@ -48,6 +43,17 @@ class FrozenList(list):
 
     def __reduce__(self):
         return (list, (thaw(self),))
+
+
+# Every method that changes a dict or a list, refused.
+_CHANGES = {
+    FrozenDict: ("__setitem__", "__delitem__", "clear", "pop", "popitem", "setdefault", "update", "__ior__"),
+    FrozenList: ("__setitem__", "__delitem__", "append", "extend", "insert", "pop", "remove", "clear")
+    + ("sort", "reverse", "__iadd__", "__imul__"),
+}
+for _cls, _names in _CHANGES.items():
+    for _name in _names:
+        setattr(_cls, _name, _refuse)
 
 
 def freeze(value: Any) -> Any:
