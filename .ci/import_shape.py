@@ -17,8 +17,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import grimp
-
 ROOT = "retrace"
 SRC = Path(__file__).resolve().parents[1] / "src" / ROOT
 
@@ -87,14 +85,16 @@ def family_of(module: str, packages: list[str]) -> str | None:
     return next((p for p in packages if module == p or module.startswith(p + ".")), None)
 
 
-def problems(graph) -> list[str]:
+def problems(graph, packages: list[str] | None = None) -> list[str]:
+    """Every cycle, and every import of a family package from outside it (`packages`: the
+    family packages, default: found by their family.py)."""
     out = edges(graph)
     lines = []
     for group in cycles(out):
         inside = set(group)
         links = [f"{m} -> {sorted(out[m] & inside)[0]}" for m in group]
         lines.append(f"import cycle of {len(group)} modules: " + "; ".join(links))
-    packages = families()
+    packages = families() if packages is None else packages
     for importer in sorted(out):
         mine = family_of(importer, packages)
         for imported in sorted(out[importer]):
@@ -106,6 +106,8 @@ def problems(graph) -> list[str]:
 
 
 def main() -> int:
+    import grimp  # the lint venv's (envs/lint.txt); the functions above take any graph
+
     graph = grimp.build_graph(ROOT, cache_dir=None)
     found = problems(graph)
     for line in found:
