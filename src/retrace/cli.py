@@ -80,7 +80,7 @@ EXAMPLES = {
         "retrace export --out run.crate.zip --include-generations --agent 'A. Researcher'",
     ),
 }
-USER_ORDER = ("run", "list", "plan", "status", "audit", "export", "rehearse")
+USER_ORDER = ("run", "list", "plan", "status", "audit", "export", "rehearse", "deviations")
 
 
 def command(name: str, help: str, examples: tuple[str, ...]) -> Callable:
@@ -418,6 +418,25 @@ def _run(p: argparse.ArgumentParser) -> Callable:
     def run(a: argparse.Namespace) -> int:
         extra = a.snakemake_args[1:] if a.snakemake_args[:1] == ["--"] else a.snakemake_args
         return launch.run(launch.command(a, extra))
+
+    return run
+
+
+@command(
+    "deviations",
+    "where retrace differs from a paper it reproduces, one `deviation:` line each",
+    (
+        "retrace deviations --experiment paper       # the refinement paper's register",
+        "retrace deviations --experiment drr_paper | grep 'can change a verdict: yes'",
+    ),
+)
+def _deviations(p: argparse.ArgumentParser) -> Callable:
+    from retrace import deviations
+
+    p.add_argument("--experiment", "-e", required=True, choices=deviations.experiments())
+
+    def run(a: argparse.Namespace) -> None:
+        print("\n".join(deviations.lines(a.experiment)))
 
     return run
 

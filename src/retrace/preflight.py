@@ -308,6 +308,15 @@ def drr_leak_problems(block: dict, mirror: str | None, notes: list[str]) -> list
     return out
 
 
+def register_problems(experiment: str, exp: dict) -> list[tuple[str, str]]:
+    """The deviations register's switches and the paper's references (retrace.deviations)."""
+    from retrace.config import CONFIG_DIR
+    from retrace.deviations import problems
+    from retrace.report.paper import NUMBERS
+
+    return problems(experiment, exp, CONFIG_DIR, NUMBERS)
+
+
 def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """(job or block, reason) for everything in the experiment that would fail; what was
     checked and passed is appended to `notes` where one is given."""
@@ -321,6 +330,7 @@ def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, s
     for name, defaults in (("drr", "drr/defaults.yaml"), ("art", None)):
         if exp.get(name):
             out += family_problems(name, exp[name], defaults)
+    out += register_problems(global_cfg["experiment"], exp)
     if exp.get("drr"):
         out += drr_leak_problems(exp["drr"], global_cfg.get("mirror"), notes if notes is not None else [])
     return out

@@ -117,15 +117,43 @@ def claims(cfg: dict, scores: list[dict], near_duplicates: dict[str, str] | None
     return rows
 
 
+def task_weights(runs: list[dict]) -> dict[str, float]:
+    """{task:question: weight} so that the plain mean over questions of weighted scores is the
+    task-averaged (macro) mean the paper reports: weight = questions / (tasks x the question's
+    task's questions). Each task then counts once, however many questions it has."""
+    keys = sorted(set().union(*runs)) if runs else []
+    per_task: dict[str, int] = {}
+    for k in keys:
+        per_task[k.split(":", 1)[0]] = per_task.get(k.split(":", 1)[0], 0) + 1
+    return {k: len(keys) / (len(per_task) * per_task[k.split(":", 1)[0]]) for k in keys}
+
+
+def task_averaged(runs: list[dict], weights: dict[str, float]) -> list[dict]:
+    """Runs with each question's score times its weight (task_weights): the paired comparison
+    of such runs (scoring/claims.py) has the macro difference as its delta, its CI over
+    questions, and the same wins/ties/losses and sign-flip test as the pooled one."""
+    return [{k: v * weights[k] for k, v in run.items()} for run in runs]
+
+
 def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
+    """The claim task-averaged (the paper's statistic, §1: "average improvement ... across
+    tasks") and, beside it, pooled over questions as "<claim> (pooled)"; where every task has
+    as many questions the two are the same, and one row is written."""
     ra, ea = _pooled(scores, a, tasks)
     rb, eb = _pooled(scores, b, tasks)
     if not ra or not rb:
         return []
-    row = claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb)
+    w = task_weights(ra + rb)
+    rows = [claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb)]
+    if set(w.values()) != {1.0}:  # tasks of unequal size: the two statistics differ
+        rows[0]["claim"] = f"{claim} (pooled)"
+        macro = claim_row(claim, model, dataset, a, b, task_averaged(ra, w), task_averaged(rb, w), evidence=ea + eb)
+        macro["note"] = "; ".join(filter(None, [macro.get("note"), "task-averaged (each task weighs the same)"]))
+        rows.insert(0, macro)
     caveat = stand_in_note([s for s in scores if s["label"] in (a, b) and s["task"] in tasks])
-    row["note"] = "; ".join(filter(None, [row.get("note"), caveat]))
-    return [row]
+    for row in rows:
+        row["note"] = "; ".join(filter(None, [row.get("note"), caveat]))
+    return rows
 
 
 def stand_in_note(scores: list[dict]) -> str:
