@@ -10,7 +10,7 @@ The design is read from the experiment, never listed by hand: `plan.jobs` gives 
 (model, dataset) cell's method labels and seeds, a label whose sampling temperature is 0
 has identical seeds (the real engines give identical samples), `claims.weaker` names the
 weaker-model pairs, question counts come from the mirror (retrace.estimate.problem_count).
-DRR's rows come from retrace.drr.claims.CLAIMS over its settings (evaluation questions:
+DRR's rows come from retrace.drr.claims.claim_list over its settings (evaluation questions:
 the eval file, or 1 - train_fraction of one file), per dataset and pooled over them
 (dataset "all", Table 1's Overall), ART's from retrace.art.summary.CLAIMS
 pooled over its task groups (`examples` questions per task; every ART method but art_sc
@@ -106,22 +106,23 @@ def spine_design(name: str, mirror: str, d: Design) -> None:
 
 def drr_design(block: dict, mirror: str, d: Design) -> None:
     from retrace.drr import settings
-    from retrace.drr.claims import CLAIMS, OVERALL
+    from retrace.drr.claims import OVERALL, claim_list
 
     cfg = settings.load(block)
+    listed = claim_list(cfg["acc_abstention"])
     labels = {m: (len(cfg["seeds"]), False) for m in settings.methods(cfg)}
     for model in cfg["models"]:
         for e in settings.entries(cfg):
             n = _count(e["name"], mirror)
             n = n if e["train"] else n - round(float(cfg["train_fraction"]) * n)
             d.cells[(model, e["name"])] = {"n": n, "drr": True, "labels": labels}
-            for claim, a, b, metric, k in CLAIMS:
+            for claim, a, b, metric, k in listed:
                 if a in labels and b in labels:
                     d.rows.append(
                         (claim, model, e["name"], a, b, "greater", metric, k, [(model, e["name"])], "plain")
                     )
         keys = [(model, e["name"]) for e in settings.entries(cfg)]  # Table 1's Overall: all pooled
-        for claim, a, b, metric, k in CLAIMS:
+        for claim, a, b, metric, k in listed:
             if a in labels and b in labels:
                 d.rows.append((claim, model, OVERALL, a, b, "greater", metric, k, keys, "pooled"))
 
