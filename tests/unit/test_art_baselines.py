@@ -96,7 +96,9 @@ def test_autocot_random_selection_takes_seeded_random_questions_without_embeddin
     monkeypatch.setattr(ac, "embed", lambda texts: (_ for _ in ()).throw(AssertionError("embedded")))
     pool = [Problem(f"q{i}", f"q{i}", "x") for i in range(6)]
     llm, _ = scripted_llm(tmp_path, {"script": {"": " fine.\nAns: 1"}})
-    rows = METHOD_FNS["autocot"](_ctx(llm, [Problem("t1", "t1", "1")], pool, autocot_k=2, autocot_selection="random"))
+    rows = METHOD_FNS["autocot"](
+        _ctx(llm, [Problem("t1", "t1", "1")], pool, autocot_k=2, autocot_selection="random")
+    )
     order = [f"q{i}" for i in range(6)]
     random.Random(7).shuffle(order)  # the run seed of _ctx
     assert rows[0]["clusters"] == [order[0::2], order[1::2]]

@@ -50,12 +50,29 @@ def test_the_papers_references_name_models_and_datasets_the_experiment_runs(name
 def test_every_issue_item_is_in_a_register():
     """The differences a reviewer found (issue 41's "Why") each have an entry."""
     ids = {n: {d["id"] for d in deviations.load(n)["deviations"]} for n in REGISTERS}
-    assert {"refine-history", "math7b-depth", "rm-verifier", "search-scorer", "qwen1.5b-variant",
-            "math7b-variant"} <= ids["paper"]
-    assert {"abstention-accuracy", "dm-loss-weighting", "sft-lora-parameters", "train-splits",
-            "overall-size"} <= ids["drr_paper"]
-    assert {"task-averaged", "autocot-selection", "autocot-22-points", "models", "search-tool",
-            "task-sets"} <= ids["art_paper"]
+    assert {
+        "refine-history",
+        "math7b-depth",
+        "rm-verifier",
+        "search-scorer",
+        "qwen1.5b-variant",
+        "math7b-variant",
+    } <= ids["paper"]
+    assert {
+        "abstention-accuracy",
+        "dm-loss-weighting",
+        "sft-lora-parameters",
+        "train-splits",
+        "overall-size",
+    } <= ids["drr_paper"]
+    assert {
+        "task-averaged",
+        "autocot-selection",
+        "autocot-22-points",
+        "models",
+        "search-tool",
+        "task-sets",
+    } <= ids["art_paper"]
 
 
 def test_paper_yaml_runs_the_switches_it_registers_as_fixed():
@@ -80,7 +97,9 @@ def test_cli_prints_one_deviation_line_each(capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == len(deviations.load("drr_paper")["deviations"])
     assert all(line.startswith("deviation: [") for line in out)
-    assert any("sft-lora-parameters" in line and "3,407,872" in line and "783,150,080" in line for line in out)
+    assert any(
+        "sft-lora-parameters" in line and "3,407,872" in line and "783,150,080" in line for line in out
+    )
 
 
 PAPER = yaml.safe_dump(deviations.load("paper"))  # the real register, read before any monkeypatch
@@ -94,15 +113,24 @@ def _broken(tmp_path: Path, entry: dict) -> Path:
 
 
 def test_a_switch_that_does_not_exist_is_one_line_naming_file_and_key(tmp_path, monkeypatch):
-    entry = {"id": "x", "area": "a", "ours": "o", "status": "switchable", "verdict": "no",
-             "switch": {"file": "config/method/refine.yaml", "key": "histroy", "paper": "latest"}}
+    entry = {
+        "id": "x",
+        "area": "a",
+        "ours": "o",
+        "status": "switchable",
+        "verdict": "no",
+        "switch": {"file": "config/method/refine.yaml", "key": "histroy", "paper": "latest"},
+    }
     monkeypatch.setattr(deviations, "HERE", _broken(tmp_path, entry))
     [(where, why)] = deviations.switch_problems("paper", CONFIG_DIR)
     assert where.endswith("paper.yaml: deviations[11] (x).switch") and str(tmp_path) in where
     assert why == "key 'histroy' does not exist in config/method/refine.yaml"
     entry["switch"]["file"] = "config/method/nothing.yaml"
     monkeypatch.setattr(deviations, "HERE", _broken(tmp_path, entry))
-    assert deviations.switch_problems("paper", CONFIG_DIR)[0][1] == "file config/method/nothing.yaml does not exist"
+    assert (
+        deviations.switch_problems("paper", CONFIG_DIR)[0][1]
+        == "file config/method/nothing.yaml does not exist"
+    )
 
 
 def test_a_reference_to_a_model_the_experiment_does_not_run_fails_the_check(tmp_path):
@@ -123,21 +151,43 @@ def test_plan_check_fails_on_a_broken_register(tmp_path, monkeypatch, capsys):
     """End to end through `retrace plan --check` (the real paper experiment, one bad switch)."""
     from retrace.cli import main
 
-    entry = {"id": "x", "area": "a", "ours": "o", "status": "switchable", "verdict": "no",
-             "switch": {"file": "config/method/refine.yaml", "key": "histroy", "paper": "latest"}}
+    entry = {
+        "id": "x",
+        "area": "a",
+        "ours": "o",
+        "status": "switchable",
+        "verdict": "no",
+        "switch": {"file": "config/method/refine.yaml", "key": "histroy", "paper": "latest"},
+    }
     monkeypatch.setattr(deviations, "HERE", _broken(tmp_path, entry))
     assert main(["plan", "--experiment", "paper", "--check"]) == 1
     fails = [line for line in capsys.readouterr().out.splitlines() if "FAIL" in line]
-    assert fails == [f"check: FAIL {tmp_path / 'paper.yaml'}: deviations[11] (x).switch: "
-                     "key 'histroy' does not exist in config/method/refine.yaml"]
+    assert fails == [
+        f"check: FAIL {tmp_path / 'paper.yaml'}: deviations[11] (x).switch: "
+        "key 'histroy' does not exist in config/method/refine.yaml"
+    ]
 
 
 def test_the_report_shows_a_register_only_for_runs_on_its_experiments_models():
     from retrace.report.html import render_html
 
-    row = {"claim": "beats greedy", "model": "qwen2.5-1.5b-instruct", "dataset": "math500", "method": "refine",
-           "baseline": "greedy", "delta": 0.1, "ci_low": 0.0, "ci_high": 0.2, "p_value": 0.01,
-           "verdict": "inconclusive", "n_questions": 500, "wins": 1, "ties": 1, "losses": 0, "evidence": []}
+    row = {
+        "claim": "beats greedy",
+        "model": "qwen2.5-1.5b-instruct",
+        "dataset": "math500",
+        "method": "refine",
+        "baseline": "greedy",
+        "delta": 0.1,
+        "ci_low": 0.0,
+        "ci_high": 0.2,
+        "p_value": 0.01,
+        "verdict": "inconclusive",
+        "n_questions": 500,
+        "wins": 1,
+        "ties": 1,
+        "losses": 0,
+        "evidence": [],
+    }
     page = render_html([], [], claims=[row])
     assert "Where this run differs from the paper (paper)" in page and "refinement conditioning" in page
     smoke = render_html([], [], claims=[{**row, "model": "qwen2.5-coder-0.5b-q4km"}])

@@ -46,4 +46,7 @@ def test_drr_paper_writes_both_conventions():
     cfg = settings.load(load_experiment("drr_paper")["drr"])
     names = [c[0] for c in claim_list(cfg["acc_abstention"])]
     for base in ("CoT", "Abstain", "Self-Critic", "SFT-LoRA"):
-        assert f"DRR beats {base} on accuracy" in names and f"DRR beats {base} on accuracy{WRONG_SUFFIX}" in names
+        assert (
+            f"DRR beats {base} on accuracy" in names
+            and f"DRR beats {base} on accuracy{WRONG_SUFFIX}" in names
+        )

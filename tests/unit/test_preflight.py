@@ -201,15 +201,21 @@ def test_latest_history_context_is_one_round_on_the_previous_trace_whatever_the_
     from (sample 512 or correction 384) and one round, at any depth."""
     from retrace.config import compose
 
-    roles = ["method.sampling.max_tokens=512", "method.roles.continue.max_tokens=128",
-             "method.roles.critique.max_tokens=128", "method.roles.correct.max_tokens=384"]
+    roles = [
+        "method.sampling.max_tokens=512",
+        "method.roles.continue.max_tokens=128",
+        "method.roles.critique.max_tokens=128",
+        "method.roles.correct.max_tokens=384",
+    ]
     m = lambda *o: compose({"method": "refine"}, [*roles, *o])["method"]
     one_round = preflight.refine_tokens(m("method.depth=1")) - 512
     assert preflight.refine_tokens(m("method.depth=4")) == 512 + 4 * one_round
     for depth in (1, 2, 4, 8):
         assert preflight.refine_tokens(m(f"method.depth={depth}", "method.history=latest")) == 512 + one_round
     longer = m("method.depth=4", "method.history=latest", "method.roles.correct.max_tokens=900")
-    assert preflight.refine_tokens(longer) == 900 + one_round + (900 - 384)  # the correction is the longest trace
+    assert preflight.refine_tokens(longer) == 900 + one_round + (
+        900 - 384
+    )  # the correction is the longest trace
 
 
 def test_a_reward_model_on_gpus_of_its_own_is_sized_against_them():

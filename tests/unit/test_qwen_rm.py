@@ -18,7 +18,7 @@ from retrace.config import CONFIG_DIR
 from retrace.records import Problem
 from retrace.scoring.scorers import ScoreItem, build_scorer
 
-REMOTE_CODE = '''
+REMOTE_CODE = """
 import torch
 from torch import nn
 from transformers import Qwen2Model, Qwen2PreTrainedModel
@@ -42,7 +42,7 @@ class Qwen2ForRewardModel(Qwen2PreTrainedModel):
         last = last % input_ids.shape[-1]
         pooled = logits[torch.arange(input_ids.shape[0], device=logits.device), last]
         return SequenceClassifierOutputWithPast(logits=pooled)
-'''
+"""
 PROBLEM = Problem("p1", "What is 2+3?", "5")
 
 
@@ -63,9 +63,15 @@ def tiny_qwen_rm(tmp_path_factory):
     spec.loader.exec_module(module)
     tokenizer = tiny_tokenizer()
     config = transformers.Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
-        pad_token_id=tokenizer.pad_token_id, architectures=["Qwen2ForRewardModel"],
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        architectures=["Qwen2ForRewardModel"],
         auto_map={"AutoModel": "modeling_qwen2_rm.Qwen2ForRewardModel"},
     )
     module.Qwen2ForRewardModel(config).save_pretrained(folder)
@@ -89,7 +95,9 @@ def test_the_config_loads_the_repos_remote_code_as_an_outcome_reward(tiny_qwen_r
     )
     import torch
 
-    ids = s.render([{"role": "user", "content": PROBLEM.question}, {"role": "assistant", "content": "2+3 = \\boxed{5}"}])
+    ids = s.render(
+        [{"role": "user", "content": PROBLEM.question}, {"role": "assistant", "content": "2+3 = \\boxed{5}"}]
+    )
     with torch.inference_mode():
         hidden = s.model.model(input_ids=torch.tensor([ids]))[0]
         expected = float(s.model.score(hidden)[0, -1, 0])  # the raw reward at the last token
@@ -113,7 +121,10 @@ def test_paper_yaml_scores_qwen2_5_math_7b_rm_at_n_with_it_pinned():
     from retrace.plan import jobs
     from retrace.preflight import SHA1
 
-    rm = [j.config()["method"]["scorer"] for j in jobs(check_global({"experiment": "paper"})) if j.label == "best_of_n"
-          and j.model == "qwen2.5-math-7b"]
+    rm = [
+        j.config()["method"]["scorer"]
+        for j in jobs(check_global({"experiment": "paper"}))
+        if j.label == "best_of_n" and j.model == "qwen2.5-math-7b"
+    ]
     assert rm and {s["repo"] for s in rm} == {"Qwen/Qwen2.5-Math-RM-72B"}
     assert all(SHA1.match(s["revision"]) for s in rm)

@@ -77,7 +77,9 @@ SETTINGS = {
 }
 # Settings with no default in SETTINGS (so runs that leave them out keep their rerun keys):
 # name -> valid values, the first being what leaving it out means.
-OPTIONAL_SETTINGS = {"autocot_selection": ("kmeans", "random")}  # AutoCoT demos: k-means | random (the ART paper's)
+OPTIONAL_SETTINGS = {
+    "autocot_selection": ("kmeans", "random")
+}  # AutoCoT demos: k-means | random (the ART paper's)
 TEMPLATES = {
     "fewshot": ["art_fewshot.j2"],
     "autocot": ["art_autocot.j2"],

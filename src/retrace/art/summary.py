@@ -147,8 +147,12 @@ def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
     rows = [claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb)]
     if set(w.values()) != {1.0}:  # tasks of unequal size: the two statistics differ
         rows[0]["claim"] = f"{claim} (pooled)"
-        macro = claim_row(claim, model, dataset, a, b, task_averaged(ra, w), task_averaged(rb, w), evidence=ea + eb)
-        macro["note"] = "; ".join(filter(None, [macro.get("note"), "task-averaged (each task weighs the same)"]))
+        macro = claim_row(
+            claim, model, dataset, a, b, task_averaged(ra, w), task_averaged(rb, w), evidence=ea + eb
+        )
+        macro["note"] = "; ".join(
+            filter(None, [macro.get("note"), "task-averaged (each task weighs the same)"])
+        )
         rows.insert(0, macro)
     caveat = stand_in_note([s for s in scores if s["label"] in (a, b) and s["task"] in tasks])
     for row in rows:

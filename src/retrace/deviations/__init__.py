@@ -49,7 +49,9 @@ def load(experiment: str) -> dict:
     """The register of `experiment`, checked for shape; an error names the file and entry."""
     path = path_of(experiment)
     if not path.exists():
-        raise ValueError(f"no deviations register for experiment {experiment!r}; registers: {', '.join(experiments())}")
+        raise ValueError(
+            f"no deviations register for experiment {experiment!r}; registers: {', '.join(experiments())}"
+        )
     data = yaml.safe_load(path.read_text())
     for i, d in enumerate(data.get("deviations") or []):
         where = f"{path}: deviations[{i}]"
@@ -129,7 +131,12 @@ def reference_problems(paper_key: str, exp: dict, numbers: Path) -> list[tuple[s
         for j, ref in enumerate(refs):
             where = f"{numbers}: claims[{i}] ({entry['claim']!r}).refs[{j}]"
             if ref.get("model") and ref["model"] not in models:
-                out.append((f"{where}.model", f"{ref['model']} is not a model the experiment runs ({', '.join(sorted(models))})"))
+                out.append(
+                    (
+                        f"{where}.model",
+                        f"{ref['model']} is not a model the experiment runs ({', '.join(sorted(models))})",
+                    )
+                )
             ds = ref.get("dataset")
             if ds and ds not in POOLED and ds not in datasets:
                 out.append((f"{where}.dataset", f"{ds} is not a dataset the experiment runs"))
@@ -140,7 +147,9 @@ def problems(experiment: str, exp: dict, config_dir: Path, numbers: Path) -> lis
     """Everything wrong with `experiment`'s register and its paper references (none without a register)."""
     if not path_of(experiment).exists():
         return []
-    return switch_problems(experiment, config_dir) + reference_problems(load(experiment)["paper"], exp, numbers)
+    return switch_problems(experiment, config_dir) + reference_problems(
+        load(experiment)["paper"], exp, numbers
+    )
 
 
 def for_report(claims: list[dict]) -> list[dict]:
@@ -153,5 +162,7 @@ def for_report(claims: list[dict]) -> list[dict]:
         register = load(experiment)
         models = experiment_runs(load_experiment(experiment))[0]
         if any(c.get("paper_key") == register["paper"] and c.get("model") in models for c in claims):
-            out.append({"experiment": experiment, "paper": register["paper"], "deviations": register["deviations"]})
+            out.append(
+                {"experiment": experiment, "paper": register["paper"], "deviations": register["deviations"]}
+            )
     return out

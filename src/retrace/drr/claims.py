@@ -60,7 +60,11 @@ def claim_list(acc_abstention: str = "wrong") -> list[tuple]:
         raise ValueError(f"drr.acc_abstention: {acc_abstention!r}; valid: {', '.join(ACC_ABSTENTION)}")
     if acc_abstention == "both":
         return CLAIMS
-    return [(c, a, b, "accuracy" if m == PAPER_ACC else m, k) for c, a, b, m, k in CLAIMS if not c.endswith(WRONG_SUFFIX)]
+    return [
+        (c, a, b, "accuracy" if m == PAPER_ACC else m, k)
+        for c, a, b, m, k in CLAIMS
+        if not c.endswith(WRONG_SUFFIX)
+    ]
 
 
 def decision_view(eps: list) -> list:

@@ -117,7 +117,9 @@ def _row_structure(row: Mapping) -> tuple[int, list[int]] | None:
         recs = [rec for depth in refine_chains(extra) for rec in depth]
         if any("context_tokens" not in rec for rec in recs):
             return None
-        return int(min(rec["prompt_tokens"] for rec in depths[0])), [int(rec["context_tokens"]) for rec in recs]
+        return int(min(rec["prompt_tokens"] for rec in depths[0])), [
+            int(rec["context_tokens"]) for rec in recs
+        ]
     return int(min(s["prompt_tokens"] for s in samples)), [
         int(s["prompt_tokens"]) + int(s["generated_tokens"]) for s in samples
     ]
