@@ -15,6 +15,7 @@ from pathlib import Path
 
 from retrace.art import plan
 from retrace.art.metrics import grade
+from retrace.art.task_average import task_averaged, task_weights
 from retrace.atomic import write_json
 from retrace.config import compose
 from retrace.hashing import sha256_file
@@ -115,24 +116,6 @@ def claims(cfg: dict, scores: list[dict], near_duplicates: dict[str, str] | None
                 "edited tasks",
             )
     return rows
-
-
-def task_weights(runs: list[dict]) -> dict[str, float]:
-    """{task:question: weight} so that the plain mean over questions of weighted scores is the
-    task-averaged (macro) mean the paper reports: weight = questions / (tasks x the question's
-    task's questions). Each task then counts once, however many questions it has."""
-    keys = sorted(set().union(*runs)) if runs else []
-    per_task: dict[str, int] = {}
-    for k in keys:
-        per_task[k.split(":", 1)[0]] = per_task.get(k.split(":", 1)[0], 0) + 1
-    return {k: len(keys) / (len(per_task) * per_task[k.split(":", 1)[0]]) for k in keys}
-
-
-def task_averaged(runs: list[dict], weights: dict[str, float]) -> list[dict]:
-    """Runs with each question's score times its weight (task_weights): the paired comparison
-    of such runs (scoring/claims.py) has the macro difference as its delta, its CI over
-    questions, and the same wins/ties/losses and sign-flip test as the pooled one."""
-    return [{k: v * weights[k] for k, v in run.items()} for run in runs]
 
 
 def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
