@@ -35,12 +35,15 @@ def jobs(out: str) -> list[tuple[str, dict]]:
 
 def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     out = dry_run(copy_repo(tmp_path), "paper")
-    assert re.search(r"estimate: 660 generation jobs, .* GPU-hours", out)
+    assert re.search(r"estimate: 675 generation jobs, .* GPU-hours", out)
     planned = jobs(out)
     gen = [r for rule, r in planned if rule == "generate"]
-    # scoring is one job per model × dataset × seed (60), not one per label (660) and diagnosis (240)
-    assert len(gen) == 660 and re.search(r"^total\s+737$", out, re.M)
-    assert all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in gen)
+    # scoring is one job per model × dataset × seed (60), not one per label (675: 4 models x 5
+    # datasets x 3 seeds x 11 labels, + refine_full on one model x 15) and diagnosis
+    assert len(gen) == 675 and re.search(r"^total\s+752$", out, re.M)
+    assert all(int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in gen)
+    # Qwen2.5-Math-7B's RM@N (5 datasets x 3 seeds) also asks for its reward model's 2 GPUs
+    assert sorted(r["gpu"] for r in gen) == ["1"] * 660 + ["3"] * 15
     probes = [r for rule, r in planned if rule == "probe"]  # one per model, on its GPU
     assert len(probes) == 4 and all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 for r in probes)
     # a 7.6B model needs more host memory than a 1.5B one; nothing is capped by profiles/default
