@@ -186,9 +186,11 @@ def memory_problem(cfg: dict, worst: int) -> str | None:
     fit = int(free // (kv * worst / tp)) if free > 0 else 0
     scorer = cfg["method"].get("scorer") or {}
     rm = 2.0 * float(scorer.get("params") or 0) if scorer.get("name") == "hf_reward" else 0.0
-    if rm and scorer.get("gpus"):
-        return reward_gpus_problem(scorer, rm, float(engine["gpu_memory_gb"]))
-    if rm and usable + rm > float(engine["gpu_memory_gb"]) * 2**30:
+    if rm and scorer.get("gpus"):  # on GPUs of its own: sized against them, not beside vLLM
+        problem = reward_gpus_problem(scorer, rm, float(engine["gpu_memory_gb"]))
+        if problem:
+            return problem
+    elif rm and usable + rm > float(engine["gpu_memory_gb"]) * 2**30:
         return (
             f"GPU memory: vLLM takes {usable / 2**30:.1f} GiB and the reward model {rm / 2**30:.1f} GiB "
             f"of {engine['gpu_memory_gb']} GiB; lower backend.engine.gpu_memory_utilization"
