@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench reliability reliability-quick calibrate model-1.5b clean
+.PHONY: figures ci-time setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench reliability reliability-quick calibrate model-1.5b clean
 
 setup: $(STAMP)
 
@@ -148,6 +148,17 @@ reliability-quick: setup
 # art_paper, refine_smoke; base accuracy and difficulty swept), and the paper's power at +10 points.
 calibrate: setup
 	$(PY) benchmarks/claims_calibration.py
+
+# Published figures are outputs: benchmarks/record.py keeps what a measuring command printed as
+# docs/measurements/results/NAME/<time>.json, and `make figures` redraws every marked figure in
+# README.md and docs/ from the newest of those (docs/measurements/figures.yaml says which).
+figures: setup
+	$(PY) benchmarks/figures.py
+
+# CI's time on a clean clone of HEAD (as root, like CI): NOTE says how loaded the machine was.
+NOTE ?= quiet
+ci-time:
+	$(PYTHON) benchmarks/record.py ci --note "$(NOTE)" -- bash benchmarks/ci_clean_clone.sh
 
 model-1.5b: setup
 	$(PY) -m pip install --quiet -r envs/model-1.5b.txt
