@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import errno
 import re
 import socket
 import time
@@ -46,7 +47,8 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from retrace.cache_store import SHARDS, TOMBSTONE, Index, Segments, shard_of
+from retrace.cache_index import TOMBSTONE, Index, shard_of
+from retrace.cache_store import Segments
 from retrace.hashing import sha256_json
 from retrace.records import Completion, Request
 
@@ -92,38 +94,42 @@ class RequestCache:
         self._index.refresh(shard_of(k) for k in keys)
         found: dict[str, Completion] = {}
         for key in keys:
-            c = self._read_packed(key) if key in self._index.entries else self._read_legacy(key)
+            place = self._index.get(key)
+            c = self._read_packed(key, place) if place else self._read_legacy(key)
             if c is not None:
                 found[key] = c
         return found
 
-    def _read_packed(self, key: str) -> Completion | None:
-        segment, offset, length = self._index.entries[key]
+    def _read_packed(self, key: str, place: tuple[str, int, int]) -> Completion | None:
         try:
-            raw = self._segments.read(segment, offset, length)
-        except FileNotFoundError as e:  # a segment removed by hand
-            self._revoke(key, b"", e)
-            return None
-        try:
-            return _parse_entry(raw, key)
-        except (ValueError, KeyError, TypeError) as e:  # UnicodeDecodeError is a ValueError
-            self._revoke(key, raw, e)
-            return None
+            return _parse_entry(self._segments.read(*place), key)
+        except (OSError, ValueError, KeyError, TypeError) as e:  # UnicodeDecodeError is a ValueError
+            if isinstance(e, OSError) and not isinstance(e, FileNotFoundError):
+                raise  # an I/O error is no verdict on the entry
+            return self._revoke(key, place, e)
 
-    def _revoke(self, key: str, raw: bytes, why: Exception) -> None:
-        """Keep a damaged entry's bytes under aside/ and drop it from the index (once: a reader
-        that finds it already revoked does nothing)."""
-        log.warning("request cache entry %s is unusable (%s): set aside, will regenerate", key, why)
-        place = self._index.entries.get(key)
-        with self._index.locked():
-            self._index.refresh([shard_of(key)])
-            if self._index.entries.get(key) != place:
-                return
+    def _revoke(self, key: str, place: tuple[str, int, int], why: Exception) -> Completion | None:
+        """Read the entry again under its shard's lock (a short read on NFS is transient: then it
+        is served); if still unusable, keep its bytes under aside/ and drop it from the index
+        (once: a reader that finds it already revoked or replaced does nothing)."""
+        name = shard_of(key)
+        with self._index.locked(name):
+            self._index.refresh([name])
+            if self._index.get(key) != place:
+                return None
+            try:
+                raw = self._segments.read(*place)
+                return _parse_entry(raw, key)
+            except FileNotFoundError as e:  # a segment removed by hand
+                raw, why = b"", e
+            except (ValueError, KeyError, TypeError) as e:
+                why = e
+            log.warning("request cache entry %s is unusable (%s): set aside, will regenerate", key, why)
             aside = self.path / "aside"
             aside.mkdir(exist_ok=True)
             (aside / f"{key}.{self._writer}.corrupt").write_bytes(raw)
-            self._index.append({shard_of(key): [f"{key}\t{TOMBSTONE}\t0\t0"]})
-            self._index.entries.pop(key, None)
+            self._index.append(name, [f"{key}\t{TOMBSTONE}\t0\t0"])
+        return None
 
     def _read_legacy(self, key: str) -> Completion | None:
         if not self._legacy:
@@ -156,8 +162,10 @@ class RequestCache:
         self, items: Iterable[tuple[str, Request, Completion]], looked_up: float | None = None
     ) -> None:
         """Publish a batch. It is validated and serialised before anything is written, so a
-        batch that fails while being produced writes nothing; a batch is served whole or not at
-        all. `looked_up`: when the batch's keys were last looked up (recorded with any duplicate)."""
+        batch that fails while being produced writes nothing; each shard's part of it is indexed
+        whole or not at all (a writer killed between shards leaves the earlier shards' entries
+        served). `looked_up`: when the batch's keys were last looked up (recorded with any
+        duplicate). A read-only or full cache folder raises OSError saying so in one line."""
         now = time.time()
         batch = [
             (
@@ -174,24 +182,38 @@ class RequestCache:
         ]
         if not batch:
             return
-        places = self._segments.append([blob for _, _, blob in batch])
-        lines: dict[str, list[str]] = {}
-        duplicates = []
-        with self._index.locked():
-            self._index.refresh({shard_of(k) for k, _, _ in batch})
-            for (key, c, _), (segment, offset, length) in zip(batch, places, strict=True):
-                if key in self._index.entries or self._legacy_has(key):
-                    duplicates.append((key, looked_up if looked_up is not None else now - c.latency_s))
-                    continue
-                self._index.entries[key] = (segment, offset, length)  # a key twice in one batch
-                lines.setdefault(shard_of(key), []).append(f"{key}\t{segment}\t{offset}\t{length}")
-            self._index.append(lines)
+        try:
+            duplicates = self._publish(batch, self._segments.append([blob for _, _, blob in batch]))
+        except OSError as e:
+            raise _unwritable(self.path, e) from e
+        duplicates = [(k, looked_up if looked_up is not None else now - c.latency_s) for k, c in duplicates]
         self._log(
             [
                 {"kind": "duplicate", "key": k, "job": self.job, "at": time.time(), "started": s}
                 for k, s in duplicates
             ]
         )
+
+    def _publish(self, batch: list, places: list) -> list[tuple[str, Completion]]:
+        """Index a batch already in the segment, shard by shard under each shard's lock; the
+        (key, completion) of each entry that someone indexed first (a duplicate)."""
+        by_shard: dict[str, list] = {}
+        for (key, c, _), place in zip(batch, places, strict=True):
+            by_shard.setdefault(shard_of(key), []).append((key, c, place))
+        duplicates, seen = [], set()
+        for name, items in sorted(by_shard.items()):
+            with self._index.locked(name):
+                self._index.refresh([name])
+                lines = []
+                for key, c, (segment, offset, length) in items:
+                    if key in seen or self._index.get(key) is not None or self._legacy_has(key):
+                        duplicates.append((key, c))
+                        continue
+                    seen.add(key)
+                    lines.append(f"{key}\t{segment}\t{offset}\t{length}")
+                if lines:
+                    self._index.append(name, lines)
+        return duplicates
 
     def _legacy_has(self, key: str) -> bool:
         return self._legacy and self._entry(key).is_file()
@@ -231,9 +253,8 @@ class RequestCache:
         ]
 
     def keys(self) -> set[str]:
-        self._index.refresh(f"{i:x}" for i in range(SHARDS))
         legacy = {p.name[: -len(".json")] for p in self.objects.glob("*/*.json")} if self._legacy else set()
-        return set(self._index.entries) | legacy
+        return set(self._index.keys()) | legacy
 
     def count(self) -> int:
         return len(self.keys())
@@ -241,8 +262,31 @@ class RequestCache:
     def hits_for(self, job: str) -> int:
         return len(self.hits(job))
 
+    def compact(self) -> int:
+        """Fold every index shard's log into its sorted base (`python -m retrace cache compact`);
+        the number of live entries."""
+        try:
+            return self._index.compact()
+        except OSError as e:
+            raise _unwritable(self.path, e) from e
+
     def close(self) -> None:
         """Nothing to release: every batch is written and indexed before put_many returns."""
+
+
+_FULL_OR_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
+
+
+def _unwritable(path: Path, e: OSError) -> OSError:
+    """A full or read-only cache folder as one line saying what is kept and what to do."""
+    if e.errno not in _FULL_OR_READ_ONLY:
+        return e
+    return OSError(
+        e.errno,
+        f"request cache {path} cannot be written ({e.strerror}: {e.filename or path}); requests "
+        "finished before are kept and served, this batch is lost: free space or make the folder "
+        "writable (or set request_cache elsewhere), then rerun",
+    )
 
 
 def _records(path: Path) -> list[dict]:

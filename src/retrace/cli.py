@@ -422,6 +422,30 @@ def _run(p: argparse.ArgumentParser) -> Callable:
     return run
 
 
+@command(
+    "cache",
+    "maintain the request cache (compact: fold each index shard's log into its sorted base)",
+    (
+        "retrace cache compact                               # results/cache/requests",
+        "retrace cache compact --cache /shared/retrace-cache # a cache shared between checkouts",
+    ),
+)
+def _cache(p: argparse.ArgumentParser) -> Callable:
+    p.add_argument("action", choices=["compact"], help="compact: rewrite the index shards sorted (safe while jobs run)")
+    p.add_argument("--cache", type=Path, default=Path("results/cache/requests"), help="the cache folder")
+
+    def run(a: argparse.Namespace) -> int:
+        from retrace.cache import RequestCache
+
+        if not a.cache.is_dir():
+            raise ValueError(f"no request cache at {a.cache} (--cache names its folder)")
+        n = RequestCache(a.cache, job="compact").compact()
+        print(f"{a.cache}: index compacted, {n} entries")
+        return 0
+
+    return run
+
+
 # Method families with stages of their own (`retrace drr train …`, `retrace art run …`):
 # each owns its sub-commands in `<module>.main(argv)`, so adding one touches only this table.
 FAMILIES = {
@@ -441,8 +465,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv or os.environ.get("RETRACE_DEBUG") == "1"
     argv = [x for x in argv if x != "--debug"]
+    from retrace.stop import stopping
+
     try:
-        return _dispatch(argv)
+        with stopping():  # SIGTERM/SIGINT: cleanup runs, then the process dies by that signal
+            return _dispatch(argv)
     except BrokenPipeError:
         # `retrace list | head`: the reader left; say nothing more (and nothing at exit)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
