@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench reliability reliability-quick calibrate model-1.5b clean
+.PHONY: setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench bench-cluster reliability reliability-quick calibrate model-1.5b clean
 
 setup: $(STAMP)
 
@@ -134,6 +134,11 @@ bench: setup
 	@if [ -x $(VLLM_VENV)/bin/python ]; then PYTHONPATH=$(CURDIR)/src HF_HUB_OFFLINE=1 VLLM_LOGGING_LEVEL=WARNING \
 	  $(VLLM_VENV)/bin/python benchmarks/pipeline_vs_engine.py --backend vllm; \
 	else echo "pipeline/raw multi-turn (vllm): skipped (no $(VLLM_VENV))"; fi
+
+# The request cache under a cluster's faults (SIGKILL/SIGTERM of writers: lost, corrupt, longest
+# stall) and its index memory per job at paper scale (10M entries; ~1.5 GB of temporary files).
+bench-cluster: setup
+	PYTHONPATH=src $(PY) benchmarks/cache_cluster.py
 
 # Kills, races, corrupt cache entries, a full disk, bad inputs, tampering (benchmarks/reliability.py).
 # Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.

@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import sys
 import uuid
 import zlib
 from pathlib import Path
@@ -32,7 +33,7 @@ from pathlib import Path
 from retrace.cache_lock import shard_lock
 
 SHARDS = 16
-COMPACT_LINES = 32768  # log lines a shard may hold before a writer folds them into its base
+COMPACT_LINES = 16384  # log lines a shard may hold before a writer folds them into its base
 TOMBSTONE = "-"
 SEAL = "#sealed"
 _GONE = {errno.ENOENT, errno.ESTALE}
@@ -111,8 +112,8 @@ class Shard:
 
     def _load(self, gen: int) -> None:
         self.gen, self.read_to, self.log_lines = gen, 0, 0
-        # log state relative to the base: None = revoked; (place, True) = unless the base has it
-        self.log: dict[str, tuple[Place, bool] | None] = {}
+        # log state relative to the base: None = revoked; (segment, offset, length, unless_base)
+        self.log: dict[str, tuple[str, int, int, bool] | None] = {}
         self.base = Base(self.path(gen, "sorted") if gen else None)
 
     def refresh(self) -> None:
@@ -150,12 +151,13 @@ class Shard:
         key, segment, offset, length = parsed
         self.log_lines += 1
         now = self.log.get(key, _MISSING)
+        segment = sys.intern(segment)  # a segment holds thousands of entries: one string
         if segment == TOMBSTONE:
             self.log[key] = None
         elif now is _MISSING:
-            self.log[key] = ((segment, offset, length), True)
+            self.log[key] = (segment, offset, length, True)
         elif now is None:
-            self.log[key] = ((segment, offset, length), False)
+            self.log[key] = (segment, offset, length, False)
 
     def get(self, key: str) -> Place | None:
         now = self.log.get(key, _MISSING)
@@ -163,8 +165,8 @@ class Shard:
             return self.base.get(key)
         if now is None:
             return None
-        place, unless_base = now
-        return (self.base.get(key) or place) if unless_base else place
+        place = now[:3]
+        return (self.base.get(key) or place) if now[3] else place
 
     def append(self, lines: list[str]) -> None:
         """Append index lines (caller holds the lock and refreshed), cutting a torn last line."""
