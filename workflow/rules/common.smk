@@ -76,7 +76,9 @@ def job_of(w):
 def _engine_resources(job):
     from retrace.cluster import job_resources as sized
 
-    out = {"engine": 1, **sized(job, config["mirror"], _plan.shared_overrides(config, "dataset"))}
+    dso = _plan.shared_overrides(config, "dataset")
+    # JOBS: a Maj@N' job is sized from its refinement partner's bound (retrace.sizing)
+    out = {"engine": 1, **sized(job, config["mirror"], dso, JOBS, Path(f"{RESULTS}/probe"))}
     return {**out, "runtime": capped(out["runtime"])}
 
 
