@@ -146,7 +146,10 @@ def index_memory(entries: int, lookups: int, seed: int) -> dict:
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
         out = subprocess.run(
             [sys.executable, "-c", PROBE, str(root), json.dumps(sample), str(lookups)],
-            env=env, capture_output=True, text=True, check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         return {**json.loads(out.stdout), "built_s": built, "index_mb": size}
     finally:

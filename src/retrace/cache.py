@@ -36,10 +36,10 @@ the index shards it needs in full once, then only what was appended: ~100 bytes 
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
-import errno
 import re
 import socket
 import time
@@ -183,14 +183,19 @@ class RequestCache:
         if not batch:
             return
         try:
-            duplicates = self._publish(batch, self._segments.append([blob for _, _, blob in batch]))
+            refused = self._publish(batch, self._segments.append([blob for _, _, blob in batch]))
         except OSError as e:
             raise _unwritable(self.path, e) from e
-        duplicates = [(k, looked_up if looked_up is not None else now - c.latency_s) for k, c in duplicates]
         self._log(
             [
-                {"kind": "duplicate", "key": k, "job": self.job, "at": time.time(), "started": s}
-                for k, s in duplicates
+                {
+                    "kind": "duplicate",
+                    "key": k,
+                    "job": self.job,
+                    "at": time.time(),
+                    "started": looked_up if looked_up is not None else now - c.latency_s,
+                }
+                for k, c in refused
             ]
         )
 

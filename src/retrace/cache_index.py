@@ -104,7 +104,9 @@ class Shard:
         self._load(self._newest())
 
     def path(self, gen: int, kind: str) -> Path:
-        return self.root / (f"{self.name}.idx" if gen == 0 and kind == "idx" else f"{self.name}.g{gen}.{kind}")
+        return self.root / (
+            f"{self.name}.idx" if gen == 0 and kind == "idx" else f"{self.name}.g{gen}.{kind}"
+        )
 
     def _newest(self) -> int:
         gens = [int(p.name.split(".")[1][1:]) for p in self.root.glob(f"{self.name}.g*.sorted")]

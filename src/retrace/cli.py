@@ -327,7 +327,11 @@ def _export(results: Path, out: Path, generations: bool, agent: str | None) -> i
 
 
 def _plan(
-    configfile: Path, experiment: str | None, estimate_only: bool, check: bool = False, as_json: Path | None = None
+    configfile: Path,
+    experiment: str | None,
+    estimate_only: bool,
+    check: bool = False,
+    as_json: Path | None = None,
 ) -> int:
     import yaml
 
@@ -464,7 +468,9 @@ def _run(p: argparse.ArgumentParser) -> Callable:
     ),
 )
 def _cache(p: argparse.ArgumentParser) -> Callable:
-    p.add_argument("action", choices=["compact"], help="compact: rewrite the index shards sorted (safe while jobs run)")
+    p.add_argument(
+        "action", choices=["compact"], help="compact: rewrite the index shards sorted (safe while jobs run)"
+    )
     p.add_argument("--cache", type=Path, default=Path("results/cache/requests"), help="the cache folder")
 
     def run(a: argparse.Namespace) -> int:

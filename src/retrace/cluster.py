@@ -123,7 +123,6 @@ class OverLimit:
 def over_limit(global_cfg: dict, limit: int, probe_dir: Path | None = None) -> list[OverLimit]:
     """Generation and DRR jobs whose estimated runtime exceeds `limit` minutes."""
     from retrace.plan import jobs, load_experiment, shared_overrides
-
     from retrace.sizing import RUNTIME_OVERHEAD_MIN, job_bounds
 
     dso = shared_overrides(global_cfg, "dataset")

@@ -74,7 +74,9 @@ class Estimate:
     gpu_jobs: int = 0
     cpu_hours: float = 0.0  # wall time of the CPU jobs, one after another
     cpu_jobs: int = 0
-    cpu_rates: dict = field(default_factory=dict)  # {(model, backend): (tok/s, "measured by probe" | "assumed")}
+    cpu_rates: dict = field(
+        default_factory=dict
+    )  # {(model, backend): (tok/s, "measured by probe" | "assumed")}
     gpu_rates: set = field(default_factory=set)  # "measured by probe" | "assumed" | "none stated"
 
     def line(self) -> str:

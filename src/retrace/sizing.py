@@ -83,7 +83,9 @@ def refine_bound(m: dict, q: int) -> Bound:
         text = {"affirm": _template_tokens(t["affirm"]), "random": _random_critique_tokens(m)}
         out, call = (_role(m, "critique"), True) if critic == "model" else (text[critic], False)
         steps.append(("critique", _template_tokens(t["critique"]), out, call))
-    steps.append(("correct", _template_tokens(t["correct"], has_critique=critic != "none"), _role(m, "correct"), True))
+    steps.append(
+        ("correct", _template_tokens(t["correct"], has_critique=critic != "none"), _role(m, "correct"), True)
+    )
     history = int(m["sampling"]["max_tokens"])
     one = Bound(history, q, 0, 1)
     for _ in range(int(m["depth"])):
@@ -106,7 +108,11 @@ def best_of_n_bound(m: dict, q: int) -> Bound:
     b = majority_bound(m, q)
     mt, n, scorer = int(m["sampling"]["max_tokens"]), int(m["n"]), m.get("scorer") or {}
     if scorer.get("name", "llm_judge") == "llm_judge":
-        judge = q + mt + _template_tokens(m["templates"]["judge"], partial=False, question="", solution="", choices=None)
+        judge = (
+            q
+            + mt
+            + _template_tokens(m["templates"]["judge"], partial=False, question="", solution="", choices=None)
+        )
         out = int(scorer.get("max_tokens", 1))
         b.generated, b.prompt, b.calls = b.generated + n * out, b.prompt + n * judge, b.calls + n
         b.computed += n * (judge + out)
@@ -243,7 +249,9 @@ def _priced(job: Job, cfg: dict, tokens: Bound, probe_dir: Path | None) -> tuple
     return seconds / g, r.how
 
 
-def job_bounds(jobs: list[Job], mirror: str | None, dso: tuple = (), probe_dir: Path | None = None) -> list[JobBound]:
+def job_bounds(
+    jobs: list[Job], mirror: str | None, dso: tuple = (), probe_dir: Path | None = None
+) -> list[JobBound]:
     """Every job's bound (jobs of unknown size get zero tokens and no time)."""
     from retrace.cluster import gpus
     from retrace.preflight import question_tokens
@@ -264,7 +272,9 @@ def job_bounds(jobs: list[Job], mirror: str | None, dso: tuple = (), probe_dir: 
     return [out[j.path] for j in jobs]
 
 
-def job_bound(job: Job, mirror: str | None, dso: tuple, probe_dir: Path | None, planned: list[Job]) -> JobBound:
+def job_bound(
+    job: Job, mirror: str | None, dso: tuple, probe_dir: Path | None, planned: list[Job]
+) -> JobBound:
     """One job's bound; a Maj@N' job's needs its refinement partner from `planned`."""
     partners = [partner_path(job)] if job.equal_compute else []
     with_partners = [j for j in planned if j.path in partners] + [job]

@@ -43,7 +43,9 @@ HOLDER = textwrap.dedent("""
 
 def _holder(lock, kind):
     env = {**os.environ, "RETRACE_CACHE_LOCK": kind}
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock)], stdout=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(lock)], stdout=subprocess.PIPE, env=env, text=True
+    )
     assert proc.stdout.readline().strip() == "held"
     return proc
 
@@ -111,7 +113,9 @@ def test_a_short_read_is_read_again_under_the_lock_before_any_set_aside(tmp_path
 
     def short_once(segment, offset, length):  # what a transient NFS short read returns
         calls.append(1)
-        return real(segment, offset, length)[: length // 2] if len(calls) == 1 else real(segment, offset, length)
+        return (
+            real(segment, offset, length)[: length // 2] if len(calls) == 1 else real(segment, offset, length)
+        )
 
     monkeypatch.setattr(cache._segments, "read", short_once)
     assert cache.get_many(["k1"])["k1"].text == "kept" and len(calls) == 2
@@ -120,7 +124,9 @@ def test_a_short_read_is_read_again_under_the_lock_before_any_set_aside(tmp_path
 
 def test_bisection_finds_every_key_and_no_other(tmp_path):
     rng = random.Random(7)
-    keys = sorted({"".join(rng.choice("0123456789abcdef-_XYZ") for _ in range(rng.randint(1, 70))) for _ in range(3000)})
+    keys = sorted(
+        {"".join(rng.choice("0123456789abcdef-_XYZ") for _ in range(rng.randint(1, 70))) for _ in range(3000)}
+    )
     path = tmp_path / "base"
     path.write_text("".join(f"{k}\tseg-{i}\t{i}\t{len(k)}\n" for i, k in enumerate(keys)))
     base = Base(path)
@@ -160,7 +166,9 @@ def test_cache_compact_command(tmp_path, capsys):
     assert RequestCache(tmp_path).count() == 40
 
 
-def test_a_read_only_cache_folder_is_one_clear_line_and_finished_work_is_served(tmp_path, monkeypatch, capsys):
+def test_a_read_only_cache_folder_is_one_clear_line_and_finished_work_is_served(
+    tmp_path, monkeypatch, capsys
+):
     cache = RequestCache(tmp_path, job="w")
     cache.put_many([("k1", Request(), done("finished"))])
     real_open = os.open

@@ -89,10 +89,14 @@ def test_plan_check_names_jobs_over_max_runtime_and_counts_their_attempts(tmp_pa
     # the paper's Maj@N' at nominal compute on MATH500 matches refinement's nominal FLOPs (every
     # call re-reads its history) with fresh samples: estimated beyond a day (retrace.sizing)
     assert lines and all(fails for _, fails in lines)
-    assert any("generate ministral-8b-instruct/vllm/math500/majority_eq_nominal/seed0" in line for line, _ in lines)
+    assert any(
+        "generate ministral-8b-instruct/vllm/math500/majority_eq_nominal/seed0" in line for line, _ in lines
+    )
     # with retries enough for every job's attempts they are notes, not failures
     most = max(int(line.split(" attempts")[0].rsplit(" ", 1)[1]) for line, _ in lines if " attempts" in line)
-    assert not any(fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, f"retries: {most - 1}\n")))
+    assert not any(
+        fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, f"retries: {most - 1}\n"))
+    )
     assert any(fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, f"retries: {most - 2}\n")))
     # a limit no job reaches names none
     assert cluster.runtime_check({**cfg, "max_runtime": 10**6}, tmp_path) == []

@@ -42,9 +42,13 @@ def test_refinement_is_bounded_by_its_role_caps_not_max_tokens_for_every_call():
 
 
 def test_best_of_n_with_a_reward_model_makes_no_judge_calls():
-    rm = sizing.best_of_n_bound(method("best_of_n_prm", "method.n=8", "method.sampling.max_tokens=4096"), q=500)
+    rm = sizing.best_of_n_bound(
+        method("best_of_n_prm", "method.n=8", "method.sampling.max_tokens=4096"), q=500
+    )
     assert (rm.calls, rm.generated, rm.reward) == (8, 8 * 4096, 8 * (500 + 4096))
-    judged = sizing.best_of_n_bound(method("best_of_n", "method.n=8", "method.sampling.max_tokens=4096"), q=500)
+    judged = sizing.best_of_n_bound(
+        method("best_of_n", "method.n=8", "method.sampling.max_tokens=4096"), q=500
+    )
     assert (judged.calls, judged.generated, judged.reward) == (16, 8 * 4096 + 8 * 1, 0)
 
 
@@ -80,7 +84,9 @@ def test_attempts_pay_the_engine_load_again():
 
 
 @needs_mirror
-def test_paper_estimate_prints_the_equal_compute_bounds_and_writes_per_job_json(tmp_path, capsys, monkeypatch):
+def test_paper_estimate_prints_the_equal_compute_bounds_and_writes_per_job_json(
+    tmp_path, capsys, monkeypatch
+):
     from retrace.cli import main
 
     monkeypatch.setenv("RETRACE_MIRROR", MIRROR)

@@ -60,7 +60,11 @@ def sized_run(tmp_path_factory):
     env = rehearse_workflow._snakemake(root)[1] | {"RETRACE_MIRROR": MIRROR}
     out = subprocess.run(
         [sys.executable, "-m", "retrace", "plan", "--estimate", "--json", "-"],
-        cwd=root, env=env, capture_output=True, text=True, check=True,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     bounds = json.loads(out[out.index("{") :])["jobs"]
     return root, {b["job"]: b for b in bounds}

@@ -69,3 +69,41 @@ def test_shards_plan_one_engine_job_per_shard_and_a_merge(tmp_path):
     merges = [r for rule, r in planned if rule == "generate"]
     assert len(shards) == 2 and len(merges) == 1
     assert all(r["engine"] == "1" for r in shards) and all(r["engine"] == "0" for r in merges)
+
+
+def test_every_job_that_asks_for_a_gpu_goes_to_the_gpu_partition(tmp_path):
+    """Derived from the jobs, not from a list of rules: in the paper, DRR and ART grids (vLLM
+    reasoners, a CUDA discriminator), each job whose `gpu` > 0 asks for the configured GPU
+    partition and `cpus_per_gpu` CPUs a GPU; no job without a GPU asks for that partition."""
+    root = copy_repo(tmp_path)
+    planned = []
+    for experiment in ("paper", "drr_paper", "art_paper"):
+        out = dry_run(root, experiment, "--config", "gpu_partition=gpux", "cpus_per_gpu=6")
+        planned += jobs(out)
+    on_gpu = [(rule, r) for rule, r in planned if int(r.get("gpu", "0")) > 0]
+    rules = {rule for rule, _ in on_gpu}
+    assert {"generate", "probe"} <= rules and any(r.startswith("drr_") for r in rules), rules
+    assert all(r.get("slurm_partition") == "gpux" and r.get("cpus_per_gpu") == "6" for _, r in on_gpu)
+    assert not [rule for rule, r in planned if int(r.get("gpu", "0")) == 0 and "slurm_partition" in r]
+
+
+def test_models_are_materialised_in_the_controller_before_the_gpu_jobs(tmp_path):
+    """A compute node often has no network: the model rules are localrules (they run in the
+    controller, on the login node), and every engine job reads a manifest they write."""
+    root = copy_repo(tmp_path)
+    write_config(root, experiment="paper", probe=True)
+    (root / "localrules.smk").write_text(
+        'include: "Snakefile"\n\n\nprint("LOCALRULES", " ".join(sorted(workflow._localrules)))\n'
+    )
+    proc = subprocess.run(
+        [SNAKEMAKE, "-s", "localrules.smk", "--profile", "profiles/slurm", "-n"],
+        cwd=root,
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    local = set(re.search(r"^LOCALRULES (.*)$", proc.stdout, re.M).group(1).split())
+    assert {"model", "model_gguf"} <= local
+    assert not {"generate", "generate_shard", "probe"} & local
