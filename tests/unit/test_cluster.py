@@ -112,3 +112,14 @@ def test_plan_check_fails_a_profile_default_over_max_runtime_and_dm_training_ove
     # the reasoner's jobs resume from the request cache: with retries enough, only notes
     assert not any(line.startswith(("drr_distil", "drr_generate")) for line in failing)
     assert any(line.startswith("drr_generate") for line, _ in lines)
+
+
+def test_a_partition_limit_shorter_than_an_engine_load_fails_every_job_in_one_clear_line(tmp_path):
+    cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 25}
+    lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 1000\n"))
+    generate = [(line, fails) for line, fails in lines if line.startswith("generate ")]
+    assert len(generate) == 660 and all(fails for _, fails in generate)  # retries cannot help
+    assert all(
+        "each attempt spends 30 min loading its engine: raise max_runtime" in line and "\n" not in line
+        for line, _ in generate
+    )
