@@ -18,7 +18,8 @@ extra samples all far longer than the first N.
 
 Time: generated tokens at the decode rate, prompt tokens not reused (structural prefix reuse,
 retrace.scoring.compute) at the prefill rate, reward tokens at REWARD_TOK_S, plus one engine load
-(ENGINE_LOAD_S) per attempt. Rates come from a `retrace probe` result of the model and backend
+(ENGINE_LOAD_S) per attempt (`retrace plan --estimate` counts one a job; `--json` counts the
+attempts at max_runtime). Rates come from a `retrace probe` result of the model and backend
 (results/probe/<model>/<backend>.json: `tok_s`, `prefill_tok_s`) when one exists, else from the
 backend's stated `throughput_tok_s` (prefill PREFILL_X times that): `rates.how` says which.
 A job's wall time is its GPU time over its tensor-parallel GPUs; with SAFETY it is what the job
@@ -189,8 +190,13 @@ class JobBound:
     def load_s(self) -> float:
         return ENGINE_LOAD_S if self.gpus else 0.0
 
-    def gpu_seconds(self) -> float | None:
-        return None if self.work_s is None else (self.work_s + self.load_s) * max(1, self.gpus)
+    def wall_seconds(self, limit: int | None = None) -> float | None:
+        """Engine time with a load per attempt at `limit` minutes (CPU jobs: at the CPU rate)."""
+        return None if self.work_s is None else self.work_s + self.load_s * self.attempts(limit)
+
+    def gpu_seconds(self, limit: int | None = None) -> float | None:
+        wall = self.wall_seconds(limit)
+        return None if wall is None else wall * self.gpus
 
     def minutes(self) -> int | None:
         """The runtime the job asks for in one attempt with no limit."""
@@ -216,7 +222,8 @@ class JobBound:
             "n_prime": self.n_prime,
             "size_known": self.known,
             "equal_compute": self.equal_compute or None,
-            "gpu_seconds": self.gpu_seconds(),
+            "gpu_seconds": self.gpu_seconds(limit),
+            "wall_seconds": self.wall_seconds(limit),
             "runtime_min": self.minutes(),
             "attempts": self.attempts(limit),
             "rates": self.rates,
