@@ -7,16 +7,19 @@ most the batch in flight; the rerun finds the finished requests here.
 Layout under the cache directory (`results/cache/requests/`; retrace.cache_store):
 
     segments/<writer>-<n>.seg    finished requests, one JSON line each, appended by one handle
-    index/<0-f>.idx              where each key's entry is (16 shards, appended under a lock)
+    index/                       where each key's entry is: 16 shards, each a sorted base and a
+                                 log appended under the shard's own lock (retrace.cache_index)
     logs/<writer>.jsonl          one handle's hits and duplicates (one writer per file)
     aside/<key>.<writer>.corrupt damaged entries, copied out for inspection
     objects/<key[:2]>/<key>.json the earlier one-file-per-request layout: still read, never written
 
 Why packed: one file per request made millions of files at paper scale (inode quotas, the
 metadata servers of Lustre/NFS); this keeps a few files per job. Why not SQLite: its WAL needs
-shared memory and its locks rely on fcntl, neither reliable when jobs on several nodes write
-over NFS. Here each file has one appending writer, except the index, whose short appends
-(one batch's lines) hold a mkdir lock.
+shared memory, which NFS does not share between nodes, and without WAL one lock covers the
+whole database for every write. Here each file has one appending writer, except the index,
+whose short appends (one batch's lines of one shard) hold that shard's lock, which dies with
+its holder (retrace.cache_lock: a record lock, or a lease where the filesystem's record locks
+are missing or node-local).
 
 A batch is published in two steps (cache_store): its entries go to the writer's segment, then
 their index lines. An entry is served only through the index, so a writer killed mid-batch
@@ -30,8 +33,8 @@ under `aside/`, revoked in the index (so a new write of the key is served), neve
 never deleted. What this does not cover: NFS clients cache attributes for a few seconds, so an
 entry another node indexed moments ago may be missed and generated again (a duplicate, never a
 wrong answer). Entries are not fsynced: a killed process loses nothing indexed, a machine that
-loses power may leave a damaged entry, which is set aside and regenerated. Each handle reads
-the index shards it needs in full once, then only what was appended: ~100 bytes per entry.
+loses power may leave a damaged entry, which is set aside and regenerated. A handle holds in
+memory only each shard's log since its last compaction and bisects the sorted bases on disk.
 """
 
 from __future__ import annotations
