@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 NOTE ?=
-.PHONY: figures ci-time setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench reliability reliability-quick calibrate model-1.5b clean
+.PHONY: figures ci-time setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench bench-cluster reliability reliability-quick calibrate model-1.5b clean
 
 setup: $(STAMP)
 
@@ -138,6 +138,11 @@ bench: setup
 	@if [ -x $(VLLM_VENV)/bin/python ]; then PYTHONPATH=$(CURDIR)/src HF_HUB_OFFLINE=1 VLLM_LOGGING_LEVEL=WARNING \
 	  $(VLLM_VENV)/bin/python benchmarks/pipeline_vs_engine.py --backend vllm; \
 	else echo "pipeline/raw multi-turn (vllm): skipped (no $(VLLM_VENV))"; fi
+
+# The request cache under a cluster's faults (SIGKILL/SIGTERM of writers: lost, corrupt, longest
+# stall) and its index memory per job at paper scale (10M entries; ~1.5 GB of temporary files).
+bench-cluster: setup
+	PYTHONPATH=src $(RECORD) bench-cluster -- $(PY) benchmarks/cache_cluster.py
 
 # Kills, races, corrupt cache entries, a full disk, bad inputs, tampering (benchmarks/reliability.py).
 # Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.

@@ -261,6 +261,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="validate every job (context, pinned weights, GPU memory, budgets); exit 1 naming failures",
     )
+    p.add_argument(
+        "--json",
+        type=Path,
+        metavar="FILE",
+        help="with --estimate: write each job's bound (tokens, GPU-seconds, attempts) to FILE ('-': stdout)",
+    )
     for name, (text, examples, build) in COMMANDS.items():
         p = sub.add_parser(name, help=text, description=text)
         _with_examples(p, examples)
@@ -320,7 +326,13 @@ def _export(results: Path, out: Path, generations: bool, agent: str | None) -> i
     return 0
 
 
-def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: bool = False) -> int:
+def _plan(
+    configfile: Path,
+    experiment: str | None,
+    estimate_only: bool,
+    check: bool = False,
+    as_json: Path | None = None,
+) -> int:
     import yaml
 
     from retrace.config import check_global
@@ -354,12 +366,37 @@ def _plan(configfile: Path, experiment: str | None, estimate_only: bool, check: 
         print("\n".join(j.path for j in planned))
     # CPU jobs are priced at the probe's measured rate when a run here has one (results/probe)
     print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset"), Path("results/probe")).line())
+    _plan_bounds(cfg, planned, as_json)
     from retrace.config import load_experiment
     from retrace.estimate import family_lines
 
     for line in family_lines(load_experiment(cfg["experiment"]), cfg["mirror"], Path("results/probe")):
         print(line)
     return 0
+
+
+def _plan_bounds(cfg: dict, planned: list, as_json: Path | None) -> None:
+    """The equal-compute bound ratios line; with --json, each job's bound (retrace.sizing)."""
+    import json
+
+    from retrace.estimate import equal_compute_line
+    from retrace.plan import shared_overrides
+    from retrace.sizing import job_bounds
+
+    dso = shared_overrides(cfg, "dataset")
+    line = equal_compute_line(planned, cfg["mirror"], dso)
+    if line:
+        print(line)
+    if as_json is None:
+        return
+    limit = int(cfg.get("max_runtime") or 0) or None
+    rows = [b.as_dict(limit) for b in job_bounds(planned, cfg["mirror"], dso, Path("results/probe"))]
+    text = json.dumps({"max_runtime": limit, "jobs": rows}, indent=1) + "\n"
+    if str(as_json) == "-":
+        sys.stdout.write(text)
+    else:
+        as_json.write_text(text)
+        print(f"per-job bounds: {as_json} ({len(rows)} jobs)")
 
 
 @command(
@@ -441,6 +478,32 @@ def _deviations(p: argparse.ArgumentParser) -> Callable:
     return run
 
 
+@command(
+    "cache",
+    "maintain the request cache (compact: fold each index shard's log into its sorted base)",
+    (
+        "retrace cache compact                               # results/cache/requests",
+        "retrace cache compact --cache /shared/retrace-cache # a cache shared between checkouts",
+    ),
+)
+def _cache(p: argparse.ArgumentParser) -> Callable:
+    p.add_argument(
+        "action", choices=["compact"], help="compact: rewrite the index shards sorted (safe while jobs run)"
+    )
+    p.add_argument("--cache", type=Path, default=Path("results/cache/requests"), help="the cache folder")
+
+    def run(a: argparse.Namespace) -> int:
+        from retrace.cache import RequestCache
+
+        if not a.cache.is_dir():
+            raise ValueError(f"no request cache at {a.cache} (--cache names its folder)")
+        n = RequestCache(a.cache, job="compact").compact()
+        print(f"{a.cache}: index compacted, {n} entries")
+        return 0
+
+    return run
+
+
 # Method families with stages of their own (`retrace drr train …`, `retrace art run …`):
 # each owns its sub-commands in `<module>.main(argv)`, so adding one touches only this table.
 FAMILIES = {
@@ -460,8 +523,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv or os.environ.get("RETRACE_DEBUG") == "1"
     argv = [x for x in argv if x != "--debug"]
+    from retrace.stop import stopping
+
     try:
-        return _dispatch(argv)
+        with stopping():  # SIGTERM/SIGINT: cleanup runs, then the process dies by that signal
+            return _dispatch(argv)
     except BrokenPipeError:
         # `retrace list | head`: the reader left; say nothing more (and nothing at exit)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -565,7 +631,7 @@ def _dispatch(argv: list[str]) -> int:
     elif a.command == "export":
         return _export(a.results, a.out, a.include_generations, a.agent)
     elif a.command == "plan":
-        return _plan(a.configfile, a.experiment, a.estimate, a.check)
+        return _plan(a.configfile, a.experiment, a.estimate, a.check, a.json)
     return 0
 
 

@@ -14,8 +14,12 @@ def test_smoke_estimate_counts_every_call():
     est = estimate(planned, None)
     assert est.jobs == 4 and est.unknown == 0
     assert est.generated_tokens == 2 * 6 * (1 + 4) * 256
-    # prompts are counted (each call's at most the worst-case context), not left out of a "≤"
-    assert est.prompt_tokens > 2 * 6 * (1 + 4) * 256
+    # prompts are counted (each call reads its dataset's longest question), not left out of a "≤"
+    from retrace.preflight import question_tokens
+
+    assert est.prompt_tokens == sum(
+        6 * (1 + 4) * question_tokens(d, None) for d in {j.dataset for j in planned}
+    )
     assert est.flops == 2 * 494032768 * (est.generated_tokens + est.prompt_tokens)
     assert "prompt tokens" in est.line() and "prompts included" in est.line()
     assert est.gpu_hours == 0  # llama.cpp states no GPU throughput
