@@ -6,7 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench reliability reliability-quick calibrate model-1.5b clean
+NOTE ?=
+.PHONY: figures ci-time setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench bench-cluster reliability reliability-quick calibrate model-1.5b clean
 
 setup: $(STAMP)
 
@@ -132,30 +133,48 @@ test-vllm: $(VLLM_VENV)/.installed
 	PYTHONPATH=$(CURDIR)/src HF_HUB_OFFLINE=1 VLLM_LOGGING_LEVEL=WARNING \
 	  $(TEST_CACHES) $(VLLM_VENV)/bin/python -m pytest -ra -s --durations=10 -m vllm $(VLLM_TESTS)
 
+# Each measuring target keeps what it printed as a dated result file (benchmarks/record.py;
+# NOTE=... says what else ran on the machine): the published figures are drawn from those.
+RECORD = $(PY) benchmarks/record.py --note "$(NOTE)"
 bench: setup
-	$(PY) benchmarks/pipeline_vs_engine.py
-	$(PY) benchmarks/deterministic_cost.py
-	$(PY) benchmarks/raw_rates.py
-	$(TEST_CACHES) $(PY) benchmarks/quant_speed.py
-	PYTHONPATH=src $(PY) benchmarks/planner_scale.py
+	$(RECORD) pipeline-vs-engine -- $(PY) benchmarks/pipeline_vs_engine.py
+	$(RECORD) deterministic-cost -- $(PY) benchmarks/deterministic_cost.py
+	$(RECORD) raw-rates -- $(PY) benchmarks/raw_rates.py
+	$(TEST_CACHES) $(RECORD) quant-speed -- $(PY) benchmarks/quant_speed.py
+	PYTHONPATH=src $(RECORD) planner-scale -- $(PY) benchmarks/planner_scale.py
 	@# vLLM's multi-turn ratio needs the vLLM venv (make test-vllm builds it); skipped without it.
 	@if [ -x $(VLLM_VENV)/bin/python ]; then PYTHONPATH=$(CURDIR)/src HF_HUB_OFFLINE=1 VLLM_LOGGING_LEVEL=WARNING \
 	  $(VLLM_VENV)/bin/python benchmarks/pipeline_vs_engine.py --backend vllm; \
 	else echo "pipeline/raw multi-turn (vllm): skipped (no $(VLLM_VENV))"; fi
 
+# The request cache under a cluster's faults (SIGKILL/SIGTERM of writers: lost, corrupt, longest
+# stall) and its index memory per job at paper scale (10M entries; ~1.5 GB of temporary files).
+bench-cluster: setup
+	PYTHONPATH=src $(RECORD) bench-cluster -- $(PY) benchmarks/cache_cluster.py
+
 # Kills, races, corrupt cache entries, a full disk, bad inputs, tampering (benchmarks/reliability.py).
 # Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.
 reliability: setup
-	$(TEST_CACHES) PYTHONPATH=src $(PY) benchmarks/reliability.py
+	$(TEST_CACHES) PYTHONPATH=src $(RECORD) reliability -- $(PY) benchmarks/reliability.py
 
 # Its reduced form (CI): 2 kills of each kind, one race, one run on corrupt cache entries.
 reliability-quick: setup
-	$(TEST_CACHES) PYTHONPATH=src $(PY) benchmarks/reliability.py --quick
+	$(TEST_CACHES) PYTHONPATH=src $(RECORD) reliability-quick -- $(PY) benchmarks/reliability.py --quick
 
 # The claims engine on simulated nulls of each shipped experiment's own design (paper, drr_paper,
 # art_paper, refine_smoke; base accuracy and difficulty swept), and the paper's power at +10 points.
 calibrate: setup
-	$(PY) benchmarks/claims_calibration.py
+	$(RECORD) calibrate -- $(PY) benchmarks/claims_calibration.py
+
+# Published figures are outputs: benchmarks/record.py keeps what a measuring command printed as
+# docs/measurements/results/NAME/<time>.json, and `make figures` redraws every marked figure in
+# README.md and docs/ from the newest of those (docs/measurements/figures.yaml says which).
+figures: setup
+	$(PY) benchmarks/figures.py
+
+# CI's time on a clean clone of HEAD (as root, like CI): NOTE says how loaded the machine was.
+ci-time:
+	$(PYTHON) benchmarks/record.py ci --note "$(NOTE)" -- bash benchmarks/ci_clean_clone.sh
 
 model-1.5b: setup
 	$(PY) -m pip install --quiet -r envs/model-1.5b.txt

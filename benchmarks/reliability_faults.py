@@ -99,7 +99,7 @@ def _created(cache: RequestCache, key: str) -> float:
     import json
 
     cache.get_many([key])  # reads the index shard of the key
-    return json.loads(cache._segments.read(*cache._index.entries[key]))["created"]
+    return json.loads(cache._segments.read(*cache._index.get(key)))["created"]
 
 
 DAMAGE = ("truncated", "zero-length", "wrong-key", "garbage")
@@ -116,7 +116,7 @@ def corrupt_cache_entries(work: Path, reference: dict, ref_cache: Path, seed: in
     picked = random.Random(seed).sample(keys, len(DAMAGE) + 1)
     donor, victims = picked[0], dict(zip(DAMAGE, picked[1:]))
     for how, key in victims.items():  # damaged in place, each entry keeping its length
-        segment, offset, length = packed._index.entries[key]
+        segment, offset, length = packed._index.get(key)
         path = cache_dir / "segments" / segment
         data = path.read_bytes()
         good = data[offset : offset + length]

@@ -7,16 +7,19 @@ most the batch in flight; the rerun finds the finished requests here.
 Layout under the cache directory (`results/cache/requests/`; retrace.cache_store):
 
     segments/<writer>-<n>.seg    finished requests, one JSON line each, appended by one handle
-    index/<0-f>.idx              where each key's entry is (16 shards, appended under a lock)
+    index/                       where each key's entry is: 16 shards, each a sorted base and a
+                                 log appended under the shard's own lock (retrace.cache_index)
     logs/<writer>.jsonl          one handle's hits and duplicates (one writer per file)
     aside/<key>.<writer>.corrupt damaged entries, copied out for inspection
     objects/<key[:2]>/<key>.json the earlier one-file-per-request layout: still read, never written
 
 Why packed: one file per request made millions of files at paper scale (inode quotas, the
 metadata servers of Lustre/NFS); this keeps a few files per job. Why not SQLite: its WAL needs
-shared memory and its locks rely on fcntl, neither reliable when jobs on several nodes write
-over NFS. Here each file has one appending writer, except the index, whose short appends
-(one batch's lines) hold a mkdir lock.
+shared memory, which NFS does not share between nodes, and without WAL one lock covers the
+whole database for every write. Here each file has one appending writer, except the index,
+whose short appends (one batch's lines of one shard) hold that shard's lock, which dies with
+its holder (retrace.cache_lock: a record lock, or a lease where the filesystem's record locks
+are missing or node-local).
 
 A batch is published in two steps (cache_store): its entries go to the writer's segment, then
 their index lines. An entry is served only through the index, so a writer killed mid-batch
@@ -30,12 +33,13 @@ under `aside/`, revoked in the index (so a new write of the key is served), neve
 never deleted. What this does not cover: NFS clients cache attributes for a few seconds, so an
 entry another node indexed moments ago may be missed and generated again (a duplicate, never a
 wrong answer). Entries are not fsynced: a killed process loses nothing indexed, a machine that
-loses power may leave a damaged entry, which is set aside and regenerated. Each handle reads
-the index shards it needs in full once, then only what was appended: ~100 bytes per entry.
+loses power may leave a damaged entry, which is set aside and regenerated. A handle holds in
+memory only each shard's log since its last compaction and bisects the sorted bases on disk.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -46,7 +50,8 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from retrace.cache_store import SHARDS, TOMBSTONE, Index, Segments, shard_of
+from retrace.cache_index import TOMBSTONE, Index, shard_of
+from retrace.cache_store import Segments
 from retrace.hashing import sha256_json
 from retrace.records import Completion, Request
 
@@ -92,38 +97,42 @@ class RequestCache:
         self._index.refresh(shard_of(k) for k in keys)
         found: dict[str, Completion] = {}
         for key in keys:
-            c = self._read_packed(key) if key in self._index.entries else self._read_legacy(key)
+            place = self._index.get(key)
+            c = self._read_packed(key, place) if place else self._read_legacy(key)
             if c is not None:
                 found[key] = c
         return found
 
-    def _read_packed(self, key: str) -> Completion | None:
-        segment, offset, length = self._index.entries[key]
+    def _read_packed(self, key: str, place: tuple[str, int, int]) -> Completion | None:
         try:
-            raw = self._segments.read(segment, offset, length)
-        except FileNotFoundError as e:  # a segment removed by hand
-            self._revoke(key, b"", e)
-            return None
-        try:
-            return _parse_entry(raw, key)
-        except (ValueError, KeyError, TypeError) as e:  # UnicodeDecodeError is a ValueError
-            self._revoke(key, raw, e)
-            return None
+            return _parse_entry(self._segments.read(*place), key)
+        except (OSError, ValueError, KeyError, TypeError) as e:  # UnicodeDecodeError is a ValueError
+            if isinstance(e, OSError) and not isinstance(e, FileNotFoundError):
+                raise  # an I/O error is no verdict on the entry
+            return self._revoke(key, place, e)
 
-    def _revoke(self, key: str, raw: bytes, why: Exception) -> None:
-        """Keep a damaged entry's bytes under aside/ and drop it from the index (once: a reader
-        that finds it already revoked does nothing)."""
-        log.warning("request cache entry %s is unusable (%s): set aside, will regenerate", key, why)
-        place = self._index.entries.get(key)
-        with self._index.locked():
-            self._index.refresh([shard_of(key)])
-            if self._index.entries.get(key) != place:
-                return
+    def _revoke(self, key: str, place: tuple[str, int, int], why: Exception) -> Completion | None:
+        """Read the entry again under its shard's lock (a short read on NFS is transient: then it
+        is served); if still unusable, keep its bytes under aside/ and drop it from the index
+        (once: a reader that finds it already revoked or replaced does nothing)."""
+        name = shard_of(key)
+        with self._index.locked(name):
+            self._index.refresh([name])
+            if self._index.get(key) != place:
+                return None
+            try:
+                raw = self._segments.read(*place)
+                return _parse_entry(raw, key)
+            except FileNotFoundError as e:  # a segment removed by hand
+                raw, why = b"", e
+            except (ValueError, KeyError, TypeError) as e:
+                why = e
+            log.warning("request cache entry %s is unusable (%s): set aside, will regenerate", key, why)
             aside = self.path / "aside"
             aside.mkdir(exist_ok=True)
             (aside / f"{key}.{self._writer}.corrupt").write_bytes(raw)
-            self._index.append({shard_of(key): [f"{key}\t{TOMBSTONE}\t0\t0"]})
-            self._index.entries.pop(key, None)
+            self._index.append(name, [f"{key}\t{TOMBSTONE}\t0\t0"])
+        return None
 
     def _read_legacy(self, key: str) -> Completion | None:
         if not self._legacy:
@@ -156,8 +165,10 @@ class RequestCache:
         self, items: Iterable[tuple[str, Request, Completion]], looked_up: float | None = None
     ) -> None:
         """Publish a batch. It is validated and serialised before anything is written, so a
-        batch that fails while being produced writes nothing; a batch is served whole or not at
-        all. `looked_up`: when the batch's keys were last looked up (recorded with any duplicate)."""
+        batch that fails while being produced writes nothing; each shard's part of it is indexed
+        whole or not at all (a writer killed between shards leaves the earlier shards' entries
+        served). `looked_up`: when the batch's keys were last looked up (recorded with any
+        duplicate). A read-only or full cache folder raises OSError saying so in one line."""
         now = time.time()
         batch = [
             (
@@ -174,24 +185,43 @@ class RequestCache:
         ]
         if not batch:
             return
-        places = self._segments.append([blob for _, _, blob in batch])
-        lines: dict[str, list[str]] = {}
-        duplicates = []
-        with self._index.locked():
-            self._index.refresh({shard_of(k) for k, _, _ in batch})
-            for (key, c, _), (segment, offset, length) in zip(batch, places, strict=True):
-                if key in self._index.entries or self._legacy_has(key):
-                    duplicates.append((key, looked_up if looked_up is not None else now - c.latency_s))
-                    continue
-                self._index.entries[key] = (segment, offset, length)  # a key twice in one batch
-                lines.setdefault(shard_of(key), []).append(f"{key}\t{segment}\t{offset}\t{length}")
-            self._index.append(lines)
+        try:
+            refused = self._publish(batch, self._segments.append([blob for _, _, blob in batch]))
+        except OSError as e:
+            raise _unwritable(self.path, e) from e
         self._log(
             [
-                {"kind": "duplicate", "key": k, "job": self.job, "at": time.time(), "started": s}
-                for k, s in duplicates
+                {
+                    "kind": "duplicate",
+                    "key": k,
+                    "job": self.job,
+                    "at": time.time(),
+                    "started": looked_up if looked_up is not None else now - c.latency_s,
+                }
+                for k, c in refused
             ]
         )
+
+    def _publish(self, batch: list, places: list) -> list[tuple[str, Completion]]:
+        """Index a batch already in the segment, shard by shard under each shard's lock; the
+        (key, completion) of each entry that someone indexed first (a duplicate)."""
+        by_shard: dict[str, list] = {}
+        for (key, c, _), place in zip(batch, places, strict=True):
+            by_shard.setdefault(shard_of(key), []).append((key, c, place))
+        duplicates, seen = [], set()
+        for name, items in sorted(by_shard.items()):
+            with self._index.locked(name):
+                self._index.refresh([name])
+                lines = []
+                for key, c, (segment, offset, length) in items:
+                    if key in seen or self._index.get(key) is not None or self._legacy_has(key):
+                        duplicates.append((key, c))
+                        continue
+                    seen.add(key)
+                    lines.append(f"{key}\t{segment}\t{offset}\t{length}")
+                if lines:
+                    self._index.append(name, lines)
+        return duplicates
 
     def _legacy_has(self, key: str) -> bool:
         return self._legacy and self._entry(key).is_file()
@@ -231,9 +261,8 @@ class RequestCache:
         ]
 
     def keys(self) -> set[str]:
-        self._index.refresh(f"{i:x}" for i in range(SHARDS))
         legacy = {p.name[: -len(".json")] for p in self.objects.glob("*/*.json")} if self._legacy else set()
-        return set(self._index.entries) | legacy
+        return set(self._index.keys()) | legacy
 
     def count(self) -> int:
         return len(self.keys())
@@ -241,8 +270,31 @@ class RequestCache:
     def hits_for(self, job: str) -> int:
         return len(self.hits(job))
 
+    def compact(self) -> int:
+        """Fold every index shard's log into its sorted base (`python -m retrace cache compact`);
+        the number of live entries."""
+        try:
+            return self._index.compact()
+        except OSError as e:
+            raise _unwritable(self.path, e) from e
+
     def close(self) -> None:
         """Nothing to release: every batch is written and indexed before put_many returns."""
+
+
+_FULL_OR_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT}
+
+
+def _unwritable(path: Path, e: OSError) -> OSError:
+    """A full or read-only cache folder as one line saying what is kept and what to do."""
+    if e.errno not in _FULL_OR_READ_ONLY:
+        return e
+    return OSError(
+        e.errno,
+        f"request cache {path} cannot be written ({e.strerror}: {e.filename or path}); requests "
+        "finished before are kept and served, this batch is lost: free space or make the folder "
+        "writable (or set request_cache elsewhere), then rerun",
+    )
 
 
 def _records(path: Path) -> list[dict]:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from retrace.commands import COMMANDS as COMMANDS
 from retrace.commands import command as command
 
-USER_ORDER = ("run", "list", "plan", "status", "audit", "export", "rehearse")
+USER_ORDER = ("run", "list", "plan", "status", "audit", "export", "rehearse", "deviations")
 
 
 def _with_examples(p: argparse.ArgumentParser, examples: tuple[str, ...]) -> None:
@@ -100,8 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv or os.environ.get("RETRACE_DEBUG") == "1"
     argv = [x for x in argv if x != "--debug"]
+    from retrace.stop import stopping
+
     try:
-        return _dispatch(argv)
+        with stopping():  # SIGTERM/SIGINT: cleanup runs, then the process dies by that signal
+            return _dispatch(argv)
     except BrokenPipeError:
         # `retrace list | head`: the reader left; say nothing more (and nothing at exit)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -16,9 +16,11 @@ when one needs more attempts than the profile allows, or cannot resume (a DM tra
     mem_mb   host memory: the weights as loaded (bf16 on GPU engines, ~4.5-bit GGUF on
              llama.cpp) × 1.5, plus 2 GB for the runtime; never below 4000 MB (a `served`
              client's: 4000 MB, the engine is in `retrace serve`'s own job)
-    runtime  minutes: upper-bound generated tokens at the backend's stated throughput
-             (per GPU, so divided by the GPUs of a tensor-parallel engine) × 1.5 + 30 min for
-             loading; 60 min when the throughput or the problem count is unknown
+    runtime  minutes: the job's bound (retrace.sizing: its method's and roles' tokens, prefill,
+             reward scoring, at the probe's measured or the backend's stated rates, over the GPUs
+             of a tensor-parallel engine) × 1.5 + 30 min for loading; 60 min when the rate or
+             the problem count is unknown. `runtime_min` (tokens at the stated throughput) is
+             what the DRR and ART families use
 """
 
 from __future__ import annotations
@@ -58,16 +60,20 @@ def runtime_min(cfg: dict, tokens: int | None) -> int:
     return math.ceil(seconds * 1.5 / 60) + RUNTIME_OVERHEAD_MIN
 
 
-def job_resources(job: Job, mirror: str | None, dataset_overrides: tuple = ()) -> dict:
-    """{gpu, mem_mb, runtime} of one generation job (see the module docstring)."""
-    from retrace.estimate import job_tokens
+def job_resources(
+    job: Job,
+    mirror: str | None,
+    dataset_overrides: tuple = (),
+    planned: list[Job] | None = None,
+    probe_dir: Path | None = None,
+) -> dict:
+    """{gpu, mem_mb, runtime} of one generation job (see the module docstring); `planned`: the
+    experiment's jobs, where a Maj@N' job finds the refinement it is priced from."""
+    from retrace.sizing import job_bound
 
     cfg = job_config(job)
-    return {
-        "gpu": gpus(cfg),
-        "mem_mb": mem_mb(cfg),
-        "runtime": runtime_min(cfg, job_tokens(job, cfg, mirror, dataset_overrides)),
-    }
+    minutes = job_bound(job, mirror, dataset_overrides, probe_dir, planned or [job]).minutes()
+    return {"gpu": gpus(cfg), "mem_mb": mem_mb(cfg), "runtime": minutes or DEFAULT_RUNTIME_MIN}
 
 
 def capped(minutes: int, limit: int | None) -> int:
@@ -83,12 +89,17 @@ class OverLimit:
     where: str
     minutes: int
     resumes: bool  # it commits finished requests to the request cache, so a retry goes on
+    overhead: int = 0  # minutes every attempt spends before it resumes (engine load)
 
     def attempts(self, limit: int) -> int:
-        return math.ceil(self.minutes / limit)
+        if self.overhead >= limit:
+            return 10**9  # no attempt gets past loading
+        return math.ceil((self.minutes - self.overhead) / (limit - self.overhead))
 
     def line(self, limit: int, retries: int) -> str:
-        if not self.resumes:
+        if self.overhead >= limit:
+            how = f"each attempt spends {self.overhead} min loading its engine: raise max_runtime"
+        elif not self.resumes:
             how = "it cannot resume, so every retry starts over: raise max_runtime or shorten it"
         else:
             how = (
@@ -101,19 +112,19 @@ class OverLimit:
         return not self.resumes or self.attempts(limit) > retries + 1
 
 
-def over_limit(global_cfg: dict, limit: int) -> list[OverLimit]:
+def over_limit(global_cfg: dict, limit: int, probe_dir: Path | None = None) -> list[OverLimit]:
     """Generation jobs and the method families' jobs (retrace.family `runtimes`) whose
     estimated runtime exceeds `limit` minutes."""
     from retrace.plan import jobs, load_experiment, shared_overrides
+    from retrace.sizing import RUNTIME_OVERHEAD_MIN, job_bounds
 
     dso = shared_overrides(global_cfg, "dataset")
-    out = []
-    for job in jobs(global_cfg):
-        minutes = job_resources(job, global_cfg.get("mirror"), dso)["runtime"]
-        if minutes > limit:
-            rule = "generate_shard" if job.shards > 1 else "generate"
-            out.append(OverLimit(rule, job.path, minutes, True))
-    ctx = Context(global_cfg, load_experiment(global_cfg["experiment"]), global_cfg.get("mirror"))
+    out = [
+        OverLimit(b.rule, b.path, b.minutes() or 0, True, RUNTIME_OVERHEAD_MIN)
+        for b in job_bounds(jobs(global_cfg), global_cfg.get("mirror"), dso, probe_dir)
+        if (b.minutes() or 0) > limit
+    ]
+    ctx = Context(global_cfg, load_experiment(global_cfg["experiment"]), global_cfg.get("mirror"), probe_dir)
     out += [o for family in FAMILIES.active(ctx) for o in family.runtimes(ctx) if o.minutes > limit]
     return out
 

@@ -1,19 +1,16 @@
 """Cost estimate of an experiment before anything runs: `retrace plan --estimate`.
 
-Upper bounds from configuration alone: generated tokens ≤ problems × model calls per
-problem (each method's `run.calls_per_problem(cfg)`) × max_tokens; prompt tokens ≤ problems ×
-calls × the job's worst-case context (retrace.preflight: longest question + everything the
-method may generate into one context; for refinement prompts are most of the compute);
-FLOPs ≤ 2 × params × (prompt + generated) tokens, nominal (no prefix reuse);
-GPU-hours = generated tokens / the backend's stated `throughput_tok_s` (generated tokens per
-second per GPU for one engine; a stated assumption, not a measurement), for jobs on GPUs;
-CPU wall time = generated tokens / the engine's decode rate on this machine, for jobs on CPUs
-(retrace.cluster.gpus == 0): the `probe` stage's measured full-batch `tok_s`
-(results/probe/<model>/<backend>.json) when a probe result exists, else DEFAULT_CPU_TOK_S.
-The token bound over-counts (chains stop before max_tokens) about as much as the raw decode
-rate over-states what a run gets (prefill, part-filled batches, a shared machine): measured
-against `make controls` in docs/controls.md. Maj@N' jobs are priced as Maj@N: their N' is
-only known after the refinement has run.
+Upper bounds from configuration alone, per job from its own method and roles (retrace.sizing:
+per-role caps, best-of-N's real calls, Maj@N' from its refinement partner's bound, prefill,
+engine loads, reward scoring): generated tokens, prompt tokens (every call's whole prompt),
+FLOPs ≤ 2 × params × (prompt + generated) tokens, nominal (no prefix reuse); GPU-hours from
+each job's GPU-seconds, at a `retrace probe` result's measured rates where one exists (a GPU
+pilot's results/probe/<model>/<backend>.json), else at the backend's stated
+`throughput_tok_s` (assumed, and the line says so); CPU wall time = generated tokens / the
+engine's decode rate on this machine (the probe's `tok_s`, else DEFAULT_CPU_TOK_S). The token
+bound over-counts (chains stop before max_tokens) about as much as the raw decode rate
+over-states what a run gets: measured against `make controls` in docs/controls.md.
+`equal_compute_line` compares each Maj@N' job's bound with its refinement partner's.
 
 The method families' engine stages are estimated apart (`family_lines`: each registered family's
 `estimate_lines`, retrace.family): DRR's reasoner jobs (distil, generate) at questions × calls ×
@@ -25,8 +22,6 @@ discriminator and SFT-LoRA train for a bounded time, not a number of tokens: the
 
 from __future__ import annotations
 
-import functools
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,38 +29,9 @@ from retrace.devices import gpus
 from retrace.family import FAMILIES, Context
 from retrace.plan import Job, job_config
 from retrace.registry import METHODS
-
-
-@functools.cache
-def problem_count(dataset: str, overrides: tuple, mirror: str | None) -> int | None:
-    """Problems a dataset config yields (its limit, or the source file's count; None: unknown)."""
-    from retrace.config import compose
-    from retrace.data import prepare
-
-    cfg = compose({"dataset": dataset}, overrides)["dataset"]
-    if cfg.get("source") == "hub":
-        return cfg.get("limit")
-    try:
-        return len(prepare(cfg, mirror)[0])
-    except (OSError, ValueError):
-        return cfg.get("limit")
-
-
-# Assumed decode rate (generated tok/s) of a CPU engine with no probe result: the embedded
-# Qwen2.5-Coder-0.5B's raw full-batch rate with 16 slots on 2 cores was 57-75 tok/s
-# (config/backend/llamacpp.yaml; README), and a shared machine gets less.
-DEFAULT_CPU_TOK_S = 50.0
-
-
-def probe_rate(probe_dir: Path | None, model: str, backend: str) -> float | None:
-    """The measured decode tok/s in `probe_dir`/<model>/<backend>.json, or None (no usable file)."""
-    if probe_dir is None:
-        return None
-    try:
-        rate = json.loads((Path(probe_dir) / model / f"{backend}.json").read_text()).get("tok_s")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return float(rate) if rate else None
+from retrace.workload import DEFAULT_CPU_TOK_S as DEFAULT_CPU_TOK_S  # the workload's, re-exported
+from retrace.workload import probe_rate as probe_rate
+from retrace.workload import problem_count as problem_count
 
 
 @dataclass
@@ -79,15 +45,22 @@ class Estimate:
     gpu_jobs: int = 0
     cpu_hours: float = 0.0  # wall time of the CPU jobs, one after another
     cpu_jobs: int = 0
-    cpu_rates: dict = field(default_factory=dict)  # {(model, backend): (tok/s, "probe" | "assumed")}
+    cpu_rates: dict = field(
+        default_factory=dict
+    )  # {(model, backend): (tok/s, "measured by probe" | "assumed")}
+    gpu_rates: set = field(default_factory=set)  # "measured by probe" | "assumed" | "none stated"
 
     def line(self) -> str:
         times = []
         if self.gpu_jobs or not self.cpu_jobs:
-            times.append(f"≈ {self.gpu_hours:,.1f} GPU-hours at the backends' stated throughput")
+            how = {"assumed": "rates assumed (the backends' stated throughput; no probe yet)"}
+            rates = "; ".join(how.get(h, f"rates {h}") for h in sorted(self.gpu_rates)) or "no rates"
+            times.append(
+                f"≈ {self.gpu_hours:,.1f} GPU-hours (decode, prefill, engine loads, reward scoring; {rates})"
+            )
         if self.cpu_jobs:
             rates = ", ".join(
-                f"{rate:,.0f} tok/s {'measured by probe' if how == 'probe' else 'assumed, no probe yet'}"
+                f"{rate:,.0f} tok/s {'measured by probe' if how == 'measured by probe' else 'assumed, no probe yet'}"
                 for rate, how in sorted(set(self.cpu_rates.values()))
             )
             times.append(f"≈ {self.cpu_hours:,.1f} h CPU wall time at {rates}")
@@ -111,48 +84,45 @@ def job_tokens(job: Job, cfg: dict, mirror: str | None, dataset_overrides: tuple
     return n * calls(cfg["method"]) * int(cfg["method"]["sampling"]["max_tokens"])
 
 
-def prompt_tokens(
-    job: Job, cfg: dict, generated: int, mirror: str | None, dataset_overrides: tuple = ()
-) -> int:
-    """Upper bound of a job's prompt tokens: every call's prompt is at most the worst-case context."""
-    from retrace.preflight import generated_tokens, question_tokens
-
-    calls_x_problems = generated // max(1, int(cfg["method"]["sampling"]["max_tokens"]))
-    worst = question_tokens(job.dataset, mirror, tuple(dataset_overrides)) + generated_tokens(cfg["method"])
-    return calls_x_problems * worst
-
-
 def estimate(
     jobs: list[Job], mirror: str | None, dataset_overrides: tuple = (), probe_dir: Path | None = None
 ) -> Estimate:
-    """The experiment's bounds; CPU jobs priced at the probe's rate found in `probe_dir`
-    (the workflow's results/probe) or DEFAULT_CPU_TOK_S."""
+    """The experiment's bounds (retrace.sizing.job_bounds), summed; rates from the probe results
+    in `probe_dir` (the workflow's results/probe) where they exist."""
+    from retrace.sizing import job_bounds
+
     est = Estimate()
-    for job in jobs:
-        cfg = job_config(job)
-        tokens = job_tokens(job, cfg, mirror, dataset_overrides)
+    for job, b in zip(jobs, job_bounds(jobs, mirror, dataset_overrides, probe_dir), strict=True):
         est.jobs += 1
-        on_gpu = gpus(cfg) > 0
-        est.gpu_jobs += on_gpu
-        est.cpu_jobs += not on_gpu
-        if tokens is None:
+        est.gpu_jobs += b.gpus > 0
+        est.cpu_jobs += not b.gpus
+        if not b.known:
             est.unknown += 1
             continue
-        tokens *= max(1, job.shards)  # the job's shards together
-        prompts = prompt_tokens(job, cfg, tokens, mirror, dataset_overrides)
-        est.generated_tokens += tokens
-        est.prompt_tokens += prompts
-        est.flops += 2 * float(cfg["model"]["params"]) * (tokens + prompts)
-        if not on_gpu:
-            rate = probe_rate(probe_dir, job.model, job.backend)
-            rate, how = (rate, "probe") if rate else (DEFAULT_CPU_TOK_S, "assumed")
-            est.cpu_rates[(job.model, job.backend)] = (rate, how)
-            est.cpu_hours += tokens / rate / 3600
-            continue
-        throughput = cfg["backend"].get("engine", {}).get("throughput_tok_s")
-        if throughput:
-            est.gpu_hours += tokens / float(throughput) / 3600
+        est.generated_tokens += b.tokens.generated
+        est.prompt_tokens += b.tokens.prompt
+        est.flops += 2 * float(job_config(job)["model"]["params"]) * (b.tokens.generated + b.tokens.prompt)
+        if b.gpus:
+            est.gpu_hours += (b.gpu_seconds() or 0.0) / 3600
+            est.gpu_rates.add(b.rates)
+        else:
+            est.cpu_rates[(job.model, job.backend)] = (_cpu_rate(probe_dir, job), b.rates)
+            est.cpu_hours += (b.work_s or 0.0) / 3600
     return est
+
+
+def _cpu_rate(probe_dir: Path | None, job: Job) -> float:
+    return probe_rate(probe_dir, job.model, job.backend) or DEFAULT_CPU_TOK_S
+
+
+def equal_compute_line(jobs: list[Job], mirror: str | None, dataset_overrides: tuple = ()) -> str | None:
+    """`equal-compute bounds, baseline/refine: min X, max Y` over every Maj@N' job (None: none)."""
+    from retrace.sizing import equal_compute_ratios, job_bounds
+
+    ratios = [r for _, r in equal_compute_ratios(job_bounds(jobs, mirror, dataset_overrides))]
+    if not ratios:
+        return None
+    return f"equal-compute bounds, baseline/refine: min {min(ratios):.2f}, max {max(ratios):.2f} ({len(ratios)} pairs)"
 
 
 @dataclass

@@ -38,6 +38,7 @@ CHARS_PER_TOKEN = 3.0
 CHAT_OVERHEAD = 16
 DEFAULT_QUESTION_TOKENS = 1024
 SHA1 = re.compile(r"^[0-9a-f]{40}$")
+REWARD_GPU_SHARE = 0.9  # of a reward model's own GPUs its weights may fill (activations need the rest)
 
 
 def tokens(text: str) -> int:
@@ -102,7 +103,8 @@ def _template_tokens(name: str, **variables) -> int:
 
 
 def refine_tokens(m: dict) -> int:
-    """Worst-case length of a refinement history after its last call (excluding the question)."""
+    """Worst-case length of a refinement history after its last call (excluding the question):
+    the whole conversation (history: full), or the previous trace and one round (latest)."""
     t = m["templates"]
     per_round = _template_tokens(t["continue"]) + _role(m, "continue")
     per_round += _template_tokens(t["correct"], has_critique=m["critic"] != "none") + _role(m, "correct")
@@ -112,7 +114,16 @@ def refine_tokens(m: dict) -> int:
         per_round += _template_tokens(t["critique"]) + _template_tokens(t["affirm"])
     elif m["critic"] == "random":
         per_round += _template_tokens(t["critique"]) + _random_critique_tokens(m)
+    if m.get("history", "full") == "latest" and int(m["depth"]) > 0:
+        return latest_trace_tokens(m) + per_round  # one round on top of the previous trace
     return int(m["sampling"]["max_tokens"]) + int(m["depth"]) * per_round
+
+
+def latest_trace_tokens(m: dict) -> int:
+    """The longest trace a `history: latest` round starts from: the sample, a correction, or
+    (carry_forward) a continuation."""
+    texts = [int(m["sampling"]["max_tokens"]), _role(m, "correct")]
+    return max(texts + ([_role(m, "continue")] if m.get("carry_forward") else []))
 
 
 def _random_critique_tokens(m: dict) -> int:
@@ -176,7 +187,11 @@ def memory_problem(cfg: dict, worst: int) -> str | None:
     fit = int(free // (kv * worst / tp)) if free > 0 else 0
     scorer = cfg["method"].get("scorer") or {}
     rm = 2.0 * float(scorer.get("params") or 0) if scorer.get("name") == "hf_reward" else 0.0
-    if rm and usable + rm > float(engine["gpu_memory_gb"]) * 2**30:
+    if rm and scorer.get("gpus"):  # on GPUs of its own: sized against them, not beside vLLM
+        problem = reward_gpus_problem(scorer, rm, float(engine["gpu_memory_gb"]))
+        if problem:
+            return problem
+    elif rm and usable + rm > float(engine["gpu_memory_gb"]) * 2**30:
         return (
             f"GPU memory: vLLM takes {usable / 2**30:.1f} GiB and the reward model {rm / 2**30:.1f} GiB "
             f"of {engine['gpu_memory_gb']} GiB; lower backend.engine.gpu_memory_utilization"
@@ -185,6 +200,18 @@ def memory_problem(cfg: dict, worst: int) -> str | None:
         return (
             f"GPU memory: {2 * cfg['model']['params'] / tp / 2**30:.1f} GiB weights + "
             f"{kv * worst / tp / 2**30:.2f} GiB KV of one {worst}-token sequence > {usable / 2**30:.1f} GiB usable"
+        )
+    return None
+
+
+def reward_gpus_problem(scorer: dict, rm: float, gpu_gb: float) -> str | None:
+    """A reward model spread over `scorer.gpus` GPUs of its own (device_map auto): its bf16
+    weights within REWARD_GPU_SHARE of them, the rest left for activations."""
+    room = int(scorer["gpus"]) * gpu_gb * REWARD_GPU_SHARE * 2**30
+    if rm > room:
+        return (
+            f"GPU memory: the reward model's {rm / 2**30:.1f} GiB > {REWARD_GPU_SHARE:.0%} of "
+            f"{scorer['gpus']} x {gpu_gb:g} GiB; raise method.scorer.gpus"
         )
     return None
 
@@ -273,6 +300,15 @@ def family_problems(name: str, merged: dict, need: int) -> list[tuple[str, str]]
     return out
 
 
+def register_problems(experiment: str, exp: dict) -> list[tuple[str, str]]:
+    """The deviations register's switches and the paper's references (retrace.deviations)."""
+    from retrace.config import CONFIG_DIR
+    from retrace.deviations import problems
+    from retrace.report.paper import NUMBERS
+
+    return problems(experiment, exp, CONFIG_DIR, NUMBERS)
+
+
 def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """(job or block, reason) for everything in the experiment that would fail; what was
     checked and passed is appended to `notes` where one is given."""
@@ -286,6 +322,7 @@ def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, s
     families = list(FAMILIES.active(ctx))
     for family in families:
         out += family.config_checks(ctx)
+    out += register_problems(global_cfg["experiment"], ctx.experiment)
     for family in families:  # the data checks after every config check (they read datasets)
         out += family.data_checks(ctx, notes if notes is not None else [])
     return out

@@ -85,6 +85,34 @@ def test_autocot_takes_one_demonstration_per_question_cluster(tmp_path, monkeypa
     )
 
 
+def test_autocot_random_selection_takes_seeded_random_questions_without_embedding(tmp_path, monkeypatch):
+    """autocot_selection: random (ART §A.4: "randomly selected dataset examples"): no k-means,
+    no embedding; the candidate lists are one seeded shuffle of the pool dealt round-robin,
+    the same for the same seed and different for another."""
+    import random
+
+    from retrace.art import autocot as ac
+
+    monkeypatch.setattr(ac, "embed", lambda texts: (_ for _ in ()).throw(AssertionError("embedded")))
+    pool = [Problem(f"q{i}", f"q{i}", "x") for i in range(6)]
+    llm, _ = scripted_llm(tmp_path, {"script": {"": " fine.\nAns: 1"}})
+    rows = METHOD_FNS["autocot"](
+        _ctx(llm, [Problem("t1", "t1", "1")], pool, autocot_k=2, autocot_selection="random")
+    )
+    order = [f"q{i}" for i in range(6)]
+    random.Random(7).shuffle(order)  # the run seed of _ctx
+    assert rows[0]["clusters"] == [order[0::2], order[1::2]]
+    assert rows[0]["demos"] == [order[0], order[1]]  # the first candidate of each list passes
+    assert ac.random_groups(6, 2, 7) != ac.random_groups(6, 2, 8)
+
+
+def test_art_settings_refuse_an_unknown_autocot_selection():
+    import pytest
+
+    with pytest.raises(ValueError, match="settings.autocot_selection: 'means'; valid: kmeans, random"):
+        plan.check({"models": ["m"], "backend": "llamacpp", "settings": {"autocot_selection": "means"}})
+
+
 def test_autocot_heuristics():
     from retrace.art.autocot import passes
 

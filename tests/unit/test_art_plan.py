@@ -229,7 +229,7 @@ def test_art_paper_states_every_budget():
     from retrace.config import load_experiment
 
     block = load_experiment("art_paper")["art"]
-    assert set(block["settings"]) == set(plan.SETTINGS)
+    assert set(block["settings"]) == set(plan.SETTINGS) | {"autocot_selection"}  # the paper's random AutoCoT
     assert (
         block["tools"]["code_execute"]["output_chars"]
         and block["tools"]["lookup"]["words"] == "pyspellchecker:en"

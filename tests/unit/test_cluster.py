@@ -86,11 +86,18 @@ def _profile(tmp_path, text):
 def test_plan_check_names_jobs_over_max_runtime_and_counts_their_attempts(tmp_path):
     cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 1440}
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 0\n"))
-    # the paper's longest refinements (Ministral-8B on MATH500) are estimated beyond a day
+    # the paper's Maj@N' at nominal compute on MATH500 matches refinement's nominal FLOPs (every
+    # call re-reads its history) with fresh samples: estimated beyond a day (retrace.sizing)
     assert lines and all(fails for _, fails in lines)
-    assert any("generate ministral-8b-instruct/vllm/math500/refine/seed0" in line for line, _ in lines)
+    assert any(
+        "generate ministral-8b-instruct/vllm/math500/majority_eq_nominal/seed0" in line for line, _ in lines
+    )
     # with retries enough for every job's attempts they are notes, not failures
-    assert not any(fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, "retries: 3\n")))
+    most = max(int(line.split(" attempts")[0].rsplit(" ", 1)[1]) for line, _ in lines if " attempts" in line)
+    assert not any(
+        fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, f"retries: {most - 1}\n"))
+    )
+    assert any(fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, f"retries: {most - 2}\n")))
     # a limit no job reaches names none
     assert cluster.runtime_check({**cfg, "max_runtime": 10**6}, tmp_path) == []
 
@@ -105,3 +112,14 @@ def test_plan_check_fails_a_profile_default_over_max_runtime_and_dm_training_ove
     # the reasoner's jobs resume from the request cache: with retries enough, only notes
     assert not any(line.startswith(("drr_distil", "drr_generate")) for line in failing)
     assert any(line.startswith("drr_generate") for line, _ in lines)
+
+
+def test_a_partition_limit_shorter_than_an_engine_load_fails_every_job_in_one_clear_line(tmp_path):
+    cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 25}
+    lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 1000\n"))
+    generate = [(line, fails) for line, fails in lines if line.startswith("generate ")]
+    assert len(generate) == 660 and all(fails for _, fails in generate)  # retries cannot help
+    assert all(
+        "each attempt spends 30 min loading its engine: raise max_runtime" in line and "\n" not in line
+        for line, _ in generate
+    )

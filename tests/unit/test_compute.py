@@ -111,6 +111,26 @@ def test_structural_usage_of_append_only_refinement_ignores_engine_cache_state()
     assert structural_usage([{"samples": [sample(1, 1)], "extra": {"compute": {}}}]) is None
 
 
+def test_structural_usage_of_latest_history_refinement_counts_every_round_as_a_chain():
+    """history: latest (methods/refine.py): each round after the first restarts from the
+    question, so its chain shares only the question prompt P0 = 10 with the others; the
+    previous trace is recomputed. Two rollouts, D = 2: round 1's chain (sample included) is
+    60 tokens, round 2's 55 (question 10 + trace 20 + round 25), so each rollout computes
+    (60 - 10) + (55 - 10) = 95 tokens beyond the shared question: 10 + 2 x 95 = 200."""
+    rec = lambda p, g, ctx: {
+        "prompt_tokens": p,
+        "cached_prompt_tokens": 0,
+        "generated_tokens": g,
+        "context_tokens": ctx,
+    }
+    depths = [[rec(10, 5, 15)] * 2, [rec(100, 40, 60)] * 2, [rec(150, 60, 55)] * 2]
+    row = {"samples": [sample(250, 100), sample(250, 100)], "extra": {"depths": depths, "history": "latest"}}
+    out = structural_usage([row])
+    assert out["prompt"] - out["cached_prompt"] + out["generated"] == 200
+    full = structural_usage([{**row, "extra": {"depths": depths}}])  # one chain: the last depth
+    assert full["prompt"] - full["cached_prompt"] + full["generated"] == 10 + 2 * 45
+
+
 def test_depth_tokens_sum_rollouts_per_depth():
     rec = lambda p, c, g: {"prompt_tokens": p, "cached_prompt_tokens": c, "generated_tokens": g}
     rows = [

@@ -80,9 +80,9 @@ def test_unknown_group_is_refused():
 def test_check_global_refuses_unknown_key_and_names_valid_ones():
     with pytest.raises(ConfigError) as err:
         check_global({"experiment": "smoke", "mirorr": "/data"})
-    assert "'mirorr'" in str(err.value) and "estimate, experiment, max_runtime, mirror, overrides" in str(
+    assert "'mirorr'" in str(
         err.value
-    )
+    ) and "estimate, experiment, gpu_partition, max_runtime, mirror, overrides" in str(err.value)
 
 
 def test_check_global_fills_defaults():
@@ -94,6 +94,8 @@ def test_check_global_fills_defaults():
         "probe": True,
         "request_cache": "results/cache/requests",
         "max_runtime": 1440,  # minutes: no job may ask a partition for more (profiles/slurm)
+        "gpu_partition": None,  # GPU jobs' SLURM partition (null: the default one)
+        "cpus_per_gpu": 8,
     }
 
 

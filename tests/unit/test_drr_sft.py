@@ -106,3 +106,7 @@ def test_sft_stage_writes_scored_episodes_per_dataset(tmp_path, monkeypatch):
     assert all(e["status"] == "answered" and e["turns"][0]["correct"] for e in eps)
     prov = json.loads((tmp_path / "ep" / "sft_lora.jsonl.prov.json").read_text())
     assert prov["stage"] == "drr.sft" and prov["device"] == "cpu" and len(prov["inputs"]) == 2
+    # LoRA r = 4 on q_proj and v_proj (32 -> 32 each) of the one layer: 2 x 4 x (32 + 32) = 512
+    # trainable parameters, beside the DM's (the paper matches the two; retrace registers both)
+    assert prov["trainable_params"] == 4 * (32 + 32) * 2
+    assert prov["dm_params"] == c["backbones"][c["backbone"]]["params"]

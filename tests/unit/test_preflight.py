@@ -194,3 +194,37 @@ def test_random_critique_estimate_covers_its_real_token_count():
         rollout = SimpleNamespace(problem=SimpleNamespace(id=f"q{seed}"), index=seed)
         text = random_critique(rollout, 1, m, MethodContext(seed=seed, task=None, template=""))
         assert len(vocab(text, add_special_tokens=False)["input_ids"]) <= estimate
+
+
+def test_latest_history_context_is_one_round_on_the_previous_trace_whatever_the_depth():
+    """history: full grows by a round per depth; latest holds the longest trace it may start
+    from (sample 512 or correction 384) and one round, at any depth."""
+    from retrace.config import compose
+
+    roles = [
+        "method.sampling.max_tokens=512",
+        "method.roles.continue.max_tokens=128",
+        "method.roles.critique.max_tokens=128",
+        "method.roles.correct.max_tokens=384",
+    ]
+    m = lambda *o: compose({"method": "refine"}, [*roles, *o])["method"]
+    one_round = preflight.refine_tokens(m("method.depth=1")) - 512
+    assert preflight.refine_tokens(m("method.depth=4")) == 512 + 4 * one_round
+    for depth in (1, 2, 4, 8):
+        assert preflight.refine_tokens(m(f"method.depth={depth}", "method.history=latest")) == 512 + one_round
+    longer = m("method.depth=4", "method.history=latest", "method.roles.correct.max_tokens=900")
+    assert preflight.refine_tokens(longer) == 900 + one_round + (
+        900 - 384
+    )  # the correction is the longest trace
+
+
+def test_a_reward_model_on_gpus_of_its_own_is_sized_against_them():
+    """Qwen2.5-Math-RM-72B (~143 GB bf16) on 2 x 80 GB GPUs of its own fits 90 % of them, on 1
+    it does not; SLURM is asked for its GPUs beside the policy's."""
+    from retrace.cluster import gpus
+
+    scorer = {"name": "hf_reward", "params": 71.5e9, "gpus": 2}
+    assert preflight.reward_gpus_problem(scorer, 2 * 71.5e9, 80) is None
+    assert "raise method.scorer.gpus" in preflight.reward_gpus_problem({**scorer, "gpus": 1}, 2 * 71.5e9, 80)
+    cfg = {"backend": {"name": "vllm", "engine": {"tensor_parallel_size": 1}}, "method": {"scorer": scorer}}
+    assert gpus(cfg) == 3 and gpus({**cfg, "method": {}}) == 1

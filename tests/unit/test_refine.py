@@ -110,6 +110,50 @@ def test_histories_are_append_only(tmp_path, problems, critic):
             assert b.messages[-1].role == "user"
 
 
+def _round_requests(chain, depth):
+    return [r for r in chain if f"/d{depth}/" in r.tag]
+
+
+def test_latest_history_conditions_each_round_on_the_question_and_previous_trace(tmp_path, problems):
+    """history: latest: round d's first prompt is the question, the trace of depth d - 1 as the
+    assistant's answer, and the continue prompt; within the round, calls stay append-only."""
+    rows, sent, _, _ = refine(problems, tmp_path, n=2, depth=3, history="latest")
+    for (pid, rollout), chain in by_rollout(sent).items():
+        row = next(r for r in rows if r["problem_id"] == pid)
+        question = chain[0].messages  # the depth-0 sample's request
+        for depth in (1, 2, 3):
+            first, *rest = _round_requests(chain, depth)
+            trace = row["extra"]["depths"][depth - 1][int(rollout)]["text"]
+            assert first.messages == question + (Message("assistant", trace), Message("user", CONTINUE))
+            for a, b in zip([first, *rest], rest):
+                assert b.messages[: len(a.messages)] == a.messages
+    assert all(r["extra"]["history"] == "latest" for r in rows)
+
+
+def test_full_history_carries_every_earlier_round(tmp_path, problems):
+    rows, sent, _, _ = refine(problems, tmp_path, n=2, depth=3)
+    for chain in by_rollout(sent).values():
+        last_of_round2 = _round_requests(chain, 2)[-1]
+        first_of_round3 = _round_requests(chain, 3)[0]
+        assert first_of_round3.messages[: len(last_of_round2.messages)] == last_of_round2.messages
+        assert len(first_of_round3.messages) == len(chain[0].messages) + 2 * 3 * 2 + 2
+    assert all("history" not in r["extra"] for r in rows)  # full-history rows are as before
+
+
+def test_both_histories_share_depth_one_and_differ_after(tmp_path, problems):
+    _, full, _, _ = refine(problems, tmp_path / "a", n=2, depth=2)
+    _, latest, _, _ = refine(problems, tmp_path / "b", n=2, depth=2, history="latest")
+    d1 = lambda sent: [r.messages for r in sent if "/d1/" in r.tag]
+    d2 = lambda sent: [r.messages for r in sent if "/d2/" in r.tag]
+    assert d1(full) == d1(latest)
+    assert all(len(b) < len(a) for a, b in zip(d2(full), d2(latest)))
+
+
+def test_unknown_history_is_refused(tmp_path, problems):
+    with pytest.raises(ValueError, match="unknown history 'all'; valid: full, latest"):
+        refine(problems, tmp_path, history="all")
+
+
 def test_affirm_puts_the_fixed_text_in_the_critique_slot(tmp_path, problems):
     _, sent, _, _ = refine(problems, tmp_path, n=2, depth=2, critic="affirm")
     corrects = [r for r in sent if r.tag.endswith("/correct")]

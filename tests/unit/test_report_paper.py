@@ -35,7 +35,8 @@ def test_every_claim_retrace_tests_is_attributed_to_a_paper():
         + ["weaker models gain most"]
         + [c[0] for c in DRR_CLAIMS]
         + [c[0] for c in ART_CLAIMS]
-        + ["a library edit helps the edited task"]
+        + [c[0] + " (pooled)" for c in ART_CLAIMS]
+        + ["a library edit helps the edited task", "a library edit helps the edited task (pooled)"]
     )
     assert [n for n in names if n not in listed] == []
     for name, entry in listed.items():  # a ref or a note that says why there is none

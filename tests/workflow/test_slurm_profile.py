@@ -33,14 +33,30 @@ def jobs(out: str) -> list[tuple[str, dict]]:
     return found
 
 
+def gpu_jobs_go_to_the_gpu_partition(planned: list[tuple[str, dict]]) -> set[str]:
+    """Asserts that each job whose `gpu` > 0 asks for the partition the dry-run configured
+    (gpu_partition=gpux) and cpus_per_gpu=6, and no job without a GPU for that partition;
+    the rules of the GPU jobs. Derived from the jobs, not from a list of rules."""
+    on_gpu = [(rule, r) for rule, r in planned if int(r.get("gpu", "0")) > 0]
+    assert all(r.get("slurm_partition") == "gpux" and r.get("cpus_per_gpu") == "6" for _, r in on_gpu)
+    assert not [rule for rule, r in planned if int(r.get("gpu", "0")) == 0 and "slurm_partition" in r]
+    return {rule for rule, _ in on_gpu}
+
+
+GPUX = ("--config", "gpu_partition=gpux", "cpus_per_gpu=6")
+
+
 def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
-    out = dry_run(copy_repo(tmp_path), "paper")
-    assert re.search(r"estimate: 660 generation jobs, .* GPU-hours", out)
+    out = dry_run(copy_repo(tmp_path), "paper", *GPUX)
+    assert re.search(r"estimate: 675 generation jobs, .* GPU-hours", out)
     planned = jobs(out)
     gen = [r for rule, r in planned if rule == "generate"]
-    # scoring is one job per model × dataset × seed (60), not one per label (660) and diagnosis (240)
-    assert len(gen) == 660 and re.search(r"^total\s+737$", out, re.M)
-    assert all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in gen)
+    # scoring is one job per model × dataset × seed (60), not one per label (675: 4 models x 5
+    # datasets x 3 seeds x 11 labels, + refine_full on one model x 15) and diagnosis
+    assert len(gen) == 675 and re.search(r"^total\s+752$", out, re.M)
+    assert all(int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in gen)
+    # Qwen2.5-Math-7B's RM@N (5 datasets x 3 seeds) also asks for its reward model's 2 GPUs
+    assert sorted(r["gpu"] for r in gen) == ["1"] * 660 + ["3"] * 15
     probes = [r for rule, r in planned if rule == "probe"]  # one per model, on its GPU
     assert len(probes) == 4 and all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 for r in probes)
     # a 7.6B model needs more host memory than a 1.5B one; nothing is capped by profiles/default
@@ -51,10 +67,12 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     # (max_runtime, 1440 min by default) and no job asks for more.
     runtimes = [int(r["runtime"]) for _, r in planned if "runtime" in r]
     assert len(runtimes) == len(planned) and max(runtimes) == 1440
+    assert gpu_jobs_go_to_the_gpu_partition(planned) == {"generate", "probe"}
 
 
 def test_no_job_asks_for_more_than_max_runtime_and_drr_gpu_jobs_are_sized(tmp_path):
-    planned = jobs(dry_run(copy_repo(tmp_path), "drr_paper", "--config", "max_runtime=100"))
+    planned = jobs(dry_run(copy_repo(tmp_path), "drr_paper", *GPUX, "max_runtime=100"))
+    assert {"drr_distil", "drr_generate"} <= gpu_jobs_go_to_the_gpu_partition(planned)
     asked = {rule: [int(r["runtime"]) for rr, r in planned if rr == rule] for rule, _ in planned}
     assert max(max(v) for v in asked.values() if v) == 100
     # The reasoner's jobs are sized from their tokens (not the 30-minute default), the DM's
@@ -69,3 +87,25 @@ def test_shards_plan_one_engine_job_per_shard_and_a_merge(tmp_path):
     merges = [r for rule, r in planned if rule == "generate"]
     assert len(shards) == 2 and len(merges) == 1
     assert all(r["engine"] == "1" for r in shards) and all(r["engine"] == "0" for r in merges)
+
+
+def test_models_are_materialised_in_the_controller_before_the_gpu_jobs(tmp_path):
+    """A compute node often has no network: the model rules are localrules (they run in the
+    controller, on the login node), and every engine job reads a manifest they write."""
+    root = copy_repo(tmp_path)
+    write_config(root, experiment="paper", probe=True)
+    (root / "localrules.smk").write_text(
+        'include: "Snakefile"\n\n\nprint("LOCALRULES", " ".join(sorted(workflow._localrules)))\n'
+    )
+    proc = subprocess.run(
+        [SNAKEMAKE, "-s", "localrules.smk", "--profile", "profiles/slurm", "-n"],
+        cwd=root,
+        env=env_for(root),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    local = set(re.search(r"^LOCALRULES (.*)$", proc.stdout, re.M).group(1).split())
+    assert {"model", "model_gguf"} <= local
+    assert not {"generate", "generate_shard", "probe"} & local

@@ -78,6 +78,8 @@ if ART_CFG:
         resources:  # GPUs, memory, runtime from the model, backend and budgets (art/resources.py)
             mem_mb=lambda w: _art_resources.resources(ART, w.model)["mem_mb"],
             gpu=lambda w: _art_resources.resources(ART, w.model)["gpu"],
+            slurm_partition=gpu_partition(lambda w: _art_resources.resources(ART, w.model)["gpu"]),
+            cpus_per_gpu=CPUS_PER_GPU,
             runtime=lambda w: capped(_art_resources.resources(ART, w.model)["runtime"]),
             engine=1,
         params:
@@ -108,6 +110,8 @@ if ART_CFG:
         resources:  # GPUs, memory, runtime from the model, backend and budgets (art/resources.py)
             mem_mb=lambda w: _art_resources.resources(ART, w.model, w.label)["mem_mb"],
             gpu=lambda w: _art_resources.resources(ART, w.model, w.label)["gpu"],
+            slurm_partition=gpu_partition(lambda w: _art_resources.resources(ART, w.model, w.label)["gpu"]),
+            cpus_per_gpu=CPUS_PER_GPU,
             runtime=lambda w: capped(_art_resources.resources(ART, w.model, w.label)["runtime"]),
             engine=1,
         params:

@@ -76,8 +76,27 @@ def job_of(w):
 def _engine_resources(job):
     from retrace.cluster import job_resources as sized
 
-    out = {"engine": 1, **sized(job, config["mirror"], _plan.shared_overrides(config, "dataset"))}
+    dso = _plan.shared_overrides(config, "dataset")
+    # JOBS: a Maj@N' job is sized from its refinement partner's bound (retrace.sizing)
+    out = {"engine": 1, **sized(job, config["mirror"], dso, JOBS, Path(f"{RESULTS}/probe"))}
     return {**out, "runtime": capped(out["runtime"])}
+
+
+# SLURM (profiles/slurm): every job that asks for a GPU goes to the GPU partition
+# (`gpu_partition` in config/config.yaml; null: the profile's or the cluster's default) with
+# `cpus_per_gpu` CPUs a GPU; jobs with no GPU keep the default partition.
+CPUS_PER_GPU = int(config.get("cpus_per_gpu") or 8)
+
+
+def gpu_partition(gpus):
+    """slurm_partition of a rule's jobs, from its `gpu` resource (a number or a function of the
+    wildcards): the configured GPU partition for a job that asks for GPUs, else none."""
+
+    def partition(w):
+        wanted = gpus(w) if callable(gpus) else gpus
+        return (config.get("gpu_partition") or None) if wanted else None
+
+    return partition
 
 
 def capped(minutes):

@@ -33,6 +33,12 @@ if _DRR_BLOCK:
                 out.append(pattern.format(model=m, backend=b, seed=s, dataset=e["name"]))
         return out
 
+    def reasoner_gpus(w):
+        return _drr.reasoner_resources(DRR, w.model)["gpu"]
+
+    def infer_gpus(w):  # the DM's, for the variants that run it; the others read generations only
+        return _drr.dm_resources(DRR, training=False)["gpu"] if w.drr_method in DRR_VARIANT_OF else 0
+
     # The bookkeeping stages are small: on a cluster they run in the controller (profiles/slurm).
     localrules:
         drr_questions,
@@ -75,7 +81,9 @@ if _DRR_BLOCK:
         threads: lambda w: _drr.reasoner_resources(DRR, w.model)["threads"]
         resources:
             mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
-            gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
+            gpu=reasoner_gpus,
+            slurm_partition=gpu_partition(reasoner_gpus),
+            cpus_per_gpu=CPUS_PER_GPU,
             engine=1,
             runtime=lambda w: capped(_drr.reasoner_runtime(DRR, w.model, "distil", w.dataset, MIRROR)),
         params:
@@ -125,6 +133,8 @@ if _DRR_BLOCK:
         resources:  # the DM's device and size (drr/settings.dm_resources); gpu only with dm.device: cuda
             mem_mb=_drr.dm_resources(DRR)["mem_mb"],
             gpu=_drr.dm_resources(DRR)["gpu"],
+            slurm_partition=gpu_partition(_drr.dm_resources(DRR)["gpu"]),
+            cpus_per_gpu=CPUS_PER_GPU,
             runtime=capped(DRR["runtime"]["train"]),
         params:
             key=drr_key("train"),
@@ -148,7 +158,9 @@ if _DRR_BLOCK:
         threads: lambda w: _drr.reasoner_resources(DRR, w.model)["threads"]
         resources:
             mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
-            gpu=lambda w: _drr.reasoner_resources(DRR, w.model)["gpu"],
+            gpu=reasoner_gpus,
+            slurm_partition=gpu_partition(reasoner_gpus),
+            cpus_per_gpu=CPUS_PER_GPU,
             engine=1,
             runtime=lambda w: capped(_drr.reasoner_runtime(DRR, w.model, "generate", w.dataset, MIRROR)),
         params:
@@ -184,9 +196,9 @@ if _DRR_BLOCK:
             mem_mb=lambda w: (
                 _drr.dm_resources(DRR, training=False)["mem_mb"] if w.drr_method in DRR_VARIANT_OF else 2000
             ),
-            gpu=lambda w: (
-                _drr.dm_resources(DRR, training=False)["gpu"] if w.drr_method in DRR_VARIANT_OF else 0
-            ),
+            gpu=infer_gpus,
+            slurm_partition=gpu_partition(infer_gpus),
+            cpus_per_gpu=CPUS_PER_GPU,
             runtime=capped(DRR["runtime"]["infer"]),
         params:
             key=drr_key("infer"),
@@ -217,6 +229,8 @@ if _DRR_BLOCK:
             resources:
                 mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
                 gpu=int(DRR["sft_lora"]["device"] == "cuda"),
+                slurm_partition=gpu_partition(int(DRR["sft_lora"]["device"] == "cuda")),
+                cpus_per_gpu=CPUS_PER_GPU,
                 runtime=capped(DRR["runtime"]["sft"]),
             params:
                 key=drr_key("sft"),

@@ -93,6 +93,8 @@ rule generate:
         mem_mb=engine_resource("mem_mb", 2000),
         engine=engine_resource("engine"),
         gpu=engine_resource("gpu"),
+        slurm_partition=gpu_partition(engine_resource("gpu")),
+        cpus_per_gpu=CPUS_PER_GPU,
         runtime=engine_resource("runtime", 30),
     params:
         key=job_key("generate"),
@@ -116,6 +118,8 @@ rule generate_shard:
         mem_mb=engine_resource("mem_mb"),
         engine=1,
         gpu=engine_resource("gpu"),
+        slurm_partition=gpu_partition(engine_resource("gpu")),
+        cpus_per_gpu=CPUS_PER_GPU,
         runtime=engine_resource("runtime"),
     params:
         key=job_key("generate"),

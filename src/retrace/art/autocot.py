@@ -48,6 +48,18 @@ def cluster(texts: list[str], k: int, seed: int = 0, embed_fn=None) -> list[list
     return sorted((g for g in groups if g), key=lambda g: g[0])
 
 
+def random_groups(n: int, k: int, seed: int = 0) -> list[list[int]]:
+    """k candidate lists of indices 0..n-1 from one seeded shuffle, dealt round-robin: the
+    paper's "randomly selected dataset examples" (ART §A.4 p. 21) in place of k-means, with the
+    same per-list heuristics check as `choose` applies to clusters."""
+    import random
+
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    k = max(1, min(k, n))
+    return [order[c::k] for c in range(k) if order[c::k]]
+
+
 def passes(question: str, rationale: str, answer: str | None) -> bool:
     """AutoCoT's heuristics (module doc, step 3)."""
     steps = [ln for ln in rationale.splitlines() if ln.strip()]

@@ -88,7 +88,11 @@ def autocot(ctx: Context) -> list[dict]:
     from retrace.art import autocot as ac
 
     texts = [format_input(s) for s in ctx.pool]
-    groups = ac.cluster(texts, ctx.settings["autocot_k"], ctx.seed)
+    k = ctx.settings["autocot_k"]
+    if ctx.settings.get("autocot_selection", "kmeans") == "random":  # the ART paper's (§A.4)
+        groups = ac.random_groups(len(texts), k, ctx.seed)
+    else:  # Zhang et al.'s AutoCoT
+        groups = ac.cluster(texts, k, ctx.seed)
 
     def cot(i: int):
         """Question i's zero-shot chain, as a scheduler task: returns (reasoning, answer)."""

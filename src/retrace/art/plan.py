@@ -75,6 +75,11 @@ SETTINGS = {
     "cluster_examples": 2,
     "demos_per_task": 2,
 }
+# Settings with no default in SETTINGS (so runs that leave them out keep their rerun keys):
+# name -> valid values, the first being what leaving it out means.
+OPTIONAL_SETTINGS = {
+    "autocot_selection": ("kmeans", "random")
+}  # AutoCoT demos: k-means | random (the ART paper's)
 TEMPLATES = {
     "fewshot": ["art_fewshot.j2"],
     "autocot": ["art_autocot.j2"],
@@ -116,11 +121,14 @@ def check(cfg: dict, where: str = "art") -> dict:
         raise ValueError(f"{where}: unknown key(s) {sorted(bad)}; valid: {sorted(KEYS)}")
     out = {**DEFAULTS, **cfg}
     out["settings"] = {**SETTINGS, **(cfg.get("settings") or {})}
-    if set(out["settings"]) - set(SETTINGS):
+    if set(out["settings"]) - set(SETTINGS) - set(OPTIONAL_SETTINGS):
         raise ValueError(
-            f"{where}.settings: unknown key(s) {sorted(set(out['settings']) - set(SETTINGS))}; "
-            f"valid: {sorted(SETTINGS)}"
+            f"{where}.settings: unknown key(s) {sorted(set(out['settings']) - set(SETTINGS) - set(OPTIONAL_SETTINGS))}; "
+            f"valid: {sorted(set(SETTINGS) | set(OPTIONAL_SETTINGS))}"
         )
+    for key, valid in OPTIONAL_SETTINGS.items():
+        if out["settings"].get(key, valid[0]) not in valid:
+            raise ValueError(f"{where}.settings.{key}: {out['settings'][key]!r}; valid: {', '.join(valid)}")
     for m in out.get("methods", []):
         if m not in METHODS:
             raise ValueError(f"{where}.methods: unknown method {m!r}; valid: {', '.join(METHODS)}")

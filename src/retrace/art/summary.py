@@ -15,6 +15,7 @@ from pathlib import Path
 
 from retrace.art import plan
 from retrace.art.metrics import grade
+from retrace.art.task_average import task_averaged, task_weights
 from retrace.atomic import write_json
 from retrace.config import compose
 from retrace.hashing import sha256_file
@@ -118,14 +119,28 @@ def claims(cfg: dict, scores: list[dict], near_duplicates: dict[str, str] | None
 
 
 def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
+    """The claim task-averaged (the paper's statistic, §1: "average improvement ... across
+    tasks") and, beside it, pooled over questions as "<claim> (pooled)"; where every task has
+    as many questions the two are the same, and one row is written."""
     ra, ea = _pooled(scores, a, tasks)
     rb, eb = _pooled(scores, b, tasks)
     if not ra or not rb:
         return []
-    row = claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb)
+    w = task_weights(ra + rb)
+    rows = [claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb)]
+    if set(w.values()) != {1.0}:  # tasks of unequal size: the two statistics differ
+        rows[0]["claim"] = f"{claim} (pooled)"
+        macro = claim_row(
+            claim, model, dataset, a, b, task_averaged(ra, w), task_averaged(rb, w), evidence=ea + eb
+        )
+        macro["note"] = "; ".join(
+            filter(None, [macro.get("note"), "task-averaged (each task weighs the same)"])
+        )
+        rows.insert(0, macro)
     caveat = stand_in_note([s for s in scores if s["label"] in (a, b) and s["task"] in tasks])
-    row["note"] = "; ".join(filter(None, [row.get("note"), caveat]))
-    return [row]
+    for row in rows:
+        row["note"] = "; ".join(filter(None, [row.get("note"), caveat]))
+    return rows
 
 
 def stand_in_note(scores: list[dict]) -> str:

@@ -1,8 +1,9 @@
-"""The porcelain a user starts with: `retrace run`, `retrace list`, `retrace plan`."""
+"""The porcelain a user starts with: `retrace run`, `retrace list`, `retrace plan`, `retrace deviations`."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,10 +28,22 @@ def _plan_command(p: argparse.ArgumentParser) -> Callable:
         action="store_true",
         help="validate every job (context, pinned weights, GPU memory, budgets); exit 1 naming failures",
     )
-    return lambda a: plan(a.configfile, a.experiment, a.estimate, a.check)
+    p.add_argument(
+        "--json",
+        type=Path,
+        metavar="FILE",
+        help="with --estimate: write each job's bound (tokens, GPU-seconds, attempts) to FILE ('-': stdout)",
+    )
+    return lambda a: plan(a.configfile, a.experiment, a.estimate, a.check, a.json)
 
 
-def plan(configfile: Path, experiment: str | None, estimate_only: bool, check: bool = False) -> int:
+def plan(
+    configfile: Path,
+    experiment: str | None,
+    estimate_only: bool,
+    check: bool = False,
+    as_json: Path | None = None,
+) -> int:
     """The jobs and the cost estimate of the configured experiment, or (`check`) every check."""
     import yaml
 
@@ -50,9 +63,34 @@ def plan(configfile: Path, experiment: str | None, estimate_only: bool, check: b
         print("\n".join(j.path for j in planned))
     # CPU jobs are priced at the probe's measured rate when a run here has one (results/probe)
     print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset"), Path("results/probe")).line())
+    _plan_bounds(cfg, planned, as_json)
     for line in family_lines(load_experiment(cfg["experiment"]), cfg["mirror"], Path("results/probe")):
         print(line)
     return 0
+
+
+def _plan_bounds(cfg: dict, planned: list, as_json: Path | None) -> None:
+    """The equal-compute bound ratios line; with --json, each job's bound (retrace.sizing)."""
+    import json
+
+    from retrace.estimate import equal_compute_line
+    from retrace.plan import shared_overrides
+    from retrace.sizing import job_bounds
+
+    dso = shared_overrides(cfg, "dataset")
+    line = equal_compute_line(planned, cfg["mirror"], dso)
+    if line:
+        print(line)
+    if as_json is None:
+        return
+    limit = int(cfg.get("max_runtime") or 0) or None
+    rows = [b.as_dict(limit) for b in job_bounds(planned, cfg["mirror"], dso, Path("results/probe"))]
+    text = json.dumps({"max_runtime": limit, "jobs": rows}, indent=1) + "\n"
+    if str(as_json) == "-":
+        sys.stdout.write(text)
+    else:
+        as_json.write_text(text)
+        print(f"per-job bounds: {as_json} ({len(rows)} jobs)")
 
 
 def _check(cfg: dict, configfile: Path) -> int:
@@ -136,3 +174,22 @@ def _run(p: argparse.ArgumentParser) -> Callable:
 
 
 # Commands with parsers of their own, `<module>.main(argv)`; the method families' commands
+
+
+@command(
+    "deviations",
+    "where retrace differs from a paper it reproduces, one `deviation:` line each",
+    (
+        "retrace deviations --experiment paper       # the refinement paper's register",
+        "retrace deviations --experiment drr_paper | grep 'can change a verdict: yes'",
+    ),
+)
+def _deviations(p: argparse.ArgumentParser) -> Callable:
+    from retrace import deviations
+
+    p.add_argument("--experiment", "-e", required=True, choices=deviations.experiments())
+
+    def run(a: argparse.Namespace) -> None:
+        print("\n".join(deviations.lines(a.experiment)))
+
+    return run

@@ -18,14 +18,21 @@ from retrace.scoring.claims import claim_row
 
 OVERALL = "all"  # Table 1's "Overall (Combined)": every question of every dataset, one set
 
+# Acc has two conventions for an abstention (drr/metrics.py): Table 1's numbers fit "scored as
+# its last attempt", the paper's text says "not an answer" (wrong). Rows compared with Table 1
+# ("... on accuracy") use the paper's numbers' convention; each has its "abstain = wrong" row
+# beside (WRONG_SUFFIX), exploratory. FS scores an abstention 0 in both.
+PAPER_ACC = "accuracy_last_attempt"
+WRONG_SUFFIX = " (abstain = wrong)"
+
 # (claim, method, baseline, metric, k): metric as metrics.per_question names it.
 CLAIMS = [
     (f"DRR beats {name} on {label}", "drr", base, metric, k)
-    for metric, k, label in (("accuracy", 1, "accuracy"), ("fs", 1, "FS(1)"), ("fs", 3, "FS(3)"))
+    for metric, k, label in ((PAPER_ACC, 1, "accuracy"), ("fs", 1, "FS(1)"), ("fs", 3, "FS(3)"))
     for base, name in (("cot", "CoT"), ("abstain", "Abstain"), ("selfcritic", "Self-Critic"))
 ]
 CLAIMS += [
-    ("DRR beats SFT-LoRA on accuracy", "drr", "sft_lora", "accuracy", 1),
+    ("DRR beats SFT-LoRA on accuracy", "drr", "sft_lora", PAPER_ACC, 1),
     ("DRR beats SFT-LoRA on FS(3)", "drr", "sft_lora", "fs", 3),
 ]
 CLAIMS += [
@@ -38,9 +45,26 @@ CLAIMS += [
         "accuracy",
         1,
     ),
-    ("real DM beats shuffled-label DM on accuracy", "drr", "drr_shuffled", "accuracy", 1),
+    ("real DM beats shuffled-label DM on accuracy", "drr", "drr_shuffled", PAPER_ACC, 1),
     ("real DM beats shuffled-label DM on FS(3)", "drr", "drr_shuffled", "fs", 3),
 ]
+CLAIMS += [(c + WRONG_SUFFIX, a, b, "accuracy", k) for c, a, b, m, k in CLAIMS if m == PAPER_ACC]
+ACC_ABSTENTION = ("wrong", "both")
+
+
+def claim_list(acc_abstention: str = "wrong") -> list[tuple]:
+    """The claims a run writes, by `drr.acc_abstention` (config/drr/defaults.yaml): "wrong" (every
+    Acc row scores an abstention wrong, one row per claim) or "both" (CLAIMS: Table 1's
+    convention under the paper's claim names, "abstain = wrong" rows beside)."""
+    if acc_abstention not in ACC_ABSTENTION:
+        raise ValueError(f"drr.acc_abstention: {acc_abstention!r}; valid: {', '.join(ACC_ABSTENTION)}")
+    if acc_abstention == "both":
+        return CLAIMS
+    return [
+        (c, a, b, "accuracy" if m == PAPER_ACC else m, k)
+        for c, a, b, m, k in CLAIMS
+        if not c.endswith(WRONG_SUFFIX)
+    ]
 
 
 def decision_view(eps: list) -> list:
@@ -52,11 +76,12 @@ def decision_view(eps: list) -> list:
     return [nota_reading(e, "abstain") for e in eps]
 
 
-def claims(runs: Mapping, hashes: Mapping) -> list[dict]:
-    """runs[(model, dataset)][method] = [episodes per seed]; hashes likewise (prov sha256)."""
+def claims(runs: Mapping, hashes: Mapping, acc_abstention: str = "wrong") -> list[dict]:
+    """runs[(model, dataset)][method] = [episodes per seed]; hashes likewise (prov sha256);
+    `acc_abstention` picks the claims (claim_list)."""
     rows = []
     for (model, dataset), methods in sorted(runs.items()):
-        for claim, a, b, metric, k in CLAIMS:
+        for claim, a, b, metric, k in claim_list(acc_abstention):
             if a not in methods or b not in methods:
                 continue
             view = decision_view if metric == "acc_d" else list
@@ -73,7 +98,8 @@ def claims(runs: Mapping, hashes: Mapping) -> list[dict]:
                 evidence=hashes[(model, dataset)][a] + hashes[(model, dataset)][b],
             )
             unit = {
-                "accuracy": "0/1 correct",
+                "accuracy": "0/1 correct, an abstention wrong",
+                PAPER_ACC: "0/1 correct, an abstention scored as its last attempt (Table 1's convention)",
                 "fs": f"FS points (+1/0/-{k:g})",
                 "acc_d": "0/1 right decision",
             }[metric]

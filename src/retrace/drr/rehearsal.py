@@ -72,22 +72,23 @@ def add_design(block: dict, mirror: str, d) -> None:
     model × evaluation set (its eval file, or 1 - train_fraction of one file), and each claim
     per dataset and pooled over them (Table 1's Overall)."""
     from retrace.drr import settings
-    from retrace.drr.claims import CLAIMS, OVERALL
+    from retrace.drr.claims import OVERALL, claim_list
     from retrace.scoring import design
 
     cfg = settings.load(block)
+    listed = claim_list(cfg["acc_abstention"])
     labels = {m: (len(cfg["seeds"]), False) for m in settings.methods(cfg)}
     for model in cfg["models"]:
         for e in settings.entries(cfg):
             n = design._count(e["name"], mirror)
             n = n if e["train"] else n - round(float(cfg["train_fraction"]) * n)
             d.cells[(model, e["name"])] = {"n": n, "drr": True, "labels": labels}
-            for claim, a, b, metric, k in CLAIMS:
+            for claim, a, b, metric, k in listed:
                 if a in labels and b in labels:
                     d.rows.append(
                         (claim, model, e["name"], a, b, "greater", metric, k, [(model, e["name"])], "plain")
                     )
         keys = [(model, e["name"]) for e in settings.entries(cfg)]  # Table 1's Overall: all pooled
-        for claim, a, b, metric, k in CLAIMS:
+        for claim, a, b, metric, k in listed:
             if a in labels and b in labels:
                 d.rows.append((claim, model, OVERALL, a, b, "greater", metric, k, keys, "pooled"))

@@ -317,7 +317,7 @@ def summarise(
             for seed, eps in zip(all_seeds[(model, dataset)][method], per_seed, strict=True):
                 table.append(metrics_row(model, dataset, seed, method, eps))
                 table_prov.append(all_hashes[(model, dataset)][method][0])
-    rows = claims({**runs, **all_runs}, {**hashes, **all_hashes})
+    rows = claims({**runs, **all_runs}, {**hashes, **all_hashes}, cfg["acc_abstention"])
     for row in rows:  # "simulated" for the simulated reasoner (retrace rehearse), as the spine's rows say
         row["engine"] = cfg["backend"]
     write_claims_csv(rows, claims_out)

@@ -64,6 +64,13 @@ def add_lora(model, r: int = 8, alpha: int = 16, dropout: float = 0.0, target_mo
     return get_peft_model(model, cfg)
 
 
+def trainable_parameters(model) -> int:
+    """Parameters the optimiser updates (a LoRA's adapters only): recorded beside the DM's own
+    count, since the paper matches SFT-LoRA's trained parameters to the DM's (Section 4.2) and
+    retrace does not (deviations register, drr_paper sft-lora-parameters)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
 def _device(model):
     return next(model.parameters()).device
 
@@ -163,8 +170,21 @@ def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, 
     for f, out in zip(eval_files, outs):
         eps = [episode(p, answer(lora, tok, p)) for p in data.read_problems(f)]
         hf_model = {k: spec.get(k) for k in ("hf_model", "revision")}
+        counts = {
+            "trainable_params": trainable_parameters(lora),
+            "dm_params": cfg["backbones"][cfg["backbone"]].get("params"),
+        }
         _write(
-            cfg, train_files, f, out, eps, seed, losses=losses, device=str(_device(lora)), hf_model=hf_model
+            cfg,
+            train_files,
+            f,
+            out,
+            eps,
+            seed,
+            losses=losses,
+            device=str(_device(lora)),
+            hf_model=hf_model,
+            **counts,
         )
     return {"losses": losses}
 

@@ -8,9 +8,17 @@ How it runs:
 - Each rollout is one task of retrace.scheduler: its next call (continue, critique,
   correct of the next round) goes to the engine as soon as its previous one returns, so
   the engine's slots stay full across turns and problems (no turn barrier).
-- Each rollout's chat history is append-only: every call sends the previous call's
-  messages plus its answer plus the new role prompt, so the engine's prefix cache reuses
-  the shared prefix. The history always holds what the model actually said.
+- What each round is conditioned on (`history`):
+    full    (the default) the rollout's whole conversation: every call sends the previous
+            call's messages plus its answer plus the new role prompt, append-only across
+            rounds, so the engine's prefix cache reuses the shared prefix;
+    latest  the paper's description ("the generator extends or rewrites the previous trace
+            ... the corrector revises the trace conditioned on both", review.json
+            pith_extraction.key_machinery): each round starts again from the question and
+            the previous depth's trace (as the assistant's answer), then appends its own
+            continue, critique and correct. The context stays one round long whatever D is.
+  Depth 1 starts from the question and the sample under both, so its requests are shared.
+  Within a round the history is append-only and always holds what the model actually said.
 - Critic variants are configuration (`critic`):
     model   the critique is a model call (3 calls per round);
     affirm  the critique turn holds the fixed text of templates.affirm (no model call);
@@ -35,7 +43,7 @@ Row: "samples" = one record per rollout with the terminal trace as `text` and th
 rollout's tokens summed over all its calls (so scoring's FLOPs are the whole refinement);
 "extra" = {"critic", "n", "depth", "depths": [depth][rollout] records with cumulative
 token counts and `context_tokens` (the history's length after the depth's last call), "roles":
-per-role token totals of the problem}.
+per-role token totals of the problem; "history": "latest" where it is (absent: full)}.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from retrace.registry import METHODS
 from retrace.templates import render
 
 CRITICS = ("model", "affirm", "none", "random")
+HISTORIES = ("full", "latest")
 COUNTS = ("prompt_tokens", "cached_prompt_tokens", "generated_tokens")
 
 
@@ -59,6 +68,7 @@ class Rollout:
     problem: Problem
     index: int
     history: tuple[Message, ...]
+    question: tuple[Message, ...]  # the depth-0 request's messages (where `latest` restarts)
     trace: str
     calls: list[Completion] = field(default_factory=list)
     depths: list[dict] = field(default_factory=list)
@@ -83,6 +93,8 @@ class Rollout:
 def check_config(cfg: dict) -> None:
     if cfg["critic"] not in CRITICS:
         raise ValueError(f"method refine: unknown critic {cfg['critic']!r}; valid: {', '.join(CRITICS)}")
+    if cfg.get("history", "full") not in HISTORIES:
+        raise ValueError(f"method refine: unknown history {cfg['history']!r}; valid: {', '.join(HISTORIES)}")
     if int(cfg["depth"]) < 0 or int(cfg["n"]) < 1:
         raise ValueError(f"method refine: need n >= 1 and depth >= 0, got n={cfg['n']} depth={cfg['depth']}")
 
@@ -100,6 +112,7 @@ def start(problem: Problem, request: Request, c: Completion) -> Rollout:
         problem,
         request.sample_index,
         request.messages + (Message("assistant", c.text),),
+        request.messages,
         c.text,
         calls=[c],
         roles={"sample": {k: getattr(c, k) for k in COUNTS}},
@@ -192,8 +205,16 @@ def close_round(r: Rollout, cfg: dict, ctx: MethodContext) -> None:
     r.round = {}
 
 
+def round_start(r: Rollout, cfg: dict) -> tuple[Message, ...]:
+    """The history a round starts from (module docstring, `history`)."""
+    if cfg.get("history", "full") == "latest":
+        return r.question + (Message("assistant", r.trace),)
+    return r.history
+
+
 def refine_round(r: Rollout, depth: int, cfg: dict, ctx: MethodContext):
     """Round `depth` (1..D) of one rollout: continue, critique, correct."""
+    r.history = round_start(r, cfg)
     yield from turn(r, "continue", render(cfg["templates"]["continue"]), depth, cfg, ctx)
     yield from critique(r, depth, cfg, ctx)
     correct = render(cfg["templates"]["correct"], has_critique=cfg["critic"] != "none")
@@ -240,6 +261,8 @@ def problem_row(problem: Problem, rollouts: list[Rollout], cfg: dict) -> dict:
         "depths": depths,
         "roles": roles,
     }
+    if cfg.get("history", "full") != "full":  # absent = full: full-history rows stay as they were
+        extra["history"] = cfg["history"]
     return row(problem, "refine", [terminal(r) for r in rollouts], extra)
 
 

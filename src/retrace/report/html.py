@@ -21,6 +21,7 @@ from pathlib import Path
 
 import jinja2
 
+from retrace import deviations
 from retrace.atomic import atomic_open
 from retrace.report import lineage, paper, transcripts
 from retrace.report.claims_table import P_ADJ, read_claims
@@ -124,6 +125,7 @@ def render_html(
         claims=claims,
         claim_groups=claim_groups(claims, refs),
         summary=paper.summarise(claims, refs),
+        deviations=deviations.for_report(claims),
         has_p_adj=any(c.get(P_ADJ) is not None for c in claims),
         result_groups=_groups(rows, ("model", "dataset")),
         diagnostics=list(diagnostics),

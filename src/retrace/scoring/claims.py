@@ -112,6 +112,8 @@ PAPER_CLAIMS = (
     ("beats step-level beam search", "refine", "beam", "greater"),
     ("beats lookahead search", "refine", "lookahead", "greater"),
     ("always-affirm refinement falls below Maj@N", "refine_affirm", "majority", "less"),
+    # an ablation the paper never ran: its latest-trace conditioning against the whole history
+    ("refining the latest trace vs the whole history", "refine", "refine_full", "greater"),
 )
 
 # The controls of `make controls` (config/experiment/controls.yaml), added by `--controls`:

@@ -14,6 +14,8 @@ which ignores the attention term, as the refinement paper's sec. 3.5 does:
   final history (`context_tokens`), computed once. Per problem:
       computed = P0 + sum over rollouts i of (context_i - P0)
   with P0 the shared question prompt; cached_prompt = (prompt + generated) - computed.
+  With `history: latest` a rollout is D chains (`refine_chains`), each restarting from the
+  question: the sum then runs over every chain of every rollout.
   Rows whose structure is not recorded (search methods' pruned candidates and judge calls)
   are not covered: `structural_usage` returns None for them and callers fall back to the
   engine's count, saying so.
@@ -112,14 +114,27 @@ def _row_structure(row: Mapping) -> tuple[int, list[int]] | None:
         return None  # search / scored rows: candidates and judge calls are not recorded per call
     depths = extra.get("depths")
     if depths:
-        if any("context_tokens" not in rec for rec in depths[-1]):
+        recs = [rec for depth in refine_chains(extra) for rec in depth]
+        if any("context_tokens" not in rec for rec in recs):
             return None
         return int(min(rec["prompt_tokens"] for rec in depths[0])), [
-            int(rec["context_tokens"]) for rec in depths[-1]
+            int(rec["context_tokens"]) for rec in recs
         ]
     return int(min(s["prompt_tokens"] for s in samples)), [
         int(s["prompt_tokens"]) + int(s["generated_tokens"]) for s in samples
     ]
+
+
+def refine_chains(extra: Mapping) -> list:
+    """The depth records that end one append-only chain of calls per rollout. With the full
+    history (methods/refine.py) a rollout is one chain, ended by its last depth. With
+    `history: latest` every round restarts from the question and the previous trace: round 1
+    extends the sample's chain (depth 0 shares it), each later round is a chain of its own
+    that shares only the question prompt P0 (the previous trace is recomputed as prompt)."""
+    depths = extra["depths"]
+    if extra.get("history") == "latest" and len(depths) > 1:
+        return depths[1:]
+    return depths[-1:]
 
 
 def structural_usage(rows: list[Mapping]) -> dict | None:

@@ -11,7 +11,7 @@ The design is read from the experiment, never listed by hand: `plan.jobs` gives 
 has identical seeds (the real engines give identical samples), `claims.weaker` names the
 weaker-model pairs, question counts come from the mirror (retrace.estimate.problem_count).
 Each method family adds its own cells and rows (retrace.family `claims_design`): DRR's from
-retrace.drr.claims.CLAIMS over its settings (evaluation questions:
+retrace.drr.claims.claim_list over its settings (evaluation questions:
 the eval file, or 1 - train_fraction of one file), per dataset and pooled over them
 (dataset "all", Table 1's Overall), ART's from retrace.art.summary.CLAIMS
 pooled over its task groups (`examples` questions per task; every ART method but art_sc

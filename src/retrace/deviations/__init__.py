@@ -1,0 +1,171 @@
+"""The deviations register: every known difference between a paper and how retrace runs it.
+
+    retrace deviations --experiment paper        # one line per deviation, each `deviation: …`
+    retrace plan --check --experiment paper      # also fails on a broken register (below)
+
+One YAML per paper experiment beside this file (paper.yaml, drr_paper.yaml, art_paper.yaml):
+`experiment` (config/experiment/<name>.yaml), `paper` (its key in
+report/paper_numbers.yaml) and `deviations`, each with
+    id, area        a short name and what it concerns;
+    paper, quote    the paper's choice and the paper's own words, with `source` (where);
+    ours, why       retrace's choice and the reason;
+    switch          null, or {file, key, paper}: the config key (dotted, in a file under
+                    config/) whose value `paper` restores the paper's choice;
+    status          fixed (retrace now does what the paper does; listed so the reader sees
+                    it was checked) | switchable | registered (no switch: a stand-in, a gap
+                    in the data mirror, or a question the paper leaves open);
+    verdict         yes | no: whether the difference can change a claim's verdict.
+
+Checks (`problems`, run by `retrace plan --check`): each switch names a file that exists and
+a key that exists in it; each reference of the paper in report/paper_numbers.yaml names a
+model and dataset the experiment runs (pooled sets such as "all" are not dataset names).
+Not covered: whether `paper` is a valid value of the key (the config's own checks say that
+when the switch is used), and whether the register is complete (a reviewer's job).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).parent
+KEYS = {"id", "area", "paper", "quote", "source", "ours", "why", "switch", "status", "verdict"}
+STATUSES = ("fixed", "switchable", "registered")
+# Ref "datasets" that name a pooled set or a task group, not a config/dataset file.
+POOLED = {"all", "unseen tasks", "library tasks"}
+
+
+def path_of(experiment: str) -> Path:
+    return HERE / f"{experiment}.yaml"
+
+
+def experiments() -> list[str]:
+    """The experiments with a register."""
+    return sorted(p.stem for p in HERE.glob("*.yaml"))
+
+
+def load(experiment: str) -> dict:
+    """The register of `experiment`, checked for shape; an error names the file and entry."""
+    path = path_of(experiment)
+    if not path.exists():
+        raise ValueError(
+            f"no deviations register for experiment {experiment!r}; registers: {', '.join(experiments())}"
+        )
+    data = yaml.safe_load(path.read_text())
+    for i, d in enumerate(data.get("deviations") or []):
+        where = f"{path}: deviations[{i}]"
+        if set(d) - KEYS or not {"id", "area", "ours", "status", "verdict"} <= set(d):
+            raise ValueError(f"{where}: keys {sorted(d)}; expected {sorted(KEYS)}")
+        if d["status"] not in STATUSES:
+            raise ValueError(f"{where}.status: {d['status']!r} not one of {', '.join(STATUSES)}")
+    return data
+
+
+def line(d: dict) -> str:
+    """One deviation as one line."""
+    sw = d.get("switch")
+    switch = f"{sw['file']}: {sw['key']}={sw['paper']}" if sw else "none"
+    quote = f' ("{d["quote"]}", {d.get("source", "?")})' if d.get("quote") else ""
+    return (
+        f"deviation: [{d['status']}] {d['id']} ({d['area']}); paper: {d.get('paper', '?')}{quote}; "
+        f"ours: {d['ours']}; why: {d.get('why', '')}; switch: {switch}; "
+        f"can change a verdict: {d['verdict']}"
+    )
+
+
+def lines(experiment: str) -> list[str]:
+    return [line(d) for d in load(experiment).get("deviations") or []]
+
+
+def _has_key(data, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
+
+
+def switch_problems(experiment: str, config_dir: Path) -> list[tuple[str, str]]:
+    """(file: entry, reason) for each switch whose file or key does not exist."""
+    out = []
+    for i, d in enumerate(load(experiment).get("deviations") or []):
+        sw = d.get("switch")
+        if not sw:
+            continue
+        where = f"{path_of(experiment)}: deviations[{i}] ({d['id']}).switch"
+        target = config_dir / str(sw["file"]).removeprefix("config/")
+        if not target.exists():
+            out.append((where, f"file {sw['file']} does not exist"))
+        elif not _has_key(yaml.safe_load(target.read_text()), str(sw["key"])):
+            out.append((where, f"key {sw['key']!r} does not exist in {sw['file']}"))
+    return out
+
+
+def experiment_runs(exp: dict) -> tuple[set[str], set[str]]:
+    """(models, datasets) an experiment runs: its generation runs and its DRR/ART blocks."""
+    models, datasets = set(), set()
+    for run in exp.get("runs") or []:
+        models |= set(run["models"])
+        datasets |= set(run["datasets"])
+    for block in (exp.get(k) for k in ("drr", "art")):
+        if block:
+            models |= set(block.get("models") or [])
+            for ds in block.get("datasets") or []:
+                datasets.add(ds["name"] if isinstance(ds, dict) else ds)
+            for group in (block.get("tasks") or {}).values():
+                datasets |= set(group)
+    return models, datasets
+
+
+def reference_problems(paper_key: str, exp: dict, numbers: Path) -> list[tuple[str, str]]:
+    """(file: claim ref key, reason) for each paper reference naming a model or dataset the
+    experiment does not run."""
+    models, datasets = experiment_runs(exp)
+    out = []
+    for i, entry in enumerate(yaml.safe_load(numbers.read_text())["claims"]):
+        if entry.get("paper") != paper_key:
+            continue
+        refs = list(entry.get("refs") or [])
+        refs += [{"dataset": ds} for ds in ((entry.get("table") or {}).get("values") or {})]
+        for j, ref in enumerate(refs):
+            where = f"{numbers}: claims[{i}] ({entry['claim']!r}).refs[{j}]"
+            if ref.get("model") and ref["model"] not in models:
+                out.append(
+                    (
+                        f"{where}.model",
+                        f"{ref['model']} is not a model the experiment runs ({', '.join(sorted(models))})",
+                    )
+                )
+            ds = ref.get("dataset")
+            if ds and ds not in POOLED and ds not in datasets:
+                out.append((f"{where}.dataset", f"{ds} is not a dataset the experiment runs"))
+    return out
+
+
+def problems(experiment: str, exp: dict, config_dir: Path, numbers: Path) -> list[tuple[str, str]]:
+    """Everything wrong with `experiment`'s register and its paper references (none without a register)."""
+    if not path_of(experiment).exists():
+        return []
+    return switch_problems(experiment, config_dir) + reference_problems(
+        load(experiment)["paper"], exp, numbers
+    )
+
+
+def for_report(claims: list[dict]) -> list[dict]:
+    """The registers to show beside "paper vs ours": a paper's, where a claim row of that paper
+    is on a model its experiment runs (so the CPU experiments' reports are unchanged)."""
+    from retrace.config import load_experiment
+
+    out = []
+    for experiment in experiments():
+        register = load(experiment)
+        try:
+            models = experiment_runs(load_experiment(experiment))[0]
+        except ValueError:  # a config folder without this experiment (a trimmed copy): nothing to match
+            continue
+        if any(c.get("paper_key") == register["paper"] and c.get("model") in models for c in claims):
+            out.append(
+                {"experiment": experiment, "paper": register["paper"], "deviations": register["deviations"]}
+            )
+    return out

@@ -1,0 +1,121 @@
+"""Published figures are outputs: README.md and docs/ agree with their newest result files.
+
+benchmarks/record.py keeps what a measuring command printed; benchmarks/figures.py draws every
+marked figure from those files (docs/measurements/figures.yaml). The first test is the guard a
+hand-edited number or a forgotten `make figures` trips; the others check the two scripts on
+files made here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+figures = load("figures")
+record = load("record")
+
+
+def test_every_published_figure_equals_its_newest_result_file(capsys):
+    rc = figures.main(["--check"])
+    assert rc == 0, capsys.readouterr()
+    # and not vacuously: every figure the spec names is shown somewhere
+    shown = {m.group(1) for doc in figures.documents() for m in figures.MARKER.finditer(doc.read_text())}
+    specs = yaml.safe_load(figures.SPEC.read_text()) or {}
+    assert set(specs) <= shown, f"figures never shown: {sorted(set(specs) - shown)}"
+
+
+def _result(root: Path, name: str, started: str, values: dict, note: str = "quiet", rc: int = 0):
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    rec = {"name": name, "started": started, "rc": rc, "note": note, "commit": "abc", "values": values}
+    (folder / f"{started.replace(':', '')}.json").write_text(json.dumps(rec))
+
+
+SPECS = {
+    "total": {"result": "ci", "where": "quiet", "value": "total", "scale": 1 / 60, "format": "{:.1f}"},
+    "runs": {
+        "result": "ci",
+        "table": {
+            "last": 2,
+            "columns": [{"head": "when", "meta": "started"}, {"head": "s", "value": "total"}],
+        },
+    },
+}
+
+
+def test_a_figure_is_drawn_from_the_newest_successful_matching_result(tmp_path):
+    _result(tmp_path, "ci", "2026-12-01T10:00:00Z", {"total": "600"})
+    _result(tmp_path, "ci", "2026-12-02T10:00:00Z", {"total": "900"}, note="beside a burner")
+    _result(tmp_path, "ci", "2026-12-03T10:00:00Z", {"total": "120"}, rc=1)
+    text = "CI: <!-- figure:total -->99<!-- /figure --> min"
+    assert figures.regenerate(text, SPECS, tmp_path) == "CI: <!-- figure:total -->10.0<!-- /figure --> min"
+    _result(tmp_path, "ci", "2026-12-04T10:00:00Z", {"total": "780"}, note="quiet, again")
+    assert "13.0" in figures.regenerate(text, SPECS, tmp_path)
+
+
+def test_a_table_lists_the_last_results_newest_first(tmp_path):
+    for day, total in (("01", "600"), ("02", "700"), ("03", "800")):
+        _result(tmp_path, "ci", f"2026-12-{day}T10:00:00Z", {"total": total})
+    table = figures.regenerate("<!-- figure:runs -->\nold\n<!-- /figure -->", SPECS, tmp_path)
+    rows = [ln for ln in table.splitlines() if ln.startswith("| 2026")]
+    assert rows == ["| 2026-12-03 10:00 | 800 |", "| 2026-12-02 10:00 | 700 |"]
+
+
+def test_missing_results_values_and_figures_are_named(tmp_path):
+    with pytest.raises(figures.FigureError, match="figure total: no result file under .*ci/"):
+        figures.regenerate("<!-- figure:total -->x<!-- /figure -->", SPECS, tmp_path)
+    _result(tmp_path, "ci", "2026-12-01T10:00:00Z", {"other": "1"})
+    with pytest.raises(figures.FigureError, match="printed no 'total'"):
+        figures.regenerate("<!-- figure:total -->x<!-- /figure -->", SPECS, tmp_path)
+    with pytest.raises(figures.FigureError, match="figure nope: not in"):
+        figures.regenerate("<!-- figure:nope -->x<!-- /figure -->", SPECS, tmp_path)
+
+
+def test_record_keeps_the_printed_values_of_a_successful_command(tmp_path, capsys):
+    script = "print('null family false-supported rate (paper): 0.02'); print('noise'); print('x: 1'); print('x: 2')"
+    assert record.main(["calib", "--results", str(tmp_path), "--", sys.executable, "-c", script]) == 0
+    [path] = (tmp_path / "calib").glob("*.json")
+    rec = json.loads(path.read_text())
+    assert rec["values"] == {"null family false-supported rate (paper)": "0.02", "x": "2"}
+    assert rec["rc"] == 0 and rec["command"][-1] == script and rec["machine"]["cores"]
+    assert "null family" in capsys.readouterr().out  # passed through
+
+
+def test_record_writes_nothing_for_a_failed_command(tmp_path):
+    assert (
+        record.main(
+            [
+                "calib",
+                "--results",
+                str(tmp_path),
+                "--",
+                sys.executable,
+                "-c",
+                "print('a: 1'); raise SystemExit(3)",
+            ]
+        )
+        == 3
+    )
+    assert not (tmp_path / "calib").exists()
+
+
+def test_the_readme_stays_a_front_door():
+    # STYLE.md item 14: what, why, two commands, reading the output, where next; details in docs/
+    text = (figures.ROOT / "README.md").read_text()
+    assert len(text) <= 8000, f"README.md is {len(text)} characters (at most 8,000: move details to docs/)"
+    assert "make run" in text and "make test" in text

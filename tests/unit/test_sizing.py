@@ -1,0 +1,118 @@
+"""Per-job bounds (retrace.sizing): each method's own calls and caps, Maj@N' from its partner,
+probe rates over stated ones, attempts at a partition limit, and `retrace plan --estimate
+--json` / `--check` on the paper grid (its problem counts need the benchmark mirror)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from retrace import sizing
+from retrace.config import check_global
+from retrace.plan import Job, jobs
+
+MIRROR = os.environ.get("RETRACE_MIRROR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
+needs_mirror = pytest.mark.skipif(not Path(MIRROR, "math500").is_dir(), reason="no benchmark mirror")
+PAPER_REFINE = (
+    "method.sampling.max_tokens=4096",
+    "method.n=8",
+    "method.depth=4",
+    "method.roles.continue.max_tokens=1024",
+    "method.roles.critique.max_tokens=1024",
+    "method.roles.correct.max_tokens=4096",
+)
+
+
+def method(name: str, *overrides: str) -> dict:
+    return Job("qwen2.5-1.5b-instruct", "vllm", "smoke_math", name, name, 0, overrides).config()["method"]
+
+
+def test_refinement_is_bounded_by_its_role_caps_not_max_tokens_for_every_call():
+    b = sizing.refine_bound(method("refine", *PAPER_REFINE), q=500)
+    # paper: 8 rollouts x (a 4096 sample + 4 rounds x (continue 1024 + critique 1024 + correct 4096))
+    assert b.generated == 8 * (4096 + 4 * (1024 + 1024 + 4096)) == 229_376
+    assert b.calls == 8 * (1 + 4 * 3)
+    # every call reads the question and the history so far: more than the final history once
+    assert b.prompt > 8 * 13 * 500 and b.computed < b.prompt
+    affirm = sizing.refine_bound(method("refine", *PAPER_REFINE, "method.critic=affirm"), q=500)
+    assert affirm.calls == 8 * (1 + 4 * 2) and affirm.generated == 8 * (4096 + 4 * (1024 + 4096))
+
+
+def test_best_of_n_with_a_reward_model_makes_no_judge_calls():
+    rm = sizing.best_of_n_bound(
+        method("best_of_n_prm", "method.n=8", "method.sampling.max_tokens=4096"), q=500
+    )
+    assert (rm.calls, rm.generated, rm.reward) == (8, 8 * 4096, 8 * (500 + 4096))
+    judged = sizing.best_of_n_bound(
+        method("best_of_n", "method.n=8", "method.sampling.max_tokens=4096"), q=500
+    )
+    assert (judged.calls, judged.generated, judged.reward) == (16, 8 * 4096 + 8 * 1, 0)
+
+
+def test_maj_n_prime_is_bounded_by_its_refinement_partner_plus_one_rollout():
+    common = ("qwen2.5-1.5b-instruct", "vllm", "smoke_math")
+    refine = Job(*common, "refine", "refine", 0, PAPER_REFINE)
+    n8 = ("method.sampling.max_tokens=4096", "method.n=8")
+    majority = Job(*common, "majority", "majority", 0, n8)
+    eq = Job(*common, "majority_eq", "majority", 0, n8, ("refine", "majority", "effective"))
+    e, r, m = sizing.job_bounds([eq, refine, majority], None)  # partners need not come first
+    assert e.compute == r.tokens.computed + m.tokens.computed // 8
+    assert e.n_prime > 8 and e.tokens.generated == e.compute  # priced as generated tokens
+    assert e.equal_compute == [refine.path, "effective"]
+    assert sizing.equal_compute_ratios([r, m, e]) == [(eq.path, e.compute / r.tokens.computed)]
+
+
+def test_a_probe_result_replaces_the_assumed_rates(tmp_path):
+    job = Job("qwen2.5-1.5b-instruct", "vllm", "smoke_math", "greedy", "greedy", 0)
+    [assumed] = sizing.job_bounds([job], None)
+    probe = tmp_path / job.model / f"{job.backend}.json"
+    probe.parent.mkdir(parents=True)
+    probe.write_text(json.dumps({"tok_s": 250.0, "prefill_tok_s": 5000.0}))
+    [measured] = sizing.job_bounds([job], None, probe_dir=tmp_path)
+    assert (assumed.rates, measured.rates) == ("assumed", "measured by probe")
+    assert measured.work_s > assumed.work_s  # 250 tok/s measured, 2,500 stated
+
+
+def test_attempts_pay_the_engine_load_again():
+    b = sizing.JobBound("j", "generate", 1, sizing.Bound(), work_s=100 * 3600 / sizing.SAFETY)
+    assert b.minutes() == 6000 + sizing.RUNTIME_OVERHEAD_MIN
+    assert b.attempts(None) == 1 and b.attempts(10**5) == 1
+    assert b.attempts(1440) == -(-6000 // (1440 - sizing.RUNTIME_OVERHEAD_MIN)) == 5
+
+
+@needs_mirror
+def test_paper_estimate_prints_the_equal_compute_bounds_and_writes_per_job_json(
+    tmp_path, capsys, monkeypatch
+):
+    from retrace.cli import main
+
+    monkeypatch.setenv("RETRACE_MIRROR", MIRROR)
+    out = tmp_path / "bounds.json"
+    assert main(["plan", "--experiment", "paper", "--estimate", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    line = next(x for x in text.splitlines() if x.startswith("equal-compute bounds, baseline/refine"))
+    low, high = (float(v) for v in line.split("min ")[1].split(" (")[0].split(", max "))
+    assert 0.8 <= low <= high <= 1.25 and "(120 pairs)" in line
+    assert "rates assumed" in text and "engine loads" in text
+    rows = json.loads(out.read_text())["jobs"]
+    assert len(rows) == 660 and {"generated_tokens", "gpu_seconds", "attempts"} <= set(rows[0])
+    refine = next(r for r in rows if r["job"].endswith("/math500/refine/seed0"))
+    assert refine["generated_tokens"] == 500 * 229_376  # MATH-500's questions x the role caps
+
+
+@needs_mirror
+def test_plan_check_fails_every_job_needing_more_attempts_than_the_retries(tmp_path, capsys, monkeypatch):
+    from retrace.cli import main
+
+    monkeypatch.setenv("RETRACE_MIRROR", MIRROR)
+    cfg = check_global({"experiment": "paper", "mirror": MIRROR})
+    bounds = sizing.job_bounds(jobs(cfg), MIRROR)
+    retries = 3  # profiles/slurm
+    expected = {b.path for b in bounds if b.attempts(1440) > retries + 1}
+    assert expected, "the paper grid has jobs beyond 4 attempts of 24 h"
+    assert main(["plan", "--experiment", "paper", "--check"]) == 1
+    failing = [x for x in capsys.readouterr().out.splitlines() if x.startswith("check: FAIL generate ")]
+    assert {x.split()[3].rstrip(":") for x in failing} == expected  # one line each
