@@ -283,16 +283,22 @@ def backend_rerun_settings(name: str, overrides: Iterable[str] = ()) -> dict:
     return engine_rerun_settings(compose({"backend": name}, engine)["backend"])
 
 
+def _made_by(dataset: dict) -> dict:
+    """A dataset config less its stated `questions` count: a count for planning without the
+    data (scoring.design), checked against the data, that changes nothing a job makes."""
+    return {k: v for k, v in dataset.items() if k != "questions"}
+
+
 def config_slice(stage: str, cfg: dict) -> dict:
     """The part of a job's config that can change a stage's output."""
     if stage == "model":
         return {"model": cfg["model"]}
     if stage == "data":
-        return {"dataset": cfg["dataset"]}
+        return {"dataset": _made_by(cfg["dataset"])}
     if stage == "generate":
         out = {
             "model": cfg["model"],
-            "dataset": cfg["dataset"],
+            "dataset": _made_by(cfg["dataset"]),
             "method": cfg["method"],
             "backend": cfg["backend"]["name"],
             "seed": cfg["seed"],

@@ -99,7 +99,12 @@ def test_the_simulated_sft_lora_answers_at_its_planted_accuracy_and_is_labelled(
     probs = problems("d", 1500)
     data.write_problems(tmp_path / "d" / "eval.jsonl", probs)
     cfg = settings.load(
-        {"models": ["m"], "datasets": ["d"], "sft_lora": {"enabled": True, "hf_model": "simulated"}}
+        {
+            "models": ["m"],
+            "datasets": ["d"],
+            "backend": "simulated",
+            "sft_lora": {"enabled": True, "hf_model": "simulated"},
+        }
     )
     real = config.compose
 
@@ -298,7 +303,13 @@ def test_the_simulated_dm_is_labelled_and_the_leak_check_passes(drr_run):
 def test_only_a_run_with_the_simulated_dm_has_it_in_its_keys():
     real = settings.load({"models": ["m"], "datasets": ["a"]})
     sim = settings.load(
-        {"models": ["m"], "datasets": ["a"], "backbone": "s", "backbones": {"s": {"source": "simulated"}}}
+        {
+            "models": ["m"],
+            "datasets": ["a"],
+            "backend": "simulated",
+            "backbone": "s",
+            "backbones": {"s": {"source": "simulated"}},
+        }
     )
     names = lambda stage, cfg: {p.name for p in settings.stage_files(stage, cfg)}
     for stage in ("train", "infer"):
@@ -317,6 +328,7 @@ def test_a_simulated_checkpoint_is_never_judged_with_by_a_real_block_nor_the_rev
         {
             "models": ["m"],
             "datasets": ["a"],
+            "backend": "simulated",
             "backbone": "simulated",
             "backbones": {"simulated": {"source": "simulated"}},
         }

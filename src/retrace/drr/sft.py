@@ -164,7 +164,16 @@ def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, 
         eps = [episode(p, answer(lora, tok, p)) for p in data.read_problems(f)]
         hf_model = {k: spec.get(k) for k in ("hf_model", "revision")}
         _write(
-            cfg, train_files, f, out, eps, seed, losses=losses, device=str(_device(lora)), hf_model=hf_model
+            cfg,
+            train_files,
+            f,
+            out,
+            eps,
+            seed,
+            losses=losses,
+            device=str(_device(lora)),
+            hf_model=hf_model,
+            ran={"sft_lora": "hf"},
         )
     return {"losses": losses}
 
@@ -203,7 +212,9 @@ def simulated_run(
             episode(p, prompts.reply_letter(r.text, p.choices or ()))
             for p, r in zip(problems, replies, strict=True)
         ]
-        _write(cfg, train_files, f, out, eps, seed, simulated=True, hf_model={"hf_model": settings.SIMULATED})
+        hf_model = {"hf_model": settings.SIMULATED}
+        ran = {"sft_lora": "simulated"}  # drr/report.py: such rows read engine=simulated
+        _write(cfg, train_files, f, out, eps, seed, simulated=True, hf_model=hf_model, ran=ran)
     return {"losses": []}
 
 
