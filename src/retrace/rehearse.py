@@ -155,7 +155,9 @@ def print_power(d, powers: dict[tuple, float], runs: int, write=print, error: fl
         counts.append(f"{label}{sum(p >= 0.9 for p in rows)}/{len(rows)}")
     err = f"; Monte-Carlo error <= {error:.3f}" if error is not None else ""
     counts = counts or ["0/0 (no planted row)"]
-    write(f"planted effects detected with power >= 0.9 at full n: {', '.join(counts)} ({runs} runs each{err})")
+    write(
+        f"planted effects detected with power >= 0.9 at full n: {', '.join(counts)} ({runs} runs each{err})"
+    )
 
 
 def report(out: list[tuple[dict, float]], write=print) -> dict[str, int]:

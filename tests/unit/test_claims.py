@@ -184,7 +184,9 @@ def _null_rows(rng, n_rows: int, n: int) -> list[dict]:
         p = rng.beta(3.0, 0.2, n) if i % 2 else rng.beta(0.2, 3.0, n)
         stochastic = (rng.random((3, n)) < p).astype(float)
         greedy = np.repeat((rng.random((1, n)) < p).astype(float), 3, axis=0)
-        pair, det = ((stochastic, greedy), (False, True)) if i % 4 < 2 else ((greedy, stochastic), (True, False))
+        pair, det = (
+            ((stochastic, greedy), (False, True)) if i % 4 < 2 else ((greedy, stochastic), (True, False))
+        )
         rows.append(compare_matrices(*pair, deterministic=det))
     return rows
 

@@ -27,7 +27,8 @@ def test_planted_rows_are_recovered_and_null_rows_are_not_supported():
     out = rehearse.rehearse_once(design(), plant, seed=0)
     lines = []
     counts = rehearse.report(out, lines.append)
-    assert counts["planted"] == 2 * 3 and counts["recovered"] == counts["planted"]  # 2 models x 3 refine rows on "a"
+    # 2 models x 3 refine rows on "a"
+    assert counts["planted"] == 2 * 3 and counts["recovered"] == counts["planted"]
     assert counts["false_supported"] == counts["false_contradicted"] == counts["wrong_sign"] == 0
     assert any(line.endswith("yes") and "+20.0" in line for line in lines)
 

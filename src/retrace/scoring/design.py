@@ -78,7 +78,9 @@ def mirror_count(cfg: dict, mirror: str | None) -> int | None:
 
     from retrace.data import prepare
 
-    if cfg.get("source") == "hub" or (cfg.get("source") == "mirror" and not (mirror and Path(mirror).is_dir())):
+    if cfg.get("source") == "hub" or (
+        cfg.get("source") == "mirror" and not (mirror and Path(mirror).is_dir())
+    ):
         return None
     try:
         return len(prepare({**cfg, "limit": None}, mirror)[0])

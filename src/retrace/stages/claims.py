@@ -202,8 +202,11 @@ def weaker_rows(
                 continue
             pair = lambda l: ([r for r, _ in l["refine"]], [r for r, _ in l["majority"]])
             cmp = weaker_gains_more(pair(wl), pair(sl), **options)
-            sides = [_side_facts(facts, (m, backend, dataset, x), backend) for m in (weak, strong)
-                     for x in ("refine", "majority")]
+            sides = [
+                _side_facts(facts, (m, backend, dataset, x), backend)
+                for m in (weak, strong)
+                for x in ("refine", "majority")
+            ]
             rows.append(
                 {
                     "claim": "weaker models gain most",
@@ -347,7 +350,9 @@ def run(
         rows = claim_rows(runs, flops, weaker, budgets, claims, facts)
     for path in extra:
         for row in read_extra(path):
-            rows.append(mark_subset(row, row.get("subset") if row.get("subset") not in (None, "", FULL) else subset))
+            rows.append(
+                mark_subset(row, row.get("subset") if row.get("subset") not in (None, "", FULL) else subset)
+            )
     # one family of every claim of this experiment, or primary + exploratory (alpha split)
     write_claims_csv(adjust(rows, primary=primary), out)
     prov.write(out)
