@@ -208,7 +208,8 @@ def test_the_score_record_states_seed_structure_engine_and_subset_from_config_an
 
 def test_the_report_opens_with_a_subset_banner():
     from retrace.report.html import render_html, subset_banner
-    from retrace.scoring.claims import claim_row, mark_subset
+    from retrace.scoring.claims import claim_row
+    from retrace.scoring.run_facts import mark_subset
 
     assert subset_banner([{"subset": "full"}, {"subset": ""}]) == ""
     a, b = [{f"q{i}": float(i < 15) for i in range(20)}], [{f"q{i}": 0.0 for i in range(20)}]

@@ -266,8 +266,12 @@ def test_the_planted_drr_effect_is_recovered_and_no_null_row_is_supported(drr_ru
     tmp, effects, _ = drr_run
     out = rehearse_workflow.check_claims(tmp, effects)
     lines: list[str] = []
-    recovered, planted, false = rehearse.report(out, lines.append)
-    assert false == 0, "\n".join(lines)
+    counts = rehearse.report(out, lines.append)
+    assert counts["false_supported"] == counts["false_contradicted"] == counts["wrong_sign"] == 0, "\n".join(
+        lines
+    )
+    # every row's engine read from what made its episodes: reasoner, DM and SFT-LoRA all simulated
+    assert all(r["engine"] == "simulated" for r, _ in out)
     truth = {(r["claim"], r["dataset"]): t for r, t in out}
     assert truth[("DRR beats CoT on accuracy", "a")] == 0.20 and truth[("DRR beats CoT on FS(3)", "a")] == 0.8
     assert (

@@ -8,7 +8,7 @@
 
 How the numbers are made (docs/claims.md says why, and what it costs in power):
 - Seeds: which seeds count is decided from the design, before any score is read (the
-  `deterministic` pair of compare: retrace.scoring.claims.deterministic_by_design for the
+  `deterministic` pair of compare: retrace.scoring.run_facts.deterministic_by_design for the
   spine, the families' own rules for DRR and ART). A temperature-0 method that chooses
   nothing by seed is one draw per question: its seed 0 counts, once; its other seeds are
   copies (a deterministic engine) or reruns of the same draw (an engine that is not: averaging
@@ -38,10 +38,11 @@ How the numbers are made (docs/claims.md says why, and what it costs in power):
   the CI lies entirely on the claimed side of 0 AND p_adjusted <= ALPHA, "contradicted"
   when the CI lies entirely on the other side AND p_adjusted <= ALPHA, else "inconclusive";
   also "inconclusive" with fewer than `min_questions` questions or without a p-value.
-- Scores must be finite: a NaN or infinite score is refused (check_finite names the file
-  and question), never tested.
-- subset: "full", or the subset the questions were (`limit=20`: `retrace run --limit 20` or
-  a dataset config's own limit); a row on a subset says so in its note too (`mark_subset`).
+- Scores must be finite: a NaN or infinite score is refused, naming the question (the
+  claims stage names the file too: run_facts.check_finite), never tested.
+- subset: "full", or the subset the questions were (`limit=20`: `retrace run --limit 20`
+  or a dataset config's own limit); a row on a subset says so in its note
+  (run_facts.mark_subset).
 - engine: what produced the scores, from the runs' own records (never the config's backend
   name alone): "simulated" when any part was simulated (retrace rehearse; the row's note
   names the parts): such a verdict says what the design can detect, nothing about the models.
@@ -106,7 +107,6 @@ COLUMNS = (
 Runs = Sequence[Mapping[str, float]]  # one {question id: score} per seed
 # What ci_low/ci_high are (stats.paired_mean_ci): not the exact test's inversion.
 CI_METHOD = "approximate: sign-flip normal approximation, Agresti-Min pseudo-pairs"
-FULL = "full"  # claims.csv `subset` of a run on every question of its datasets
 
 # The paper's claims (arXiv:2608.05643) as (claim, method label, baseline label, direction),
 # with the labels an experiment is expected to use; pass your own list where labels differ.
@@ -156,40 +156,6 @@ def _matrix(runs: Runs) -> tuple[list[str], np.ndarray]:
         seed, q = bad[0]
         raise ValueError(f"question {ids[q]!r}: non-finite score {m[seed, q]} (seed {seed}); refused")
     return ids, m
-
-
-def check_finite(scores: Mapping[str, float], where: str) -> None:
-    """Refuse a NaN or infinite score with one line naming `where` (the file) and the question:
-    a NaN difference would read as p ~ 0 and take the smallest Holm slot."""
-    for q, v in scores.items():
-        if not math.isfinite(float(v)):
-            raise ValueError(f"{where}: question {q!r} has a non-finite score ({v}); refused")
-
-
-def deterministic_by_design(cfg: Mapping) -> bool:
-    """Whether a composed job config's seeds are one draw (its seed 0 counts, once): a
-    temperature-0 method (greedy, or sampling.temperature 0). Read from the config before any
-    score is; the engine's `deterministic` setting only says whether the other seeds must be
-    identical copies (`seed_note`)."""
-    method = cfg["method"]
-    return method["name"] == "greedy" or (method.get("sampling") or {}).get("temperature", 1.0) == 0
-
-
-def subset_label(limit, questions) -> str:
-    """claims.csv `subset`: FULL, or "limit=N" when a dataset yields N of its `questions`."""
-    if limit in (None, "") or (questions and int(limit) >= int(questions)):
-        return FULL
-    return f"limit={int(limit)}"
-
-
-def mark_subset(row: dict, subset: str) -> dict:
-    """Set a row's `subset`; a subset's verdict is marked as such in its note (the claim was
-    not judged on every question; running at growing limits is optional stopping)."""
-    row["subset"] = subset or FULL
-    if row["subset"] != FULL:
-        mark = f"verdict on a subset ({row['subset']}), not the full dataset"
-        row["note"] = "; ".join(filter(None, [row.get("note") or "", mark]))
-    return row
 
 
 def per_question(runs: Runs) -> dict[str, float]:

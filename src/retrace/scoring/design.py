@@ -8,7 +8,7 @@
 
 The design is read from the experiment, never listed by hand: `plan.jobs` gives each
 (model, dataset) cell's method labels and seeds; which seeds count is decided as the claims
-stage decides it, from the config (scoring.claims.deterministic_by_design: a temperature-0
+stage decides it, from the config (scoring.run_facts.deterministic_by_design: a temperature-0
 label is one draw, its seed 0 counted once), `claims.weaker` names the weaker-model pairs,
 and question counts are the dataset configs' own (`questions:`, cut by `limit`), checked
 against the mirror where one is readable (`question_count`): a clone without the data
@@ -109,7 +109,7 @@ def _count(dataset: str, mirror: str) -> int:
 
 
 def _deterministic(cfg: dict) -> bool:
-    from retrace.scoring.claims import deterministic_by_design
+    from retrace.scoring.run_facts import deterministic_by_design
 
     return deterministic_by_design(cfg)
 

@@ -30,17 +30,15 @@ from retrace.provenance import Provenance, prov_path
 from retrace.scoring.claims import (
     ALPHA,
     CONTROL_CLAIMS,
-    FULL,
     PAPER_CLAIMS,
     Primary,
     adjust,
-    check_finite,
     claim_row,
-    mark_subset,
     weaker_gains_more,
     write_claims_csv,
 )
 from retrace.scoring.compute import compute_normalised_gain
+from retrace.scoring.run_facts import FULL, check_finite, mark_subset
 
 
 def load_runs(score_files: list[Path]) -> tuple[dict, dict, dict, dict]:

@@ -29,8 +29,8 @@ def claims_facts(cfg: dict, generation_record: dict) -> dict:
     """What the claims stage needs to know of this run, from its config and records, not its
     scores: whether its seeds are one draw by design (temperature 0), the engine that really
     generated (the generation's provenance, "simulated" for the simulated engine) and the
-    subset of questions it ran on (scoring.claims.subset_label)."""
-    from retrace.scoring.claims import deterministic_by_design, subset_label
+    subset of questions it ran on (scoring.run_facts.subset_label)."""
+    from retrace.scoring.run_facts import deterministic_by_design, subset_label
 
     ran = (generation_record.get("engine") or {}).get("name") or cfg["backend"]["name"]
     dataset = cfg["dataset"]
