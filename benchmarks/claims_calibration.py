@@ -29,6 +29,10 @@ all alike vs many near 0 or 1: Beta with concentration 50 or 1); the smallest da
         planted 10 points above every other method (mid accuracy, Beta(0.8, 1.2) difficulty);
         E its Monte-Carlo error (one standard error)
     power at +10 points, 500 questions (refine vs BASELINE): P +- E   the other main rows
+    power (EXPERIMENT): planted effects detected with power >= 0.9 at full n: A/B (N runs
+        each; Monte-Carlo error <= E)   `retrace rehearse`'s power statement: the effects of
+        config/rehearse/effects.yaml (+10 points on each row's method where they plant none
+        of the experiment's rows, as for refine_smoke), runs until E <= 0.03
 
 Details (settings, rows per family, timings) go to stderr. A design that cannot be built (a
 dataset config without `questions:`, or one the mirror contradicts) is one line on stderr
@@ -114,27 +118,49 @@ def main(argv=None) -> int:
         except (ValueError, OSError) as e:
             print(f"claims_calibration: {name}: {e}", file=sys.stderr)
             return 2
-        out = calibrate(d, a.experiments, a.seed)
-        rates = out["rates"]
-        print(
-            f"{name}: {d.n_rows} claim rows, {a.experiments} null experiments x {len(SETTINGS)} settings "
-            f"in {time.perf_counter() - t0:.0f} s; rate per (accuracy, concentration): "
-            + ", ".join(f"{k}: {v:.3f}" for k, v in rates.items()),
-            file=sys.stderr,
-        )
-        print(f"null family false-supported rate ({name}): {max(rates.values()):.4f}")
-        print(f"null family false-contradicted rate ({name}): {max(out['contradicted'].values()):.4f}")
-        rate, row, setting = out["worst_row"]
-        print(f"largest per-row false-supported rate ({name}): {rate:.4f} ({row or 'none'}, {setting})")
-        if name == "paper":
-            print(f"null false-supported rate: {np.mean(list(rates.values())):.4f}")
-            pw = power(d, a.power_experiments, a.seed)
-            rows = a.power_experiments * sum(ds == "math500" for _, ds in d.cells)  # a row per model, run
-            err = lambda v: f"{v:.3f} +- {mc_error(v, rows):.3f}"
-            print(f"power at +10 points, 500 questions: {err(pw['majority'])}")
-            for b, v in pw.items():
-                print(f"power at +10 points, 500 questions (refine vs {b}): {err(v)}")
+        print_experiment(name, d, a, t0)
     return 0
+
+
+def print_experiment(name: str, d: Design, a: argparse.Namespace, t0: float) -> None:
+    """Every stdout line of one experiment (module docstring); details on stderr."""
+    out = calibrate(d, a.experiments, a.seed)
+    rates = out["rates"]
+    print(
+        f"{name}: {d.n_rows} claim rows, {a.experiments} null experiments x {len(SETTINGS)} settings "
+        f"in {time.perf_counter() - t0:.0f} s; rate per (accuracy, concentration): "
+        + ", ".join(f"{k}: {v:.3f}" for k, v in rates.items()),
+        file=sys.stderr,
+    )
+    print(f"null family false-supported rate ({name}): {max(rates.values()):.4f}")
+    print(f"null family false-contradicted rate ({name}): {max(out['contradicted'].values()):.4f}")
+    rate, row, setting = out["worst_row"]
+    print(f"largest per-row false-supported rate ({name}): {rate:.4f} ({row or 'none'}, {setting})")
+    if name == "paper":
+        print(f"null false-supported rate: {np.mean(list(rates.values())):.4f}")
+        pw = power(d, a.power_experiments, a.seed)
+        rows = a.power_experiments * sum(ds == "math500" for _, ds in d.cells)  # a row per model, run
+        err = lambda v: f"{v:.3f} +- {mc_error(v, rows):.3f}"
+        print(f"power at +10 points, 500 questions: {err(pw['majority'])}")
+        for b, v in pw.items():
+            print(f"power at +10 points, 500 questions (refine vs {b}): {err(v)}")
+    print(f"power ({name}): {rehearsal_power(d, a.seed)}")
+
+
+def rehearsal_power(d: Design, seed: int) -> str:
+    """`retrace rehearse`'s power summary line for the design (rehearse.power, its Monte-Carlo
+    error <= rehearse.MC_ERROR), on the default effects or, where they plant none of the
+    design's rows, +10 points on each row's method."""
+    from retrace import rehearse
+    from retrace.scoring.design import truth
+
+    plant = rehearse.planted(d, rehearse.EFFECTS)
+    if not any(truth(row, plant) for row in d.rows):
+        plant = rehearse.default_plant(d)
+    powers, runs, error = rehearse.power(d, plant, None, seed)
+    lines: list[str] = []
+    rehearse.print_power(d, powers, runs, lines.append, error)
+    return lines[-1]
 
 
 if __name__ == "__main__":
