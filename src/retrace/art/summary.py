@@ -71,7 +71,7 @@ def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
         "path": str(path),
         "prov_sha256": sha256_file(prov_path(path)),
         **rec["job"],
-        "engine": str((rec.get("engine") or {}).get("name") or "unknown"),  # what ran, from its record
+        "engine": ran_name(rec.get("engine")),  # what ran, from the run's record
         "library": rec.get("library", {}),
         "correct": correct,
         "accuracy": sum(correct.values()) / max(1, len(correct)),
@@ -139,6 +139,13 @@ def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
     caveat = stand_in_note([s for s in scores if s["label"] in (a, b) and s["task"] in tasks])
     row["note"] = "; ".join(filter(None, [row.get("note"), caveat]))
     return [row]
+
+
+def ran_name(engine) -> str:
+    """The engine name a run's record gives (its backend config, art/stages.py), "unknown"
+    for a record without one."""
+    name = engine.get("name") if isinstance(engine, dict) else engine
+    return str(name or "unknown")
 
 
 def ran_engine(row: dict, scores: list[dict]) -> str:
