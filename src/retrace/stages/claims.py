@@ -66,7 +66,9 @@ def load_runs(score_files: list[Path]) -> tuple[dict, dict, dict, dict]:
         for i, sample_flags in enumerate(single_samples(s["per_problem"])):
             labels[f"{job['method']}#sample{i}"].append((sample_flags, evidence))
             flops[(*key[:3], f"{job['method']}#sample{i}")].append(per_sample)
-            _add_facts(facts[(*key[:3], f"{job['method']}#sample{i}")], {**s, "deterministic": False}, "")
+            _add_facts(
+                facts[(*key[:3], f"{job['method']}#sample{i}")], {**s, "deterministic": False}, job["backend"]
+            )
         if s.get("budget"):
             budgets[key] = s["budget"]["text"]
     return runs, flops, budgets, facts
