@@ -161,6 +161,16 @@ def test_a_subset_is_recorded_on_every_row_and_marks_its_verdict(tmp_path):
     assert claims.override_subset([]) == "full" and claims.override_subset(["method.n=8"]) == "full"
 
 
+def test_a_limit_is_recorded_even_where_the_dataset_has_no_more_questions(tmp_path):
+    # `retrace run --experiment refine_smoke --limit 20` on a 20-question set: the score records
+    # read "full", the run's override still names the limit (optional stopping is disclosed)
+    files = [write_score(tmp_path, "refine", [1] * 18 + [0] * 2), write_score(tmp_path, "greedy", [0] * 20)]
+    out = tmp_path / "claims.csv"
+    claims.run(files, out, subset="limit=20")
+    (row,) = list(csv.DictReader(open(out)))
+    assert row["subset"] == "limit=20" and "verdict on a subset (limit=20)" in row["note"]
+
+
 def test_a_full_run_reads_full(tmp_path):
     files = [write_score(tmp_path, "refine", [1] * 18 + [0] * 2), write_score(tmp_path, "greedy", [0] * 20)]
     out = tmp_path / "claims.csv"

@@ -330,7 +330,9 @@ def run(
     `weaker`: the experiment's pre-registered (weak, strong) model pairs; `primary`: its
     pre-registered primary claims (scoring.claims.adjust); `controls`: add the positive and A/A
     control rows (CONTROL_CLAIMS) to the same family; `subset`: the run's global subset
-    (`override_subset`), recorded in provenance and on every family row that names none."""
+    (`override_subset`: `retrace run --limit N`), recorded in provenance and on every row
+    that records no subset of its own (a family's rows; a spine row whose datasets have no
+    more questions than N, so that its scores say "full")."""
     claims = CONTROL_CLAIMS + PAPER_CLAIMS if controls else PAPER_CLAIMS
     prov = Provenance(
         "claims",
@@ -349,10 +351,10 @@ def run(
         runs, flops, budgets, facts = load_runs(score_files)
         rows = claim_rows(runs, flops, weaker, budgets, claims, facts)
     for path in extra:
-        for row in read_extra(path):
-            rows.append(
-                mark_subset(row, row.get("subset") if row.get("subset") not in (None, "", FULL) else subset)
-            )
+        rows += read_extra(path)
+    for row in rows:  # the run's --limit on every row that records no subset of its own
+        if row.get("subset") in (None, "", FULL) and subset != FULL:
+            mark_subset(row, subset)
     # one family of every claim of this experiment, or primary + exploratory (alpha split)
     write_claims_csv(adjust(rows, primary=primary), out)
     prov.write(out)
