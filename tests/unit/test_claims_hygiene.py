@@ -141,7 +141,21 @@ def test_seeds_count_by_design_not_by_whether_they_agree(tmp_path):
     row = rows_of(out)[("beats greedy", "m")]
     assert row["test"] == "stratified_exact"  # 3 counted seeds against 1
     assert "baseline: temperature 0, seed 0 of 3 counted" in row["note"] and "differ on 1" in row["note"]
+    assert "the engine is not deterministic" in row["note"]  # the records' bitwise_repeatable: false
     assert float(row["acc_baseline"]) == pytest.approx((10 + 11 + 10) / 60)  # reported over all seeds
+
+
+def test_seeds_that_differ_on_a_deterministic_engine_are_called_out():
+    import numpy as np
+
+    from retrace.scoring.claims import compare_matrices
+
+    greedy = np.array([[1.0] * 10 + [0.0] * 10, [1.0] * 11 + [0.0] * 9])
+    refine = np.array([[0.0] * 20] * 2)
+    row = compare_matrices(refine, greedy, deterministic=(False, True), repeatable=(True, True))
+    assert "differ on 1 questions although the engine is deterministic: check it" in row["note"]
+    same = compare_matrices(refine, greedy[[0, 0]], deterministic=(False, True), repeatable=(True, True))
+    assert "identical)" in same["note"] and "check it" not in same["note"]
 
 
 def test_a_subset_is_recorded_on_every_row_and_marks_its_verdict(tmp_path):

@@ -206,13 +206,21 @@ def verdict(
     return "inconclusive"
 
 
-def counted_seeds(m: np.ndarray, deterministic: bool, side: str) -> tuple[np.ndarray, str]:
+def counted_seeds(
+    m: np.ndarray, deterministic: bool, side: str, repeatable: bool | None = None
+) -> tuple[np.ndarray, str]:
     """(the seeds that count, a note): seed 0 alone of a method that is one draw by design
-    (`deterministic`), saying how its other seeds compare; every seed otherwise."""
+    (`deterministic`), saying how its other seeds compare; every seed otherwise. `repeatable`
+    (the engine's `deterministic` setting; None: not known) says whether they had to be
+    identical: on a deterministic engine a difference is a defect the note calls out."""
     if not deterministic or len(m) == 1:
         return m, ""
     differ = int((m != m[0]).any(axis=0).sum())
     how = f", which differ on {differ} questions" if differ else ", identical"
+    if repeatable is False:
+        how += ": the engine is not deterministic"
+    elif repeatable and differ:
+        how += " although the engine is deterministic: check it"
     return m[:1], f"{side}: temperature 0, seed 0 of {len(m)} counted (the others are reruns{how})"
 
 
@@ -223,10 +231,12 @@ def compare(
     direction: str = "greater",
     alpha: float = ALPHA,
     deterministic: tuple[bool, bool] = (False, False),
+    repeatable: tuple[bool | None, bool | None] = (None, None),
     **_ignored,
 ) -> dict:
     """Paired comparison of method A against baseline B; the numeric columns of a claims row.
-    `deterministic`: whether each side is one draw by design (`deterministic_by_design`).
+    `deterministic`: whether each side is one draw by design (run_facts.deterministic_by_design);
+    `repeatable`: whether each side's engine ran in its deterministic mode (None: not known).
 
     (Keyword options of the old bootstrap CI, n_boot and seed, are accepted and unused.)"""
     (ids_a, ma), (ids_b, mb) = _matrix(a_runs), _matrix(b_runs)
@@ -234,7 +244,7 @@ def compare(
         raise ValueError(
             f"method and baseline cover different questions: {sorted(set(ids_a) ^ set(ids_b))[:5]} ..."
         )
-    return compare_matrices(ma, mb, min_questions, direction, alpha, deterministic)
+    return compare_matrices(ma, mb, min_questions, direction, alpha, deterministic, repeatable)
 
 
 def compare_matrices(
@@ -244,11 +254,12 @@ def compare_matrices(
     direction: str = "greater",
     alpha: float = ALPHA,
     deterministic: tuple[bool, bool] = (False, False),
+    repeatable: tuple[bool | None, bool | None] = (None, None),
 ) -> dict:
     """`compare` on (seeds x questions) score matrices over the same questions, in order."""
     (da, note_a), (db, note_b) = (
-        counted_seeds(m, det, side)
-        for m, det, side in zip((ma, mb), deterministic, ("method", "baseline"), strict=True)
+        counted_seeds(m, det, side, rep)
+        for m, det, side, rep in zip((ma, mb), deterministic, ("method", "baseline"), repeatable, strict=True)
     )
     a, b = da.mean(axis=0), db.mean(axis=0)
     d = a - b

@@ -28,8 +28,9 @@ def check_finite(scores: Mapping[str, float], where: str) -> None:
 def deterministic_by_design(cfg: Mapping) -> bool:
     """Whether a composed job config's seeds are one draw (its seed 0 counts, once): a
     temperature-0 method (greedy, or sampling.temperature 0). Read from the config before any
-    score is; the engine's `deterministic` setting only says whether the other seeds must be
-    identical copies (`seed_note`)."""
+    score is. The engine's `deterministic` setting (the score record's `bitwise_repeatable`)
+    says whether the other seeds must be identical copies (scoring.claims.counted_seeds): either
+    way they are not independent draws, and averaging near-copies would skew the null."""
     method = cfg["method"]
     return method["name"] == "greedy" or (method.get("sampling") or {}).get("temperature", 1.0) == 0
 

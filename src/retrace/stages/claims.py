@@ -50,7 +50,9 @@ def load_runs(score_files: list[Path]) -> tuple[dict, dict, dict, dict]:
     runs: dict = defaultdict(lambda: defaultdict(list))
     flops: dict = defaultdict(list)
     budgets: dict = {}
-    facts: dict = defaultdict(lambda: {"deterministic": True, "engine": set(), "subset": set()})
+    facts: dict = defaultdict(
+        lambda: {"deterministic": True, "repeatable": True, "engine": set(), "subset": set()}
+    )
     for path in score_files:
         s = json.loads(Path(path).read_text())
         job = s["job"]
@@ -78,6 +80,7 @@ def _add_facts(into: dict, score: dict, backend: str) -> None:
     """One seed's facts into its label's: one draw only if every seed is (a score record from
     before `deterministic` was recorded counts every seed), engines and subsets collected."""
     into["deterministic"] &= bool(score.get("deterministic", False))
+    into["repeatable"] &= bool(score.get("bitwise_repeatable", False))
     into["engine"].add(score.get("engine") or engine_label(backend))
     into["subset"].add(score.get("subset") or FULL)
 
@@ -137,7 +140,12 @@ def row_engine(*engines: set | str) -> str:
 
 
 def _side_facts(facts: dict | None, key: tuple, backend: str) -> dict:
-    default = {"deterministic": False, "engine": {engine_label(backend)}, "subset": {FULL}}
+    default = {
+        "deterministic": False,
+        "repeatable": None,
+        "engine": {engine_label(backend)},
+        "subset": {FULL},
+    }
     return (facts or {}).get(key) or default
 
 
@@ -171,6 +179,7 @@ def claim_rows(
                     direction=direction,
                     evidence=[h for _, h in labels[a] + labels[b]],
                     deterministic=(fa["deterministic"], fb["deterministic"]),
+                    repeatable=(fa["repeatable"], fb["repeatable"]),
                     **options,
                 )
                 row["baseline_budget"] = budgets.get((model, backend, dataset, b), "")
