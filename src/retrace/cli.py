@@ -607,7 +607,8 @@ def _dispatch(argv: list[str]) -> int:
         primary = None
         if a.primary:
             primary = claims.Primary(tuple(a.primary), a.primary_alpha, tuple(a.primary_dataset))
-        claims.run(_planned(a, "scores", ".json"), a.out, a.extra, pairs, primary, a.controls)
+        subset = claims.override_subset(a.override)
+        claims.run(_planned(a, "scores", ".json"), a.out, a.extra, pairs, primary, a.controls, subset)
     elif a.command == "report":
         from retrace.plan import diagnosed
         from retrace.stages import report
