@@ -105,11 +105,10 @@ def test_paper_estimate_prints_the_equal_compute_bounds_and_writes_per_job_json(
 
 @needs_mirror
 def test_plan_check_fails_every_job_needing_more_attempts_than_the_retries(tmp_path, capsys, monkeypatch):
-    from retrace.cli import main
-
     import copy
 
     from retrace import plan
+    from retrace.cli import main
 
     monkeypatch.setenv("RETRACE_MIRROR", MIRROR)
     shipped = plan.load_experiment("paper")
