@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import textwrap
 import time
 from dataclasses import dataclass, field
@@ -90,3 +91,30 @@ def _is_sandboxed(proc: Path, uids: set[int]) -> bool:
         return int(status["Uid"].split()[0]) in uids and os.readlink(proc / "ns/pid") != _own_pid_ns()
     except (OSError, KeyError, ValueError):
         return False
+
+
+@pytest.fixture
+def job_dirs(monkeypatch):
+    """The temporary job folders the executors create during the test (bwrap makes none: the
+    program reaches its sandbox as a descriptor)."""
+    made: list[str] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def recording(*args, **kwargs):
+        path = mkdtemp(*args, **kwargs)
+        made.append(path)
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recording)
+    return made
+
+
+def gone(paths: list[str], grace_s: float = 60.0) -> bool:
+    """Whether every path is gone within `grace_s` (what a run leaves beyond its cleanup
+    budget is removed in the background, tools/_jobdirs.py)."""
+    deadline = time.monotonic() + grace_s
+    while any(os.path.lexists(p) for p in paths):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
