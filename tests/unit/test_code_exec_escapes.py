@@ -21,7 +21,6 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 import threading
 import time
 

@@ -83,7 +83,7 @@ def sweep(prefix: str) -> list[str]:
     return gone
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sweep_once(prefix: str, _base: str) -> None:
     """`sweep(prefix)` at a process's first run (per temporary directory)."""
     sweep(prefix)

@@ -20,8 +20,9 @@ How it isolates:
   see or signal processes outside; killing the outer bwrap (`--die-with-parent`) kills
   every process the program started (the PID namespace dies with its init).
 - a seccomp filter (tools/_seccomp.py): sockets of any family but AF_UNIX, new namespaces
-  (so no nested user namespace and no tmpfs of its own), `memfd_create`, `shmget`,
-  mounts, io_uring, userfaultfd, bpf and perf_event_open are refused; other ABIs killed.
+  (so no nested user namespace and no tmpfs of its own), `memfd_create`, SysV IPC (message
+  queues, semaphores and shared memory: kernel memory no rlimit caps), mounts, io_uring,
+  userfaultfd, bpf and perf_event_open are refused; other ABIs killed.
 - a new mount namespace whose root is an empty tmpfs (remounted read-only, as is /dev)
   holding only, read-only: /usr (with the /bin, /lib, /lib64, /sbin links),
   /etc/ld.so.cache, the Python installation and the virtual environment, and the program;
@@ -29,15 +30,23 @@ How it isolates:
   the rest of /etc and the host's /tmp are not there.
 - the only writable place is /scratch, a tmpfs capped at `Limits.scratch_bytes`, also
   reachable as /tmp and $HOME (when the Python installation itself lives under /tmp, /tmp
-  is instead a second capped tmpfs holding that read-only installation). The program file
-  lives in a host `tempfile.mkdtemp()` directory (mounted read-only), deleted afterwards.
+  is instead a second capped tmpfs holding that read-only installation); files the program
+  unlinked but holds open still fill it. The program reaches the sandbox as a descriptor
+  (a memfd of the caller's) and the launcher as `python -c`: no job folder on the host's
+  disk, so nothing of a run is left there, readable by others, when its caller is killed.
 - rlimits set by a small launcher before the program's first line: address space (AS), CPU
   seconds (SIGXCPU at the soft limit, SIGKILL one second later; both reported as
   `cpu_time`, told apart from other kills by the CPU time the launcher measured), tasks
   (NPROC: processes and threads), file size (FSIZE), open files (NOFILE), core dumps (0).
   The launcher forks the program and waits for it (so the program's parent is the launcher).
-- an empty environment: PATH, LANG, HOME/TMPDIR (= /scratch) and one-thread settings for
-  BLAS/OpenMP (so a numpy import does not trip NPROC); no secrets of the caller.
+- an empty environment: PATH, LANG, HOME/TMPDIR (= /scratch), one-thread settings for
+  BLAS/OpenMP (so a numpy import does not trip NPROC) and PYTHONHASHSEED; no secrets of the caller.
+- the same program prints the same on every run: PYTHONHASHSEED=0 (the interpreter runs with
+  `-s -P -B`: `-I` would imply `-E`, which ignores it) and `random` seeded with 0
+  (code_exec.DETERMINISM, part of ART's rerun keys); code text with a NUL byte or a lone
+  surrogate is refused (`killed_reason="refused"`), never raised.
+- a killed caller: bwrap runs with `--die-with-parent`, so the sandbox and every process in
+  it die with the process that called `run_code`.
 - wall-clock limit and output caps enforced by the caller: stdout, stderr and `ans` are read
   incrementally; past `Limits.output_bytes` or the wall limit the whole process group is
   SIGKILLed (a program cannot ignore it).
@@ -50,7 +59,8 @@ What it does NOT protect against:
   (including anything a package stored there), and /proc's host-wide information
   (/proc/cpuinfo, /proc/meminfo, load, uptime, kernel version, mounts of the sandbox).
 - side channels (timing, caches, CPU frequency) and covert channels between programs
-  running at the same time. Task counts (NPROC) are per run: as root each run has its own
+  running at the same time. Clocks, os.urandom and object addresses (ASLR) vary from run to
+  run: a program that prints them prints something else each time. Task counts (NPROC) are per run: as root each run has its own
   host uid, as an ordinary user its own user namespace.
 - total machine load: limits are per process. A program may use up to `max_tasks` tasks,
   each with up to `memory_bytes` of address space and `cpu_s` CPU seconds, for `wall_s`

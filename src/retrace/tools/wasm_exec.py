@@ -26,10 +26,13 @@ store:
   load; exhausting it traps (`killed_reason="cpu_time"`, `timed_out=True`).
 - memory: the store's limit caps the program's linear memory at `Limits.memory_bytes`
   (Python raises MemoryError).
-- files: the worker sets RLIMIT_FSIZE to `Limits.file_bytes` (EFBIG, "File too large");
-  the caller polls the scratch directory and kills the worker when its files exceed
-  `Limits.scratch_bytes` in bytes, `scratch_bytes // 4096` in number or `SCRATCH_DEPTH` in
-  depth (`scratch_limit`), measured iteratively without following links (tools/_hostfs.py).
+- files: the worker sets RLIMIT_FSIZE to `Limits.file_bytes` (EFBIG, "File too large") and
+  RLIMIT_NOFILE to its own descriptors plus `Limits.max_open_files` (WASI's files are the
+  worker's host descriptors); the caller polls the scratch directory and the files the
+  worker holds open that no name reaches any more (unlinked, /proc/<pid>/fd), and kills the
+  worker when together they exceed `Limits.scratch_bytes` in bytes, or the tree holds more
+  than `scratch_bytes // 4096` entries or is deeper than `SCRATCH_DEPTH` (`scratch_limit`),
+  measured iteratively without following links (tools/_hostfs.py), at least every ~0.1-1 s.
 - stdout and stderr go to files outside the scratch directory (the program cannot read
   or rewrite them); the caller kills the worker once either passes `Limits.output_bytes`
   and reads back at most that much; `ans` is written by the launcher to a file in scratch.
@@ -37,19 +40,30 @@ store:
   WASI creates; a FIFO, a directory) is read as no answer: the caller opens it without
   following links or blocking and reads only a regular file, capped.
 - wall clock: the caller SIGKILLs the worker's process group after `Limits.wall_s`, and
-  in any case before `run_code` returns or raises; the job folder is removed whatever tree
-  the program left in it.
+  in any case before `run_code` returns or raises.
+- a killed caller: the worker dies with it (the parent-death signal, and a thread that polls
+  for a new parent), so nothing runs on without limits after a `kill -9` of the caller.
+- the job folder (0700, naming its owner's pid and start time) is removed whatever tree the
+  program left in it, in time linear in its entries; the caller waits at most
+  `_jobdirs.CLEANUP_S` for it and a background thread removes the rest. A folder left by a
+  killed caller is removed at this user's next run (tools/_jobdirs.py).
+- the same program prints the same on every run: PYTHONHASHSEED=0 (the interpreter runs with
+  `-s -P -B`: `-I` would imply `-E`, which ignores it) and `random` seeded with 0
+  (code_exec.DETERMINISM, part of ART's rerun keys).
+- code text with a NUL byte (WASI's argv would end the program there) or a lone surrogate is
+  refused (`killed_reason="refused"`); messages from the worker name no host path.
 
 What it does NOT protect against:
 - bugs in wasmtime, Cranelift or its WASI implementation: the worker is an ordinary host
   process of the caller's user, with no OS sandbox around it.
 - the worker's own resources: wasmtime's host-side memory and the compiled module
   (~100 MB) are outside the store limit; the scratch directory lives on the host's disk
-  under the system temporary directory, and the size poll (every `POLL_S`) can be overrun
-  by what the program writes in one interval (each file is still capped by FSIZE).
+  under the system temporary directory, and the size poll can be overrun by what the
+  program writes in one interval (each file is still capped by FSIZE, their number by NOFILE).
 - the cached compiled module is native code that the worker maps and runs: its digest and a
   private folder are checked, but the caller's own uid can rewrite module and record together.
-- clocks and randomness are the host's (timing side channels between concurrent runs).
+- clocks and os.urandom are the host's: a program that prints the time or uses `secrets`
+  prints something else on every run (and timing side channels between concurrent runs).
 - faked results: the program can print anything and write the `ans` file itself.
 - anything the caller does with the result (the output is untrusted text).
 - programs needing native or third-party packages (numpy, sympy): only the standard
@@ -190,7 +204,10 @@ def run_code(code: str, limits, cache_dir: str | None = None):
 
 def _watch(proc: subprocess.Popen, job: str, limits, start: float) -> str | None:
     """Wait for the worker; kill it at the wall, output or scratch limit (the reason)."""
-    from retrace.tools._hostfs import deleted_open_bytes, tree_usage  # not at the top: the worker runs this file
+    from retrace.tools._hostfs import (  # not at the top: the worker runs this file
+        deleted_open_bytes,
+        tree_usage,
+    )
 
     outs = [os.path.join(job, "stdout"), os.path.join(job, "stderr")]
     scratch = os.path.join(job, "scratch")
