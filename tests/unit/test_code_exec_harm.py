@@ -81,7 +81,8 @@ def test_open_files_are_limited(ex):
 CALLER = """
 import sys
 from retrace.tools.code_exec import Limits, run_code
-run_code("import time\\ntime.sleep(600)", Limits(wall_s=600), sandbox=sys.argv[1], **eval(sys.argv[2]))
+code = "import time\\nopen('started', 'w').close()\\ntime.sleep(600)"
+run_code(code, Limits(wall_s=600), sandbox=sys.argv[1], **eval(sys.argv[2]))
 """
 
 
@@ -116,19 +117,32 @@ def _alive(pids) -> list[int]:
     return out
 
 
+def _in_sandbox(kids: dict[int, str]) -> bool:
+    """Whether one of `kids` runs in a PID namespace of its own (bwrap's program)."""
+    mine = os.readlink("/proc/self/ns/pid")
+    for pid in kids:
+        try:
+            if os.readlink(f"/proc/{pid}/ns/pid") != mine:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _kill_caller_while_it_runs(ex, tmp_path) -> dict[int, str]:
     """Start a caller of run_code, SIGKILL it alone (not its group) once the program runs;
     the processes it had started."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     caller = subprocess.Popen([sys.executable, "-c", CALLER, ex.name, repr(ex.options)], env=env)
-    # the program runs: the WASM worker, or bwrap's launcher (its `-c` text seeds random)
-    marker = ex.pick(wasm="wasm_exec.py", bwrap="random.seed(0)")
     deadline = time.monotonic() + 300
-    kids = _descendants(caller.pid)
-    while not any(marker in c for c in kids.values()):
+    while True:
+        kids = _descendants(caller.pid)
+        # the program runs: it wrote `started` in its scratch (wasm: a host folder), or its
+        # launcher is up in the sandbox's PID namespace (bwrap: the scratch is its own tmpfs)
+        if ex.pick(wasm=any(tmp_path.glob("retrace-wasm-*/scratch/started")), bwrap=_in_sandbox(kids)):
+            break
         assert caller.poll() is None and time.monotonic() < deadline, "the program never started"
         time.sleep(0.1)
-        kids = _descendants(caller.pid)
     os.kill(caller.pid, signal.SIGKILL)
     caller.wait()
     return kids
@@ -139,7 +153,7 @@ def test_the_run_dies_with_its_caller_and_its_folder_is_swept(ex, tmp_path, monk
     deadline = time.monotonic() + 60
     while _alive(kids) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _alive(kids), f"processes of a run outlived its killed caller: {_descendants(1)}"
+    assert not _alive(kids), f"processes of a run outlived its killed caller: {[kids[p] for p in _alive(kids)]}"
     left = [p for p in tmp_path.iterdir() if p.name.startswith("retrace-")]
     for p in left:  # readable by nobody else meanwhile
         assert p.stat().st_mode & 0o077 == 0, f"{p.name}: mode {p.stat().st_mode & 0o777:o}"
