@@ -153,7 +153,9 @@ def test_the_run_dies_with_its_caller_and_its_folder_is_swept(ex, tmp_path, monk
     deadline = time.monotonic() + 60
     while _alive(kids) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _alive(kids), f"processes of a run outlived its killed caller: {[kids[p] for p in _alive(kids)]}"
+    assert not _alive(kids), (
+        f"processes of a run outlived its killed caller: {[kids[p] for p in _alive(kids)]}"
+    )
     left = [p for p in tmp_path.iterdir() if p.name.startswith("retrace-")]
     for p in left:  # readable by nobody else meanwhile
         assert p.stat().st_mode & 0o077 == 0, f"{p.name}: mode {p.stat().st_mode & 0o777:o}"
