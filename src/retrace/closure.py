@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.metadata
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -289,13 +290,19 @@ def engine_versions(backend: str) -> dict[str, str | None]:
 
 @functools.cache
 def sandbox_versions(sandbox: str) -> dict[str, str | None]:
-    """Installed versions of the packages that shape executor `sandbox`'s results; for `wasm`
-    also the pinned digest of the CPython runtime it runs (each run verifies the file)."""
+    """Installed versions of the packages that shape executor `sandbox`'s results, and the
+    executors' determinism settings (retrace.tools.code_exec.DETERMINISM); for `wasm` also the
+    pinned digest of the CPython runtime it runs (each run verifies the file)."""
     if sandbox not in SANDBOX_PACKAGES:
         raise ClosureError(
             f"sandbox {sandbox!r} is not in retrace.closure.SANDBOX_PACKAGES; add its packages"
         )
     out = _versions(SANDBOX_PACKAGES[sandbox])
+    from retrace.tools.code_exec import determinism_settings
+
+    # the settings that make a program's output the same on every run (its hash seed): a
+    # change in them changes what the tool steps print, so the prompts that follow
+    out["determinism"] = json.dumps(determinism_settings(), sort_keys=True)
     if sandbox == "wasm":
         from retrace.tools.wasm_exec import RUNTIME_SHA256
 

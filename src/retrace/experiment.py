@@ -91,6 +91,38 @@ def _names(raw: dict) -> list[tuple[str, str, str]]:
     return out
 
 
+SIMULATED = "simulated"  # backends/simulated.py and the simulated DM / SFT-LoRA of a rehearsal
+
+
+def _values(node: Any, path: tuple = ()):
+    """(key path, value) of every scalar in a parsed YAML tree."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _values(v, (*path, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _values(v, (*path, i))
+    else:
+        yield path, node
+
+
+def simulated_problems(raw: dict) -> list[str]:
+    """A simulated component (engine, DM, SFT-LoRA, anything later: any value `simulated`) is
+    for a rehearsal only, i.e. an experiment whose every backend is simulated (`retrace
+    rehearse` writes such a copy); beside a real backend it would pass planted answers off as
+    a model's."""
+    found = [(_where(p), v) for p, v in _values(raw) if not (p and str(p[0]).startswith("_"))]
+    real = [(w, v) for w, v in found if w.endswith("backend") and v != SIMULATED]
+    sims = [w for w, v in found if v == SIMULATED and not w.endswith("backend")]
+    sims += [w for w, v in found if v == SIMULATED and w.endswith("backend")] if real else []
+    if not (real and sims):
+        return []
+    return [
+        f"{sims[0]}: 'simulated' is for a rehearsal only (`retrace rehearse`: every backend "
+        f"simulated); {real[0][0]} is {real[0][1]!r}"
+    ]
+
+
 def problems(raw: Any, config_dir: Path = CONFIG_DIR) -> list[str]:
     """Every problem of one parsed experiment file, schema first, then unknown names."""
     if not isinstance(raw, dict):
@@ -103,7 +135,7 @@ def problems(raw: Any, config_dir: Path = CONFIG_DIR) -> list[str]:
         valid = group_options(group, config_dir)
         if name not in valid:
             found.append(f"{where}: unknown {group} {name!r}; valid: {', '.join(valid)}")
-    return found
+    return found + simulated_problems(raw)
 
 
 def check(raw: Any, path: str | Path, config_dir: Path = CONFIG_DIR) -> dict:

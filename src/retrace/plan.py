@@ -69,16 +69,25 @@ class Job:
         return " ".join(args)
 
 
-def _method_entries(methods: list) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
-    out = []
+def _method_entries(methods: list) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...], object]]:
+    """(label, method, overrides, equal_compute, shards) of each method entry; shards None =
+    the run's own (a label alone may be split, e.g. a long Maj@N' at nominal compute)."""
+    out: list[tuple[str, str, tuple[str, ...], tuple[str, ...], object]] = []
     for m in methods:
         if isinstance(m, str):
-            out.append((m, m, (), ()))
+            out.append((m, m, (), (), None))
             continue
         eq = m.get("equal_compute") or {}
         eq_t = (eq["refine"], eq["majority"], eq.get("kind", "effective")) if eq else ()
-        out.append((m["label"], m.get("method", m["label"]), tuple(m.get("overrides", ())), eq_t))
+        over = tuple(m.get("overrides", ()))
+        out.append((m["label"], m.get("method", m["label"]), over, eq_t, m.get("shards")))
     return out
+
+
+def _shards(value: object, experiment: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"experiment {experiment!r}: shards must be a positive integer, got {value!r}")
+    return value
 
 
 def jobs(global_cfg: dict) -> list[Job]:
@@ -96,14 +105,11 @@ def jobs(global_cfg: dict) -> list[Job]:
                     "dataset/model; put it in a config/dataset|model file or the global `overrides`"
                 )
         run_over += extra
-        shards = run.get("shards", 1)
-        if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
-            raise ValueError(
-                f"experiment {global_cfg['experiment']!r}: shards must be a positive integer, got {shards!r}"
-            )
+        run_shards = _shards(run.get("shards", 1), global_cfg["experiment"])
         for model in run["models"]:
             for dataset in run["datasets"]:
-                for label, method, over, eq in _method_entries(run["methods"]):
+                for label, method, over, eq, own in _method_entries(run["methods"]):
+                    shards = run_shards if own is None else _shards(own, global_cfg["experiment"])
                     for seed in run.get("seeds", [0]):
                         out.append(
                             Job(
@@ -283,16 +289,22 @@ def backend_rerun_settings(name: str, overrides: Iterable[str] = ()) -> dict:
     return engine_rerun_settings(compose({"backend": name}, engine)["backend"])
 
 
+def _made_by(dataset: dict) -> dict:
+    """A dataset config less its stated `questions` count: a count for planning without the
+    data (scoring.design), checked against the data, that changes nothing a job makes."""
+    return {k: v for k, v in dataset.items() if k != "questions"}
+
+
 def config_slice(stage: str, cfg: dict) -> dict:
     """The part of a job's config that can change a stage's output."""
     if stage == "model":
         return {"model": cfg["model"]}
     if stage == "data":
-        return {"dataset": cfg["dataset"]}
+        return {"dataset": _made_by(cfg["dataset"])}
     if stage == "generate":
         out = {
             "model": cfg["model"],
-            "dataset": cfg["dataset"],
+            "dataset": _made_by(cfg["dataset"]),
             "method": cfg["method"],
             "backend": cfg["backend"]["name"],
             "seed": cfg["seed"],

@@ -15,16 +15,22 @@ the experiment's claims design (retrace.scoring.design) and runs the claims code
 Either way it prints, per claim row, the planted effect, the verdict and whether it matches,
 then:
 
-    planted effects recovered: X/Y          planted rows (|effect| > 0) read "supported"
+    planted effects recovered: X/Y          planted rows (|effect| > 0) read as planted
+    planted rows with the wrong sign: W     planted rows read the other way (never "missed")
     null rows falsely supported: Z          null rows read "supported" (the goal: 0)
+    null rows falsely contradicted: C       null rows read "contradicted" (the goal: 0)
     jobs: J run in T s wall, C s CPU ...    the workflow's jobs (design-only: J planned)
-    power at full n (--scale 1) per planted claim, over --power-runs simulated experiments
-    planted effects detected with power >= 0.9 at full n: A/B
+    power at full n (--scale 1) per planted claim, over simulated experiments
+    planted effects detected with power >= 0.9 at full n: A/B (N runs each; Monte-Carlo error <= E)
 
 The power statement always comes from the design (retrace.scoring.design: plan.jobs seeds,
-temperature-0 labels, weaker-model pairs, question counts from the mirror, the experiment's
-Holm families) at full size. Everything it prints is labelled SIMULATED: the verdicts say
-what the design can detect, nothing about the models. The workflow rehearsal covers the
+temperature-0 labels, weaker-model pairs, the dataset configs' question counts, the
+experiment's Holm families) at full size, over as many simulated experiments as it takes for
+every row's Monte-Carlo error (one standard error) to be <= 0.03 (`--power-runs N`: exactly
+N, its error printed all the same). Where the effects YAML plants nothing on the
+experiment's rows (refine_smoke), power is for +10 points on each row's method label.
+Everything it prints is labelled SIMULATED: the verdicts say what the design can detect,
+nothing about the models. Works from a clone alone: no mirror is needed for --design-only. The workflow rehearsal covers the
 spine, DRR (its discriminator and SFT-LoRA simulated) and ART (programs written by the
 simulated engine, their tools run for real).
 """
@@ -72,12 +78,16 @@ def scaled(d, scale: float):
 
 def judge(row: dict, effect: float) -> str:
     """Does a verdict match the planted truth? A planted row should read supported (or
-    contradicted, when the truth opposes the claim's direction); a null row neither."""
+    contradicted, when the truth opposes the claim's direction): the other of the two is
+    "wrong sign", inconclusive "missed". A null row should read neither: "NO (false
+    supported)" or "NO (false contradicted)"."""
     sign = 1 if row["direction"] == "greater" else -1
     if effect == 0:
-        return "yes" if row["verdict"] == "inconclusive" else "NO (false)"
+        return "yes" if row["verdict"] == "inconclusive" else f"NO (false {row['verdict']})"
     want = "supported" if sign * effect > 0 else "contradicted"
-    return "yes" if row["verdict"] == want else "missed"
+    if row["verdict"] == want:
+        return "yes"
+    return "missed" if row["verdict"] == "inconclusive" else "wrong sign"
 
 
 def rehearse_once(d, plant: dict, seed: int) -> list[tuple[dict, float]]:
@@ -87,19 +97,47 @@ def rehearse_once(d, plant: dict, seed: int) -> list[tuple[dict, float]]:
     return [(r, truth(spec, plant)) for r, spec in zip(rows, d.rows, strict=True)]
 
 
-def power(d, plant: dict, runs: int, seed: int) -> dict[tuple, float]:
-    """Per planted row (claim, model, dataset): share of `runs` full-size experiments that detect it."""
-    hits: defaultdict[tuple, int] = defaultdict(int)
-    for i in range(runs):
-        for r, effect in rehearse_once(d, plant, seed + 1 + i):
-            if effect:
-                hits[(r["claim"], r["model"], r["dataset"], effect)] += judge(r, effect) == "yes"
-    return {k: v / runs for k, v in hits.items()}
+MC_ERROR = 0.03  # the largest Monte-Carlo error (one standard error) of a printed power
+BATCH, MAX_RUNS = 20, 2000
 
 
-def print_power(d, powers: dict[tuple, float], runs: int, write=print) -> None:
+def mc_error(hits: int, runs: int) -> float:
+    """One standard error of a share hits/runs, at the shrunk share (hits + 1) / (runs + 2), so
+    that a row detected every time still shows the error its run count allows (not 0)."""
+    p = (hits + 1) / (runs + 2)
+    return float(np.sqrt(p * (1 - p) / runs)) if runs else 1.0
+
+
+def default_plant(d) -> dict:
+    """+10 points on each row's method label in its cells: the power question for an
+    experiment whose effects YAML plants nothing on its rows (refine_smoke)."""
+    return {(*key, row[3]): 0.10 for row in d.rows for key in row[8] if row[9] != "weaker"}
+
+
+def power(
+    d, plant: dict, runs: int | None, seed: int, target: float = MC_ERROR
+) -> tuple[dict[tuple, float], int, float]:
+    """({(claim, model, dataset, effect): share of full-size experiments that detect it}, runs
+    made, largest Monte-Carlo error). `runs`: exactly so many; None: batches of BATCH until
+    every row's error is <= `target` (at most MAX_RUNS)."""
+    hits: defaultdict = defaultdict(int)
+    done = 0
+    while done < (runs or MAX_RUNS):
+        for _ in range(min(BATCH, (runs or MAX_RUNS) - done)):
+            done += 1
+            for r, effect in rehearse_once(d, plant, seed + done):
+                if effect:
+                    hits[(r["claim"], r["model"], r["dataset"], effect)] += judge(r, effect) == "yes"
+        error = max((mc_error(h, done) for h in hits.values()), default=0.0)
+        if runs is None and error <= target:
+            break
+    return {k: v / done for k, v in hits.items()}, done, error
+
+
+def print_power(d, powers: dict[tuple, float], runs: int, write=print, error: float | None = None) -> None:
     """One line per planted row, tagged with its family when the experiment pre-registers
-    primary claims, then the count of rows detected with power >= 0.9, per family."""
+    primary claims, then the count of rows detected with power >= 0.9, per family, with the
+    runs and the largest Monte-Carlo error behind them."""
     family = (
         {k: "primary" if {"claim": k[0], "dataset": k[2]} in d.primary else "exploratory" for k in powers}
         if d.primary
@@ -115,23 +153,30 @@ def print_power(d, powers: dict[tuple, float], runs: int, write=print) -> None:
         rows = [p for k, p in powers.items() if family[k] == name]
         label = {"primary": "primary claims ", "exploratory": "exploratory rows ", "": ""}[name]
         counts.append(f"{label}{sum(p >= 0.9 for p in rows)}/{len(rows)}")
-    write(f"planted effects detected with power >= 0.9 at full n: {', '.join(counts)} ({runs} runs each)")
+    err = f"; Monte-Carlo error <= {error:.3f}" if error is not None else ""
+    counts = counts or ["0/0 (no planted row)"]
+    write(
+        f"planted effects detected with power >= 0.9 at full n: {', '.join(counts)} ({runs} runs each{err})"
+    )
 
 
-def report(out: list[tuple[dict, float]], write=print) -> tuple[int, int, int]:
-    """Print the per-row table and return (recovered, planted, falsely supported)."""
+def report(out: list[tuple[dict, float]], write=print) -> dict[str, int]:
+    """Print the per-row table and return the counts: recovered, planted, wrong_sign,
+    false_supported, false_contradicted."""
     write(f"{'claim':58} {'model':36} {'dataset':14} {'planted':>8} {'verdict':13} matches")
-    recovered = n_planted = false = 0
+    counts = dict.fromkeys(("recovered", "planted", "wrong_sign", "false_supported", "false_contradicted"), 0)
     for r, effect in out:
         match = judge(r, effect)
         write(
             f"{r['claim'][:58]:58} {r['model'][:36]:36} {r['dataset'][:14]:14} {100 * effect:+8.1f} "
             f"{r['verdict']:13} {match}"
         )
-        n_planted += bool(effect)
-        recovered += bool(effect) and match == "yes"
-        false += not effect and r["verdict"] == "supported"
-    return recovered, n_planted, false
+        counts["planted"] += bool(effect)
+        counts["recovered"] += bool(effect) and match == "yes"
+        counts["wrong_sign"] += match == "wrong sign"
+        counts["false_supported"] += match == "NO (false supported)"
+        counts["false_contradicted"] += match == "NO (false contradicted)"
+    return counts
 
 
 def workflow_rows(a) -> tuple[list[tuple[dict, float]], str]:
@@ -167,12 +212,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--design-only", action="store_true", help="simulate scores from the design; no workflow")
     ap.add_argument("--run-dir", type=Path, default=None, help="the rehearsal's run (default rehearsals/EXP)")
     ap.add_argument("--cores", type=int, default=2, help="Snakemake --cores for the workflow")
-    ap.add_argument("--power-runs", type=int, default=20, help="full-size simulated experiments for power")
+    ap.add_argument(
+        "--power-runs",
+        type=int,
+        default=None,
+        help=f"full-size simulated experiments for power (default: until its error is <= {MC_ERROR})",
+    )
     ap.add_argument("--mirror", default=None, help="benchmark mirror (question counts)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     from retrace.plan import jobs
-    from retrace.scoring.design import design
+    from retrace.scoring.design import design, truth
 
     t0 = time.perf_counter()
     try:
@@ -194,9 +244,15 @@ def main(argv: list[str] | None = None) -> int:
         f"SIMULATED rehearsal of {a.experiment} at scale {a.scale:g} (effects: {a.effects}): {how}; "
         "no model ran; verdicts say what the design can detect"
     )
-    recovered, n_planted, false = report(out)
-    print(f"planted effects recovered: {recovered}/{n_planted}")
-    print(f"null rows falsely supported: {false}")
+    counts = report(out)
+    print(f"planted effects recovered: {counts['recovered']}/{counts['planted']}")
+    print(f"planted rows with the wrong sign: {counts['wrong_sign']}")
+    print(f"null rows falsely supported: {counts['false_supported']}")
+    print(f"null rows falsely contradicted: {counts['false_contradicted']}")
     print(line)
-    print_power(d, power(d, plant, a.power_runs, a.seed), a.power_runs)
+    if not any(truth(spec, plant) for spec in d.rows):
+        plant = default_plant(d)
+        print("the effects plant nothing on this experiment's rows: power at +10 points on each row's method")
+    powers, runs, error = power(d, plant, a.power_runs, a.seed)
+    print_power(d, powers, runs, error=error)
     return 0

@@ -140,8 +140,7 @@ def derive(
 ) -> Path:
     """Write the rehearsal run directory `root` (see the module docstring) from the experiment
     in `config_dir` (the checkout's config/); returns it."""
-    from retrace.estimate import problem_count
-    from retrace.scoring.design import default_mirror
+    from retrace.scoring.design import default_mirror, question_count
 
     if not 0 < scale <= 1:
         raise ValueError(f"--scale must lie in (0, 1], got {scale}")
@@ -162,8 +161,8 @@ def derive(
     scaled, whole = _datasets(exp)
     for name in sorted(scaled - whole):
         path = copy / "dataset" / f"{name}.yaml"
-        n = problem_count(name, (), mirror)
-        if n and scale < 1:
+        n = question_count(name, mirror)  # the config's count, checked against the mirror
+        if scale < 1:
             cfg = load_yaml(path)
             cfg["limit"] = max(1, round(scale * n))
             _dump(

@@ -185,24 +185,28 @@ class JobBound:
     rates: str = "none stated"
     known: bool = True  # False: its problem count is unknown (no mirror), its tokens are 0
     compute: int | None = None  # Maj@N': its bound in the pair's FLOP kind (tokens)
+    shards: int = 1  # data-parallel shard jobs (generate_shard): each does 1/shards of the work
 
     @property
     def load_s(self) -> float:
         return ENGINE_LOAD_S if self.gpus else 0.0
 
     def wall_seconds(self, limit: int | None = None) -> float | None:
-        """Engine time with a load per attempt at `limit` minutes (CPU jobs: at the CPU rate)."""
-        return None if self.work_s is None else self.work_s + self.load_s * self.attempts(limit)
+        """Engine time with a load per attempt of every shard at `limit` minutes (CPU jobs: at
+        the CPU rate)."""
+        if self.work_s is None:
+            return None
+        return self.work_s + self.load_s * self.attempts(limit) * self.shards
 
     def gpu_seconds(self, limit: int | None = None) -> float | None:
         wall = self.wall_seconds(limit)
         return None if wall is None else wall * self.gpus
 
     def minutes(self) -> int | None:
-        """The runtime the job asks for in one attempt with no limit."""
+        """The runtime the job (each of its shards) asks for in one attempt with no limit."""
         if self.work_s is None:
             return None
-        return math.ceil(self.work_s * SAFETY / 60) + RUNTIME_OVERHEAD_MIN
+        return math.ceil(self.work_s / self.shards * SAFETY / 60) + RUNTIME_OVERHEAD_MIN
 
     def attempts(self, limit: int | None) -> int:
         """Attempts of at most `limit` minutes, each losing RUNTIME_OVERHEAD_MIN to loading."""
@@ -226,6 +230,7 @@ class JobBound:
             "wall_seconds": self.wall_seconds(limit),
             "runtime_min": self.minutes(),
             "attempts": self.attempts(limit),
+            "shards": self.shards,
             "rates": self.rates,
         }
 
@@ -268,10 +273,10 @@ def job_bounds(
         cfg, n = job_config(job), _problems(job, mirror, dso)
         rule = "generate_shard" if job.shards > 1 else "generate"
         if n is None:
-            out[job.path] = JobBound(job.path, rule, gpus(cfg), Bound(), known=False)
+            out[job.path] = JobBound(job.path, rule, gpus(cfg), Bound(), known=False, shards=job.shards)
             continue
         q = question_tokens(job.dataset, mirror, tuple(dso))
-        b = JobBound(job.path, rule, gpus(cfg), problem_bound(cfg["method"], q).scaled(n))
+        b = JobBound(job.path, rule, gpus(cfg), problem_bound(cfg["method"], q).scaled(n), shards=job.shards)
         if job.equal_compute:
             _equal_compute(job, cfg, b, out)
         b.work_s, b.rates = _priced(job, cfg, b.tokens, probe_dir)

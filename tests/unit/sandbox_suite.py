@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import textwrap
 import time
 from dataclasses import dataclass, field
@@ -21,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from retrace.tools import code_exec
-from retrace.tools._uid_slots import UID_SLOTS
+from retrace.tools import _uid_slots, code_exec
 from retrace.tools.code_exec import Limits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def executor_options(name: str) -> dict:
 
 
 @pytest.fixture(params=["wasm", "bwrap"])
-def ex(request):
+def ex(request, monkeypatch):
     name = request.param
     options = executor_options(name)
     problem = code_exec.sandbox_problem(name, **options)
@@ -56,9 +56,20 @@ def ex(request):
         if os.environ.get("RETRACE_REQUIRE_SANDBOX") == "1":
             pytest.fail(f"sandbox {name} required but unavailable: {problem}")
         pytest.skip(f"sandbox {name}: {problem}")
-    before = set(_sandbox_processes(0))
+    # as root, only the uids this test's runs drew: another test run beside this one (another
+    # checkout's, as root) has sandboxed processes of its own, of other uids of UID_SLOTS
+    drawn: set[int] = set()
+    acquire = _uid_slots.acquire
+
+    def recording() -> tuple[int, int]:
+        uid, lock = acquire()
+        drawn.add(uid)
+        return uid, lock
+
+    monkeypatch.setattr(_uid_slots, "acquire", recording)
+    before = set(_sandbox_processes(0, drawn))
     yield Executor(name, options)
-    left = [p for p in _sandbox_processes() if p not in before]
+    left = [p for p in _sandbox_processes(10.0, drawn) if p not in before]
     assert left == [], f"processes of a {name} run outlived it: {left}"
 
 
@@ -66,12 +77,12 @@ def _own_pid_ns() -> str:
     return os.readlink("/proc/self/ns/pid")
 
 
-def _sandbox_processes(grace_s: float = 10.0) -> list[int]:
+def _sandbox_processes(grace_s: float, drawn: set[int]) -> list[int]:
     """Host pids of sandboxed programs or WASM workers still running. PID-namespace teardown
     is asynchronous and slow on a loaded machine, hence the grace period (it ends as soon as
     none is left). Sandboxed: in another PID namespace and running as a sandbox's host uid
-    (as root, one of the per-run uids; else our own uid)."""
-    uids = set(UID_SLOTS) if os.geteuid() == 0 else {os.geteuid()}
+    (as root, one of the per-run uids this test drew, `drawn`; else our own uid)."""
+    uids = drawn if os.geteuid() == 0 else {os.geteuid()}
     deadline = time.monotonic() + grace_s
     while True:
         pids = [int(p.name) for p in Path("/proc").glob("[0-9]*") if _is_sandboxed(p, uids)]
@@ -90,3 +101,30 @@ def _is_sandboxed(proc: Path, uids: set[int]) -> bool:
         return int(status["Uid"].split()[0]) in uids and os.readlink(proc / "ns/pid") != _own_pid_ns()
     except (OSError, KeyError, ValueError):
         return False
+
+
+@pytest.fixture
+def job_dirs(monkeypatch):
+    """The temporary job folders the executors create during the test (bwrap makes none: the
+    program reaches its sandbox as a descriptor)."""
+    made: list[str] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def recording(*args, **kwargs):
+        path = mkdtemp(*args, **kwargs)
+        made.append(path)
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recording)
+    return made
+
+
+def gone(paths: list[str], grace_s: float = 60.0) -> bool:
+    """Whether every path is gone within `grace_s` (what a run leaves beyond its cleanup
+    budget is removed in the background, tools/_jobdirs.py)."""
+    deadline = time.monotonic() + grace_s
+    while any(os.path.lexists(p) for p in paths):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True

@@ -19,7 +19,7 @@ from retrace.scoring.claims import (
     weaker_gains_more,
     write_claims_csv,
 )
-from retrace.scoring.stats import binomial_two_sided
+from retrace.scoring.stats import binomial_two_sided, paired_mean_ci
 
 
 def run(flags) -> dict[str, float]:
@@ -50,15 +50,26 @@ def test_tie_is_inconclusive():
     assert out["p_value"] == 1.0
 
 
-def test_identical_results_are_inconclusive():
+def test_identical_results_are_inconclusive_with_a_ci_that_is_never_zero_width():
     a = run([1, 0, 1] * 10)
     out = compare([a], [a], n_boot=200)
-    assert (out["ci_low"], out["ci_high"], out["verdict"]) == (0.0, 0.0, "inconclusive")
+    assert out["verdict"] == "inconclusive" and out["ci_method"].startswith("approximate")
+    # every difference 0 (and, below, every difference 1): the exact inversion and the plain
+    # normal one are zero-width here; the Agresti-Min pseudo-pairs keep a real interval
+    assert out["ci_low"] < -0.01 and out["ci_high"] > 0.01
+    wins = compare([run([1] * 30)], [run([0] * 30)])
+    assert wins["ci_high"] - wins["ci_low"] > 0.05 and 0 < wins["ci_low"] < wins["delta"] == 1.0
+    for n in range(10, 60, 7):
+        for d in (0.0, 1.0, -1.0):
+            low, high = paired_mean_ci(d, 0.0, n, 0.95)
+            assert high - low > 0
 
 
 def test_tiny_n_is_inconclusive_even_when_every_question_wins():
+    out = compare([run([1])], [run([0])], n_boot=200)
+    assert out["ci_low"] == float("-inf") and out["verdict"] == "inconclusive"  # n + 2 <= z^2: unbounded
     out = compare([run([1, 1, 1])], [run([0, 0, 0])], n_boot=200)
-    assert out["ci_low"] == float("-inf") and out["verdict"] == "inconclusive"  # n <= z^2: unbounded
+    assert out["verdict"] == "inconclusive"
     assert "fewer than" in out["note"]
     assert verdict(1.0, 1.0, 3, 0.01, min_questions=3) == "supported"
 
@@ -78,10 +89,10 @@ def test_verdict_boundaries():
 
 
 def test_ci_alone_does_not_decide_when_the_exact_test_does_not_reject():
-    # the review's cases: 4 wins / 0 losses on 10 questions (p = 0.125) and
+    # the review's cases: 5 wins / 0 losses on 10 questions (p = 0.0625) and
     # 9 wins / 2 losses on 100 (p = 0.065); the bootstrap CI excludes 0 in both
-    few = compare([run([1] * 4 + [0] * 6)], [run([0] * 10)], n_boot=2000)
-    assert few["ci_low"] > 0 and few["p_value"] == pytest.approx(0.125)
+    few = compare([run([1] * 5 + [0] * 5)], [run([0] * 10)], n_boot=2000)
+    assert few["ci_low"] > 0 and few["p_value"] == pytest.approx(0.0625)
     assert few["verdict"] == "inconclusive"
     many = compare(
         [run([1] * 9 + [0] * 2 + [1] * 40 + [0] * 49)],
@@ -173,8 +184,10 @@ def _null_rows(rng, n_rows: int, n: int) -> list[dict]:
         p = rng.beta(3.0, 0.2, n) if i % 2 else rng.beta(0.2, 3.0, n)
         stochastic = (rng.random((3, n)) < p).astype(float)
         greedy = np.repeat((rng.random((1, n)) < p).astype(float), 3, axis=0)
-        pair = (stochastic, greedy) if i % 4 < 2 else (greedy, stochastic)
-        rows.append(compare_matrices(*pair))
+        pair, det = (
+            ((stochastic, greedy), (False, True)) if i % 4 < 2 else ((greedy, stochastic), (True, False))
+        )
+        rows.append(compare_matrices(*pair, deterministic=det))
     return rows
 
 
@@ -186,7 +199,7 @@ def test_deterministic_baseline_against_three_seeds_does_not_inflate_false_suppo
     supported = np.mean([r["verdict"] == "supported" for r in rows])
     rejected = np.mean([r["p_value"] <= 0.05 for r in rows])
     assert supported <= 0.04 and rejected <= 0.065  # one-sided 0.025, two-sided 0.05 (+ noise)
-    assert all("identical seeds, counted once" in r["note"] for r in rows)
+    assert all("seed 0 of 3 counted (the others are reruns, identical)" in r["note"] for r in rows)
     sign = np.mean([binomial_two_sided(r["wins"], r["wins"] + r["losses"]) <= 0.05 for r in rows])
     assert sign >= 0.1  # the old sign test on the same rows (0.155): the check can fail
 
@@ -269,7 +282,8 @@ def test_stratified_exact_test_matches_enumeration_and_mcnemar():
     low = sum(p for v, p in dist.items() if v <= t)
     high = sum(p for v, p in dist.items() if v >= t)
     assert stratified_exact(a, b) == pytest.approx(min(1.0, 2 * min(low, high)))
-    out = compare_matrices(a, np.repeat(b, 3, axis=0))  # the baseline's 3 identical seeds count once
+    # the baseline is temperature 0 by design: its seed 0 counts, once
+    out = compare_matrices(a, np.repeat(b, 3, axis=0), deterministic=(False, True))
     assert out["test"] == "stratified_exact" and out["p_value"] == pytest.approx(stratified_exact(a, b))
     # one seed a side: the exact McNemar test
     x, y = np.array([[1] * 9 + [0] * 21]), np.array([[0] * 7 + [1] * 2 + [0] * 21])

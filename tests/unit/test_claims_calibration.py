@@ -4,6 +4,7 @@ an experiment's own design (retrace.scoring.design)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -96,3 +97,48 @@ def test_drr_paper_design_has_the_pooled_overall_claims(monkeypatch):
     pooled = [r for r in simulate_rows(d, np.random.default_rng(0), (0.6, 2.0)) if r["dataset"] == OVERALL]
     # every evaluation question once: 30 each from the train-file datasets, 20% of 30 of the others
     assert pooled and all(r["n_questions"] == 30 + 30 + 6 + 6 for r in pooled)
+
+
+def test_false_contradicted_is_counted_beside_false_supported(cal, monkeypatch):
+    # with the correction and the test switched off, the null reads "contradicted" as often as
+    # "supported": the calibration counts both (docs/claims.md, Calibration)
+    from collections import Counter
+
+    monkeypatch.setattr(claims_mod, "holm", lambda ps: [0.0] * len(ps))
+    monkeypatch.setattr(claims_mod, "holm_levels", lambda ps, alpha: [0.5] * len(ps))
+    counts: Counter = Counter()
+    cal.null_family(small_design(), np.random.default_rng(0), (0.5, 1.0), 10, counts)
+    assert counts["contradicted"] >= 5
+
+
+def test_a_design_that_cannot_be_built_is_one_line_not_a_traceback(cal, capsys, monkeypatch):
+    def refuse(name, mirror):
+        raise ValueError("config/dataset/x.yaml: questions: 30, but the data in /m yield 31; correct one")
+
+    monkeypatch.setattr(cal, "design", refuse)
+    assert cal.main(["--only", "paper", "--experiments", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == "claims_calibration: paper: config/dataset/x.yaml: questions: 30, but the data in /m yield 31; correct one"
+    )
+
+
+def test_question_counts_come_from_the_configs_and_are_checked_against_the_data(tmp_path):
+    """A clone without the mirror plans with the configs' counts; a mirror that contradicts one
+    is one line naming the file."""
+    from retrace.scoring.design import question_count
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert question_count("aime24", str(empty)) == 30 and question_count("math500", None) == 500
+    assert question_count("asdiv_200", None) == 200  # its own limit
+    fake = tmp_path / "mirror" / "aime24"
+    fake.mkdir(parents=True)
+    rows = [{"id": i, "problem": f"{i}+1?", "answer": str(i + 1)} for i in range(31)]
+    (fake / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(
+        ValueError, match=r"^config/dataset/aime24.yaml: questions: 30, but the data in .* yield 31"
+    ):
+        question_count("aime24", str(tmp_path / "mirror"))
+    assert question_count("smoke_math_mini", None) == 4  # bundled: 20 questions, its limit 4

@@ -86,12 +86,13 @@ def _profile(tmp_path, text):
 def test_plan_check_names_jobs_over_max_runtime_and_counts_their_attempts(tmp_path):
     cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 1440}
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 0\n"))
-    # the paper's Maj@N' at nominal compute on MATH500 matches refinement's nominal FLOPs (every
-    # call re-reads its history) with fresh samples: estimated beyond a day (retrace.sizing)
+    # refinement conditioned on its whole history, on OlympiadBench's long questions, runs past a
+    # day (retrace.sizing); the Maj@N' at nominal compute that would too is split in 10 shards
     assert lines and all(fails for _, fails in lines)
     assert any(
-        "generate ministral-8b-instruct/vllm/math500/majority_eq_nominal/seed0" in line for line, _ in lines
+        "generate qwen2.5-1.5b-instruct/vllm/olympiadbench/refine_full/seed0" in line for line, _ in lines
     )
+    assert not any(line.startswith("generate_shard ") for line, _ in lines)
     # with retries enough for every job's attempts they are notes, not failures
     most = max(int(line.split(" attempts")[0].rsplit(" ", 1)[1]) for line, _ in lines if " attempts" in line)
     assert not any(
@@ -117,8 +118,8 @@ def test_plan_check_fails_a_profile_default_over_max_runtime_and_dm_training_ove
 def test_a_partition_limit_shorter_than_an_engine_load_fails_every_job_in_one_clear_line(tmp_path):
     cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 25}
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 1000\n"))
-    generate = [(line, fails) for line, fails in lines if line.startswith("generate ")]
-    assert len(generate) == 660 and all(fails for _, fails in generate)  # retries cannot help
+    generate = [(line, fails) for line, fails in lines if line.startswith(("generate ", "generate_shard "))]
+    assert len(generate) == 675 and all(fails for _, fails in generate)  # retries cannot help
     assert all(
         "each attempt spends 30 min loading its engine: raise max_runtime" in line and "\n" not in line
         for line, _ in generate

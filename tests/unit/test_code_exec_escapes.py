@@ -21,12 +21,11 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 import threading
 import time
 
 import pytest
-from sandbox_suite import ex  # noqa: F401  (ex: the fixture)
+from sandbox_suite import ex, gone, job_dirs  # noqa: F401  (the fixtures)
 
 from retrace.tools import TOOLS, bwrap_exec, wasm_exec
 from retrace.tools.code_exec import Limits, SandboxUnavailable, run_code
@@ -123,28 +122,13 @@ ans = "built"
 """
 
 
-@pytest.fixture
-def job_dirs(monkeypatch):
-    """The temporary job folders the executors create during the test."""
-    made: list[str] = []
-    mkdtemp = tempfile.mkdtemp
-
-    def recording(*args, **kwargs):
-        path = mkdtemp(*args, **kwargs)
-        made.append(path)
-        return path
-
-    monkeypatch.setattr(tempfile, "mkdtemp", recording)
-    return made
-
-
 def test_deep_tree_then_a_flood_is_stopped_and_removed(ex, job_dirs):
     flood = "import time\nwhile True:\n    open(str(time.time()), 'wb').write(b'x' * 100000)\n"
     r = ex.run(DEEP + flood, Limits(wall_s=30))
     assert not r.ok and r.ans is None, r
     if ex.name == "wasm":  # deeper than SCRATCH_DEPTH is over the scratch limit
         assert r.killed_reason == "scratch_limit" and r.wall_s < 25, r
-    assert job_dirs and not any(os.path.lexists(d) for d in job_dirs), job_dirs
+    assert gone(job_dirs), job_dirs
 
 
 def test_deep_tree_left_behind_is_removed(ex, job_dirs, monkeypatch):
@@ -155,7 +139,7 @@ def test_deep_tree_left_behind_is_removed(ex, job_dirs, monkeypatch):
     monkeypatch.setattr(_hostfs, "tree_usage", lambda *args: (0, 0))
     r = ex.run(DEEP, Limits(wall_s=120, cpu_s=60))
     assert r.ok and r.ans == "built", r
-    assert job_dirs and not any(os.path.lexists(d) for d in job_dirs), job_dirs
+    assert gone(job_dirs), job_dirs
 
 
 def test_a_watchdog_that_raises_still_kills_the_run(ex, monkeypatch):

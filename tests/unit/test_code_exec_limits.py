@@ -129,8 +129,17 @@ def test_environment_secrets_do_not_leak(ex, monkeypatch):
     r = ex.run("import os\nans = sorted(os.environ)")
     assert "hunter2" not in r.stdout + r.stderr + (r.ans or "")
     assert eval(r.ans) == ex.pick(
-        bwrap=["HOME", "LANG", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PATH", "PWD", "TMPDIR"],
-        wasm=["HOME", "LANG", "TMPDIR"],
+        bwrap=[
+            "HOME",
+            "LANG",
+            "OMP_NUM_THREADS",
+            "OPENBLAS_NUM_THREADS",
+            "PATH",
+            "PWD",
+            "PYTHONHASHSEED",
+            "TMPDIR",
+        ],
+        wasm=["HOME", "LANG", "PYTHONHASHSEED", "TMPDIR"],
     ), r
 
 

@@ -99,7 +99,12 @@ def test_the_simulated_sft_lora_answers_at_its_planted_accuracy_and_is_labelled(
     probs = problems("d", 1500)
     data.write_problems(tmp_path / "d" / "eval.jsonl", probs)
     cfg = settings.load(
-        {"models": ["m"], "datasets": ["d"], "sft_lora": {"enabled": True, "hf_model": "simulated"}}
+        {
+            "models": ["m"],
+            "datasets": ["d"],
+            "backend": "simulated",
+            "sft_lora": {"enabled": True, "hf_model": "simulated"},
+        }
     )
     real = config.compose
 
@@ -263,8 +268,12 @@ def test_the_planted_drr_effect_is_recovered_and_no_null_row_is_supported(drr_ru
     tmp, effects, _ = drr_run
     out = rehearse_workflow.check_claims(tmp, effects)
     lines: list[str] = []
-    recovered, planted, false = rehearse.report(out, lines.append)
-    assert false == 0, "\n".join(lines)
+    counts = rehearse.report(out, lines.append)
+    assert counts["false_supported"] == counts["false_contradicted"] == counts["wrong_sign"] == 0, "\n".join(
+        lines
+    )
+    # every row's engine read from what made its episodes: reasoner, DM and SFT-LoRA all simulated
+    assert all(r["engine"] == "simulated" for r, _ in out)
     truth = {(r["claim"], r["dataset"]): t for r, t in out}
     assert truth[("DRR beats CoT on accuracy", "a")] == 0.20 and truth[("DRR beats CoT on FS(3)", "a")] == 0.8
     assert (
@@ -300,7 +309,13 @@ def test_the_simulated_dm_is_labelled_and_the_leak_check_passes(drr_run):
 def test_only_a_run_with_the_simulated_dm_has_it_in_its_keys():
     real = settings.load({"models": ["m"], "datasets": ["a"]})
     sim = settings.load(
-        {"models": ["m"], "datasets": ["a"], "backbone": "s", "backbones": {"s": {"source": "simulated"}}}
+        {
+            "models": ["m"],
+            "datasets": ["a"],
+            "backend": "simulated",
+            "backbone": "s",
+            "backbones": {"s": {"source": "simulated"}},
+        }
     )
     names = lambda stage, cfg: {p.name for p in settings.stage_files(stage, cfg)}
     for stage in ("train", "infer"):
@@ -319,6 +334,7 @@ def test_a_simulated_checkpoint_is_never_judged_with_by_a_real_block_nor_the_rev
         {
             "models": ["m"],
             "datasets": ["a"],
+            "backend": "simulated",
             "backbone": "simulated",
             "backbones": {"simulated": {"source": "simulated"}},
         }

@@ -26,20 +26,41 @@ def test_planted_rows_are_recovered_and_null_rows_are_not_supported():
     plant = {("refine", "a"): 0.2}
     out = rehearse.rehearse_once(design(), plant, seed=0)
     lines = []
-    recovered, planted, false = rehearse.report(out, lines.append)
-    assert planted == 2 * 3 and recovered == planted and false == 0  # 2 models x 3 refine rows on "a"
+    counts = rehearse.report(out, lines.append)
+    # 2 models x 3 refine rows on "a"
+    assert counts["planted"] == 2 * 3 and counts["recovered"] == counts["planted"]
+    assert counts["false_supported"] == counts["false_contradicted"] == counts["wrong_sign"] == 0
     assert any(line.endswith("yes") and "+20.0" in line for line in lines)
 
 
-def test_judge_reads_direction_and_null():
+def test_judge_reads_direction_and_null_and_counts_every_wrong_verdict():
     row = {"direction": "less", "verdict": "supported"}
-    assert rehearse.judge(row, -0.1) == "yes" and rehearse.judge(row, 0.0) == "NO (false)"
+    assert rehearse.judge(row, -0.1) == "yes" and rehearse.judge(row, 0.0) == "NO (false supported)"
     assert rehearse.judge({"direction": "greater", "verdict": "inconclusive"}, 0.1) == "missed"
+    # a planted row read the other way is a wrong sign, never "missed"
+    assert rehearse.judge({"direction": "greater", "verdict": "contradicted"}, 0.1) == "wrong sign"
+    assert rehearse.judge(row, 0.1) == "wrong sign"  # "less" claim, positive truth, read supported
+    null = {"direction": "greater", "verdict": "contradicted"}
+    assert rehearse.judge(null, 0.0) == "NO (false contradicted)"
+    lines = []
+    counts = rehearse.report([({"claim": "c", "model": "m", "dataset": "d", **null}, 0.0)] * 2, lines.append)
+    assert counts["false_contradicted"] == 2 and counts["false_supported"] == 0
+    counts = rehearse.report([({"claim": "c", "model": "m", "dataset": "d", **null}, 0.1)], lines.append)
+    assert counts["wrong_sign"] == 1 and counts["recovered"] == 0
 
 
 def test_power_is_per_planted_row_at_full_size():
-    power = rehearse.power(design(300), {("refine", "b"): 0.15}, runs=3, seed=0)
-    assert len(power) == 2 * 3 and all(v == 1.0 for v in power.values())
+    power, runs, error = rehearse.power(design(300), {("refine", "b"): 0.15}, runs=3, seed=0)
+    assert len(power) == 2 * 3 and all(v == 1.0 for v in power.values()) and runs == 3
+    assert error == rehearse.mc_error(3, 3) > 0.03  # 3 runs cannot bound the error
+
+
+def test_power_runs_until_its_monte_carlo_error_is_at_most_003():
+    # rows short of power 1 need more than the first batch for one standard error <= 0.03
+    power, runs, error = rehearse.power(design(60), {("refine", "b"): 0.06}, runs=None, seed=1)
+    assert error <= 0.03 and runs > rehearse.BATCH and min(power.values()) < 0.95
+    assert all(rehearse.mc_error(round(p * runs), runs) <= 0.03 for p in power.values())
+    assert rehearse.mc_error(10, 20) > 0.03  # 20 runs at 0.5 would not do
 
 
 def test_scale_cuts_questions_and_refuses_nonsense():
@@ -74,6 +95,23 @@ def test_cli_rehearses_the_smoke_experiment(capsys, tmp_path):
     assert out.startswith("SIMULATED rehearsal of refine_smoke")
     assert "planted effects recovered: 0/10" in out  # 4 questions: too few to support anything
     assert "null rows falsely supported: 0" in out and "jobs: 15 planned" in out
+    assert "null rows falsely contradicted: 0" in out and "planted rows with the wrong sign: 0" in out
+    assert "(1 runs each; Monte-Carlo error <= " in out
+
+
+def test_a_smoke_experiment_without_planted_rows_gets_a_power_summary(capsys):
+    # config/rehearse/effects.yaml plants refine on math500 and olympiadbench only: nothing on
+    # refine_smoke's rows. Power is then stated for +10 points on each row's method.
+    argv = ["rehearse", "--experiment", "refine_smoke", "--design-only", "--scale", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "power at +10 points on each row's method" in out
+    lines = [x for x in out.splitlines() if x.startswith("power at full n")]
+    assert len(lines) >= 8 and all(": 0.00 " in x for x in lines)  # 4 questions: never enough
+    summary = out.splitlines()[-1]
+    assert summary.startswith("planted effects detected with power >= 0.9 at full n: 0/")
+    error = float(summary.rsplit("<= ", 1)[1].rstrip(")"))
+    assert error <= 0.03
 
 
 def test_the_workflow_rehearsal_derives_a_simulated_copy_of_the_experiment(tmp_path):
@@ -139,17 +177,12 @@ def test_power_lines_name_each_rows_family_and_count_them_apart():
 def test_each_paper_experiments_primary_claims_detect_planted_10_points_at_full_n():
     """The shipped paper experiments pre-register primary claims that their own design can
     confirm: every planted +10-point primary row at power >= 0.9 (config/rehearse/effects.yaml,
-    the mirror's question counts). Rows left exploratory are the ones too small to confirm."""
-    import pytest
-
-    from retrace.scoring.design import default_mirror
+    the dataset configs' question counts). Rows left exploratory are the ones too small to confirm."""
     from retrace.scoring.design import design as experiment_design
 
-    if not default_mirror():
-        pytest.skip("no benchmark mirror beside the clone: the paper designs count its questions")
-    for name in ("drr_paper", "art_paper"):
+    for name in ("drr_paper", "art_paper"):  # question counts from the dataset configs: no mirror needed
         d = experiment_design(name)
-        powers = rehearse.power(d, rehearse.planted(d, rehearse.EFFECTS), runs=10, seed=0)
+        powers, _, _ = rehearse.power(d, rehearse.planted(d, rehearse.EFFECTS), runs=10, seed=0)
         primary = {k: p for k, p in powers.items() if {"claim": k[0], "dataset": k[2]} in d.primary}
         # every planted primary row (effects.yaml plants ART's variants alike, so some
         # ART comparisons are null): DRR's 15 Overall rows, ART's 4 planted comparisons

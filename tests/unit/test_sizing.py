@@ -98,21 +98,50 @@ def test_paper_estimate_prints_the_equal_compute_bounds_and_writes_per_job_json(
     assert 0.8 <= low <= high <= 1.25 and "(120 pairs)" in line
     assert "rates assumed" in text and "engine loads" in text
     rows = json.loads(out.read_text())["jobs"]
-    assert len(rows) == 660 and {"generated_tokens", "gpu_seconds", "attempts"} <= set(rows[0])
+    assert len(rows) == 675 and {"generated_tokens", "gpu_seconds", "attempts"} <= set(rows[0])
     refine = next(r for r in rows if r["job"].endswith("/math500/refine/seed0"))
     assert refine["generated_tokens"] == 500 * 229_376  # MATH-500's questions x the role caps
 
 
 @needs_mirror
 def test_plan_check_fails_every_job_needing_more_attempts_than_the_retries(tmp_path, capsys, monkeypatch):
+    import copy
+
+    from retrace import plan
     from retrace.cli import main
 
     monkeypatch.setenv("RETRACE_MIRROR", MIRROR)
+    shipped = plan.load_experiment("paper")
+    unsharded = copy.deepcopy(shipped)  # the grid without its per-label shards
+    for run in unsharded["runs"]:
+        for m in run["methods"]:
+            if isinstance(m, dict):
+                m.pop("shards", None)
+    monkeypatch.setattr(plan, "load_experiment", lambda name: unsharded if name == "paper" else shipped)
     cfg = check_global({"experiment": "paper", "mirror": MIRROR})
     bounds = sizing.job_bounds(jobs(cfg), MIRROR)
     retries = 3  # profiles/slurm
     expected = {b.path for b in bounds if b.attempts(1440) > retries + 1}
-    assert expected, "the paper grid has jobs beyond 4 attempts of 24 h"
+    assert expected, "unsharded, the paper grid has jobs beyond 4 attempts of 24 h"
     assert main(["plan", "--experiment", "paper", "--check"]) == 1
     failing = [x for x in capsys.readouterr().out.splitlines() if x.startswith("check: FAIL generate ")]
     assert {x.split()[3].rstrip(":") for x in failing} == expected  # one line each
+
+
+def test_shards_split_a_jobs_runtime_and_pay_a_load_each():
+    work = 100 * 3600 / sizing.SAFETY  # 6,000 min of engine time at the safety factor
+    one = sizing.JobBound("j", "generate", 1, sizing.Bound(), work_s=work)
+    ten = sizing.JobBound("j", "generate_shard", 1, sizing.Bound(), work_s=work, shards=10)
+    assert ten.minutes() == 600 + sizing.RUNTIME_OVERHEAD_MIN and ten.attempts(1440) == 1
+    assert one.attempts(1440) == 5
+    assert ten.wall_seconds(1440) == work + 10 * ten.load_s  # ten engine loads, one attempt each
+    assert one.wall_seconds(1440) == work + 5 * one.load_s
+
+
+@needs_mirror
+def test_the_shipped_paper_grid_fits_its_time_limit_and_retries(capsys, monkeypatch):
+    from retrace.cli import main
+
+    monkeypatch.setenv("RETRACE_MIRROR", MIRROR)
+    assert main(["plan", "--experiment", "paper", "--check"]) == 0
+    assert "check: paper: 675 jobs, 0 problems" in capsys.readouterr().out

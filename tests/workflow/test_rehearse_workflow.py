@@ -71,7 +71,9 @@ def test_planted_effect_is_recovered_and_the_null_row_is_not_supported(rehearsal
     root, effects, stats = rehearsal
     out = rehearse_workflow.check_claims(root, effects)
     lines = []
-    recovered, planted, false = rehearse.report(out, lines.append)
+    counts = rehearse.report(out, lines.append)
+    recovered, planted, false = counts["recovered"], counts["planted"], counts["false_supported"]
+    assert counts["false_contradicted"] == counts["wrong_sign"] == 0, "\n".join(lines)
     truth = {r["claim"]: effect for r, effect in out}
     assert truth["beats greedy"] == truth["beats Maj@N"] == 0.40
     assert truth["always-affirm refinement falls below Maj@N"] == 0.0
@@ -131,7 +133,9 @@ def test_drr_rows_carry_their_planted_truth_and_no_null_row_is_supported(drr_reh
     root, effects, stats = drr_rehearsal
     out = rehearse_workflow.check_claims(root, effects)
     lines = []
-    _, planted, false = rehearse.report(out, lines.append)
+    counts = rehearse.report(out, lines.append)
+    planted, false = counts["planted"], counts["false_supported"]
+    assert counts["false_contradicted"] == counts["wrong_sign"] == 0, "\n".join(lines)
     assert false == 0, "\n".join(lines)
     truth = {(r["claim"], r["dataset"]): t for r, t in out}
     assert truth[("DRR beats CoT on accuracy", "commonsenseqa")] == 0.20
@@ -201,7 +205,9 @@ def test_art_effect_is_recovered_and_the_null_row_is_not_supported(art_rehearsal
     root, effects, stats = art_rehearsal
     out = rehearse_workflow.check_claims(root, effects)
     lines = []
-    recovered, planted, false = rehearse.report(out, lines.append)
+    counts = rehearse.report(out, lines.append)
+    recovered, planted, false = counts["recovered"], counts["planted"], counts["false_supported"]
+    assert counts["false_contradicted"] == counts["wrong_sign"] == 0, "\n".join(lines)
     truth = {r["claim"]: t for r, t in out}
     assert truth == {
         "ART beats few-shot on unseen tasks": 0.40,

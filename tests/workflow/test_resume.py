@@ -1,7 +1,12 @@
 """kill -9 during generation, then rerun: finished requests come from the cache, results match.
 
 Both runs build the generation files only (GENERATIONS): scoring, claims and the report read
-what generation wrote and are covered on the shared `pipeline` run."""
+what generation wrote and are covered on the shared `pipeline` run.
+
+An ART program is killed the same way while its code runs (test_an_art_program_killed_alone_...):
+only the one process that called `run_code` gets the SIGKILL, as a `kill -9` of a job would,
+not its process group; the sandbox's worker must die with it, and the rerun must ask the model
+nothing it had already asked (tool output is the same on every run)."""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +105,71 @@ def test_kill_then_rerun_reuses_finished_requests(tmp_path):
         text=True,
     )
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+ART_PROGRAM = Path(__file__).with_name("art_code_program.py")
+
+
+def _workers_of(pid: int) -> list[int]:
+    """Live WASM workers whose parent is `pid`."""
+    found = []
+    for p in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = dict(
+                line.split(":", 1) for line in (p / "status").read_text().splitlines() if ":" in line
+            )
+            cmd = (p / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields["PPid"]) == pid and fields["State"].split()[0] != "Z" and b"wasm_exec.py" in cmd:
+            found.append(int(p.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _art_program(cache, wall_s: float, env: dict) -> dict:
+    out = subprocess.run(
+        [sys.executable, str(ART_PROGRAM), str(cache), str(wall_s)], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_an_art_program_killed_alone_leaves_no_worker_and_resumes_from_its_cache(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}  # its job folders, apart
+    cache = tmp_path / "killed"
+    db = cache / "requests.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, str(ART_PROGRAM), str(cache), "600"], env=env, stdout=subprocess.DEVNULL
+    )
+    # six requests (the last asks to run the sleeping code), then its worker: kill the caller alone
+    deadline = time.time() + 600
+    while not (_cached(db) >= 6 and (workers := _workers_of(proc.pid))):
+        assert proc.poll() is None and time.time() < deadline, "the program ended before it could be killed"
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 60
+    while any(_alive(w) for w in workers) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(w) for w in workers), f"the WASM worker outlived its killed caller: {workers}"
+
+    taken, killed_at = RequestCache(db).keys(), time.time()
+    rerun = _art_program(cache, 3, env)
+    # every step the killed run had taken came from the cache; only the one after the kill is new
+    assert taken <= {h["key"] for h in RequestCache(db).hits(since=killed_at)}
+    assert rerun["sent"] == 1 and rerun["answer"] == "done", rerun
+    # another process, another cache: the same tool output, byte for byte
+    assert _art_program(tmp_path / "fresh", 3, env)["tools"] == rerun["tools"]
+    left = list((tmp_path / "tmp").glob("retrace-wasm-*"))  # the killed caller's folder: swept
+    deadline = time.time() + 120
+    while any(p.exists() for p in left) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not any(p.exists() for p in left), left

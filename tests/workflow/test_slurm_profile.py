@@ -51,12 +51,17 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     assert re.search(r"estimate: 675 generation jobs, .* GPU-hours", out)
     planned = jobs(out)
     gen = [r for rule, r in planned if rule == "generate"]
+    shard = [r for rule, r in planned if rule == "generate_shard"]
     # scoring is one job per model × dataset × seed (60), not one per label (675: 4 models x 5
-    # datasets x 3 seeds x 11 labels, + refine_full on one model x 15) and diagnosis
-    assert len(gen) == 675 and re.search(r"^total\s+752$", out, re.M)
-    assert all(int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in gen)
-    # Qwen2.5-Math-7B's RM@N (5 datasets x 3 seeds) also asks for its reward model's 2 GPUs
-    assert sorted(r["gpu"] for r in gen) == ["1"] * 660 + ["3"] * 15
+    # datasets x 3 seeds x 11 labels, + refine_full on one model x 15) and diagnosis; the 32k
+    # models' Maj@N' at nominal compute (45 jobs) runs as 10 shards each and a merge
+    assert len(gen) == 675 and len(shard) == 450 and re.search(r"^total\s+1202$", out, re.M)
+    on_gpu = [r for r in gen + shard if r["gpu"] != "0"]
+    assert all(int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in on_gpu)
+    # Qwen2.5-Math-7B's RM@N (5 datasets x 3 seeds) also asks for its reward model's 2 GPUs;
+    # a merge of shards needs none
+    assert sorted(r["gpu"] for r in gen) == ["0"] * 45 + ["1"] * 615 + ["3"] * 15
+    assert all(r["gpu"] == "1" and int(r["runtime"]) <= 1440 for r in shard)
     probes = [r for rule, r in planned if rule == "probe"]  # one per model, on its GPU
     assert len(probes) == 4 and all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 for r in probes)
     # a 7.6B model needs more host memory than a 1.5B one; nothing is capped by profiles/default
@@ -67,7 +72,7 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     # (max_runtime, 1440 min by default) and no job asks for more.
     runtimes = [int(r["runtime"]) for _, r in planned if "runtime" in r]
     assert len(runtimes) == len(planned) and max(runtimes) == 1440
-    assert gpu_jobs_go_to_the_gpu_partition(planned) == {"generate", "probe"}
+    assert gpu_jobs_go_to_the_gpu_partition(planned) == {"generate", "generate_shard", "probe"}
 
 
 def test_no_job_asks_for_more_than_max_runtime_and_drr_gpu_jobs_are_sized(tmp_path):

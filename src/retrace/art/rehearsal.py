@@ -79,17 +79,17 @@ def planted_truths(
 
 def add_design(block: dict, d) -> None:
     """ART's cells and claim rows in a claims design (retrace.scoring.design.Design): each
-    model × task (`examples` questions), each claim pooled over its task group; every ART
-    method but art_sc decodes at temperature 0 (an assumption the null makes)."""
+    model × task (`examples` questions), each claim pooled over its task group; a label's
+    seeds are one draw or draws as art.summary.one_draw says."""
     from retrace.art.plan import check
-    from retrace.art.summary import CLAIMS, FEEDBACK_CLAIM
+    from retrace.art.summary import CLAIMS, FEEDBACK_CLAIM, one_draw
 
     cfg = check(block)
     lib, unseen = cfg["tasks"].get("library", []), cfg["tasks"].get("unseen", [])
     groups = {"library": lib, "unseen": unseen, "all": lib + unseen}
     fb = cfg.get("feedback") or {}
     methods = list(cfg["methods"]) + ([f"art@{fb['version']}"] if fb else [])
-    labels = {m: (len(cfg["seeds"]), m != "art_sc") for m in methods}
+    labels = {m: (len(cfg["seeds"]), one_draw(m)) for m in methods}
     for model in cfg["models"]:
         for task in groups["all"]:
             d.cells[(model, task)] = {"n": int(cfg["examples"]), "labels": labels}

@@ -34,6 +34,16 @@ CLAIMS = (  # (claim, method, baseline, which tasks)
     ("pausing at tool calls beats regenerating the suffix", "art", "art_regenerate", "all"),
 )
 FEEDBACK_CLAIM = "a library edit helps the edited task"  # art@<version> vs art on the edited tasks
+# Methods whose seeds are draws although they decode at temperature 0: few-shot samples its
+# shots and AutoCoT seeds its k-means by the run seed (art/baselines.py); art_sc samples.
+SEED_DRAWS = ("fewshot", "autocot", "art_sc")
+
+
+def one_draw(label: str) -> bool:
+    """Whether an ART label's seeds are one draw by design (scoring.claims `deterministic`): a
+    temperature-0 program method (art, art_notools, art_regenerate, art@<version>) chooses
+    nothing by seed, so its seed 0 counts, once; the SEED_DRAWS labels' seeds all count."""
+    return label not in SEED_DRAWS
 
 
 def _traces(row: dict) -> list[dict]:
@@ -62,6 +72,7 @@ def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
         "path": str(path),
         "prov_sha256": sha256_file(prov_path(path)),
         **rec["job"],
+        "engine": ran_name(rec.get("engine")),  # what ran, from the run's record
         "library": rec.get("library", {}),
         "correct": correct,
         "accuracy": sum(correct.values()) / max(1, len(correct)),
@@ -127,11 +138,20 @@ def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
     if not ra or not rb:
         return []
     w = task_weights(ra + rb)
-    rows = [claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb)]
+    det = (one_draw(a), one_draw(b))
+    rows = [claim_row(claim, model, dataset, a, b, ra, rb, evidence=ea + eb, deterministic=det)]
     if set(w.values()) != {1.0}:  # tasks of unequal size: the two statistics differ
         rows[0]["claim"] = f"{claim} (pooled)"
         macro = claim_row(
-            claim, model, dataset, a, b, task_averaged(ra, w), task_averaged(rb, w), evidence=ea + eb
+            claim,
+            model,
+            dataset,
+            a,
+            b,
+            task_averaged(ra, w),
+            task_averaged(rb, w),
+            evidence=ea + eb,
+            deterministic=det,
         )
         macro["note"] = "; ".join(
             filter(None, [macro.get("note"), "task-averaged (each task weighs the same)"])
@@ -141,6 +161,21 @@ def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
     for row in rows:
         row["note"] = "; ".join(filter(None, [row.get("note"), caveat]))
     return rows
+
+
+def ran_name(engine) -> str:
+    """The engine name a run's record gives (its backend config, art/stages.py), "unknown"
+    for a record without one."""
+    name = engine.get("name") if isinstance(engine, dict) else engine
+    return str(name or "unknown")
+
+
+def ran_engine(row: dict, scores: list[dict]) -> str:
+    """claims.csv `engine` of an ART row: the engines its runs' records name (score_run),
+    "simulated" when any was."""
+    sides = (row["method"], row["baseline"])
+    ran = {s.get("engine", "unknown") for s in scores if s["model"] == row["model"] and s["label"] in sides}
+    return "simulated" if "simulated" in ran else "+".join(sorted(ran)) or "unknown"
 
 
 def stand_in_note(scores: list[dict]) -> str:
@@ -413,8 +448,8 @@ def summarize(
 
     dups = near_duplicates(json.loads(Path(leak).read_text()).get("unseen") or {}) if leak else {}
     rows = claims(cfg, scores, dups)
-    for row in rows:  # "simulated" for the simulated engine (retrace rehearse), as the spine's rows say
-        row["engine"] = cfg["backend"]
+    for row in rows:  # from the runs' records ("simulated" in a rehearsal), not the configured backend
+        row["engine"] = ran_engine(row, scores)
     write_claims_csv(rows, paths["claims"])
     Provenance("art_claims", about, code, inputs=inputs).write(paths["claims"])
     sec = section(cfg, scores)

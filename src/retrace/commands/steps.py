@@ -227,7 +227,8 @@ def _claims(p: argparse.ArgumentParser) -> Callable:
         primary = None
         if a.primary:
             primary = claims.Primary(tuple(a.primary), a.primary_alpha, tuple(a.primary_dataset))
-        claims.run(_planned(p, a, "scores", ".json"), a.out, a.extra, pairs, primary, a.controls)
+        subset = claims.override_subset(a.override)
+        claims.run(_planned(p, a, "scores", ".json"), a.out, a.extra, pairs, primary, a.controls, subset)
 
     return run
 

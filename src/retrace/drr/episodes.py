@@ -163,8 +163,23 @@ def run(
     summary = metrics.drr_summary(episodes)
     write_jsonl(out, episodes)
     inputs = [generations, problems_path] + ([checkpoint] if checkpoint else [])
-    settings.provenance("infer", cfg, inputs, method=method, metrics=summary).write(out)
+    ran = ran_parts(generations, checkpoint)
+    settings.provenance("infer", cfg, inputs, method=method, metrics=summary, ran=ran).write(out)
     return summary
+
+
+def ran_parts(generations: Path, checkpoint: Path | None) -> dict:
+    """What really made these episodes, read from the inputs' own records: the reasoner's
+    engine (its generations' provenance) and, for a DM method, whether the DM was trained or
+    simulated (its checkpoint). drr/report.py derives claims.csv `engine` from it."""
+    import json
+
+    from retrace.provenance import load
+
+    out = {"reasoner": str((load(generations).get("engine") or {}).get("name") or "unknown")}
+    if checkpoint is not None:
+        out["dm"] = "simulated" if json.loads(Path(checkpoint).read_text()).get("simulated") else "trained"
+    return out
 
 
 def _judge(

@@ -77,7 +77,7 @@ def add_design(block: dict, mirror: str, d) -> None:
 
     cfg = settings.load(block)
     listed = claim_list(cfg["acc_abstention"])
-    labels = {m: (len(cfg["seeds"]), False) for m in settings.methods(cfg)}
+    labels = {m: (len(cfg["seeds"]), False) for m in settings.methods(cfg)}  # draws (scoring/design.py)
     for model in cfg["models"]:
         for e in settings.entries(cfg):
             n = design._count(e["name"], mirror)

@@ -240,6 +240,31 @@ def leak_table(leak: dict, leak_file: Path) -> dict:
     }
 
 
+def ran_by_method(episode_files: list[Path]) -> dict:
+    """{(model, dataset, method): {part: what ran}} from each episode file's provenance `ran`
+    (drr/episodes.ran_parts, drr/sft.py), with OVERALL the union of a model's datasets. A record
+    without `ran` (made before it was recorded) says "unknown"."""
+    out: dict = defaultdict(dict)
+    for f in episode_files:
+        model, _, dataset, _, method = run_of(f, "eval")
+        ran = load(f).get("ran") or {"run": "unknown"}
+        for key in ((model, dataset, method), (model, OVERALL, method)):
+            for part, what in ran.items():
+                out[key].setdefault(part, set()).add(str(what))
+    return out
+
+
+def label_engine(row: dict, parts: dict) -> None:
+    """claims.csv `engine` of a DRR row: "simulated" when any part of either side was (the
+    reasoner's engine, the DM, SFT-LoRA), naming those parts in the note; else the engines."""
+    sides = [parts.get((row["model"], row["dataset"], m), {}) for m in (row["method"], row["baseline"])]
+    sim = sorted({p for side in sides for p, what in side.items() if "simulated" in what})
+    engines = sorted({w for side in sides for w in side.get("reasoner", set()) | side.get("sft_lora", set())})
+    row["engine"] = "simulated" if sim else "+".join(engines) or "unknown"
+    if sim:
+        row["note"] = "; ".join(filter(None, [row.get("note", ""), f"simulated: {', '.join(sim)}"]))
+
+
 def _episode_table(cfg: Mapping, episode_files: list[Path]) -> tuple:
     """(runs, hashes, seeds by (model, dataset) and method; the metrics table's rows and their
     provenance hashes) of the evaluation episodes, a NOTA variant row beside each where it differs."""
@@ -318,8 +343,9 @@ def summarise(
                 table.append(metrics_row(model, dataset, seed, method, eps))
                 table_prov.append(all_hashes[(model, dataset)][method][0])
     rows = claims({**runs, **all_runs}, {**hashes, **all_hashes}, cfg["acc_abstention"])
-    for row in rows:  # "simulated" for the simulated reasoner (retrace rehearse), as the spine's rows say
-        row["engine"] = cfg["backend"]
+    parts = ran_by_method(episode_files)
+    for row in rows:  # from what ran (the episodes' records), never from the configured backend
+        label_engine(row, parts)
     write_claims_csv(rows, claims_out)
     loss_plot(train_files, plot_out)
     dm_notes: list[str] = []

@@ -129,6 +129,12 @@ def load(block: dict | None, where: str = "drr") -> dict:
             f"{where}.sft_lora.revision: {sft.get('revision')!r} is not a pinned hub commit (40 hex "
             f"digits) of {sft['hf_model']}; a moving branch makes the baseline unreproducible"
         )
+    for key in simulated_parts(cfg):
+        if cfg["backend"] != SIMULATED:
+            raise ValueError(
+                f"{where}.{key}: the simulated component is for a rehearsal only (`retrace rehearse`, "
+                f"whose reasoner backend is simulated); this block's backend is {cfg['backend']!r}"
+            )
     if cfg["nota"] not in ("wrong", "abstain"):
         raise ValueError(f"{where}.nota: {cfg['nota']!r} (wrong | abstain)")
     if cfg["leak_check"] not in ("fail", "report"):
@@ -155,6 +161,13 @@ def entries(cfg: dict, where: str = "drr") -> list[dict]:
         else:
             raise ValueError(f"{where}.datasets[{i}]: a dataset name or {{name: X, train: Y}}, got {e!r}")
     return out
+
+
+def simulated_parts(cfg: dict) -> list[str]:
+    """The keys of the block's simulated components (the DM, SFT-LoRA): each refused in `load`
+    unless the reasoner is simulated too, i.e. unless the block is a rehearsal's."""
+    out = [f"backbones.{cfg['backbone']}.source"] if simulated_dm(cfg) else []
+    return out + (["sft_lora.hf_model"] if cfg["sft_lora"].get("hf_model") == SIMULATED else [])
 
 
 def simulated_dm(cfg: dict) -> bool:

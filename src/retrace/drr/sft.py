@@ -185,6 +185,7 @@ def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, 
             device=str(_device(lora)),
             hf_model=hf_model,
             **counts,
+            ran={"sft_lora": "hf"},
         )
     return {"losses": losses}
 
@@ -223,7 +224,9 @@ def simulated_run(
             episode(p, prompts.reply_letter(r.text, p.choices or ()))
             for p, r in zip(problems, replies, strict=True)
         ]
-        _write(cfg, train_files, f, out, eps, seed, simulated=True, hf_model={"hf_model": settings.SIMULATED})
+        hf_model = {"hf_model": settings.SIMULATED}
+        ran = {"sft_lora": "simulated"}  # drr/report.py: such rows read engine=simulated
+        _write(cfg, train_files, f, out, eps, seed, simulated=True, hf_model=hf_model, ran=ran)
     return {"losses": []}
 
 

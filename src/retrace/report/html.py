@@ -137,6 +137,20 @@ def render_html(
         engine=engine or {"rows": [], "total": {}},
         simulated=is_simulated(rows, claims),
         smoke=banner,
+        subset=subset_banner(claims),
+    )
+
+
+def subset_banner(claims: list[dict]) -> str:
+    """The banner of a run whose claims stand on a subset of the questions (claims.csv
+    `subset`: `retrace run --limit N`, or a dataset's own limit), "" for a full run."""
+    subsets = sorted({str(c.get("subset") or "full") for c in claims} - {"full"})
+    if not subsets:
+        return ""
+    return (
+        f"SUBSET ({', '.join(subsets)}): these verdicts stand on a subset of the questions, not on "
+        "the full datasets; running at growing limits until a claim reads supported is optional "
+        "stopping, so read them as a preview"
     )
 
 

@@ -7,24 +7,26 @@
     write_claims_csv([row, ...], "results/report/claims.csv")
 
 How the numbers are made (docs/claims.md says why, and what it costs in power):
-- Seeds are averaged per question first (a question's score is its mean correctness over
-  the method's seeds), then questions are the unit: seeds of one question are not
-  independent questions. A deterministic (temperature-0) method's seeds are identical
-  copies, so its mean is one seed's score: it counts once. mean +- sd over seeds of each
-  side's accuracy is reported too.
+- Seeds: which seeds count is decided from the design, before any score is read (the
+  `deterministic` pair of compare: retrace.scoring.run_facts.deterministic_by_design for the
+  spine, the families' own rules for DRR and ART). A temperature-0 method that chooses
+  nothing by seed is one draw per question: its seed 0 counts, once; its other seeds are
+  copies (a deterministic engine) or reruns of the same draw (an engine that is not: averaging
+  near-copies would skew the null difference), and the row's `note` says which, and whether
+  they differed. Every other method's seeds are independent draws and all count, even where
+  they happen to agree. A question's score is the mean over the counted seeds; questions are
+  the unit. mean +- sd over seeds of each side's accuracy is reported too.
 - p_value: the exact paired sign-flip test of mean(A - B) = 0 on the per-question
-  differences (stats.sign_flip_exact) when both sides have as many distinct seeds; with one
-  seed a side it is the exact McNemar test. When they differ (a temperature-0 baseline
-  against sampled seeds) the difference is skewed under the null and the sign-flip test is
-  too liberal far in the tail, so 0/1 scores get the stratified exact test
-  (stats.stratified_exact: per question, every draw of either side one success
-  probability), exact for any seed counts (`test` names the one used).
-  (The sign test used before tests the median difference: with 3 stochastic seeds against
-  a deterministic baseline at equal accuracy the difference is skewed and the sign test
-  rejected far too often.)
-- ci_low/ci_high: the shifts that same test does not reject (stats.sign_flip_ci), at the
-  level the row is judged at (`ci_level`): 1 - alpha alone, 1 - alpha / (m - rank) inside a
-  Holm family. So CI and test are read at one level; sd_diff keeps the CI recomputable.
+  differences (stats.sign_flip_exact) when both sides count as many seeds (with one seed a
+  side it is the exact McNemar test); when they differ (a temperature-0 baseline against
+  sampled seeds) and the scores are 0/1, the stratified exact test (stats.stratified_exact:
+  per question, every draw of either side one success probability), exact for any seed
+  counts. `test` names the one used.
+- ci_low/ci_high: an APPROXIMATE interval (`ci_method` says so): the sign-flip test's normal
+  approximation inverted over shifts, with Agresti-Min pseudo-pairs so that it is never
+  zero-width (stats.paired_mean_ci), at the level the row is judged at (`ci_level`): 1 - alpha
+  alone, 1 - alpha / (m - rank) inside a Holm family; sd_diff keeps it recomputable. It is
+  not the exact test's inversion, so the verdict asks both (below).
 - p_adjusted: `adjust` corrects the p-values of all rows of one experiment together
   (Holm 1979, family-wise error rate; `correction` names it and the family size). A row
   without a p-value counts as p = 1 (it is in the family, and inconclusive). A row made
@@ -36,11 +38,17 @@ How the numbers are made (docs/claims.md says why, and what it costs in power):
   the CI lies entirely on the claimed side of 0 AND p_adjusted <= ALPHA, "contradicted"
   when the CI lies entirely on the other side AND p_adjusted <= ALPHA, else "inconclusive";
   also "inconclusive" with fewer than `min_questions` questions or without a p-value.
-- engine: "simulated" when the scores came from the simulated engine (retrace rehearse):
-  such a verdict says what the design can detect, nothing about the models.
+- Scores must be finite: a NaN or infinite score is refused, naming the question (the
+  claims stage names the file too: run_facts.check_finite), never tested.
+- subset: "full", or the subset the questions were (`limit=20`: `retrace run --limit 20`
+  or a dataset config's own limit); a row on a subset says so in its note
+  (run_facts.mark_subset).
+- engine: what produced the scores, from the runs' own records (never the config's backend
+  name alone): "simulated" when any part was simulated (retrace rehearse; the row's note
+  names the parts): such a verdict says what the design can detect, nothing about the models.
 Not covered: seeds of A and B are not paired with each other. Calibrated on simulated
 nulls of each shipped experiment's own design by benchmarks/claims_calibration.py
-(`make calibrate`).
+(`make calibrate`), false "supported" and false "contradicted" alike.
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from retrace.atomic import atomic_open
-from retrace.scoring.stats import holm, holm_levels, sign_flip_ci, sign_flip_exact, stratified_exact
+from retrace.scoring.stats import holm, holm_levels, paired_mean_ci, sign_flip_exact, stratified_exact
 
 MIN_QUESTIONS = 10
 ALPHA = 0.05  # family-wise level of the exact test, after the correction
@@ -69,6 +77,7 @@ COLUMNS = (
     "ci_low",
     "ci_high",
     "ci_level",
+    "ci_method",
     "sd_diff",
     "p_value",
     "p_adjusted",
@@ -91,10 +100,13 @@ COLUMNS = (
     "paper_delta_tflops",
     "gain_per_1e3_tflops",
     "note",
+    "subset",
     "engine",
     "evidence",
 )
 Runs = Sequence[Mapping[str, float]]  # one {question id: score} per seed
+# What ci_low/ci_high are (stats.paired_mean_ci): not the exact test's inversion.
+CI_METHOD = "approximate: sign-flip normal approximation, Agresti-Min pseudo-pairs"
 
 # The paper's claims (arXiv:2608.05643) as (claim, method label, baseline label, direction),
 # with the labels an experiment is expected to use; pass your own list where labels differ.
@@ -140,7 +152,12 @@ def _matrix(runs: Runs) -> tuple[list[str], np.ndarray]:
     for r in runs[1:]:
         if len(r) != len(ids) or any(q not in r for q in ids):
             raise ValueError(f"seeds cover different questions: {sorted(set(ids) ^ set(r))[:5]} ...")
-    return ids, np.array([np.fromiter(map(r.__getitem__, ids), float, len(ids)) for r in runs])
+    m = np.array([np.fromiter(map(r.__getitem__, ids), float, len(ids)) for r in runs])
+    bad = np.argwhere(~np.isfinite(m))
+    if len(bad):
+        seed, q = bad[0]
+        raise ValueError(f"question {ids[q]!r}: non-finite score {m[seed, q]} (seed {seed}); refused")
+    return ids, m
 
 
 def per_question(runs: Runs) -> dict[str, float]:
@@ -185,9 +202,22 @@ def verdict(
     return "inconclusive"
 
 
-def _distinct_seeds(m: np.ndarray) -> np.ndarray:
-    """The seeds matrix, or one row of it when every seed is identical (a deterministic method)."""
-    return m[:1] if len(m) > 1 and (m == m[0]).all() else m
+def counted_seeds(
+    m: np.ndarray, deterministic: bool, side: str, repeatable: bool | None = None
+) -> tuple[np.ndarray, str]:
+    """(the seeds that count, a note): seed 0 alone of a method that is one draw by design
+    (`deterministic`), saying how its other seeds compare; every seed otherwise. `repeatable`
+    (the engine's `deterministic` setting; None: not known) says whether they had to be
+    identical: on a deterministic engine a difference is a defect the note calls out."""
+    if not deterministic or len(m) == 1:
+        return m, ""
+    differ = int((m != m[0]).any(axis=0).sum())
+    how = f", which differ on {differ} questions" if differ else ", identical"
+    if repeatable is False:
+        how += ": the engine is not deterministic"
+    elif repeatable and differ:
+        how += " although the engine is deterministic: check it"
+    return m[:1], f"{side}: temperature 0, seed 0 of {len(m)} counted (the others are reruns{how})"
 
 
 def compare(
@@ -196,9 +226,13 @@ def compare(
     min_questions: int = MIN_QUESTIONS,
     direction: str = "greater",
     alpha: float = ALPHA,
+    deterministic: tuple[bool, bool] = (False, False),
+    repeatable: tuple[bool | None, bool | None] = (None, None),
     **_ignored,
 ) -> dict:
     """Paired comparison of method A against baseline B; the numeric columns of a claims row.
+    `deterministic`: whether each side is one draw by design (run_facts.deterministic_by_design);
+    `repeatable`: whether each side's engine ran in its deterministic mode (None: not known).
 
     (Keyword options of the old bootstrap CI, n_boot and seed, are accepted and unused.)"""
     (ids_a, ma), (ids_b, mb) = _matrix(a_runs), _matrix(b_runs)
@@ -206,7 +240,7 @@ def compare(
         raise ValueError(
             f"method and baseline cover different questions: {sorted(set(ids_a) ^ set(ids_b))[:5]} ..."
         )
-    return compare_matrices(ma, mb, min_questions, direction, alpha)
+    return compare_matrices(ma, mb, min_questions, direction, alpha, deterministic, repeatable)
 
 
 def compare_matrices(
@@ -215,28 +249,29 @@ def compare_matrices(
     min_questions: int = MIN_QUESTIONS,
     direction: str = "greater",
     alpha: float = ALPHA,
+    deterministic: tuple[bool, bool] = (False, False),
+    repeatable: tuple[bool | None, bool | None] = (None, None),
 ) -> dict:
     """`compare` on (seeds x questions) score matrices over the same questions, in order."""
-    da, db = _distinct_seeds(ma), _distinct_seeds(mb)
+    (da, note_a), (db, note_b) = (
+        counted_seeds(m, det, side, rep)
+        for m, det, side, rep in zip((ma, mb), deterministic, ("method", "baseline"), repeatable, strict=True)
+    )
     a, b = da.mean(axis=0), db.mean(axis=0)
     d = a - b
     n = len(d)
     p_value, test = seeds_test(da, db)
     sd_diff = float(d.std())
-    ci_low, ci_high = sign_flip_ci(float(d.mean()), sd_diff, n, 1 - alpha)
+    ci_low, ci_high = paired_mean_ci(float(d.mean()), sd_diff, n, 1 - alpha)
     sd = lambda accs: float(accs.std(ddof=1)) if len(accs) > 1 else 0.0
     accs_a, accs_b = ma.mean(axis=1), mb.mean(axis=1)
-    notes = [f"fewer than {min_questions} questions" if n < min_questions else ""]
-    notes += [
-        f"{side}: {len(m)} identical seeds, counted once"
-        for side, m, dm in (("method", ma, da), ("baseline", mb, db))
-        if len(dm) < len(m)
-    ]
+    notes = [f"fewer than {min_questions} questions" if n < min_questions else "", note_a, note_b]
     return {
         "delta": float(d.mean()),
         "ci_low": ci_low,
         "ci_high": ci_high,
         "ci_level": 1 - alpha,
+        "ci_method": CI_METHOD,
         "sd_diff": sd_diff,
         "p_value": p_value,
         "p_adjusted": p_value,
@@ -308,10 +343,10 @@ def _has_p(row: dict) -> bool:
 
 
 def _recompute_ci(row: dict, level: float) -> None:
-    """The row's CI at `level`, when it carries the sign-flip CI's inputs (sd_diff)."""
+    """The row's CI at `level`, when it carries the CI's inputs (sd_diff; stats.paired_mean_ci)."""
     n, sd = _number(row.get("n_questions")), _number(row.get("sd_diff"))
     if not (math.isnan(n) or math.isnan(sd)):
-        row["ci_low"], row["ci_high"] = sign_flip_ci(_number(row["delta"]), sd, int(n), level)
+        row["ci_low"], row["ci_high"] = paired_mean_ci(_number(row["delta"]), sd, int(n), level)
         row["ci_level"] = level
 
 

@@ -7,15 +7,20 @@
     verdicts = d.adjust(rows)                 # Holm over the experiment's families
 
 The design is read from the experiment, never listed by hand: `plan.jobs` gives each
-(model, dataset) cell's method labels and seeds, a label whose sampling temperature is 0
-has identical seeds (the real engines give identical samples), `claims.weaker` names the
-weaker-model pairs, question counts come from the mirror (retrace.estimate.problem_count).
-Each method family adds its own cells and rows (retrace.family `claims_design`): DRR's from
-retrace.drr.claims.claim_list over its settings (evaluation questions:
-the eval file, or 1 - train_fraction of one file), per dataset and pooled over them
-(dataset "all", Table 1's Overall), ART's from retrace.art.summary.CLAIMS
-pooled over its task groups (`examples` questions per task; every ART method but art_sc
-decodes at temperature 0, an assumption this module makes for the null).
+(model, dataset) cell's method labels and seeds; which seeds count is decided as the claims
+stage decides it, from the config (scoring.run_facts.deterministic_by_design: a temperature-0
+label is one draw, its seed 0 counted once), `claims.weaker` names the weaker-model pairs,
+and question counts are the dataset configs' own (`questions:`, cut by `limit`), checked
+against the mirror where one is readable (`question_count`): a clone without the data
+plans the same design. Each method family adds its own cells and rows (retrace.family
+`claims_design`): DRR's from retrace.drr.claims.claim_list over its settings
+(evaluation questions: the eval file, or 1 - train_fraction of one file), per dataset and
+pooled over them (dataset "all", Table 1's Overall); a DRR seed re-draws the reasoner's
+samples, the DM's initialisation and its data split, so every DRR label's seeds are draws.
+ART's rows come from retrace.art.summary.CLAIMS pooled over its task groups (`examples`
+questions per task); its seed structure is art.summary.one_draw's: the temperature-0
+program methods are one draw, few-shot (shots sampled by seed), AutoCoT (k-means seeded by
+seed) and self-consistency are draws per seed.
 
 Simulated outcomes: every cell draws per-question success probabilities from a Beta with
 mean `accuracy` and concentration `conc` (small: many questions near 0 or 1); every method
@@ -56,6 +61,7 @@ class Design:
 
 
 def default_mirror() -> str:
+    """The mirror as the workflow would find it (retrace.mirror.resolve), "" where none is."""
     from retrace.config import CONFIG_DIR
     from retrace.mirror import resolve
     from retrace.yamlfile import load_yaml
@@ -66,18 +72,47 @@ def default_mirror() -> str:
     return resolve(None)[0] or ""
 
 
-def _count(dataset: str, mirror: str) -> int:
-    from retrace.estimate import problem_count
+def mirror_count(cfg: dict, mirror: str | None) -> int | None:
+    """Questions the dataset's source yields before `limit`, read from the data; None when
+    they cannot be read here (no mirror, or it lacks the file: planning goes on without)."""
+    from pathlib import Path
 
-    n = problem_count(dataset, (), mirror)
-    if not n:
-        raise ValueError(f"dataset {dataset!r}: question count unknown (mirror {mirror!r} unreadable?)")
-    return n
+    from retrace.data import prepare
+
+    if cfg.get("source") == "hub" or (
+        cfg.get("source") == "mirror" and not (mirror and Path(mirror).is_dir())
+    ):
+        return None
+    try:
+        return len(prepare({**cfg, "limit": None}, mirror)[0])
+    except (OSError, ValueError):
+        return None
+
+
+def question_count(dataset: str, mirror: str | None) -> int:
+    """Questions the dataset config yields: its `limit`, else its stated `questions:`; the
+    statement is checked against the data where they can be read (a mismatch is one line)."""
+    from retrace.config import compose
+
+    cfg = compose({"dataset": dataset})["dataset"]
+    where = f"config/dataset/{dataset}.yaml"
+    stated, found = cfg.get("questions"), mirror_count(cfg, mirror)
+    if stated is not None and found is not None and int(stated) != found:
+        raise ValueError(f"{where}: questions: {stated}, but the data in {mirror} yield {found}; correct one")
+    total = stated if stated is not None else found
+    if total is None:
+        raise ValueError(f"{where}: no `questions:` count, and no data to count them in (mirror: {mirror!r})")
+    return min(int(cfg["limit"]), int(total)) if cfg.get("limit") else int(total)
+
+
+def _count(dataset: str, mirror: str) -> int:
+    return question_count(dataset, mirror)
 
 
 def _deterministic(cfg: dict) -> bool:
-    method = cfg["method"]
-    return method["name"] == "greedy" or (method.get("sampling") or {}).get("temperature", 1.0) == 0
+    from retrace.scoring.run_facts import deterministic_by_design
+
+    return deterministic_by_design(cfg)
 
 
 def spine_design(name: str, mirror: str, d: Design) -> None:
@@ -185,7 +220,10 @@ def rows_from_cells(d: Design, cells: dict) -> list[dict]:
         else:
             ma = np.concatenate([score(cells[key][a], metric, k) for key in keys], axis=1)
             mb = np.concatenate([score(cells[key][b], metric, k) for key in keys], axis=1)
-        cmp = compare_matrices(ma, mb, direction=direction)
+        dets = (False, False)  # a weaker row compares two gains, one row each
+        if kind != "weaker":
+            dets = tuple(d.cells[keys[0]]["labels"][x][1] for x in (a, b))
+        cmp = compare_matrices(ma, mb, direction=direction, deterministic=dets)
         out.append({"claim": claim, "model": model, "dataset": dataset, "method": a, "baseline": b, **cmp})
     return out
 

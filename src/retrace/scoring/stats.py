@@ -26,9 +26,15 @@
   c, A's share of them is hypergeometric, and A's total is their convolution (the
   stratified conditional test of Cochran 1954 / Mantel-Haenszel, per-question strata;
   with one seed a side it is the exact McNemar test). Two-sided: the smaller tail, doubled.
-- `sign_flip_ci`: the shifts delta that the same sign-flip test (its randomisation
-  distribution taken as normal) does not reject at `level`: closed form, and it excludes 0
-  exactly when that test rejects 0, so CI and test are read at one level.
+- `sign_flip_ci`: the shifts delta that the sign-flip test, its randomisation distribution
+  taken as NORMAL, does not reject at `level` (closed form). An approximation of the exact
+  test's inversion, not the inversion itself: the two disagree on some rows near the edge.
+- `paired_mean_ci`: the CI claims.csv reports (`ci_method`): `sign_flip_ci` on the
+  differences with Agresti-Min pseudo-pairs added (Agresti & Min 2005, "Simple improved
+  confidence intervals for comparing matched proportions", Stat. Med. 24: half a pair each
+  way, +1 and -1, and one tie). The exact inversion, and the unadjusted normal one, have zero
+  width when every difference is equal (all ties, or every question won); with the pseudo-pairs
+  the width is never zero (n >= 1), and the centre moves towards 0 by a factor n / (n + 2).
 - `holm`: Holm's (1979) step-down adjusted p-values, which control the family-wise error
   rate over a family of tests under any dependence between them; `holm_levels` the level
   each test is judged at in the step-down (alpha / (m - rank)).
@@ -217,6 +223,18 @@ def sign_flip_ci(diff_mean: float, diff_sd: float, n: int, level: float) -> tupl
         return float("-inf"), float("inf")
     half = z * diff_sd / np.sqrt(n - z * z)
     return float(diff_mean - half), float(diff_mean + half)
+
+
+def paired_mean_ci(diff_mean: float, diff_sd: float, n: int, level: float) -> tuple[float, float]:
+    """`sign_flip_ci` of n differences (mean `diff_mean`, population sd `diff_sd`) with the
+    Agresti-Min pseudo-pairs added: +1 and -1 at weight 1/2 each, 0 at weight 1 (module
+    docstring). Recomputable from claims.csv's delta, sd_diff and n_questions alone."""
+    if n < 1:
+        return float("-inf"), float("inf")
+    n2 = n + 2
+    mean2 = n * diff_mean / n2
+    var2 = (n * (diff_sd * diff_sd + diff_mean * diff_mean) + 1.0) / n2 - mean2 * mean2
+    return sign_flip_ci(mean2, float(np.sqrt(max(var2, 0.0))), n2, level)
 
 
 def holm_levels(p_values: Sequence[float], alpha: float) -> list[float]:

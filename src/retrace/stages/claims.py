@@ -4,11 +4,17 @@
 
 For every (model, backend, dataset) and every (claim, method label, baseline label) in
 retrace.scoring.claims.PAPER_CLAIMS whose two labels were both run, compares the per-question
-correctness (seeds averaged) with a paired bootstrap CI and a McNemar/sign test; the
-p-values of all rows (the family's own CSVs included) are Holm-corrected together (or in
-two families, primary and exploratory, when the experiment pre-registers `claims.primary`) and each
-verdict needs both the CI and the corrected test (retrace.scoring.claims). "Weaker models gain most" compares refinement's gain over Maj@N between models.
-Each row lists the provenance hashes of the score records it used.
+correctness with the exact paired sign-flip test on seed means (McNemar with one seed a side;
+the stratified exact test when the sides count different seeds, e.g. a temperature-0
+baseline, whose seed 0 alone counts, decided from its config) and an approximate CI (the
+sign-flip test's normal approximation with Agresti-Min pseudo-pairs; `ci_method`); the
+p-values of all rows (the families' own CSVs included) are Holm-corrected together (or in
+two families, primary and exploratory, when the experiment pre-registers `claims.primary`)
+and each verdict needs both the CI and the corrected test (retrace.scoring.claims).
+"Weaker models gain most" compares refinement's gain over Maj@N between models.
+Each row lists the provenance hashes of the score records it used, the engine that made
+them (from the score records: "simulated" for the simulated engine) and the subset of
+questions (`--subset`, or the score records' own: `limit=20` after `retrace run --limit 20`).
 """
 
 from __future__ import annotations
@@ -32,31 +38,51 @@ from retrace.scoring.claims import (
     write_claims_csv,
 )
 from retrace.scoring.compute import compute_normalised_gain
+from retrace.scoring.run_facts import FULL, check_finite, mark_subset
 
 
-def load_runs(score_files: list[Path]) -> tuple[dict, dict, dict]:
+def load_runs(score_files: list[Path]) -> tuple[dict, dict, dict, dict]:
     """({(model, backend, dataset): {label: [({qid: correct}, prov hash), ...per seed]}},
     {(model, backend, dataset, label): [effective FLOPs per seed]},
-    {(model, backend, dataset, label): budget text})."""
+    {(model, backend, dataset, label): budget text},
+    {(model, backend, dataset, label): facts}: `deterministic` (one draw by design), `engine`
+    and `subset` sets, from the score records (stages/score.claims_facts))."""
     runs: dict = defaultdict(lambda: defaultdict(list))
     flops: dict = defaultdict(list)
     budgets: dict = {}
+    facts: dict = defaultdict(
+        lambda: {"deterministic": True, "repeatable": True, "engine": set(), "subset": set()}
+    )
     for path in score_files:
         s = json.loads(Path(path).read_text())
         job = s["job"]
         flags = {p["id"]: float(p.get("chosen_correct", p["vote_correct"])) for p in s["per_problem"]}
+        check_finite(flags, str(path))
         evidence = sha256_file(prov_path(path))
         labels = runs[(job["model"], job["backend"], job["dataset"])]
         labels[job["method"]].append((flags, evidence))
         key = (job["model"], job["backend"], job["dataset"], job["method"])
         flops[key].append(s["flops"]["effective"])
+        _add_facts(facts[key], s, job["backend"])
         per_sample = s["flops"]["effective"] * len(s["per_problem"]) / max(1, s.get("n_samples", 1))
         for i, sample_flags in enumerate(single_samples(s["per_problem"])):
             labels[f"{job['method']}#sample{i}"].append((sample_flags, evidence))
             flops[(*key[:3], f"{job['method']}#sample{i}")].append(per_sample)
+            _add_facts(
+                facts[(*key[:3], f"{job['method']}#sample{i}")], {**s, "deterministic": False}, job["backend"]
+            )
         if s.get("budget"):
             budgets[key] = s["budget"]["text"]
-    return runs, flops, budgets
+    return runs, flops, budgets, facts
+
+
+def _add_facts(into: dict, score: dict, backend: str) -> None:
+    """One seed's facts into its label's: one draw only if every seed is (a score record from
+    before `deterministic` was recorded counts every seed), engines and subsets collected."""
+    into["deterministic"] &= bool(score.get("deterministic", False))
+    into["repeatable"] &= bool(score.get("bitwise_repeatable", False))
+    into["engine"].add(score.get("engine") or engine_label(backend))
+    into["subset"].add(score.get("subset") or FULL)
 
 
 def single_samples(per_problem: list[dict], k: int = 2) -> list[dict]:
@@ -100,9 +126,27 @@ def with_compute(row: dict, fa: list[float], fb: list[float]) -> dict:
 
 
 def engine_label(backend: str) -> str:
-    """claims.csv `engine`: "simulated" for the simulated engine's scores (retrace rehearse), so a
-    rehearsal's verdicts are never read as real ones; else the backend's name."""
+    """A backend's engine label: "simulated" for the simulated engine (retrace rehearse), so a
+    rehearsal's verdicts are never read as real ones; else the backend's name. Used only for
+    score records that do not say which engine ran (stages/score.claims_facts does)."""
     return "simulated" if backend == "simulated" else backend
+
+
+def row_engine(*engines: set | str) -> str:
+    """claims.csv `engine` of a row from the engines that made its two sides: "simulated" when
+    any part was, else the engines' names."""
+    names = sorted({e for x in engines for e in ([x] if isinstance(x, str) else x)})
+    return "simulated" if "simulated" in names else "+".join(names)
+
+
+def _side_facts(facts: dict | None, key: tuple, backend: str) -> dict:
+    default = {
+        "deterministic": False,
+        "repeatable": None,
+        "engine": {engine_label(backend)},
+        "subset": {FULL},
+    }
+    return (facts or {}).get(key) or default
 
 
 def claim_rows(
@@ -111,15 +155,19 @@ def claim_rows(
     weaker: Sequence[tuple[str, str]] = (),
     budgets: dict | None = None,
     claims: Sequence[tuple[str, str, str, str]] = PAPER_CLAIMS,
+    facts: dict | None = None,
     **options,
 ) -> list[dict]:
     """Every row of `claims` (default PAPER_CLAIMS) whose two labels ran, then the
-    pre-registered weaker-model rows (uncorrected; `options` go to compare, e.g. n_boot).
-    budgets[(model, backend, dataset, label)] is the budget text a row names for its baseline."""
+    pre-registered weaker-model rows (uncorrected; `options` go to compare).
+    budgets[(model, backend, dataset, label)] is the budget text a row names for its baseline;
+    facts[(model, backend, dataset, label)] what load_runs read of each label's runs (without:
+    every seed counts, the engine is the backend's name, the subset full)."""
     rows, budgets = [], budgets or {}
     for (model, backend, dataset), labels in sorted(runs.items()):
         for claim, a, b, direction in claims:
             if a in labels and b in labels:
+                fa, fb = (_side_facts(facts, (model, backend, dataset, x), backend) for x in (a, b))
                 row = claim_row(
                     claim,
                     model,
@@ -130,20 +178,27 @@ def claim_rows(
                     [r for r, _ in labels[b]],
                     direction=direction,
                     evidence=[h for _, h in labels[a] + labels[b]],
+                    deterministic=(fa["deterministic"], fb["deterministic"]),
+                    repeatable=(fa["repeatable"], fb["repeatable"]),
                     **options,
                 )
                 row["baseline_budget"] = budgets.get((model, backend, dataset, b), "")
-                row["engine"] = engine_label(backend)
+                row["engine"] = row_engine(fa["engine"], fb["engine"])
+                mark_subset(row, "+".join(sorted(fa["subset"] | fb["subset"])))
                 rows.append(
                     with_compute(
                         row, flops[(model, backend, dataset, a)], flops[(model, backend, dataset, b)]
                     )
                 )
-    return rows + weaker_rows(runs, weaker, budgets, **options)
+    return rows + weaker_rows(runs, weaker, budgets, facts, **options)
 
 
 def weaker_rows(
-    runs: dict, weaker: Sequence[tuple[str, str]], budgets: dict | None = None, **options
+    runs: dict,
+    weaker: Sequence[tuple[str, str]],
+    budgets: dict | None = None,
+    facts: dict | None = None,
+    **options,
 ) -> list[dict]:
     """'Weaker models gain most' for each pre-registered (weak, strong) pair, per dataset and
     backend where both models ran refine and majority. The pair comes from the experiment
@@ -156,6 +211,11 @@ def weaker_rows(
                 continue
             pair = lambda l: ([r for r, _ in l["refine"]], [r for r, _ in l["majority"]])
             cmp = weaker_gains_more(pair(wl), pair(sl), **options)
+            sides = [
+                _side_facts(facts, (m, backend, dataset, x), backend)
+                for m in (weak, strong)
+                for x in ("refine", "majority")
+            ]
             rows.append(
                 {
                     "claim": "weaker models gain most",
@@ -166,10 +226,11 @@ def weaker_rows(
                     "baseline_budget": (budgets or {}).get((weak, backend, dataset, "majority"), ""),
                     **cmp,
                     "note": "; ".join(filter(None, [cmp["note"], "pre-registered pair"])),
-                    "engine": engine_label(backend),
+                    "engine": row_engine(*(f["engine"] for f in sides)),
                     "evidence": [h for l in (wl, sl) for lab in ("refine", "majority") for _, h in l[lab]],
                 }
             )
+            mark_subset(rows[-1], "+".join(sorted(set().union(*(f["subset"] for f in sides)))))
     return rows
 
 
@@ -256,6 +317,13 @@ def read_extra(path: Path) -> list[dict]:
     return rows
 
 
+def override_subset(overrides: Sequence[str]) -> str:
+    """The subset the run's global overrides cut every dataset to: "limit=N" for
+    `dataset.limit=N` (what `retrace run --limit N` sets), else FULL."""
+    limits = [o.partition("=")[2] for o in overrides if o.lstrip("+~").partition("=")[0] == "dataset.limit"]
+    return f"limit={limits[-1]}" if limits and limits[-1] not in ("null", "None", "") else FULL
+
+
 def run(
     score_files: list[Path],
     out: Path,
@@ -263,12 +331,16 @@ def run(
     weaker: Sequence[tuple[str, str]] = (),
     primary: Primary | None = None,
     controls: bool = False,
+    subset: str = FULL,
 ) -> int:
     """Claims of the spine's score files, then the rows of each family's claims CSV (`extra`:
     DRR, ART, ...), whose evidence hashes the audit follows through that CSV's own record.
     `weaker`: the experiment's pre-registered (weak, strong) model pairs; `primary`: its
     pre-registered primary claims (scoring.claims.adjust); `controls`: add the positive and A/A
-    control rows (CONTROL_CLAIMS) to the same family."""
+    control rows (CONTROL_CLAIMS) to the same family; `subset`: the run's global subset
+    (`override_subset`: `retrace run --limit N`), recorded in provenance and on every row
+    that records no subset of its own (a family's rows; a spine row whose datasets have no
+    more questions than N, so that its scores say "full")."""
     claims = CONTROL_CLAIMS + PAPER_CLAIMS if controls else PAPER_CLAIMS
     prov = Provenance(
         "claims",
@@ -277,16 +349,20 @@ def run(
             "weaker": [list(w) for w in weaker],
             "primary": primary
             and {"claims": list(primary.claims), "datasets": list(primary.datasets), "alpha": primary.alpha},
+            "subset": subset,
         },
         stage_sources("claims"),
         inputs=[str(p) for p in score_files] + [str(p) for p in extra],
     )
     rows = []
     if score_files:
-        runs, flops, budgets = load_runs(score_files)
-        rows = claim_rows(runs, flops, weaker, budgets, claims)
+        runs, flops, budgets, facts = load_runs(score_files)
+        rows = claim_rows(runs, flops, weaker, budgets, claims, facts)
     for path in extra:
         rows += read_extra(path)
+    for row in rows:  # the run's --limit on every row that records no subset of its own
+        if row.get("subset") in (None, "", FULL) and subset != FULL:
+            mark_subset(row, subset)
     # one family of every claim of this experiment, or primary + exploratory (alpha split)
     write_claims_csv(adjust(rows, primary=primary), out)
     prov.write(out)

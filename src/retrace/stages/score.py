@@ -25,6 +25,22 @@ def repeatable(generation_record: dict) -> bool:
     return is_deterministic((generation_record.get("engine") or {}).get("engine"))
 
 
+def claims_facts(cfg: dict, generation_record: dict) -> dict:
+    """What the claims stage needs to know of this run, from its config and records, not its
+    scores: whether its seeds are one draw by design (temperature 0), the engine that really
+    generated (the generation's provenance, "simulated" for the simulated engine) and the
+    subset of questions it ran on (scoring.run_facts.subset_label)."""
+    from retrace.scoring.run_facts import deterministic_by_design, subset_label
+
+    ran = (generation_record.get("engine") or {}).get("name") or cfg["backend"]["name"]
+    dataset = cfg["dataset"]
+    return {
+        "deterministic": deterministic_by_design(cfg),
+        "engine": "simulated" if ran == "simulated" else ran,
+        "subset": subset_label(dataset.get("limit"), dataset.get("questions")),
+    }
+
+
 def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: Path) -> dict:
     cfg = job.config()
     prov = Provenance("score", config_slice("score", cfg), stage_sources("score", cfg))
@@ -52,6 +68,7 @@ def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: 
     generated = load(generations)
     result["generation_usage"] = generated.get("usage", {})
     result["bitwise_repeatable"] = repeatable(generated)
+    result.update(claims_facts(cfg, generated))
     # N as run (Maj@N' is priced at generation time), budget per solution as configured
     per_problem_n = round(result["n_samples"] / result["n_problems"])
     result["budget"] = solution_budget(cfg["method"], per_problem_n)

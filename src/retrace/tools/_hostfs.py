@@ -2,7 +2,8 @@
 
     data, more = read_capped("/tmp/job/scratch/.retrace-ans", 65536)  # b"" unless a plain file
     tree_usage("/tmp/job/scratch", max_entries=16384, max_depth=64)     # (bytes, entries) or None
-    remove_tree("/tmp/job")                                             # any tree; never raises
+    remove_tree("/tmp/job", deadline)                                   # any tree; never raises
+    deleted_open_bytes(worker_pid)                                      # unlinked files it holds open
 
 A program inside the sandbox may leave anything where the caller expects its output: a
 symbolic link (WASI creates relative ones whose `..` leave the sandbox when the host follows
@@ -17,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 _DIR = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW
@@ -112,53 +114,91 @@ def _listing(fd: int, budget: int) -> tuple[int, int, list[str]]:
     return size, count, subdirs
 
 
-def remove_tree(path: str | os.PathLike) -> None:
+class _OutOfTime(Exception):
+    """remove_tree's deadline passed; what is left stays for a later call."""
+
+
+def remove_tree(path: str | os.PathLike, deadline: float | None = None) -> bool:
     """Delete `path` and everything under it, whatever its depth, links or permissions; best
-    effort, never raises. Iterative, depth first, with one open descriptor: it descends into a
-    subdirectory, climbs back through ".." once that is empty, and keeps only the names on the
-    way down (a tree must no longer be changing: the program that made it is dead)."""
+    effort, never raises; True once `path` is gone. Stops at `deadline` (time.monotonic())
+    with False, the rest left for another call. Linear in the number of entries: each
+    directory is listed once, its files unlinked and its subdirectories' names kept; it then
+    descends into them with one open descriptor and climbs back through ".." once one is empty
+    (so neither depth nor the descriptor limit bounds it; the tree must no longer be changing:
+    the program that made it is dead)."""
     try:
         if not stat.S_ISDIR(os.lstat(path).st_mode):
             os.unlink(path)
-            return
+            return True
         fd = os.open(path, _DIR)
     except OSError:
-        return
-    names: list[str] = []
+        return not os.path.lexists(path)
+    names: list[str] = []  # the way down from `path`
     try:
+        pending = [_clear_files(fd, deadline)]  # subdirectories still to empty, per level
         while True:
-            sub = _clear_files(fd)
-            if sub is not None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise _OutOfTime
+            if pending[-1]:
+                sub = pending[-1].pop()
+                if _quietly(os.rmdir, sub, dir_fd=fd):  # empty: one call, nothing to open
+                    continue
                 _quietly(os.chmod, sub, 0o700, dir_fd=fd)  # an ordinary user needs w+x to empty it
-                child = os.open(sub, _DIR, dir_fd=fd)
+                try:
+                    child = os.open(sub, _DIR, dir_fd=fd)
+                except OSError:
+                    continue
                 os.close(fd)
                 fd = child
                 names.append(sub)
+                pending.append(_clear_files(fd, deadline))
                 continue
             if not names:
                 break
             parent = os.open("..", _DIR, dir_fd=fd)
             os.close(fd)
             fd = parent
-            if not _quietly(os.rmdir, names.pop(), dir_fd=fd):
-                break  # it could not be emptied: stop rather than loop
-    except OSError:
+            pending.pop()
+            _quietly(os.rmdir, names.pop(), dir_fd=fd)
+    except (OSError, _OutOfTime):
         pass
     finally:
         os.close(fd)
     _quietly(os.rmdir, path)
+    return not os.path.lexists(path)
 
 
-def _clear_files(fd: int) -> str | None:
-    """Unlink everything but directories in the directory open as `fd`; a subdirectory's name, if any."""
-    sub = None
+def _clear_files(fd: int, deadline: float | None) -> list[str]:
+    """Unlink everything but directories in the directory open as `fd`; its subdirectories' names."""
+    subdirs = []
     with os.scandir(fd) as it:
-        for entry in it:
+        for i, entry in enumerate(it):
+            if deadline is not None and i % 256 == 0 and time.monotonic() > deadline:
+                raise _OutOfTime
             if entry.is_dir(follow_symlinks=False):
-                sub = sub or entry.name
+                subdirs.append(entry.name)
             else:
                 _quietly(os.unlink, entry.name, dir_fd=fd)
-    return sub
+    return subdirs
+
+
+def deleted_open_bytes(pid: int) -> int:
+    """Bytes of the regular files that process `pid` holds open but that no name reaches any
+    more (unlinked): they use disk until closed, and no walk of a tree sees them."""
+    fds = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return 0
+    total = 0
+    for name in names:
+        try:
+            st = os.stat(os.path.join(fds, name))  # follows the magic link to the open file
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_nlink == 0:
+            total += max(st.st_size, st.st_blocks * 512)
+    return total
 
 
 def _quietly(fn, *args, **kwargs) -> bool:

@@ -11,8 +11,10 @@ What it refuses (a deny-list, not an allow-list: every other system call reaches
   nested user namespace in which the program would be root and could mount its own,
   uncapped tmpfs; `clone3` answers ENOSYS (its flags sit in memory a filter cannot read;
   glibc then falls back to `clone`);
-- memory outside the address-space and scratch caps: `memfd_create`, `memfd_secret`,
-  SysV `shmget` (EPERM); plus `mount` and the new mount API, `io_uring_setup`,
+- memory outside the address-space and scratch caps: `memfd_create`, `memfd_secret`, and all
+  of SysV IPC: message queues (`msgget`, `msgsnd`, `msgrcv`, `msgctl`), semaphores (`semget`,
+  `semop`, `semtimedop`, `semctl`) and shared memory (`shmget`, `shmat`, `shmdt`, `shmctl`)
+  (EPERM); plus `mount` and the new mount API, `io_uring_setup`,
   `userfaultfd`, `bpf`, `perf_event_open` (EPERM).
 - any other ABI (i386 via int 0x80, x32): the process is killed.
 Layout of `struct seccomp_data` and the return values: linux/seccomp.h, linux/filter.h.
@@ -42,6 +44,39 @@ _COMMON = {
     "clone3": 435,
     "memfd_secret": 447,
 }
+# SysV IPC (message queues, semaphores, shared memory): kernel memory outside every rlimit
+# (msgsnd grew it by 525 MB in one run, red team 2026-12). The IPC namespace hides other
+# runs' objects but caps nothing. x86_64 and aarch64 have no multiplexed ipc() (the i386
+# ABI that does is killed at the architecture check).
+_SYSV_X86_64 = {
+    "shmget": 29,
+    "shmat": 30,
+    "shmctl": 31,
+    "semget": 64,
+    "semop": 65,
+    "semctl": 66,
+    "shmdt": 67,
+    "msgget": 68,
+    "msgsnd": 69,
+    "msgrcv": 70,
+    "msgctl": 71,
+    "semtimedop": 220,
+}
+_SYSV_GENERIC = {
+    "msgget": 186,
+    "msgctl": 187,
+    "msgrcv": 188,
+    "msgsnd": 189,
+    "semget": 190,
+    "semctl": 191,
+    "semtimedop": 192,
+    "semop": 193,
+    "shmget": 194,
+    "shmctl": 195,
+    "shmat": 196,
+    "shmdt": 197,
+}
+SYSV_IPC = tuple(_SYSV_X86_64)
 _TABLES = {
     "x86_64": (
         0xC000003E,
@@ -52,11 +87,11 @@ _TABLES = {
             "unshare": 272,
             "setns": 308,
             "memfd_create": 319,
-            "shmget": 29,
             "mount": 165,
             "userfaultfd": 323,
             "bpf": 321,
             "perf_event_open": 298,
+            **_SYSV_X86_64,
         },
     ),
     "aarch64": (
@@ -68,11 +103,11 @@ _TABLES = {
             "unshare": 97,
             "setns": 268,
             "memfd_create": 279,
-            "shmget": 194,
             "mount": 40,
             "userfaultfd": 282,
             "bpf": 280,
             "perf_event_open": 241,
+            **_SYSV_GENERIC,
         },
     ),
 }
@@ -80,7 +115,7 @@ _DENY = [
     "setns",
     "memfd_create",
     "memfd_secret",
-    "shmget",
+    *SYSV_IPC,
     "mount",
     "open_tree",
     "move_mount",

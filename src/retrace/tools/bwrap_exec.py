@@ -20,8 +20,9 @@ How it isolates:
   see or signal processes outside; killing the outer bwrap (`--die-with-parent`) kills
   every process the program started (the PID namespace dies with its init).
 - a seccomp filter (tools/_seccomp.py): sockets of any family but AF_UNIX, new namespaces
-  (so no nested user namespace and no tmpfs of its own), `memfd_create`, `shmget`,
-  mounts, io_uring, userfaultfd, bpf and perf_event_open are refused; other ABIs killed.
+  (so no nested user namespace and no tmpfs of its own), `memfd_create`, SysV IPC (message
+  queues, semaphores and shared memory: kernel memory no rlimit caps), mounts, io_uring,
+  userfaultfd, bpf and perf_event_open are refused; other ABIs killed.
 - a new mount namespace whose root is an empty tmpfs (remounted read-only, as is /dev)
   holding only, read-only: /usr (with the /bin, /lib, /lib64, /sbin links),
   /etc/ld.so.cache, the Python installation and the virtual environment, and the program;
@@ -29,15 +30,23 @@ How it isolates:
   the rest of /etc and the host's /tmp are not there.
 - the only writable place is /scratch, a tmpfs capped at `Limits.scratch_bytes`, also
   reachable as /tmp and $HOME (when the Python installation itself lives under /tmp, /tmp
-  is instead a second capped tmpfs holding that read-only installation). The program file
-  lives in a host `tempfile.mkdtemp()` directory (mounted read-only), deleted afterwards.
+  is instead a second capped tmpfs holding that read-only installation); files the program
+  unlinked but holds open still fill it. The program reaches the sandbox as a descriptor
+  (a memfd of the caller's) and the launcher as `python -c`: no job folder on the host's
+  disk, so nothing of a run is left there, readable by others, when its caller is killed.
 - rlimits set by a small launcher before the program's first line: address space (AS), CPU
   seconds (SIGXCPU at the soft limit, SIGKILL one second later; both reported as
   `cpu_time`, told apart from other kills by the CPU time the launcher measured), tasks
   (NPROC: processes and threads), file size (FSIZE), open files (NOFILE), core dumps (0).
   The launcher forks the program and waits for it (so the program's parent is the launcher).
-- an empty environment: PATH, LANG, HOME/TMPDIR (= /scratch) and one-thread settings for
-  BLAS/OpenMP (so a numpy import does not trip NPROC); no secrets of the caller.
+- an empty environment: PATH, LANG, HOME/TMPDIR (= /scratch), one-thread settings for
+  BLAS/OpenMP (so a numpy import does not trip NPROC) and PYTHONHASHSEED; no secrets of the caller.
+- the same program prints the same on every run: PYTHONHASHSEED=0 (the interpreter runs with
+  `-s -P -B`: `-I` would imply `-E`, which ignores it) and `random` seeded with 0
+  (code_exec.DETERMINISM, part of ART's rerun keys); code text with a NUL byte or a lone
+  surrogate is refused (`killed_reason="refused"`), never raised.
+- a killed caller: bwrap runs with `--die-with-parent`, so the sandbox and every process in
+  it die with the process that called `run_code`.
 - wall-clock limit and output caps enforced by the caller: stdout, stderr and `ans` are read
   incrementally; past `Limits.output_bytes` or the wall limit the whole process group is
   SIGKILLed (a program cannot ignore it).
@@ -50,7 +59,8 @@ What it does NOT protect against:
   (including anything a package stored there), and /proc's host-wide information
   (/proc/cpuinfo, /proc/meminfo, load, uptime, kernel version, mounts of the sandbox).
 - side channels (timing, caches, CPU frequency) and covert channels between programs
-  running at the same time. Task counts (NPROC) are per run: as root each run has its own
+  running at the same time. Clocks, os.urandom and object addresses (ASLR) vary from run to
+  run: a program that prints them prints something else each time. Task counts (NPROC) are per run: as root each run has its own
   host uid, as an ordinary user its own user namespace.
 - total machine load: limits are per process. A program may use up to `max_tasks` tasks,
   each with up to `memory_bytes` of address space and `cpu_s` CPU seconds, for `wall_s`
@@ -80,16 +90,24 @@ import tempfile
 import time
 
 from retrace.tools import _uid_slots
-from retrace.tools._hostfs import remove_tree
 from retrace.tools._seccomp import filter_bytes
 from retrace.tools._uid_slots import UID_SLOTS
-from retrace.tools.code_exec import PROBE_WALL_S, ExecResult, Limits, SandboxUnavailable, probe_failure
+from retrace.tools.code_exec import (
+    DETERMINISM,
+    PROBE_WALL_S,
+    ExecResult,
+    Limits,
+    SandboxUnavailable,
+    probe_failure,
+    refused,
+)
 
 SANDBOX_UID = 65534  # nobody / nogroup on Debian; the uid the program sees rootless
 SCRATCH = "/scratch"
 
 
-# Runs inside the sandbox as the run's uid: set the rlimits, fork; the child runs the program and
+# Runs inside the sandbox as the run's uid (`python -c`): set the rlimits, fork; the child reads the
+# program from the descriptor argv[5], runs it and
 # sends str(ans) down the pipe whose fd is argv[2]; the parent waits and reports how the
 # child ended and its CPU time on the pipe argv[4] (a kill at the hard CPU limit is a SIGKILL
 # that only the CPU time tells apart). Limits are set here rather than in a preexec_fn so
@@ -98,10 +116,11 @@ _LAUNCHER = """\
 import json, os, resource, signal, sys
 for _name, _value in json.loads(sys.argv[1]).items():
     resource.setrlimit(getattr(resource, _name), tuple(_value))
-_fd, _cap, _st = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+_fd, _cap, _st, _prog = (int(a) for a in sys.argv[2:6])
 _pid = os.fork()
 if _pid:
     os.close(_fd)
+    os.close(_prog)
     for _s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(_s, signal.SIG_IGN)
     _null = os.open("/dev/null", os.O_RDWR)
@@ -112,8 +131,12 @@ if _pid:
     os.write(_st, json.dumps({"status": _code, "cpu": _ru.ru_utime + _ru.ru_stime}).encode())
     os._exit(128 - _code if _code < 0 else _code)
 os.close(_st)
-with open("/job/program.py", encoding="utf-8") as _f:
-    _code = compile(_f.read(), "program.py", "exec")
+_src = b"".join(iter(lambda: os.read(_prog, 1 << 20), b""))
+os.close(_prog)
+_code = compile(_src.decode("utf-8"), "program.py", "exec")
+del _src
+import random
+random.seed(0)  # code_exec.DETERMINISM; the hash seed comes from PYTHONHASHSEED
 _g = {"__name__": "__main__", "__file__": "program.py", "__builtins__": __builtins__}
 exec(_code, _g)
 if "ans" in _g:
@@ -139,10 +162,10 @@ def _python_roots() -> list[str]:
 
 
 def _bwrap_command(
-    bwrap: str, jobdir: str, limits: Limits, fds: tuple[int, int, int], host_uid: int | None
+    bwrap: str, limits: Limits, fds: tuple[int, int, int, int], host_uid: int | None
 ) -> list[str]:
     """The command line; `host_uid`: as root, the uid the program runs as (None: rootless)."""
-    ans_fd, status_fd, seccomp_fd = fds
+    ans_fd, status_fd, seccomp_fd, program_fd = fds
     rootless = host_uid is None
     cmd = [
         bwrap,
@@ -181,9 +204,6 @@ def _bwrap_command(
                 cmd += ["--perms", "0755", "--dir", parent]
         cmd += ["--ro-bind", root, root]
     cmd += [
-        "--ro-bind",
-        jobdir,
-        "/job",
         "--proc",
         "/proc",
         "--dev",
@@ -207,6 +227,7 @@ def _bwrap_command(
         "TMPDIR": SCRATCH,
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONHASHSEED": DETERMINISM["PYTHONHASHSEED"],
     }
     for key, value in env.items():
         cmd += ["--setenv", key, value]
@@ -224,13 +245,14 @@ def _bwrap_command(
         ]
     return cmd + [
         sys.executable,
-        "-I",
-        "-B",
-        "/job/launcher.py",
+        *("-s", "-P", "-B"),  # -I without its -E, which would ignore PYTHONHASHSEED (env is ours)
+        "-c",
+        _LAUNCHER,
         json.dumps(limits.rlimits()),
         str(ans_fd),
         str(limits.output_bytes),
         str(status_fd),
+        str(program_fd),
     ]
 
 
@@ -307,15 +329,11 @@ def _collect(
 
 
 def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResult:
-    jobdir = tempfile.mkdtemp(prefix="retrace-code-")
+    # No job folder: the program reaches the sandbox as a descriptor (nothing is left on the
+    # host's disk, readable by others, when the caller is killed) and the launcher as `-c`.
     fds: list[int] = []
     proc = None
     try:
-        os.chmod(jobdir, 0o755)  # readable by the sandbox's uid, writable only by us; mounted ro
-        for name, text in (("program.py", code), ("launcher.py", _LAUNCHER)):
-            with open(os.path.join(jobdir, name), "w", encoding="utf-8") as f:
-                f.write(text)
-            os.chmod(os.path.join(jobdir, name), 0o644)
         host_uid, lock = None, ()
         if not rootless:  # a host uid of its own: NPROC is then this run's alone
             host_uid, lock_fd = _uid_slots.acquire()
@@ -324,12 +342,14 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
         ans_r, ans_w = os.pipe()
         status_r, status_w = os.pipe()
         fds += [ans_r, ans_w, status_r, status_w]
-        seccomp_fd = _seccomp_fd()
+        seccomp_fd = _data_fd("retrace-seccomp", filter_bytes() or b"")
         fds.append(seccomp_fd)
-        passed = (ans_w, status_w, seccomp_fd)
+        program_fd = _data_fd("retrace-program", code.encode("utf-8"))
+        fds.append(program_fd)
+        passed = (ans_w, status_w, seccomp_fd, program_fd)
         start = time.monotonic()
         proc = subprocess.Popen(
-            _bwrap_command(bwrap, jobdir, limits, passed, host_uid),
+            _bwrap_command(bwrap, limits, passed, host_uid),
             env={},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -337,7 +357,7 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
             # the slot's lock goes in too: every process of the run holds it (tools/_uid_slots.py)
             pass_fds=passed + lock,
             start_new_session=True,
-            cwd=jobdir,
+            cwd="/",
         )
         for fd in passed:
             os.close(fd)
@@ -353,7 +373,6 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
             proc.stderr.close()
         for fd in fds:
             os.close(fd)
-        remove_tree(jobdir)
     return _result(proc.returncode, _cpu_s(status), limits, reason, truncated, out, err, ans, wall)
 
 
@@ -365,14 +384,16 @@ def _cpu_s(status: str) -> float:
         return 0.0
 
 
-def _seccomp_fd() -> int:
-    """A readable fd holding the filter (bwrap reads it whole before running the program)."""
-    data = filter_bytes()
-    fd = os.memfd_create("retrace-seccomp") if hasattr(os, "memfd_create") else None
+def _data_fd(name: str, data: bytes) -> int:
+    """A readable descriptor holding `data` from its start, for the sandbox (bwrap reads the
+    filter whole before it runs the program; the launcher reads the program)."""
+    fd = os.memfd_create(name) if hasattr(os, "memfd_create") else None
     if fd is None:  # pragma: no cover - Linux always has memfd_create
         fd, path = tempfile.mkstemp()
         os.unlink(path)
-    os.write(fd, data)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -461,10 +482,11 @@ def sandbox_problem(bwrap: str | None = None) -> str | None:
 
 
 def run_code(code: str, limits: Limits = Limits(), bwrap: str | None = None) -> ExecResult:
-    """Run `code` in the sandbox; raise SandboxUnavailable rather than run it unisolated.
+    """Run `code` in the sandbox; raise SandboxUnavailable rather than run it unisolated. Text
+    no interpreter could be given whole (a NUL byte, a lone surrogate) is refused.
 
     `bwrap`: the path of the bwrap binary (default: the first on PATH)."""
     problem = sandbox_problem(bwrap)
     if problem is not None:
         raise SandboxUnavailable(f"refusing to run generated code: {problem}")
-    return _execute(code, limits, bwrap or shutil.which("bwrap"), os.geteuid() != 0)
+    return refused(code) or _execute(code, limits, bwrap or shutil.which("bwrap"), os.geteuid() != 0)

@@ -33,6 +33,18 @@ EXECUTORS = {"wasm": "retrace.tools.wasm_exec", "bwrap": "retrace.tools.bwrap_ex
 DEFAULT_SANDBOX = "wasm"
 
 
+# What makes the same program print the same output on every run, in both executors: string
+# hashing (set and dict order of str/bytes) with a fixed seed, and `random` seeded before the
+# program's first line. Part of ART's rerun keys (retrace.closure.sandbox_versions). Not fixed:
+# clocks, os.urandom/secrets, object addresses under bwrap (ASLR); docs/design/sandbox.md.
+DETERMINISM = {"PYTHONHASHSEED": "0", "random.seed": "0"}
+
+
+def determinism_settings() -> dict[str, str]:
+    """The executors' determinism settings (a copy), for rerun keys and provenance."""
+    return dict(DETERMINISM)
+
+
 class SandboxUnavailable(RuntimeError):
     """The isolation cannot be built here; the code was not run."""
 
@@ -68,7 +80,7 @@ class ExecResult:
     exit_code: int | None  # the program's exit status; None if it was killed
     signal: int | None  # bwrap: the signal that killed it (reported as 128 + n)
     timed_out: bool  # the wall or CPU limit ended it
-    # "wall_time" | "cpu_time" | "output_limit" | "scratch_limit" | "signal" | "trap" | None
+    # "wall_time" | "cpu_time" | "output_limit" | "scratch_limit" | "signal" | "trap" | "refused" | None
     killed_reason: str | None
     truncated: bool  # some output was cut at the cap
     wall_s: float
@@ -85,6 +97,41 @@ def probe_failure(r: ExecResult) -> str:
     """One line on how a probe run ended: its answer, why it was stopped, its stderr's tail."""
     why = f", stopped: {r.killed_reason} after {r.wall_s:.0f} s" if r.killed_reason else ""
     return f"probe failed (ans={r.ans!r}{why}): {r.stderr.strip()[-500:]}"
+
+
+def code_problem(code: str) -> str | None:
+    """Why `code` cannot be handed to an interpreter whole (None if it can): a NUL byte ends a
+    C string (WASI's argv) early, a lone surrogate has no UTF-8 form. Names no host path."""
+    if not isinstance(code, str):
+        return f"the program is a {type(code).__name__}, not text"
+    nul = code.find("\x00")
+    if nul >= 0:
+        return f"the program contains a NUL byte (character {nul}); it was not run"
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = ord(code[exc.start])
+        return f"the program contains a lone surrogate (U+{bad:04X}, character {exc.start}); it was not run"
+    return None
+
+
+def refused(code: str) -> ExecResult | None:
+    """The result of a program `code_problem` refuses (ok=False, killed_reason="refused"), else None."""
+    why = code_problem(code)
+    if why is None:
+        return None
+    return ExecResult(
+        ok=False,
+        ans=None,
+        stdout="",
+        stderr=f"refused: {why}\n",
+        exit_code=None,
+        signal=None,
+        timed_out=False,
+        killed_reason="refused",
+        truncated=False,
+        wall_s=0.0,
+    )
 
 
 def executor(sandbox: str):

@@ -26,10 +26,13 @@ store:
   load; exhausting it traps (`killed_reason="cpu_time"`, `timed_out=True`).
 - memory: the store's limit caps the program's linear memory at `Limits.memory_bytes`
   (Python raises MemoryError).
-- files: the worker sets RLIMIT_FSIZE to `Limits.file_bytes` (EFBIG, "File too large");
-  the caller polls the scratch directory and kills the worker when its files exceed
-  `Limits.scratch_bytes` in bytes, `scratch_bytes // 4096` in number or `SCRATCH_DEPTH` in
-  depth (`scratch_limit`), measured iteratively without following links (tools/_hostfs.py).
+- files: the worker sets RLIMIT_FSIZE to `Limits.file_bytes` (EFBIG, "File too large") and
+  RLIMIT_NOFILE to its own descriptors plus `Limits.max_open_files` (WASI's files are the
+  worker's host descriptors); the caller polls the scratch directory and the files the
+  worker holds open that no name reaches any more (unlinked, /proc/<pid>/fd), and kills the
+  worker when together they exceed `Limits.scratch_bytes` in bytes, or the tree holds more
+  than `scratch_bytes // 4096` entries or is deeper than `SCRATCH_DEPTH` (`scratch_limit`),
+  measured iteratively without following links (tools/_hostfs.py), at least every ~0.1-1 s.
 - stdout and stderr go to files outside the scratch directory (the program cannot read
   or rewrite them); the caller kills the worker once either passes `Limits.output_bytes`
   and reads back at most that much; `ans` is written by the launcher to a file in scratch.
@@ -37,19 +40,30 @@ store:
   WASI creates; a FIFO, a directory) is read as no answer: the caller opens it without
   following links or blocking and reads only a regular file, capped.
 - wall clock: the caller SIGKILLs the worker's process group after `Limits.wall_s`, and
-  in any case before `run_code` returns or raises; the job folder is removed whatever tree
-  the program left in it.
+  in any case before `run_code` returns or raises.
+- a killed caller: the worker dies with it (the parent-death signal, and a thread that polls
+  for a new parent), so nothing runs on without limits after a `kill -9` of the caller.
+- the job folder (0700, naming its owner's pid and start time) is removed whatever tree the
+  program left in it, in time linear in its entries; the caller waits at most
+  `_jobdirs.CLEANUP_S` for it and a background thread removes the rest. A folder left by a
+  killed caller is removed at this user's next run (tools/_jobdirs.py).
+- the same program prints the same on every run: PYTHONHASHSEED=0 (the interpreter runs with
+  `-s -P -B`: `-I` would imply `-E`, which ignores it) and `random` seeded with 0
+  (code_exec.DETERMINISM, part of ART's rerun keys).
+- code text with a NUL byte (WASI's argv would end the program there) or a lone surrogate is
+  refused (`killed_reason="refused"`); messages from the worker name no host path.
 
 What it does NOT protect against:
 - bugs in wasmtime, Cranelift or its WASI implementation: the worker is an ordinary host
   process of the caller's user, with no OS sandbox around it.
 - the worker's own resources: wasmtime's host-side memory and the compiled module
   (~100 MB) are outside the store limit; the scratch directory lives on the host's disk
-  under the system temporary directory, and the size poll (every `POLL_S`) can be overrun
-  by what the program writes in one interval (each file is still capped by FSIZE).
+  under the system temporary directory, and the size poll can be overrun by what the
+  program writes in one interval (each file is still capped by FSIZE, their number by NOFILE).
 - the cached compiled module is native code that the worker maps and runs: its digest and a
   private folder are checked, but the caller's own uid can rewrite module and record together.
-- clocks and randomness are the host's (timing side channels between concurrent runs).
+- clocks and os.urandom are the host's: a program that prints the time or uses `secrets`
+  prints something else on every run (and timing side channels between concurrent runs).
 - faked results: the program can print anything and write the `ans` file itself.
 - anything the caller does with the result (the output is untrusted text).
 - programs needing native or third-party packages (numpy, sympy): only the standard
@@ -62,6 +76,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -78,12 +93,14 @@ POLL_S = 0.02
 # entries) is `scratch_limit`. No program needs it; a hostile one uses depth against walkers.
 SCRATCH_DEPTH = 64
 ANS_FILE = ".retrace-ans"
+JOB_PREFIX = "retrace-wasm-"
 DEFAULT_CACHE = Path("results/cache/wasm")
 
 # Runs inside WASI CPython; the program's source is argv[1], the ans cap argv[2].
 _LAUNCHER = """\
-import os, sys
+import os, random, sys
 os.chdir("/scratch")
+random.seed(0)  # code_exec.DETERMINISM; the hash seed comes from PYTHONHASHSEED
 _code, _cap = sys.argv[1], int(sys.argv[2])
 del sys.argv[1:]
 _g = {"__name__": "__main__", "__file__": "program.py", "__builtins__": __builtins__}
@@ -187,35 +204,41 @@ def describe(cache_dir: str | None = None) -> dict:
 
 
 def run_code(code: str, limits, cache_dir: str | None = None):
-    """Run `code` in WASI CPython; raise SandboxUnavailable rather than run it unisolated."""
-    from retrace.tools.code_exec import SandboxUnavailable
+    """Run `code` in WASI CPython; raise SandboxUnavailable rather than run it unisolated.
+    Text no interpreter could be given whole (a NUL byte, a lone surrogate) is refused."""
+    from retrace.tools.code_exec import SandboxUnavailable, refused
 
     problem = sandbox_problem(cache_dir)
     if problem is not None:
         raise SandboxUnavailable(f"refusing to run generated code: {problem}")
-    return _execute(code, limits, cache_dir)
+    return refused(code) or _execute(code, limits, cache_dir)
 
 
 def _watch(proc: subprocess.Popen, job: str, limits, start: float) -> str | None:
     """Wait for the worker; kill it at the wall, output or scratch limit (the reason)."""
-    from retrace.tools._hostfs import tree_usage  # not at the top: the worker runs this file
+    from retrace.tools._hostfs import (  # not at the top: the worker runs this file
+        deleted_open_bytes,
+        tree_usage,
+    )
 
     outs = [os.path.join(job, "stdout"), os.path.join(job, "stderr")]
     scratch = os.path.join(job, "scratch")
     while proc.poll() is None:
-        reason = None
+        reason, polled = None, time.monotonic()
         if time.monotonic() - start > limits.wall_s:
             reason = "wall_time"
         elif any(os.path.exists(p) and os.path.getsize(p) > limits.output_bytes for p in outs):
             reason = "output_limit"
         else:
             usage = tree_usage(scratch, limits.scratch_bytes // 4096, SCRATCH_DEPTH)
-            if usage is None or usage[0] > limits.scratch_bytes:
+            # the tree, and the files the program unlinked but holds open (the worker holds them)
+            if usage is None or usage[0] + deleted_open_bytes(proc.pid) > limits.scratch_bytes:
                 reason = "scratch_limit"
         if reason:
             _kill(proc)
             return reason
-        time.sleep(POLL_S)
+        # at most half the time measuring: a tree of many entries takes a while to walk
+        time.sleep(max(POLL_S, time.monotonic() - polled))
     return None
 
 
@@ -241,10 +264,11 @@ def _read(path: str, cap: int) -> tuple[str, bool]:
 
 
 def _execute(code: str, limits, cache: str | None):
-    from retrace.tools._hostfs import remove_tree
-    from retrace.tools.code_exec import ExecResult
+    from retrace.tools import _jobdirs
+    from retrace.tools.code_exec import DETERMINISM, ExecResult
 
-    job = tempfile.mkdtemp(prefix="retrace-wasm-")
+    _jobdirs.sweep_once(JOB_PREFIX, tempfile.gettempdir())  # folders of callers killed earlier
+    job = _jobdirs.make(JOB_PREFIX)
     proc = module_fd = None
     try:
         os.mkdir(os.path.join(job, "scratch"))
@@ -257,6 +281,9 @@ def _execute(code: str, limits, cache: str | None):
             "memory": limits.memory_bytes,
             "file_bytes": limits.file_bytes,
             "cap": limits.output_bytes,
+            "open_files": limits.max_open_files,
+            "parent": os.getpid(),
+            "hash_seed": DETERMINISM["PYTHONHASHSEED"],
         }
         start = time.monotonic()
         proc = subprocess.Popen(
@@ -282,7 +309,7 @@ def _execute(code: str, limits, cache: str | None):
             _kill(proc)
         if module_fd is not None:
             os.close(module_fd)
-        remove_tree(job)
+        _jobdirs.remove(job)  # bounded: the rest of a huge tree goes on in the background
     if reason is None and (t1 or t2 or t3):
         reason = "output_limit"
     reason = reason or status.get("reason")
@@ -325,12 +352,68 @@ def _status(proc: subprocess.Popen, reason: str | None) -> dict:
     except ValueError:
         if proc.returncode < 0:
             return {"reason": "signal", "signal": -proc.returncode}
-        return {"reason": "trap", "error": f"\nwasm worker failed: {worker_err[-500:]}"}
+        return {"reason": "trap", "error": f"\nwasm worker failed: {scrub(_last_line(worker_err))[-500:]}"}
+
+
+# An absolute host path in a message (the worker's files, the job folder, the cache): the
+# program's own paths start with /scratch and are kept.
+_HOST_PATH = re.compile(r"(?<![\w.~-])/(?!scratch\b)[^\s'\":;,()<>]+")
+
+
+def scrub(text: str) -> str:
+    """`text` with every absolute path but the sandbox's own /scratch replaced by <host path>."""
+    return _HOST_PATH.sub("<host path>", text)
 
 
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     return lines[-1] if lines else ""
+
+
+def _die_with(parent: int) -> None:
+    """End this worker when the caller `parent` dies, even by SIGKILL: the kernel's parent-death
+    signal, then a check that the parent had not died before it was set, then a thread that
+    polls for a new parent (belt and braces: the signal follows the thread that started us)."""
+    import ctypes
+    import threading
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (linux/prctl.h)
+
+    def check() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
+    threading.Thread(target=check, daemon=True).start()
+
+
+def _limit_open_files(extra: int) -> None:
+    """RLIMIT_NOFILE: the worker's own descriptors plus `extra` for the program (WASI files
+    are host descriptors of this process)."""
+    import resource
+
+    mine = len(os.listdir("/proc/self/fd")) - 1  # less the listing's own descriptor
+    limit = mine + extra  # the lowest free numbers are handed out first, so `extra` are left
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+
+def _wasi_config(spec: dict):
+    """What the program sees: argv, a fixed environment (the hash seed of DETERMINISM), the
+    output files and the one preopened directory."""
+    import wasmtime
+
+    wasi = wasmtime.WasiConfig()
+    # -s -P -B: -I without its -E, which would ignore PYTHONHASHSEED (the environment is ours)
+    wasi.argv = ["python", "-s", "-P", "-B", "-c", _LAUNCHER, spec["code"], str(spec["cap"])]
+    env = {"HOME": "/scratch", "TMPDIR": "/scratch", "LANG": "C.UTF-8"}
+    wasi.env = list({**env, "PYTHONHASHSEED": spec["hash_seed"]}.items())
+    wasi.stdout_file = os.path.join(spec["job"], "stdout")
+    wasi.stderr_file = os.path.join(spec["job"], "stderr")
+    wasi.preopen_dir(os.path.join(spec["job"], "scratch"), "/scratch")
+    return wasi
 
 
 def _worker() -> None:
@@ -340,6 +423,7 @@ def _worker() -> None:
     import wasmtime
 
     spec = json.loads(sys.stdin.read())
+    _die_with(spec["parent"])
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death past FSIZE
     resource.setrlimit(resource.RLIMIT_FSIZE, (spec["file_bytes"],) * 2)
     engine = _engine()
@@ -348,15 +432,10 @@ def _worker() -> None:
     linker = wasmtime.Linker(engine)
     linker.define_wasi()
     store = wasmtime.Store(engine)
-    wasi = wasmtime.WasiConfig()
-    wasi.argv = ["python", "-I", "-B", "-c", _LAUNCHER, spec["code"], str(spec["cap"])]
-    wasi.env = [("HOME", "/scratch"), ("TMPDIR", "/scratch"), ("LANG", "C.UTF-8")]
-    wasi.stdout_file = os.path.join(spec["job"], "stdout")
-    wasi.stderr_file = os.path.join(spec["job"], "stderr")
-    wasi.preopen_dir(os.path.join(spec["job"], "scratch"), "/scratch")
-    store.set_wasi(wasi)
+    store.set_wasi(_wasi_config(spec))
     store.set_fuel(spec["fuel"])
     store.set_limits(memory_size=spec["memory"])
+    _limit_open_files(spec["open_files"])
     try:
         linker.instantiate(store, module).exports(store)["_start"](store)
         report = {"exit": 0}
@@ -366,10 +445,10 @@ def _worker() -> None:
         fuel = exc.trap_code == wasmtime.TrapCode.OUT_OF_FUEL
         report = {
             "reason": "cpu_time" if fuel else "trap",
-            "error": "\nwasm trap: " + _last_line(exc.message),
+            "error": "\nwasm trap: " + scrub(_last_line(exc.message)),
         }
     except wasmtime.WasmtimeError as exc:
-        report = {"reason": "trap", "error": f"\nwasm error: {str(exc)[:500]}"}
+        report = {"reason": "trap", "error": f"\nwasm error: {scrub(str(exc))[:500]}"}
     print(json.dumps(report))
 
 
