@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 NOTE ?=
-.PHONY: figures ci-time setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench bench-cluster reliability reliability-quick calibrate model-1.5b clean
+.PHONY: figures estimates ci-time setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench bench-cluster reliability reliability-quick calibrate model-1.5b clean
 
 setup: $(STAMP)
 
@@ -171,6 +171,11 @@ calibrate: setup
 # README.md and docs/ from the newest of those (docs/measurements/figures.yaml says which).
 figures: setup
 	$(PY) benchmarks/figures.py
+
+# The paper experiments' cost bounds (`retrace plan --estimate`, the mirror's question counts:
+# RETRACE_MIRROR or config.yaml's mirror), kept as result files for the README's figures.
+estimates: setup
+	$(RECORD) estimate-paper -- $(VENV)/bin/retrace plan --experiment paper --estimate
 
 # CI's time on a clean clone of HEAD (as root, like CI): NOTE says how loaded the machine was.
 ci-time:

@@ -58,9 +58,17 @@ def _cell(rec: dict[str, Any], col: dict[str, Any], fig: str) -> str:
 
 
 def _format(raw: Any, col: dict[str, Any]) -> str:
+    """`pattern` (a regex) picks the part of a printed value it groups; `format` and `scale`
+    show a number (its first word, thousands commas allowed)."""
+    text = str(raw)
+    if "pattern" in col:
+        m = re.search(col["pattern"], text)
+        if not m:
+            raise FigureError(f"'{text}' does not match the figure's pattern {col['pattern']!r}")
+        text = m.group(1)
     if "format" not in col:
-        return str(raw)
-    number = float(str(raw).split()[0].rstrip("%,")) * float(col.get("scale", 1))
+        return text
+    number = float(text.split()[0].replace(",", "").rstrip("%")) * float(col.get("scale", 1))
     return str(col["format"]).format(number)
 
 

@@ -119,3 +119,25 @@ def test_the_readme_stays_a_front_door():
     text = (figures.ROOT / "README.md").read_text()
     assert len(text) <= 8000, f"README.md is {len(text)} characters (at most 8,000: move details to docs/)"
     assert "make run" in text and "make test" in text
+
+
+def test_a_pattern_picks_the_figure_out_of_a_printed_line(tmp_path):
+    _result(
+        tmp_path,
+        "estimate",
+        "2026-12-01T10:00:00Z",
+        {"estimate": "675 jobs, ≈ 5,192.9 GPU-hours (rates assumed)"},
+    )
+    spec = {
+        "hours": {
+            "result": "estimate",
+            "value": "estimate",
+            "pattern": r"≈ ([\d,.]+) GPU-hours",
+            "format": "{:,.0f}",
+        }
+    }
+    text = "<!-- figure:hours -->?<!-- /figure -->"
+    assert figures.regenerate(text, spec, tmp_path) == "<!-- figure:hours -->5,193<!-- /figure -->"
+    spec["hours"]["pattern"] = r"≈ ([\d,.]+) CPU-hours"
+    with pytest.raises(figures.FigureError, match="does not match"):
+        figures.regenerate(text, spec, tmp_path)
