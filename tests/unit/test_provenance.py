@@ -140,6 +140,25 @@ def test_companion_by_product_is_checked(tmp_path):
     assert audit(art).problems == [f"by-product {side} changed or is missing"]
 
 
+def test_a_changed_by_product_of_an_ancestor_fails_the_audit_of_its_descendant(tmp_path):
+    """An intermediate's weights or by-product changed after its record was written: the
+    intermediate itself and its own record are intact, so only its own verdict can fail the
+    audit of what was made from it (a model's weights, then the generations that used them)."""
+    weights, manifest, out = tmp_path / "model.gguf", tmp_path / "manifest.json", tmp_path / "gen.jsonl"
+    weights.write_bytes(b"weights")
+    manifest.write_text('{"gguf": "model.gguf"}\n')
+    companion = {"path": str(weights), "sha256": sha256_file(weights), "kind": "weights"}
+    Provenance("model", {}, [], extra={"companions": [companion]}).write(manifest)
+    out.write_text('{"answer": 7}\n')
+    Provenance("generate", {}, [], inputs=[str(manifest)]).write(out)
+    assert audit(out).all_ok()
+    flip_byte(weights)
+    node = audit(out)
+    assert not node.all_ok()
+    assert not node.children[0].ok  # the intermediate's own verdict, not only its listed problems
+    assert culprits(node) == {str(manifest): [f"weights {weights} changed or is missing"]}
+
+
 def write_table(path: Path, rows: list[dict]) -> None:
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["method", "score_file", "prov_sha256"])
