@@ -98,7 +98,7 @@ def _family_claims(root: Path, name: str, claim: str, dataset: str, method: str,
     b = [{f"q{i}": float(i < 11) for i in range(QUESTIONS)}]
     path = root / name / "claims.csv"
     write_claims_csv(
-        [claim_row(claim, MODELS[0], dataset, method, baseline, a, b, evidence=ev, n_boot=200)], path
+        [claim_row(claim, MODELS[0], dataset, method, baseline, a, b, evidence=ev)], path
     )
     Provenance(f"{name}_claims", {}, [], inputs=[str(episodes)]).write(path)
     return path

@@ -200,11 +200,9 @@ def compare(
     min_questions: int = MIN_QUESTIONS,
     direction: str = "greater",
     alpha: float = ALPHA,
-    **_ignored,
 ) -> dict:
     """Paired comparison of method A against baseline B; the numeric columns of a claims row.
-
-    (Keyword options of the old bootstrap CI, n_boot and seed, are accepted and unused.)"""
+    An unknown keyword (a misspelt option) is a TypeError, never silently ignored."""
     (ids_a, ma), (ids_b, mb) = _matrix(a_runs), _matrix(b_runs)
     if ids_a != ids_b:
         raise ValueError(

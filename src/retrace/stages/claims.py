@@ -114,7 +114,7 @@ def claim_rows(
     **options,
 ) -> list[dict]:
     """Every row of `claims` (default PAPER_CLAIMS) whose two labels ran, then the
-    pre-registered weaker-model rows (uncorrected; `options` go to compare, e.g. n_boot).
+    pre-registered weaker-model rows (uncorrected; `options` go to compare: min_questions, alpha).
     budgets[(model, backend, dataset, label)] is the budget text a row names for its baseline."""
     rows, budgets = [], budgets or {}
     for (model, backend, dataset), labels in sorted(runs.items()):
