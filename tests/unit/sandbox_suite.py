@@ -55,7 +55,7 @@ def ex(request):
     if problem is not None:
         if os.environ.get("RETRACE_REQUIRE_SANDBOX") == "1":
             pytest.fail(f"sandbox {name} required but unavailable: {problem}")
-        pytest.skip(f"sandbox {name}: {problem}")
+        pytest.skip(f"[SANDBOX] sandbox {name}: {problem}")
     before = set(_sandbox_processes(0))
     yield Executor(name, options)
     left = [p for p in _sandbox_processes() if p not in before]

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from retrace import cluster
 from retrace.plan import Job
+from tests import prerequisites
 
 # The benchmark mirror: the paper's problem counts, hence its runtimes, come from it.
-MIRROR = os.environ.get("RETRACE_MIRROR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
+MIRROR = prerequisites.MIRROR or str(Path(__file__).resolve().parent / "no-mirror")
 
 
 def cfg(model="qwen2.5-math-7b-instruct", backend="vllm", *overrides):

@@ -111,9 +111,11 @@ def test_the_data_stage_counts_skipped_lines_in_its_provenance(tmp_path):
 
     from retrace.stages import data as stage
 
-    mirror = Path(__file__).resolve().parents[3] / "shared" / "data"
+    from tests.prerequisites import missing, mirror as the_mirror
+
+    mirror = the_mirror()
     if not (mirror / "openbookqa" / "train.tsv").is_file():
-        pytest.skip(f"no mirror at {mirror}")
+        missing("MIRROR", f"no openbookqa/train.tsv in the mirror at {mirror}")
     out = tmp_path / "openbookqa_train.jsonl"
     assert stage.run("openbookqa_train", str(mirror), out) == 4956
     record = json.loads(out.with_name(out.name + ".prov.json").read_text())

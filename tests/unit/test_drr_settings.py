@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from retrace.drr import settings, stages
+from tests import prerequisites
 from tests.unit.drr_fakes import PROBLEMS, cfg
 
 
@@ -99,7 +100,7 @@ def test_simulated_reasoner_and_dm_keys_follow_the_planted_effects(tmp_path):
     assert "engine" not in settings.config_slice("distil", cfg())  # llama.cpp: keys as before
 
 
-MIRROR = Path(__file__).resolve().parents[3] / "shared" / "data"
+MIRROR = Path(prerequisites.MIRROR or Path(__file__).resolve().parent / "no-mirror")
 
 
 def test_drr_paper_distils_openbookqa_on_train_and_keeps_its_test_set(tmp_path):
@@ -112,7 +113,7 @@ def test_drr_paper_distils_openbookqa_on_train_and_keeps_its_test_set(tmp_path):
     paper = settings.load(load_experiment("drr_paper")["drr"])
     assert {e["name"]: e["train"] for e in settings.entries(paper)}["openbookqa"] == "openbookqa_train"
     if not MIRROR.is_dir():
-        pytest.skip(f"no mirror at {MIRROR}")
+        prerequisites.missing("MIRROR", f"no mirror at {MIRROR} (set RETRACE_MIRROR)")
     conf = Path(settings.PKG).parents[1] / "config" / "dataset"
     train = data.prepare(yaml.safe_load((conf / "openbookqa_train.yaml").read_text()), MIRROR)[0]
     test = data.prepare(yaml.safe_load((conf / "openbookqa.yaml").read_text()), MIRROR)[0]

@@ -144,9 +144,10 @@ def test_each_paper_experiments_primary_claims_detect_planted_10_points_at_full_
 
     from retrace.scoring.design import default_mirror
     from retrace.scoring.design import design as experiment_design
+    from tests.prerequisites import missing
 
     if not default_mirror():
-        pytest.skip("no benchmark mirror beside the clone: the paper designs count its questions")
+        missing("MIRROR", "no benchmark mirror: the paper designs count its questions")
     for name in ("drr_paper", "art_paper"):
         d = experiment_design(name)
         powers = rehearse.power(d, rehearse.planted(d, rehearse.EFFECTS), runs=10, seed=0)
