@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench reliability reliability-quick calibrate model-1.5b clean
+.PHONY: setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench reliability reliability-quick calibrate model-1.5b mutation clean
 
 setup: $(STAMP)
 
@@ -148,6 +148,18 @@ reliability-quick: setup
 # art_paper, refine_smoke; base accuracy and difficulty swept), and the paper's power at +10 points.
 calibrate: setup
 	$(PY) benchmarks/claims_calibration.py
+
+# Mutation testing of the integrity core (statistics, claims, rerun keys, audit, cache) with
+# Cosmic Ray from its own pinned venv (envs/mutation.txt); each mutant runs only its module's fast
+# tests, at the lowest priority. Hours for all modules on 2 cores, so not in CI: a periodic check,
+# its last result dated in docs/development/testing.md. One module: MUTATION_ARGS="--only closure.py".
+MUT_VENV ?= .venv-mutation
+$(MUT_VENV)/.installed: envs/mutation.txt
+	$(PYTHON) -m venv $(MUT_VENV)
+	$(MUT_VENV)/bin/python $(PIP_INSTALL) -r envs/mutation.txt
+	touch $@
+mutation: setup $(MUT_VENV)/.installed
+	nice -n 19 $(MUT_VENV)/bin/python tests/mutation/run.py --python $(CURDIR)/$(PY) $(MUTATION_ARGS)
 
 model-1.5b: setup
 	$(PY) -m pip install --quiet -r envs/model-1.5b.txt

@@ -18,11 +18,18 @@ from retrace.config import load_experiment
 def spine(experiment: str) -> list[str]:
     g = {"experiment": experiment}
     jobs = plan.jobs(g)
-    out = [f"{s} {j.path} {plan.job_rerun_key(s, j)}" for j in jobs for s in ("probe", "generate", "score", "diagnose")]
+    out = [
+        f"{s} {j.path} {plan.job_rerun_key(s, j)}"
+        for j in jobs
+        for s in ("probe", "generate", "score", "diagnose")
+    ]
     out += [f"model {m} {plan.shared_key('model', m, g)}" for m in sorted({j.model for j in jobs})]
     out += [f"data {d} {plan.shared_key('data', d, g)}" for d in sorted({j.dataset for j in jobs})]
     claims = load_experiment(experiment).get("claims") or {}
-    return out + [f"claims - {plan.rerun_key('claims', {'claims': claims})}", f"report - {plan.rerun_key('report', {})}"]
+    return out + [
+        f"claims - {plan.rerun_key('claims', {'claims': claims})}",
+        f"report - {plan.rerun_key('report', {})}",
+    ]
 
 
 def art(block: dict) -> list[str]:

@@ -137,7 +137,14 @@ def _required(report, vllm_marked: bool = False) -> str | None:
 
     text = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     kinds = {kind_of(text)} | ({"VLLM"} if vllm_marked else set())
-    return next((f"RETRACE_REQUIRE_{k}" for k in sorted(kinds - {None}) if os.environ.get(f"RETRACE_REQUIRE_{k}") == "1"), None)
+    return next(
+        (
+            f"RETRACE_REQUIRE_{k}"
+            for k in sorted(kinds - {None})
+            if os.environ.get(f"RETRACE_REQUIRE_{k}") == "1"
+        ),
+        None,
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -63,7 +63,11 @@ TARGETS = (
         ("tests/unit/test_rerun_keys.py", "tests/unit/test_config.py", "tests/unit/test_score_cells.py"),
         PLAN_KEYS,
     ),
-    Target("src/retrace/provenance.py", ("tests/unit/test_provenance.py", "tests/unit/test_relocation.py"), AUDIT),
+    Target(
+        "src/retrace/provenance.py",
+        ("tests/unit/test_provenance.py", "tests/unit/test_relocation.py", "tests/unit/test_family_hooks.py"),
+        AUDIT,
+    ),
     Target("src/retrace/cache.py", ("tests/unit/test_cache.py",)),
     Target("src/retrace/cache_store.py", ("tests/unit/test_cache.py",)),
 )
@@ -137,10 +141,14 @@ def skip_unselected(db: WorkDB, target: Target, root: Path) -> None:
         m = item.mutations[0]
         inside = ranges is None or any(a <= m.start_pos[0] <= b for a, b in ranges)
         if m.operator_name not in KEEP or not inside:
-            db.set_result(item.job_id, WorkResult(output="not selected", worker_outcome=WorkerOutcome.SKIPPED))
+            db.set_result(
+                item.job_id, WorkResult(output="not selected", worker_outcome=WorkerOutcome.SKIPPED)
+            )
 
 
-def run_target(target: Target, root: Path, python: str, timeout: float) -> list[tuple[str, WorkResult, object]]:
+def run_target(
+    target: Target, root: Path, python: str, timeout: float
+) -> list[tuple[str, WorkResult, object]]:
     cfg, session = root / "mutation.toml", root / f"{Path(target.module).stem}.sqlite"
     cfg.write_text(config(target, python, timeout))
     cr = [str(Path(sys.executable).with_name("cosmic-ray")), "--verbosity", "ERROR"]

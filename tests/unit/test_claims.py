@@ -95,9 +95,7 @@ def test_holm_over_the_experiment_can_turn_a_supported_row_inconclusive():
     a, b = run([1] * 8 + [0] * 22), run([0] * 30)  # 8 wins, 0 losses: p = 0.0078
     alone = claim_row("beats greedy", "m", "d", "refine", "greedy", [a], [b])
     assert alone["verdict"] == "supported" and alone["correction"] == "none"
-    null = claim_row(
-        "beats Maj@N", "m", "d", "refine", "majority", [run([1, 0] * 15)], [run([0, 1] * 15)]
-    )
+    null = claim_row("beats Maj@N", "m", "d", "refine", "majority", [run([1, 0] * 15)], [run([0, 1] * 15)])
     family = adjust([alone] + [dict(null) for _ in range(9)])
     assert family[0]["p_value"] == alone["p_value"]
     assert family[0]["p_adjusted"] == pytest.approx(10 * alone["p_value"])
@@ -107,9 +105,7 @@ def test_holm_over_the_experiment_can_turn_a_supported_row_inconclusive():
 
 
 def test_adjust_reads_rows_back_from_csv(tmp_path):
-    row = claim_row(
-        "beats Maj@N", "m", "d", "refine", "majority", [run([1] * 30)], [run([0] * 30)]
-    )
+    row = claim_row("beats Maj@N", "m", "d", "refine", "majority", [run([1] * 30)], [run([0] * 30)])
     path = tmp_path / "claims.csv"
     write_claims_csv([row], path)
     [read] = list(csv.DictReader(open(path)))

@@ -107,11 +107,10 @@ def test_fingerprint_does_not_depend_on_mirror_location(tmp_path):
 def test_the_data_stage_counts_skipped_lines_in_its_provenance(tmp_path):
     """OpenBookQA train (DRR's distillation set) leaves out its malformed line 3334; the
     stage's record says how many lines and which."""
-    from pathlib import Path
 
     from retrace.stages import data as stage
-
-    from tests.prerequisites import missing, mirror as the_mirror
+    from tests.prerequisites import mirror as the_mirror
+    from tests.prerequisites import missing
 
     mirror = the_mirror()
     if not (mirror / "openbookqa" / "train.tsv").is_file():

@@ -176,3 +176,29 @@ def test_drr_paper_runs_sft_lora_on_the_reasoners_pinned_weights():
     )
     with pytest.raises(ValueError, match="sft_lora.revision: 'main' is not a pinned hub commit"):
         settings.load({"sft_lora": {"enabled": True, "hf_model": "org/model", "revision": "main"}})
+
+
+def test_the_starting_weights_are_named_by_content_not_by_place(tmp_path):
+    """drr_train's param: a copy of the weights elsewhere (a copied run whose venv moved or is
+    linked back) gives the same digest; one changed byte or file name gives another."""
+    import shutil
+
+    def digest(folder: Path) -> str:
+        block = cfg()
+        block["backbones"] = {"dm": {"source": "local", "path": str(folder)}}
+        block["backbone"] = "dm"
+        return settings.backbone_digest(block)
+
+    one = tmp_path / "venv-a" / "model"
+    (one / "1_Pooling").mkdir(parents=True)
+    (one / "config.json").write_text('{"hidden": 4}')
+    (one / "1_Pooling" / "config.json").write_text('{"mean": true}')
+    (one / "model.safetensors").write_bytes(bytes(range(64)))
+    two = tmp_path / "elsewhere" / "venv-b" / "model"
+    shutil.copytree(one, two)
+    assert digest(one) == digest(two)
+    (two / "model.safetensors").write_bytes(bytes(range(1, 65)))
+    assert digest(two) != digest(one)
+    shutil.copy(one / "model.safetensors", two / "model.safetensors")
+    (two / "1_Pooling" / "config.json").rename(two / "1_Pooling" / "other.json")
+    assert digest(two) != digest(one)

@@ -57,12 +57,12 @@ def test_an_importorskip_counts_as_a_missing_package():
     assert kind_of("a reason without a kind") is None
 
 
-PROBE = '''
+PROBE = """
 import pytest
 
 pytest.importorskip("retrace_no_such_package")
-'''
-CASES = '''
+"""
+CASES = """
 import pytest
 
 def test_mirror():
@@ -71,16 +71,29 @@ def test_mirror():
 @pytest.mark.skipif(True, reason="[CUDA] needs a CUDA device")
 def test_cuda():
     pass
-'''
+"""
 
 
 def run_pytest(tmp_path: Path, env: dict) -> str:
-    (tmp_path / "conftest.py").write_text("from tests.conftest import pytest_make_collect_report, pytest_runtest_makereport  # noqa\n")
+    (tmp_path / "conftest.py").write_text(
+        "from tests.conftest import pytest_make_collect_report, pytest_runtest_makereport  # noqa\n"
+    )
     (tmp_path / "test_cases.py").write_text(textwrap.dedent(CASES))
     (tmp_path / "test_module.py").write_text(textwrap.dedent(PROBE))
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RETRACE_REQUIRE_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rfsE", "-p", "no:cacheprovider", "-p", "no:xdist", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rfsE",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            str(tmp_path),
+        ],
         cwd=tmp_path,
         env={**clean, "PYTHONPATH": str(REPO), **env},
         capture_output=True,

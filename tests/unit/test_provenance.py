@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from retrace.hashing import sha256_file
-from retrace.provenance import Provenance, audit, audit_results_table, load, prov_path
+from retrace.provenance import (
+    Provenance,
+    audit,
+    audit_results_table,
+    lineage_records,
+    load,
+    prov_path,
+    run_root,
+)
 
 
 def flip_byte(path: Path, offset: int = 0) -> None:
@@ -233,3 +241,52 @@ def test_every_record_carries_the_executor(tmp_path, monkeypatch):
         "SLURM_JOB_ID": "7",
         "SLURMD_NODENAME": "n1",
     }
+
+
+def test_the_audit_reads_as_an_indented_tree_naming_each_problem(chain):
+    source, a, b = chain
+    flip_byte(source)
+    node = audit(b)
+    assert list(node.lines()) == [
+        f"[ok ] {b}",
+        f"  [ok ] {a}",
+        f"    [BAD] {source}  (source)\n          ! input bytes differ from the hash recorded by its consumer",
+    ]
+    assert [n.path for n in node.walk()] == [str(b), str(a), f"{source}  (source)"]
+
+
+def test_a_missing_artifact_or_an_unreadable_record_is_a_failed_node(tmp_path):
+    assert not audit(tmp_path / "absent").ok
+    art = tmp_path / "x.json"
+    art.write_text("{}")
+    prov_path(art).write_text("{not json")
+    node = audit(art)
+    assert not node.ok and "unreadable" in node.problems[0]
+
+
+def test_a_record_is_read_from_the_working_directory_when_its_path_is_not_where_it_sits(tmp_path):
+    rec = {"artifact": {"path": "results/out.json"}}
+    assert run_root(tmp_path / "run/results/out.json", rec) == tmp_path / "run"
+    assert run_root(tmp_path / "elsewhere/out.json", rec) == Path.cwd()
+    assert (
+        run_root(tmp_path / "run/results/out.json", {"artifact": {"path": "/abs/results/out.json"}})
+        == Path.cwd()
+    )
+
+
+def test_the_lineage_is_every_ancestor_record_past_a_missing_one(chain, tmp_path):
+    """c is made from b (from a, from the source) and from m, whose record is gone: the lineage
+    still holds the records of b and a (a claims row may cite any ancestor's record)."""
+    source, a, b = chain
+    m, c = tmp_path / "m.json", tmp_path / "c.json"
+    m.write_text("{}")
+    Provenance("score", {}, []).write(m)
+    c.write_text("{}")
+    Provenance("claims", {}, [], inputs=[str(b), str(m)]).write(c)
+    prov_path(m).unlink()
+    assert lineage_records(c) == {
+        sha256_file(prov_path(b)),
+        sha256_file(prov_path(a)),
+        load(c)["inputs"][1]["prov_sha256"],
+    }
+    assert lineage_records(source) == set()

@@ -140,7 +140,6 @@ def test_each_paper_experiments_primary_claims_detect_planted_10_points_at_full_
     """The shipped paper experiments pre-register primary claims that their own design can
     confirm: every planted +10-point primary row at power >= 0.9 (config/rehearse/effects.yaml,
     the mirror's question counts). Rows left exploratory are the ones too small to confirm."""
-    import pytest
 
     from retrace.scoring.design import default_mirror
     from retrace.scoring.design import design as experiment_design
