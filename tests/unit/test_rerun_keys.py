@@ -111,3 +111,25 @@ def test_the_probe_reruns_when_an_engine_setting_changes(setting):
 
 def test_the_probe_does_not_rerun_for_another_method():
     assert plan.rerun_key("probe", job_cfg(method="majority")) == plan.rerun_key("probe", job_cfg())
+
+
+def test_the_ci_stamp_of_the_vllm_workflow_follows_its_rerun_keys(edit, capsys):
+    """.ci/run reruns the vllm_plumbing workflow when the keys .ci/rerun_keys.py prints change:
+    an edit to the vLLM backend, the request cache or a method it runs changes them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rerun_keys", plan.PKG.parents[1] / ".ci" / "rerun_keys.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def printed() -> str:
+        plan.job_rerun_key.cache_clear()
+        script.main("vllm_plumbing")
+        return capsys.readouterr().out
+
+    base = printed()
+    assert base.count("\ngenerate ") + base.startswith("generate ") >= 6 and "art.run " in base
+    for f in ("backends/vllm.py", "cache_store.py", "methods/majority.py"):
+        edit(plan.PKG / f)
+        assert printed() != base, f"editing {f} leaves the vLLM workflow's stamp unchanged"
+        base = printed()
