@@ -280,3 +280,36 @@ def test_a_misspelt_option_is_an_error_not_ignored():
             compare(a, b, **bad)
         with pytest.raises(TypeError, match=next(iter(bad))):
             claim_row("c", "m", "d", "refine", "greedy", a, b, **bad)
+
+
+def _enumerated_p(a: np.ndarray, b: np.ndarray) -> float:
+    """The stratified exact test's two-sided p by brute force over its conditional null."""
+    import itertools
+    from math import comb
+
+    ka, draws, dist = len(a), len(a) + len(b), {0: 1.0}
+    for c in (a.sum(0) + b.sum(0)).astype(int):
+        step: dict[int, float] = {}
+        for slots in itertools.combinations(range(draws), c):
+            x = sum(s < ka for s in slots)
+            step[x] = step.get(x, 0) + 1 / comb(draws, c)
+        new: dict[int, float] = {}
+        for t, pt in dist.items():
+            for x, px in step.items():
+                new[t + x] = new.get(t + x, 0) + pt * px
+        dist = new
+    t = int(a.sum())
+    low = sum(p for v, p in dist.items() if v <= t)
+    high = sum(p for v, p in dist.items() if v >= t)
+    return min(1.0, 2 * min(low, high))
+
+
+def test_the_stratified_exact_test_takes_the_lower_tail_when_a_does_worse():
+    from retrace.scoring.stats import stratified_exact
+
+    a = np.array([[0, 0, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 0]], dtype=float)
+    b = np.array([[1, 1, 1, 1, 1, 0]], dtype=float)
+    p = _enumerated_p(a, b)
+    assert p < 0.5
+    assert stratified_exact(a, b) == pytest.approx(p)
+    assert stratified_exact(b, a) == pytest.approx(_enumerated_p(b, a))
