@@ -159,3 +159,17 @@ def test_random_flips_count_every_flip_they_draw():
     from retrace.scoring.stats import sign_flip_exact
 
     assert sign_flip_exact([np.pi], n_flips=4097) == 1.0
+
+
+def test_no_difference_at_all_is_no_evidence():
+    from retrace.scoring.stats import sign_flip_exact
+
+    assert sign_flip_exact([0.0, 0.0, 0.0]) == 1.0
+    assert sign_flip_exact([]) == 1.0
+
+
+def test_holm_names_the_first_three_p_values_out_of_range():
+    from retrace.scoring.stats import holm
+
+    with pytest.raises(ValueError, match=r"got \[7\. 8\. 9\.\]$"):
+        holm([1.0, 7.0, 8.0, 9.0, 6.0])  # 1.0 is a valid p-value; 6.0 is the fourth bad one
