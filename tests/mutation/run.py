@@ -124,7 +124,7 @@ def line_ranges(path: Path, names: tuple[str, ...]) -> list[tuple[int, int]]:
 
 def config(target: Target, python: str, timeout: float) -> str:
     tests = " ".join(target.tests)
-    cmd = f"{python} -m pytest -x -q -p no:cacheprovider {tests}"
+    cmd = f"{python} -m pytest -x -q -p no:cacheprovider -p no:xdist {tests}"
     return (
         "[cosmic-ray]\n"
         f'module-path = "{target.module}"\n'
