@@ -60,7 +60,12 @@ TARGETS = (
     Target("src/retrace/closure.py", ("tests/unit/test_closure.py", "tests/unit/test_rerun_keys.py")),
     Target(
         "src/retrace/plan.py",
-        ("tests/unit/test_rerun_keys.py", "tests/unit/test_config.py", "tests/unit/test_score_cells.py"),
+        (
+            "tests/unit/test_rerun_keys.py",
+            "tests/unit/test_config.py",
+            "tests/unit/test_score_cells.py",
+            "tests/unit/test_relocation.py",
+        ),
         PLAN_KEYS,
     ),
     Target(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from retrace import closure, hashing, plan
-from retrace.config import compose
+from retrace.config import compose, load_experiment
 from retrace.registry import TASKS
 
 SMOKE = {"model": "smollm2-135m-q41", "backend": "llamacpp", "dataset": "smoke_math", "method": "greedy"}
@@ -133,3 +133,17 @@ def test_the_ci_stamp_of_the_vllm_workflow_follows_its_rerun_keys(edit, capsys):
         edit(plan.PKG / f)
         assert printed() != base, f"editing {f} leaves the vLLM workflow's stamp unchanged"
         base = printed()
+
+
+def test_the_claims_rerun_when_the_pre_registered_comparisons_change():
+    """The claims stage's verdicts depend on which claims are primary, their datasets and alpha
+    (Holm's family) and on the pre-registered weaker/stronger pairs."""
+    paper = load_experiment("paper")["claims"]
+    base = plan.rerun_key("claims", {"claims": paper})
+    assert (
+        plan.rerun_key("claims", {"claims": {**paper, "primary": {**paper["primary"], "alpha": 0.05}}})
+        != base
+    )
+    assert plan.rerun_key("claims", {"claims": {**paper, "weaker": paper["weaker"][:1]}}) != base
+    assert plan.rerun_key("claims", {"claims": {}}) != base
+    assert plan.rerun_key("claims", {"claims": None}) == plan.rerun_key("claims", {"claims": {}})
