@@ -73,8 +73,10 @@ TARGETS = (
         ("tests/unit/test_provenance.py", "tests/unit/test_relocation.py", "tests/unit/test_family_hooks.py"),
         AUDIT,
     ),
-    Target("src/retrace/cache.py", ("tests/unit/test_cache.py",)),
-    Target("src/retrace/cache_store.py", ("tests/unit/test_cache.py",)),
+    Target("src/retrace/cache.py", ("tests/unit/test_cache.py", "tests/unit/test_cache_store_files.py")),
+    Target(
+        "src/retrace/cache_store.py", ("tests/unit/test_cache_store_files.py", "tests/unit/test_cache.py")
+    ),
 )
 
 # The operators planted: off-by-one and negated comparisons, + and -, * and /, and/or,
