@@ -259,3 +259,80 @@ def test_the_fast_scan_finds_what_the_parser_finds_in_every_module():
         assert parsed <= scanned, f"{path}: the scan misses {parsed - scanned}"
         extra = {m for m in scanned - parsed if closure.module_file(m) is None}
         assert not extra, f"{path}: the scan invents {extra}"
+
+
+def test_a_function_entry_follows_its_own_imports_aliases_and_callees(tmp_path):
+    """What `one` runs: an import inside it, a module named by string, a module-level
+    `import ... as` alias it uses, and a helper reached after a call cycle; the entry module's
+    parent packages too. `other` and its import are not followed."""
+    root = tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "pkg/__init__.py": "",
+            "pkg/stages.py": (
+                "import retrace.alias as al\nimport retrace.dotted\n"
+                "def one():\n    from retrace import inner\n    X = 'retrace.named:Thing'\n"
+                "    return al.f(), retrace.dotted.g(), later(), cycle()\n"
+                "def cycle():\n    return one()\n"
+                "def later():\n    import retrace.late\n"
+                "def other():\n    import retrace.unused\n"
+            ),
+            "alias.py": "",
+            "dotted.py": "",
+            "inner.py": "",
+            "named.py": "",
+            "late.py": "",
+            "unused.py": "",
+        },
+    )
+    assert set(closure.modules(("retrace.pkg.stages:one",), root)) == {
+        "retrace",
+        "retrace.pkg",
+        "retrace.pkg.stages",
+        "retrace.alias",
+        "retrace.dotted",
+        "retrace.inner",
+        "retrace.named",
+        "retrace.late",
+    }
+
+
+def test_relative_imports_two_levels_up_resolve(tmp_path):
+    root = tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "top.py": "",
+            "a/__init__.py": "",
+            "a/b/__init__.py": "",
+            "a/b/c.py": "from ..d import x\nfrom ... import top\n",
+            "a/d.py": "",
+        },
+    )
+    assert {"retrace.a.d", "retrace.top"} <= set(closure.modules(("retrace.a.b.c",), root))
+
+
+def test_the_fast_scan_names_the_same_lines_as_the_parser():
+    """Import lines point a ClosureError at file:line: the scan's lines are the parser's."""
+    import ast
+
+    for path in sorted(closure.SRC.joinpath("retrace").rglob("*.py")):
+        rel = path.relative_to(closure.SRC).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        text = path.read_text()
+        parsed = set(closure._imports_of(ast.parse(text), name, path, closure.SRC))
+        scanned = set(closure._scan(text, name, path, closure.SRC))
+        assert parsed <= scanned, f"{path}: {sorted(parsed - scanned)[:3]}"
+
+
+def test_a_plugin_package_is_named_by_its_folder():
+    assert closure.plugin_modules([closure.SRC / "retrace" / "tasks" / "__init__.py"]) == ["retrace.tasks"]
+    assert closure.plugin_modules([closure.SRC / "retrace" / "tasks" / "gsm8k.py"]) == ["retrace.tasks.gsm8k"]
+
+
+def test_the_wasm_sandbox_key_carries_its_runtime_digest_and_bwrap_none():
+    from retrace.tools.wasm_exec import RUNTIME_SHA256
+
+    assert closure.sandbox_versions("wasm")["runtime_sha256"] == RUNTIME_SHA256
+    assert "runtime_sha256" not in closure.sandbox_versions("bwrap")
