@@ -78,3 +78,21 @@ def test_the_lock_is_held_inside_and_a_stale_one_is_broken(tmp_path):
         assert (tmp_path / ".lock").is_dir()
         assert (tmp_path / ".lock").stat().st_mtime > old  # ours, not the stale one
     assert not (tmp_path / ".lock").exists()
+
+
+def test_a_live_holders_lock_is_waited_for_not_broken(tmp_path, monkeypatch):
+    """A fresh lock belongs to a running writer: the next one waits (its first sleep ends this
+    test) and leaves the lock where it is."""
+
+    class Waited(Exception):
+        pass
+
+    def sleep(_s):
+        raise Waited
+
+    index = Index(tmp_path)
+    (tmp_path / ".lock").mkdir()  # held just now by another writer
+    monkeypatch.setattr(cache_store.time, "sleep", sleep)
+    with pytest.raises(Waited), index.locked():
+        pass
+    assert (tmp_path / ".lock").is_dir()
