@@ -41,8 +41,9 @@ OVERRIDE_CASES = {  # name -> (experiment methods, bad override, key the error m
 @dataclass
 class Case:
     name: str
-    ok: bool
+    ok: bool  # held (False for a case that did not run)
     detail: str
+    skipped: bool = False  # did not run here (e.g. no root to mount): neither held nor failed
 
 
 def _left(out: Path) -> list[str]:
@@ -97,7 +98,7 @@ def read_only_mirror(co: Checkout, work: Path) -> Case:
     if subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(ro)], capture_output=True
     ).returncode:
-        return Case("mirror: read-only", True, "skipped (needs root to mount)")
+        return Case("mirror: read-only", False, "skipped (needs root to mount)", skipped=True)
     try:
         (ro / "ok.jsonl").write_text(json.dumps(GOOD) + "\n")
         subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)

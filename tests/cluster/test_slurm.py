@@ -80,7 +80,7 @@ def slurm():
     if problem and os.environ.get("RETRACE_REQUIRE_SLURM") == "1":
         pytest.fail(problem)
     if problem:
-        pytest.skip(problem)
+        pytest.skip(f"[SLURM] {problem}")
 
 
 def run_slurm(root: Path, *args: str) -> subprocess.Popen:

@@ -97,9 +97,7 @@ def _family_claims(root: Path, name: str, claim: str, dataset: str, method: str,
     a = [{f"q{i}": float(i < 15) for i in range(QUESTIONS)}]
     b = [{f"q{i}": float(i < 11) for i in range(QUESTIONS)}]
     path = root / name / "claims.csv"
-    write_claims_csv(
-        [claim_row(claim, MODELS[0], dataset, method, baseline, a, b, evidence=ev, n_boot=200)], path
-    )
+    write_claims_csv([claim_row(claim, MODELS[0], dataset, method, baseline, a, b, evidence=ev)], path)
     Provenance(f"{name}_claims", {}, [], inputs=[str(episodes)]).write(path)
     return path
 

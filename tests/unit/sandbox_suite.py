@@ -55,7 +55,7 @@ def ex(request, monkeypatch):
     if problem is not None:
         if os.environ.get("RETRACE_REQUIRE_SANDBOX") == "1":
             pytest.fail(f"sandbox {name} required but unavailable: {problem}")
-        pytest.skip(f"sandbox {name}: {problem}")
+        pytest.skip(f"[SANDBOX] sandbox {name}: {problem}")
     # as root, only the uids this test's runs drew: another test run beside this one (another
     # checkout's, as root) has sandboxed processes of its own, of other uids of UID_SLOTS
     drawn: set[int] = set()

@@ -230,10 +230,11 @@ def test_the_default_runs_unseen_tasks_are_not_library_tasks():
 @pytest.mark.slow
 def test_art_papers_unseen_tasks_are_not_library_tasks():
     """The same for art_paper's ten unseen BIG-bench and MMLU tasks (benchmark mirror)."""
+    from tests.prerequisites import missing
     from tests.unit.test_drr_leak_mirror import MIRROR
 
     if not MIRROR.is_dir():
-        pytest.skip(f"no benchmark mirror at {MIRROR} (set RETRACE_MIRROR)")
+        missing("MIRROR", f"no benchmark mirror at {MIRROR} (set RETRACE_MIRROR)")
     result = _unseen_verdict("art_paper", MIRROR)
     assert len(result["tasks"]) == 10 and result["verdict"] == "clean", result
 

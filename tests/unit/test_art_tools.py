@@ -98,7 +98,7 @@ def test_lookup_without_a_word_list_says_what_is_missing(tmp_path):
     assert letters_of('letters "Ogd" please') == "ogd"
 
 
-needs_sandbox = pytest.mark.skipif(sandbox_problem() is not None, reason=str(sandbox_problem()))
+needs_sandbox = pytest.mark.skipif(sandbox_problem() is not None, reason=f"[SANDBOX] {sandbox_problem()}")
 
 
 @needs_sandbox

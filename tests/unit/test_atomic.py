@@ -34,8 +34,9 @@ def test_a_full_disk_names_the_artifact_and_leaves_nothing(tmp_path, monkeypatch
     assert os.listdir(tmp_path / "gen") == []
 
 
+@pytest.mark.root
 @pytest.mark.skipif(
-    os.geteuid() != 0 or not os.path.exists("/bin/mount"), reason="needs root to mount a tmpfs"
+    os.geteuid() != 0 or not os.path.exists("/bin/mount"), reason="[ROOT] needs root to mount a tmpfs"
 )
 def test_a_real_full_tmpfs(tmp_path):
     import subprocess
@@ -43,7 +44,7 @@ def test_a_real_full_tmpfs(tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)]).returncode:
-        pytest.skip("mount refused")
+        pytest.skip("[ROOT] mount refused")
     try:
         (mnt / "filler").write_bytes(b"\0" * 8192)
         with pytest.raises(OSError, match="rows.jsonl was not written"):

@@ -98,7 +98,7 @@ def test_a_malformed_data_file_is_one_line_naming_file_and_line(tmp_path, capsys
     assert not out.exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+@pytest.mark.skipif(os.geteuid() == 0, reason="[NOT_ROOT] root writes into read-only folders")
 def test_a_read_only_results_folder_is_one_line(tmp_path, capsys):
     results = tmp_path / "results"
     results.mkdir()

@@ -29,7 +29,7 @@ def run(flags) -> dict[str, float]:
 def test_clear_win_is_supported():
     a = run([1] * 40 + [0] * 10)
     b = run([0] * 30 + [1] * 10 + [0] * 10)
-    out = compare([a], [b], n_boot=500)
+    out = compare([a], [b])
     assert out["delta"] == pytest.approx(0.6)
     assert out["ci_low"] > 0 and out["verdict"] == "supported"
     assert out["test"] == "sign_flip_exact" and out["p_value"] < 1e-6
@@ -38,21 +38,21 @@ def test_clear_win_is_supported():
 
 def test_clear_loss_is_contradicted():
     a, b = run([0] * 30 + [1] * 20), run([1] * 50)
-    out = compare([a], [b], n_boot=500)
+    out = compare([a], [b])
     assert out["ci_high"] < 0 and out["verdict"] == "contradicted"
 
 
 def test_tie_is_inconclusive():
     a = run([1, 0] * 25)
     b = run([0, 1] * 25)
-    out = compare([a], [b], n_boot=500)
+    out = compare([a], [b])
     assert out["delta"] == 0.0 and out["verdict"] == "inconclusive"
     assert out["p_value"] == 1.0
 
 
 def test_identical_results_are_inconclusive_with_a_ci_that_is_never_zero_width():
     a = run([1, 0, 1] * 10)
-    out = compare([a], [a], n_boot=200)
+    out = compare([a], [a])
     assert out["verdict"] == "inconclusive" and out["ci_method"].startswith("approximate")
     # every difference 0 (and, below, every difference 1): the exact inversion and the plain
     # normal one are zero-width here; the Agresti-Min pseudo-pairs keep a real interval
@@ -66,9 +66,9 @@ def test_identical_results_are_inconclusive_with_a_ci_that_is_never_zero_width()
 
 
 def test_tiny_n_is_inconclusive_even_when_every_question_wins():
-    out = compare([run([1])], [run([0])], n_boot=200)
+    out = compare([run([1])], [run([0])])
     assert out["ci_low"] == float("-inf") and out["verdict"] == "inconclusive"  # n + 2 <= z^2: unbounded
-    out = compare([run([1, 1, 1])], [run([0, 0, 0])], n_boot=200)
+    out = compare([run([1, 1, 1])], [run([0, 0, 0])])
     assert out["verdict"] == "inconclusive"
     assert "fewer than" in out["note"]
     assert verdict(1.0, 1.0, 3, 0.01, min_questions=3) == "supported"
@@ -91,13 +91,12 @@ def test_verdict_boundaries():
 def test_ci_alone_does_not_decide_when_the_exact_test_does_not_reject():
     # the review's cases: 5 wins / 0 losses on 10 questions (p = 0.0625) and
     # 9 wins / 2 losses on 100 (p = 0.065); the bootstrap CI excludes 0 in both
-    few = compare([run([1] * 5 + [0] * 5)], [run([0] * 10)], n_boot=2000)
+    few = compare([run([1] * 5 + [0] * 5)], [run([0] * 10)])
     assert few["ci_low"] > 0 and few["p_value"] == pytest.approx(0.0625)
     assert few["verdict"] == "inconclusive"
     many = compare(
         [run([1] * 9 + [0] * 2 + [1] * 40 + [0] * 49)],
         [run([0] * 9 + [1] * 2 + [1] * 40 + [0] * 49)],
-        n_boot=2000,
     )
     assert many["ci_low"] > 0 and many["p_value"] == pytest.approx(0.0654, abs=1e-3)
     assert many["verdict"] == "inconclusive"
@@ -105,11 +104,9 @@ def test_ci_alone_does_not_decide_when_the_exact_test_does_not_reject():
 
 def test_holm_over_the_experiment_can_turn_a_supported_row_inconclusive():
     a, b = run([1] * 8 + [0] * 22), run([0] * 30)  # 8 wins, 0 losses: p = 0.0078
-    alone = claim_row("beats greedy", "m", "d", "refine", "greedy", [a], [b], n_boot=500)
+    alone = claim_row("beats greedy", "m", "d", "refine", "greedy", [a], [b])
     assert alone["verdict"] == "supported" and alone["correction"] == "none"
-    null = claim_row(
-        "beats Maj@N", "m", "d", "refine", "majority", [run([1, 0] * 15)], [run([0, 1] * 15)], n_boot=500
-    )
+    null = claim_row("beats Maj@N", "m", "d", "refine", "majority", [run([1, 0] * 15)], [run([0, 1] * 15)])
     family = adjust([alone] + [dict(null) for _ in range(9)])
     assert family[0]["p_value"] == alone["p_value"]
     assert family[0]["p_adjusted"] == pytest.approx(10 * alone["p_value"])
@@ -119,9 +116,7 @@ def test_holm_over_the_experiment_can_turn_a_supported_row_inconclusive():
 
 
 def test_adjust_reads_rows_back_from_csv(tmp_path):
-    row = claim_row(
-        "beats Maj@N", "m", "d", "refine", "majority", [run([1] * 30)], [run([0] * 30)], n_boot=100
-    )
+    row = claim_row("beats Maj@N", "m", "d", "refine", "majority", [run([1] * 30)], [run([0] * 30)])
     path = tmp_path / "claims.csv"
     write_claims_csv([row], path)
     [read] = list(csv.DictReader(open(path)))
@@ -132,7 +127,7 @@ def test_adjust_reads_rows_back_from_csv(tmp_path):
 def test_seeds_are_averaged_per_question_and_the_test_fits_the_seed_counts():
     a = [run([1] * 30), run([1] * 25 + [0] * 5), run([1] * 30)]
     b = [run([0] * 30)]
-    out = compare(a, b, n_boot=300)
+    out = compare(a, b)
     assert out["test"] == "stratified_exact" and out["n_questions"] == 30  # 3 seeds vs 1
     assert out["delta"] == pytest.approx((25 + 5 * 2 / 3) / 30)
     assert out["acc_method"] == pytest.approx((1 + 25 / 30 + 1) / 3)
@@ -151,7 +146,7 @@ def test_mismatched_questions_are_refused():
 def test_weaker_model_gain_is_a_paired_gain_difference():
     weak = ([run([1] * 40)], [run([0] * 30 + [1] * 10)])  # gains 30 questions
     strong = ([run([1] * 40)], [run([0] * 2 + [1] * 38)])  # gains 2 questions
-    out = weaker_gains_more(weak, strong, n_boot=300)
+    out = weaker_gains_more(weak, strong)
     assert out["delta"] == pytest.approx(28 / 40) and out["verdict"] == "supported"
 
 
@@ -165,7 +160,6 @@ def test_claims_csv_round_trip(tmp_path):
         [run([1] * 12)],
         [run([0] * 12)],
         evidence=["abc", "def"],
-        n_boot=100,
     )
     path = tmp_path / "report" / "claims.csv"
     write_claims_csv([row], path)
@@ -289,3 +283,47 @@ def test_stratified_exact_test_matches_enumeration_and_mcnemar():
     x, y = np.array([[1] * 9 + [0] * 21]), np.array([[0] * 7 + [1] * 2 + [0] * 21])
     assert stratified_exact(x, y) == pytest.approx(binomial_two_sided(7, 7))  # 7 discordant, all A
     assert compare_matrices(a, a[::-1])["test"] == "sign_flip_exact"  # equal seed counts
+
+
+def test_a_misspelt_option_is_an_error_not_ignored():
+    """compare takes min_questions, direction and alpha; `n_boot` (the bootstrap CI's, gone) or a
+    typo such as `alhpa` would otherwise change nothing and say nothing."""
+    a, b = [run([1, 0, 1])], [run([0, 0, 1])]
+    for bad in ({"n_boot": 500}, {"alhpa": 0.01}):
+        with pytest.raises(TypeError, match=next(iter(bad))):
+            compare(a, b, **bad)
+        with pytest.raises(TypeError, match=next(iter(bad))):
+            claim_row("c", "m", "d", "refine", "greedy", a, b, **bad)
+
+
+def _enumerated_p(a: np.ndarray, b: np.ndarray) -> float:
+    """The stratified exact test's two-sided p by brute force over its conditional null."""
+    import itertools
+    from math import comb
+
+    ka, draws, dist = len(a), len(a) + len(b), {0: 1.0}
+    for c in (a.sum(0) + b.sum(0)).astype(int):
+        step: dict[int, float] = {}
+        for slots in itertools.combinations(range(draws), c):
+            x = sum(s < ka for s in slots)
+            step[x] = step.get(x, 0) + 1 / comb(draws, c)
+        new: dict[int, float] = {}
+        for t, pt in dist.items():
+            for x, px in step.items():
+                new[t + x] = new.get(t + x, 0) + pt * px
+        dist = new
+    t = int(a.sum())
+    low = sum(p for v, p in dist.items() if v <= t)
+    high = sum(p for v, p in dist.items() if v >= t)
+    return min(1.0, 2 * min(low, high))
+
+
+def test_the_stratified_exact_test_takes_the_lower_tail_when_a_does_worse():
+    from retrace.scoring.stats import stratified_exact
+
+    a = np.array([[0, 0, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 0]], dtype=float)
+    b = np.array([[1, 1, 1, 1, 1, 0]], dtype=float)
+    p = _enumerated_p(a, b)
+    assert p < 0.5
+    assert stratified_exact(a, b) == pytest.approx(p)
+    assert stratified_exact(b, a) == pytest.approx(_enumerated_p(b, a))

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from retrace import cluster
 from retrace.plan import Job
+from tests import prerequisites
 
 # The benchmark mirror: the paper's problem counts, hence its runtimes, come from it.
-MIRROR = os.environ.get("RETRACE_MIRROR", str(Path(__file__).resolve().parents[3] / "shared" / "data"))
+MIRROR = prerequisites.MIRROR or str(Path(__file__).resolve().parent / "no-mirror")
 
 
 def cfg(model="qwen2.5-math-7b-instruct", backend="vllm", *overrides):
@@ -84,7 +84,8 @@ def _profile(tmp_path, text):
 
 
 def test_plan_check_names_jobs_over_max_runtime_and_counts_their_attempts(tmp_path):
-    cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 1440}
+    # the runtimes are estimated from the mirror's question counts
+    cfg = {"experiment": "paper", "mirror": str(prerequisites.mirror()), "overrides": [], "max_runtime": 1440}
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 0\n"))
     # refinement conditioned on its whole history, on OlympiadBench's long questions, runs past a
     # day (retrace.sizing); the Maj@N' at nominal compute that would too is split in 10 shards

@@ -19,8 +19,9 @@ from sandbox_suite import REPO, ex  # noqa: F401  (ex: the fixture)
 
 from retrace.tools import TOOLS, bwrap_exec, code_exec, wasm_exec
 from retrace.tools.code_exec import Limits, SandboxUnavailable, run_code
+from tests import prerequisites
 
-MIRROR = Path(os.environ.get("RETRACE_MIRROR") or REPO.parent / "shared" / "data")
+MIRROR = Path(prerequisites.MIRROR or REPO / "no-mirror")
 
 
 # --- programs that must work -------------------------------------------------------

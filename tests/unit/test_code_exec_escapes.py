@@ -234,7 +234,7 @@ def private_cache(tmp_path):
     if problem is not None:
         if os.environ.get("RETRACE_REQUIRE_SANDBOX") == "1":
             pytest.fail(f"sandbox wasm required but unavailable: {problem}")
-        pytest.skip(problem)
+        pytest.skip(f"[SANDBOX] {problem}")
     module = wasm_exec.compiled_module()
     cache = tmp_path / "wasm"
     cache.mkdir(mode=0o700)

@@ -83,7 +83,7 @@ def wasm():
     if problem is not None:
         if os.environ.get("RETRACE_REQUIRE_SANDBOX") == "1":
             pytest.fail(f"sandbox wasm required but unavailable: {problem}")
-        pytest.skip(problem)
+        pytest.skip(f"[SANDBOX] {problem}")
 
 
 def test_the_tool_runs_wasm_by_default_and_records_it(wasm):

@@ -107,13 +107,14 @@ def test_fingerprint_does_not_depend_on_mirror_location(tmp_path):
 def test_the_data_stage_counts_skipped_lines_in_its_provenance(tmp_path):
     """OpenBookQA train (DRR's distillation set) leaves out its malformed line 3334; the
     stage's record says how many lines and which."""
-    from pathlib import Path
 
     from retrace.stages import data as stage
+    from tests.prerequisites import mirror as the_mirror
+    from tests.prerequisites import missing
 
-    mirror = Path(__file__).resolve().parents[3] / "shared" / "data"
+    mirror = the_mirror()
     if not (mirror / "openbookqa" / "train.tsv").is_file():
-        pytest.skip(f"no mirror at {mirror}")
+        missing("MIRROR", f"no openbookqa/train.tsv in the mirror at {mirror}")
     out = tmp_path / "openbookqa_train.jsonl"
     assert stage.run("openbookqa_train", str(mirror), out) == 4956
     record = json.loads(out.with_name(out.name + ".prov.json").read_text())

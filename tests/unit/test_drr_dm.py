@@ -240,7 +240,7 @@ def test_train_and_predict_run_on_the_configured_device():
     assert spy.moved == ["cpu", "cpu", "cpu"] and spy.seen == {"cpu"}  # train, its dev eval, predict
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="[CUDA] needs a CUDA device")
 def test_train_on_cuda_puts_the_weights_on_the_gpu():
     tok = minilm_tokenizer()
     model = tiny_bert(tok)

@@ -7,7 +7,6 @@ PIQA choices with trailing or doubled spaces (the rendered listing strips them).
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from pathlib import Path
 
@@ -16,8 +15,9 @@ import pytest
 from retrace import data
 from retrace.config import compose
 from retrace.drr import leak, leak_text, leakcheck
+from tests import prerequisites
 
-MIRROR = Path(os.environ.get("RETRACE_MIRROR") or Path(__file__).resolve().parents[3] / "shared" / "data")
+MIRROR = Path(prerequisites.MIRROR or Path(__file__).resolve().parent / "no-mirror")
 ROWS = {
     "commonsenseqa": [
         "commonsenseqa/ea8664e77205224154f8519f922220e1",  # gold "choice"
@@ -35,7 +35,7 @@ ROWS = {
 @cache
 def problems(dataset: str) -> dict:
     if not MIRROR.is_dir():
-        pytest.skip(f"no benchmark mirror at {MIRROR} (set RETRACE_MIRROR)")
+        prerequisites.missing("MIRROR", f"no benchmark mirror at {MIRROR} (set RETRACE_MIRROR)")
     loaded, _ = data.prepare(compose({"dataset": dataset})["dataset"], MIRROR)
     return {p.id: p for p in loaded}
 
@@ -99,7 +99,7 @@ def test_plan_check_rehearses_the_drr_paper_prompts_with_no_findings():
     from retrace.config import check_global
 
     if not MIRROR.is_dir():
-        pytest.skip(f"no benchmark mirror at {MIRROR}")
+        prerequisites.missing("MIRROR", f"no benchmark mirror at {MIRROR}")
     notes: list[str] = []
     failures = preflight.check(check_global({"experiment": "drr_paper", "mirror": str(MIRROR)}), notes)
     leak_notes = [n for n in notes if n.startswith("drr leak check")]

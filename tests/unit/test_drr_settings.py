@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from retrace.drr import settings, stages
+from tests import prerequisites
 from tests.unit.drr_fakes import PROBLEMS, cfg
 
 
@@ -99,7 +100,7 @@ def test_simulated_reasoner_and_dm_keys_follow_the_planted_effects(tmp_path):
     assert "engine" not in settings.config_slice("distil", cfg())  # llama.cpp: keys as before
 
 
-MIRROR = Path(__file__).resolve().parents[3] / "shared" / "data"
+MIRROR = Path(prerequisites.MIRROR or Path(__file__).resolve().parent / "no-mirror")
 
 
 def test_drr_paper_distils_openbookqa_on_train_and_keeps_its_test_set(tmp_path):
@@ -112,7 +113,7 @@ def test_drr_paper_distils_openbookqa_on_train_and_keeps_its_test_set(tmp_path):
     paper = settings.load(load_experiment("drr_paper")["drr"])
     assert {e["name"]: e["train"] for e in settings.entries(paper)}["openbookqa"] == "openbookqa_train"
     if not MIRROR.is_dir():
-        pytest.skip(f"no mirror at {MIRROR}")
+        prerequisites.missing("MIRROR", f"no mirror at {MIRROR} (set RETRACE_MIRROR)")
     conf = Path(settings.PKG).parents[1] / "config" / "dataset"
     train = data.prepare(yaml.safe_load((conf / "openbookqa_train.yaml").read_text()), MIRROR)[0]
     test = data.prepare(yaml.safe_load((conf / "openbookqa.yaml").read_text()), MIRROR)[0]
@@ -175,3 +176,29 @@ def test_drr_paper_runs_sft_lora_on_the_reasoners_pinned_weights():
     )
     with pytest.raises(ValueError, match="sft_lora.revision: 'main' is not a pinned hub commit"):
         settings.load({"sft_lora": {"enabled": True, "hf_model": "org/model", "revision": "main"}})
+
+
+def test_the_starting_weights_are_named_by_content_not_by_place(tmp_path):
+    """drr_train's param: a copy of the weights elsewhere (a copied run whose venv moved or is
+    linked back) gives the same digest; one changed byte or file name gives another."""
+    import shutil
+
+    def digest(folder: Path) -> str:
+        block = cfg()
+        block["backbones"] = {"dm": {"source": "local", "path": str(folder)}}
+        block["backbone"] = "dm"
+        return settings.backbone_digest(block)
+
+    one = tmp_path / "venv-a" / "model"
+    (one / "1_Pooling").mkdir(parents=True)
+    (one / "config.json").write_text('{"hidden": 4}')
+    (one / "1_Pooling" / "config.json").write_text('{"mean": true}')
+    (one / "model.safetensors").write_bytes(bytes(range(64)))
+    two = tmp_path / "elsewhere" / "venv-b" / "model"
+    shutil.copytree(one, two)
+    assert digest(one) == digest(two)
+    (two / "model.safetensors").write_bytes(bytes(range(1, 65)))
+    assert digest(two) != digest(one)
+    shutil.copy(one / "model.safetensors", two / "model.safetensors")
+    (two / "1_Pooling" / "config.json").rename(two / "1_Pooling" / "other.json")
+    assert digest(two) != digest(one)

@@ -8,6 +8,7 @@ from retrace import mirror
 from retrace.config import compose
 from retrace.data import prepare
 from retrace.tasks import bundle
+from tests.prerequisites import missing
 
 
 @pytest.fixture
@@ -79,7 +80,7 @@ def test_bundled_subsets_are_rows_of_the_mirror_files():
 
     root, _ = mirror.resolve(None)
     if not root or not Path(root, "bigbench").is_dir():
-        pytest.skip("no benchmark mirror here (set RETRACE_MIRROR)")
+        missing("MIRROR", "no benchmark mirror with bigbench/ here (set RETRACE_MIRROR)")
     for task in bundle.BIGBENCH_SUBSETS:
         expected, _ = bundle.bigbench_subset(Path(root), task)
         assert json.loads((bundle.BUNDLED / "bigbench" / task / "task.json").read_text()) == expected

@@ -182,7 +182,7 @@ def test_random_critique_estimate_covers_its_real_token_count():
 
     path = smollm2_gguf_path()
     if path is None:
-        pytest.skip("SmolLM2 GGUF not installed")
+        pytest.skip("[MODEL] SmolLM2 GGUF not installed")
     vocab = transformers.AutoTokenizer.from_pretrained(
         os.path.dirname(path), gguf_file=os.path.basename(path)
     )

@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from retrace.hashing import sha256_file
-from retrace.provenance import Provenance, audit, audit_results_table, load, prov_path
+from retrace.provenance import (
+    Provenance,
+    audit,
+    audit_results_table,
+    lineage_records,
+    load,
+    prov_path,
+    run_root,
+)
 
 
 def flip_byte(path: Path, offset: int = 0) -> None:
@@ -140,6 +148,25 @@ def test_companion_by_product_is_checked(tmp_path):
     assert audit(art).problems == [f"by-product {side} changed or is missing"]
 
 
+def test_a_changed_by_product_of_an_ancestor_fails_the_audit_of_its_descendant(tmp_path):
+    """An intermediate's weights or by-product changed after its record was written: the
+    intermediate itself and its own record are intact, so only its own verdict can fail the
+    audit of what was made from it (a model's weights, then the generations that used them)."""
+    weights, manifest, out = tmp_path / "model.gguf", tmp_path / "manifest.json", tmp_path / "gen.jsonl"
+    weights.write_bytes(b"weights")
+    manifest.write_text('{"gguf": "model.gguf"}\n')
+    companion = {"path": str(weights), "sha256": sha256_file(weights), "kind": "weights"}
+    Provenance("model", {}, [], extra={"companions": [companion]}).write(manifest)
+    out.write_text('{"answer": 7}\n')
+    Provenance("generate", {}, [], inputs=[str(manifest)]).write(out)
+    assert audit(out).all_ok()
+    flip_byte(weights)
+    node = audit(out)
+    assert not node.all_ok()
+    assert not node.children[0].ok  # the intermediate's own verdict, not only its listed problems
+    assert culprits(node) == {str(manifest): [f"weights {weights} changed or is missing"]}
+
+
 def write_table(path: Path, rows: list[dict]) -> None:
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["method", "score_file", "prov_sha256"])
@@ -214,3 +241,52 @@ def test_every_record_carries_the_executor(tmp_path, monkeypatch):
         "SLURM_JOB_ID": "7",
         "SLURMD_NODENAME": "n1",
     }
+
+
+def test_the_audit_reads_as_an_indented_tree_naming_each_problem(chain):
+    source, a, b = chain
+    flip_byte(source)
+    node = audit(b)
+    assert list(node.lines()) == [
+        f"[ok ] {b}",
+        f"  [ok ] {a}",
+        f"    [BAD] {source}  (source)\n          ! input bytes differ from the hash recorded by its consumer",
+    ]
+    assert [n.path for n in node.walk()] == [str(b), str(a), f"{source}  (source)"]
+
+
+def test_a_missing_artifact_or_an_unreadable_record_is_a_failed_node(tmp_path):
+    assert not audit(tmp_path / "absent").ok
+    art = tmp_path / "x.json"
+    art.write_text("{}")
+    prov_path(art).write_text("{not json")
+    node = audit(art)
+    assert not node.ok and "unreadable" in node.problems[0]
+
+
+def test_a_record_is_read_from_the_working_directory_when_its_path_is_not_where_it_sits(tmp_path):
+    rec = {"artifact": {"path": "results/out.json"}}
+    assert run_root(tmp_path / "run/results/out.json", rec) == tmp_path / "run"
+    assert run_root(tmp_path / "elsewhere/out.json", rec) == Path.cwd()
+    assert (
+        run_root(tmp_path / "run/results/out.json", {"artifact": {"path": "/abs/results/out.json"}})
+        == Path.cwd()
+    )
+
+
+def test_the_lineage_is_every_ancestor_record_past_a_missing_one(chain, tmp_path):
+    """c is made from b (from a, from the source) and from m, whose record is gone: the lineage
+    still holds the records of b and a (a claims row may cite any ancestor's record)."""
+    source, a, b = chain
+    m, c = tmp_path / "m.json", tmp_path / "c.json"
+    m.write_text("{}")
+    Provenance("score", {}, []).write(m)
+    c.write_text("{}")
+    Provenance("claims", {}, [], inputs=[str(b), str(m)]).write(c)
+    prov_path(m).unlink()
+    assert lineage_records(c) == {
+        sha256_file(prov_path(b)),
+        sha256_file(prov_path(a)),
+        load(c)["inputs"][1]["prov_sha256"],
+    }
+    assert lineage_records(source) == set()

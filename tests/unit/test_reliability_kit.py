@@ -79,3 +79,22 @@ def test_the_suite_works_in_a_fresh_folder_of_its_own_unless_told(tmp_path, monk
     problem = reliability.prepare_work(argparse.Namespace(work=theirs, keep=False))
     assert problem.startswith(f"cannot clear --work {theirs}: Permission denied: ")
     assert "cli.py" in problem and "\n" not in problem
+
+
+def test_a_bad_input_case_that_did_not_run_is_reported_as_skipped_not_clear(monkeypatch, capsys):
+    """Without root the read-only-mirror case cannot mount its tmpfs: it did not run, so it is
+    neither a clear error nor a failure, and the summary says it was skipped."""
+    import reliability
+    import reliability_inputs as inputs
+
+    cases = [
+        inputs.Case("data: truncated", True, "bad.jsonl:2: ..."),
+        inputs.Case("mirror: read-only", False, "skipped (needs root to mount)", skipped=True),
+    ]
+    monkeypatch.setattr(reliability, "bad_inputs", lambda work, root: cases)
+    assert reliability.run_bad_inputs(None, dataclasses.make_dataclass("Ref", ["root"])(None))
+    out = capsys.readouterr().out
+    assert "bad_inputs: 1 tried, 1 clear errors, nothing half-written; 1 skipped" in out
+    assert "  --  mirror: read-only: skipped" in out
+    cases[0] = inputs.Case("data: truncated", False, "no place named")
+    assert not reliability.run_bad_inputs(None, dataclasses.make_dataclass("Ref", ["root"])(None))

@@ -186,7 +186,6 @@ def claims_csv(tmp_path):
             better,
             worse,
             evidence=["a" * 64, "b" * 64],
-            n_boot=200,
         ),
         claim_row(
             "beats Maj@N",
@@ -197,7 +196,6 @@ def claims_csv(tmp_path):
             tiny_a,
             tiny_b,
             evidence=["c" * 64],
-            n_boot=200,
         ),
     ]
     path = tmp_path / "claims.csv"

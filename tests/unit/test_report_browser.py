@@ -53,7 +53,7 @@ def browser():
     if reason:
         if REQUIRED:
             pytest.fail(f"the browser test must run here (CI / RETRACE_REQUIRE_BROWSER): {reason}")
-        pytest.skip(reason)
+        pytest.skip(f"[BROWSER] {reason}")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

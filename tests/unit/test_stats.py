@@ -133,3 +133,43 @@ def test_sign_flip_ci_excludes_zero_exactly_when_its_normal_test_rejects():
 
 def test_holm_levels_step_down():
     assert holm_levels([0.03, 0.01, 0.5, 0.02], 0.05) == pytest.approx([0.05 / 2, 0.05 / 4, 0.05, 0.05 / 3])
+
+
+def test_the_lattice_is_searched_up_to_its_bound_and_no_further():
+    """Seed means lie on a lattice of at most 2520 (= lcm 1..10 seeds); a step of 1/2521 does
+    not, and is then tested by random flips."""
+    from retrace.scoring.stats import lattice_scale
+
+    assert lattice_scale(np.array([1 / 2520, 3 / 2520])) == 2520
+    assert lattice_scale(np.array([1 / 2521])) is None
+
+
+def test_the_long_convolution_by_fft_is_the_full_convolution():
+    from retrace.scoring.stats import _convolve
+
+    x, y = np.linspace(0.1, 1.0, 1200), np.linspace(1.0, 0.2, 900)  # over 10^6 products: FFT
+    out = _convolve(x, y)
+    assert len(out) == len(x) + len(y) - 1
+    assert np.allclose(out, np.convolve(x, y))
+
+
+def test_random_flips_count_every_flip_they_draw():
+    """Off the lattice: one difference of pi, whose every sign pattern is as extreme as the
+    observed one, so every one of the n_flips draws is a hit and p = 1 exactly."""
+    from retrace.scoring.stats import sign_flip_exact
+
+    assert sign_flip_exact([np.pi], n_flips=4097) == 1.0
+
+
+def test_no_difference_at_all_is_no_evidence():
+    from retrace.scoring.stats import sign_flip_exact
+
+    assert sign_flip_exact([0.0, 0.0, 0.0]) == 1.0
+    assert sign_flip_exact([]) == 1.0
+
+
+def test_holm_names_the_first_three_p_values_out_of_range():
+    from retrace.scoring.stats import holm
+
+    with pytest.raises(ValueError, match=r"got \[7\. 8\. 9\.\]$"):
+        holm([1.0, 7.0, 8.0, 9.0, 6.0])  # 1.0 is a valid p-value; 6.0 is the fourth bad one

@@ -1,10 +1,9 @@
 """Every config/dataset/*.yaml loads, with the expected row counts and sane golds.
 
-Mirror datasets are read from $RETRACE_MIRROR (default: <repo>/../shared/data) and
-skipped when that directory is absent.
+Mirror datasets are read from the mirror retrace finds ($RETRACE_MIRROR, else beside the clone:
+tests/prerequisites.py) and skipped ([MIRROR]) when there is none.
 """
 
-import os
 from pathlib import Path
 
 import pytest
@@ -13,9 +12,10 @@ import yaml
 from retrace.data import prepare
 from retrace.registry import TASKS
 from retrace.tasks._math import parsed
+from tests import prerequisites
 
 REPO = Path(__file__).resolve().parents[2]
-MIRROR = Path(os.environ.get("RETRACE_MIRROR", REPO.parent / "shared" / "data"))
+MIRROR = Path(prerequisites.MIRROR or REPO.parent / "no-mirror")
 CONFIGS = sorted((REPO / "config" / "dataset").glob("*.yaml"))
 # Full sizes per SOURCES.md; mmlu/bigbench depend on the subjects/task the config picks.
 EXPECTED_ROWS = {
@@ -48,7 +48,7 @@ def test_config_loads(path):
     cfg = yaml.safe_load(path.read_text())
     assert {"name", "task", "source", "split", "limit", "subset_seed", "mirror_path", "hub"} <= set(cfg)
     if cfg["source"] == "mirror" and not MIRROR.is_dir():
-        pytest.skip(f"no mirror at {MIRROR} (set RETRACE_MIRROR)")
+        prerequisites.missing("MIRROR", f"no mirror at {MIRROR} (set RETRACE_MIRROR)")
     problems, files = prepare(cfg, MIRROR)
     assert files and all(Path(f).exists() for f in files)
     if cfg["name"] in EXPECTED_ROWS and cfg.get("limit") is None:

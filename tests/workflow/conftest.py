@@ -114,6 +114,35 @@ def edited(path: Path, edit):
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+def relocated(run: Path, dest: Path, how: str = "cp") -> Path:
+    """A finished run copied as a user copies one: `cp -a`, or a tar archive unpacked elsewhere;
+    a venv inside the run is not copied but linked back to the original's (a venv cannot move)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if how == "tar":
+        archive = dest.parent / f"{dest.name}.tar"
+        subprocess.run(["tar", "-C", str(run), "--exclude", "./.venv", "-cf", str(archive), "."], check=True)
+        dest.mkdir()
+        subprocess.run(["tar", "-C", str(dest), "-xf", str(archive)], check=True)
+        archive.unlink()
+    else:
+        subprocess.run(["cp", "-a", str(run), str(dest)], check=True)
+    if (run / ".venv").exists():
+        shutil.rmtree(dest / ".venv", ignore_errors=True)
+        (dest / ".venv").symlink_to(run / ".venv")
+    return dest
+
+
+def assert_relocatable(run: Path, dest: Path, targets: list[str], how: str = "cp") -> None:
+    """The copy is finished ("Nothing to be done") and `retrace audit` of it reads the copy's own
+    files: every path it prints is inside the copy, none inside the original."""
+    copy = relocated(run, dest, how)
+    proc = snakemake(copy, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+    audit = retrace(copy, "audit", *targets)
+    assert audit.returncode == 0 and "audit: OK" in audit.stdout, audit.stdout[-3000:]
+    assert str(copy) in audit.stdout and f"{run}/" not in audit.stdout, audit.stdout[-3000:]
+
+
 def record_benchmarks(name: str, root: Path) -> None:
     """Keep the run's Snakemake benchmark table (results/benchmarks/**/*.tsv, one job each) for
     the terminal summary (tests/conftest.py), in the folder RETRACE_TEST_BENCH_DIR names: under

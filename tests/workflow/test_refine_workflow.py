@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.workflow.conftest import retrace
+from tests.workflow.conftest import assert_relocatable, retrace
 from tests.workflow.experiments import JUDGE
 
 pytestmark = pytest.mark.slow
@@ -121,3 +121,9 @@ def test_claims_average_three_seeds(refined):
         for k in (0, 1, 2)
     ]
     assert len({tuple(k) for k in keys}) == 3
+
+
+def test_a_copied_refinement_run_is_finished_and_audits_its_own_files(refined, tmp_path):
+    assert_relocatable(
+        refined, tmp_path / "moved", ["results/report/results.csv", "results/report/claims.csv"], "tar"
+    )

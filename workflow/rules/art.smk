@@ -3,6 +3,8 @@
 # task's selection is a checkpoint: its runs read exactly the library files it chose, and
 # their rerun keys hash exactly those files (editing one demonstration reruns only the runs
 # whose prompts contain it).
+import os
+
 from snakemake.exceptions import IncompleteCheckpointException
 
 from retrace.art import plan as _art
@@ -21,6 +23,13 @@ if ART_CFG:
 
     def art_job(w):
         return ART_JOBS[(w.model, w.task, w.label, w.seed)]
+
+    def in_run(paths):
+        """Tool data inside the run, as relative inputs. Files outside it (the word list of a
+        package in the venv) are left to the rule's key, which hashes every tool data file by
+        content: as inputs their paths would change with the venv's place, and a copied run
+        would rerun (issue 45)."""
+        return [p for p in map(portable, paths) if not os.path.isabs(p)]
 
     def art_version(w):
         return _art.job_version(ART, art_job(w))
@@ -67,7 +76,7 @@ if ART_CFG:
             manifest=f"{RESULTS}/models/{{model}}/manifest.json",
             weights=weights,
             library=lambda w: [portable(p) for p in _art.selection_inputs(ART, w.version)],
-            tools=[portable(p) for p in _art.select_tool_data(ART)],
+            tools=in_run(_art.select_tool_data(ART)),
         output:
             sel=f"{RESULTS}/art/{{model}}/{{task}}/selection/{{version}}.json",
         log:
@@ -98,7 +107,7 @@ if ART_CFG:
             library=art_library,
             # the search collection, the word list, the code template: editing one reruns
             # the jobs that construct the tools
-            tools=lambda w: [portable(p) for p in _art.tool_data(ART)] if _art.uses_tools(art_job(w)) else [],
+            tools=lambda w: in_run(_art.tool_data(ART)) if _art.uses_tools(art_job(w)) else [],
         output:
             rows=f"{RESULTS}/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.jsonl",
             prov=f"{RESULTS}/art/{{model}}/{{task}}/{{label}}/seed{{seed}}.jsonl.prov.json",

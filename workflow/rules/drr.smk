@@ -120,7 +120,6 @@ if _DRR_BLOCK:
             train=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train.jsonl",
             dev=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/dev.jsonl",
             shuffled=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train_shuffled.jsonl",
-            start=_drr.backbone_inputs(DRR),  # the DM's starting weights: new weights rerun it
         output:
             manifest=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/{{variant}}/checkpoint.json",
             folder=directory(f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/{{variant}}/checkpoint"),
@@ -138,6 +137,9 @@ if _DRR_BLOCK:
             runtime=capped(DRR["runtime"]["train"]),
         params:
             key=drr_key("train"),
+            # the DM's starting weights by content, not by path: new weights rerun it, and a
+            # copied run (its venv elsewhere or linked back) stays finished
+            start=_drr.backbone_digest(DRR),
         shell:
             "{PY} -m retrace drr train --experiment {DRR_EXP} --variant {wildcards.variant} "
             "--split-dir $(dirname {input.train}) --seed {wildcards.seed} --out {output.manifest} "

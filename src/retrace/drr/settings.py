@@ -280,6 +280,19 @@ def backbone_inputs(cfg: dict) -> list[str]:
         return []
 
 
+def backbone_digest(cfg: dict) -> str:
+    """The DM's starting weights by content: each file's path within their folder and its sha256
+    (a param of the drr_train rule). New weights rerun the DMs, and a copied or moved run stays
+    finished: as inputs, paths into the venv differ with the venv's place (issue 45)."""
+    import os
+
+    from retrace.hashing import sha256_file
+
+    files = backbone_inputs(cfg)
+    base = os.path.commonpath([os.path.dirname(f) for f in files]) if files else ""
+    return sha256_json({os.path.relpath(f, base): sha256_file(f) for f in files})
+
+
 def reasoner_resources(cfg: dict, model: str) -> dict:
     """{gpu, mem_mb, threads} of a job that loads the reasoner (distil, generate): retrace.cluster's
     sizing of the model on the DRR block's backend; threads are the engine's `n_threads` (2

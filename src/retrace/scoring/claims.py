@@ -228,13 +228,11 @@ def compare(
     alpha: float = ALPHA,
     deterministic: tuple[bool, bool] = (False, False),
     repeatable: tuple[bool | None, bool | None] = (None, None),
-    **_ignored,
 ) -> dict:
     """Paired comparison of method A against baseline B; the numeric columns of a claims row.
     `deterministic`: whether each side is one draw by design (run_facts.deterministic_by_design);
     `repeatable`: whether each side's engine ran in its deterministic mode (None: not known).
-
-    (Keyword options of the old bootstrap CI, n_boot and seed, are accepted and unused.)"""
+    An unknown keyword (a misspelt option) is a TypeError, never silently ignored."""
     (ids_a, ma), (ids_b, mb) = _matrix(a_runs), _matrix(b_runs)
     if ids_a != ids_b:
         raise ValueError(

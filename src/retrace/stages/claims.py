@@ -159,7 +159,7 @@ def claim_rows(
     **options,
 ) -> list[dict]:
     """Every row of `claims` (default PAPER_CLAIMS) whose two labels ran, then the
-    pre-registered weaker-model rows (uncorrected; `options` go to compare).
+    pre-registered weaker-model rows (uncorrected; `options` go to compare: min_questions, alpha).
     budgets[(model, backend, dataset, label)] is the budget text a row names for its baseline;
     facts[(model, backend, dataset, label)] what load_runs read of each label's runs (without:
     every seed counts, the engine is the backend's name, the subset full)."""
