@@ -106,6 +106,10 @@ MAY_RERUN_NOTHING = {
     "retrace.estimate",  # the cost estimate printed before a run
     "retrace.progress",  # progress lines in logs
     "retrace.drr.settings",  # DRR's keys (retrace.plan's role; the slices are hashed)
+    # split out of the modules above when the families became plugins (issue 44):
+    "retrace.config_groups",  # where config/ is and its groups' options (was retrace.config's)
+    "retrace.devices",  # the GPUs a job asks the scheduler for (was retrace.cluster's)
+    "retrace.family",  # maps family names to their modules (retrace.registry's role, one level up)
 }
 
 
