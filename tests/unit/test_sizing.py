@@ -16,9 +16,7 @@ from tests import prerequisites
 
 # The paper's question counts and prompt lengths come from the benchmark mirror.
 MIRROR = prerequisites.MIRROR or str(Path(__file__).resolve().parent / "no-mirror")
-needs_mirror = pytest.mark.skipif(
-    not Path(MIRROR, "math500").is_dir(), reason=prerequisites.reason("MIRROR", "no benchmark mirror")
-)
+needs_mirror = pytest.mark.skipif(not Path(MIRROR, "math500").is_dir(), reason="[MIRROR] no benchmark mirror")
 PAPER_REFINE = (
     "method.sampling.max_tokens=4096",
     "method.n=8",
