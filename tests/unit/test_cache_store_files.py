@@ -1,6 +1,6 @@
 """The request cache's files below RequestCache (retrace.cache_store, cache_index): index lines,
 segment rollover and file modes, each from what a reader of the files must see (the sharded
-index, its locks and torn logs: tests/unit/test_cache_cluster.py).
+index, its locks and torn logs: tests/unit/test_cache.py, test_cache_cluster.py).
 
     .venv/bin/python -m pytest -q tests/unit/test_cache_store_files.py
 """
