@@ -6,8 +6,9 @@
 A published number sits between markers in the Markdown, `<!-- figure:ID -->...<!-- /figure -->`
 (inline, e.g. a time in a sentence, or a whole table), and docs/measurements/figures.yaml says
 where figure ID comes from: the newest result file (benchmarks/record.py) of a result name,
-optionally the newest whose note contains a word, and either one `value` it printed or a
-`table` of the last few results. So a figure is always what a committed command wrote; the
+optionally the newest whose note contains a word, and either one `value` it printed (or a
+record field, `meta`), a `table` of the last few results, or a `table` with a row per item
+of `rows` from the newest one. So a figure is always what a committed command wrote; the
 fast test tests/unit/test_figures.py fails when a file disagrees with its newest result.
 """
 
@@ -78,14 +79,23 @@ def render(fig: str, spec: dict[str, Any], root: Path = RESULTS) -> str:
     if not recs:
         where = f" with '{spec['where']}' in its note" if spec.get("where") else ""
         raise FigureError(f"figure {fig}: no result file under {root.name}/{spec['result']}/{where}")
-    if "value" in spec:
+    if "table" not in spec:
         return _cell(recs[0], spec, fig)
     table = spec["table"]
     cols = table["columns"]
     lines = ["| " + " | ".join(c["head"] for c in cols) + " |", "|" + "---|" * len(cols)]
-    for rec in recs[: int(table.get("last", 5))]:
-        lines.append("| " + " | ".join(_cell(rec, c, fig) for c in cols) + " |")
+    if "rows" in table:  # one result, a row per item: `{row}` in a column's value label
+        for item in table["rows"]:
+            cells = [item if c.get("item") else _cell(recs[0], _for_row(c, item), fig) for c in cols]
+            lines.append("| " + " | ".join(cells) + " |")
+    else:  # the last few results, newest first
+        for rec in recs[: int(table.get("last", 5))]:
+            lines.append("| " + " | ".join(_cell(rec, c, fig) for c in cols) + " |")
     return "\n" + "\n".join(lines) + "\n"
+
+
+def _for_row(col: dict[str, Any], item: str) -> dict[str, Any]:
+    return {**col, "value": col["value"].format(row=item)} if "value" in col else col
 
 
 def documents(root: Path = ROOT) -> list[Path]:

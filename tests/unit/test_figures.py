@@ -141,3 +141,26 @@ def test_a_pattern_picks_the_figure_out_of_a_printed_line(tmp_path):
     spec["hours"]["pattern"] = r"≈ ([\d,.]+) CPU-hours"
     with pytest.raises(figures.FigureError, match="does not match"):
         figures.regenerate(text, spec, tmp_path)
+
+
+def test_a_table_of_rows_comes_from_the_newest_result_alone(tmp_path):
+    _result(tmp_path, "cal", "2026-12-01T10:00:00Z", {"rate (a)": "0.9", "rate (b)": "0.9"})
+    _result(tmp_path, "cal", "2026-12-02T10:00:00Z", {"rate (a)": "0.01", "rate (b)": "0.02"})
+    spec = {
+        "cal": {
+            "result": "cal",
+            "table": {
+                "rows": ["a", "b"],
+                "columns": [{"head": "experiment", "item": True}, {"head": "rate", "value": "rate ({row})"}],
+            },
+        },
+        "when": {"result": "cal", "meta": "started"},
+    }
+    table = figures.regenerate("<!-- figure:cal -->x<!-- /figure -->", spec, tmp_path)
+    assert [ln for ln in table.splitlines() if ln.startswith("| a") or ln.startswith("| b")] == [
+        "| a | 0.01 |",
+        "| b | 0.02 |",
+    ]
+    assert figures.regenerate("<!-- figure:when -->x<!-- /figure -->", spec, tmp_path) == (
+        "<!-- figure:when -->2026-12-02 10:00<!-- /figure -->"
+    )
