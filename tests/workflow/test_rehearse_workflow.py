@@ -21,6 +21,7 @@ import pytest
 
 from retrace import rehearse, rehearse_workflow
 from retrace.config import CONFIG_DIR
+from retrace.drr.claims import WRONG_SUFFIX
 from tests.workflow.conftest import MIRROR
 
 TINY = """\
@@ -145,8 +146,12 @@ def test_drr_rows_carry_their_planted_truth_and_no_null_row_is_supported(drr_reh
         and 0 < truth[("DRR beats CoT on accuracy", "all")] < 0.2
     )
     assert {r["dataset"] for r, _ in out} == {"commonsenseqa", "openbookqa", "piqa", "winogrande", "all"}
-    # SFT-LoRA's two rows too (simulated, drr/sft.py): null SFT-LoRA, so DRR's +20 is their truth
-    assert planted == 2 * 15 and truth[("DRR beats SFT-LoRA on accuracy", "commonsenseqa")] == 0.20
+    # SFT-LoRA's two rows too (simulated, drr/sft.py): null SFT-LoRA, so DRR's +20 is their truth;
+    # each accuracy row has its "abstain = wrong" twin beside it (acc_abstention: both, issue 41)
+    twins = {k: t for k, t in truth.items() if k[0].endswith(WRONG_SUFFIX)}
+    assert twins and all((k[0].removesuffix(WRONG_SUFFIX), k[1]) in truth for k in twins)
+    assert planted == 2 * 15 + sum(1 for t in twins.values() if t), "\n".join(lines)
+    assert truth[("DRR beats SFT-LoRA on accuracy", "commonsenseqa")] == 0.20
     assert all(r["engine"] == "simulated" for r, _ in out) and stats["jobs"] >= 60
 
 
