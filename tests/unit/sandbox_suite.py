@@ -81,7 +81,8 @@ def _sandbox_processes(grace_s: float, drawn: set[int]) -> list[int]:
     """Host pids of sandboxed programs or WASM workers still running. PID-namespace teardown
     is asynchronous and slow on a loaded machine, hence the grace period (it ends as soon as
     none is left). Sandboxed: in another PID namespace and running as a sandbox's host uid
-    (as root, one of the per-run uids this test drew, `drawn`; else our own uid)."""
+    (as root, one of the per-run uids this test drew, `drawn`; else our own uid, and not a
+    descendant of a sibling process: another xdist worker runs sandboxes as that uid too)."""
     uids = drawn if os.geteuid() == 0 else {os.geteuid()}
     deadline = time.monotonic() + grace_s
     while True:
@@ -98,9 +99,30 @@ def _is_sandboxed(proc: Path, uids: set[int]) -> bool:
             return False
         if b"wasm_exec.py" in (proc / "cmdline").read_bytes():  # a WASM worker of ours
             return int(status["PPid"]) == os.getpid()
-        return int(status["Uid"].split()[0]) in uids and os.readlink(proc / "ns/pid") != _own_pid_ns()
+        if int(status["Uid"].split()[0]) not in uids or os.readlink(proc / "ns/pid") == _own_pid_ns():
+            return False
+        return os.geteuid() == 0 or not _a_siblings(int(status["PPid"]))
     except (OSError, KeyError, ValueError):
         return False
+
+
+def _a_siblings(pid: int) -> bool:
+    """Whether `pid` descends from a sibling of this process (another pytest-xdist worker, whose
+    sandboxes run as the same uid when not root) rather than from this one or from init (an
+    orphan, which this test may have left and so counts)."""
+    parent = os.getppid()
+    while pid > 1:
+        if pid == os.getpid():
+            return False
+        try:
+            status = (Path("/proc") / str(pid) / "status").read_text()
+        except OSError:
+            return False
+        ppid = int(next(ln.split()[1] for ln in status.splitlines() if ln.startswith("PPid:")))
+        if ppid == parent and pid != os.getpid():
+            return True  # a child of our own parent: another worker
+        pid = ppid
+    return False
 
 
 @pytest.fixture
