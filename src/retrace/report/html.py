@@ -21,9 +21,12 @@ from pathlib import Path
 
 import jinja2
 
+# the submodules themselves, not the package (whose __init__ imports this module)
+import retrace.report.lineage as lineage
+import retrace.report.paper as paper
+import retrace.report.transcripts as transcripts
 from retrace import deviations
 from retrace.atomic import atomic_open
-from retrace.report import lineage, paper, transcripts
 from retrace.report.claims_table import P_ADJ, read_claims
 from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
