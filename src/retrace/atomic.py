@@ -8,11 +8,11 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any
 
 
 @contextmanager
-def atomic_open(path: str | Path, mode: str = "w") -> Iterator[TextIO]:
+def atomic_open(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary sibling of `path`; rename it over `path` only if the block succeeds."""
     path = Path(path)
     try:

@@ -162,9 +162,9 @@ class Shard:
             self.log[key] = (segment, offset, length, False)
 
     def get(self, key: str) -> Place | None:
-        now = self.log.get(key, _MISSING)
-        if now is _MISSING:
+        if key not in self.log:
             return self.base.get(key)
+        now = self.log[key]
         if now is None:
             return None
         place = now[:3]

@@ -93,6 +93,14 @@ def module_file(name: str, root: Path = SRC) -> Path | None:
     return None
 
 
+def _source(name: str, root: Path) -> Path:
+    """module_file of a module already found in the closure (it has one)."""
+    path = module_file(name, root)
+    if path is None:
+        raise ClosureError(f"{name}: no source file under {root}")
+    return path
+
+
 def _package(name: str, path: Path) -> str:
     return name if path.name == "__init__.py" else name.rpartition(".")[0]
 
@@ -147,7 +155,9 @@ def _scan(text: str, name: str, path: Path, root: Path) -> list[tuple[str, int]]
             out += [(a.split()[0], line) for a in m.group(3).split(",") if a.strip()]
             continue
         node = ast.ImportFrom(
-            module=m.group(1).lstrip(".") or None, level=len(m.group(1)) - len(m.group(1).lstrip("."))
+            module=m.group(1).lstrip(".") or None,
+            names=[],
+            level=len(m.group(1)) - len(m.group(1).lstrip(".")),
         )
         mod = _resolve_from(node, name, path)
         out.append((mod, line))
@@ -159,7 +169,7 @@ def _scan(text: str, name: str, path: Path, root: Path) -> list[tuple[str, int]]
 
 @functools.cache
 def _edges(name: str, root: Path) -> tuple[str, ...]:
-    path = module_file(name, root)
+    path = _source(name, root)
     out = []
     for mod, line in _scan(path.read_text(), name, path, root):
         if module_file(mod, root) is None:
@@ -248,7 +258,7 @@ def data_files(mods: Iterable[str], root: Path = SRC) -> list[Path]:
     out = []
     for mod in mods:
         for pattern in DATA_FILES.get(mod, ()):
-            base = module_file(mod, root).parent
+            base = _source(mod, root).parent
             if any(c in pattern for c in "*?["):
                 found = sorted(base.glob(pattern))
             else:
@@ -267,7 +277,7 @@ def code_files(entries: Iterable[str], root: Path = SRC) -> list[Path]:
 @functools.cache
 def _code_files(entries: tuple[str, ...], root: Path) -> tuple[Path, ...]:
     mods = modules(entries, root)
-    return tuple(sorted(set([module_file(m, root) for m in mods] + data_files(mods, root))))
+    return tuple(sorted(set([_source(m, root) for m in mods] + data_files(mods, root))))
 
 
 def plugin_modules(files: Iterable[str | Path], root: Path = SRC) -> list[str]:

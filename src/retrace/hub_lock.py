@@ -96,7 +96,7 @@ def resolve(
                 "update one of them (RETRACE_HUB_LOCK=write rewrites the lock)"
             )
         if pinned or locked:
-            return pinned or locked
+            return str(pinned or locked)
         raise UnlockedRevision(
             f"{key}: revision {revision!r} is not a commit and {path} has no entry for it, so the "
             "fetch could differ from run to run. Pin the revision in the config, or run once on a "

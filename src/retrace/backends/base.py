@@ -93,7 +93,12 @@ def messages_payload(request: Request) -> list[dict]:
 def openai_sampling(request: Request) -> dict:
     """OpenAI-compatible sampling fields for one request (llama.cpp and vLLM servers accept them)."""
     s = request.sampling
-    body = {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": s.seed}
+    body: dict[str, object] = {
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "max_tokens": s.max_tokens,
+        "seed": s.seed,
+    }
     if s.top_k > 0:
         body["top_k"] = s.top_k
     if s.stop:

@@ -157,7 +157,7 @@ class HFBackend(Backend):
         import torch
 
         lp = torch.log_softmax(logits, dim=-1)
-        top = ()
+        top: tuple[tuple[str, float], ...] = ()
         if k > 0:
             values, idx = lp.topk(k)
             top = tuple((self.tokenizer.decode([int(i)]), float(v)) for v, i in zip(values, idx))

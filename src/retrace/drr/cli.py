@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from retrace.drr import settings
 
@@ -23,7 +24,7 @@ from retrace.drr import settings
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="retrace drr", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    specs = {
+    specs: dict[str, list[tuple[str, dict[str, Any]]]] = {
         "questions": [
             ("--dataset", {}),
             ("--data", {"type": Path}),

@@ -26,6 +26,7 @@ import logging
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from retrace.drr.dm_data import ACCEPT, SEPARATOR, dm_input_segments
 from retrace.progress import progress
@@ -44,7 +45,7 @@ def backbone_path(spec: Mapping) -> str:
             raise ValueError(
                 f"DM backbone package {spec['package']!r} is not installed (pip install -r envs/cpu.txt)"
             ) from None
-        return str(Path(mod.__file__).parent / spec.get("subdir", ""))
+        return str(Path(str(mod.__file__)).parent / spec.get("subdir", ""))
     if kind in ("hub", "local"):
         return str(spec["repo"] if kind == "hub" else spec["path"])
     raise ValueError(f"DM backbone source {kind!r} (pypi | hub | local)")
@@ -189,7 +190,7 @@ def train(
 
     torch.manual_seed(seed)
     device = resolve_device(device or opts.get("device", "auto"))
-    hist = {"loss": [], "epochs": [], "degenerate": degenerate(train_rows), "device": device}
+    hist: dict[str, Any] = {"loss": [], "epochs": [], "degenerate": degenerate(train_rows), "device": device}
     if hist["degenerate"]:  # e.g. a tiny reasoner that never answered right: nothing to learn
         log.warning("DM training set is degenerate (%s): the head stays untrained", hist["degenerate"])
         return hist

@@ -42,7 +42,8 @@ SEPARATOR = "\n\n"  # between the parts of a DM input
 
 def rows_from_trace(trace: Mapping) -> list[dict]:
     """One DM row per attempt: question, the earlier attempts as context, answer, rationale, label."""
-    rows, context = [], []
+    rows: list[dict] = []
+    context: list[dict] = []
     for turn, att in enumerate(trace["attempts"]):
         if att["verdict"] not in ("accept", "reject"):
             raise ValueError(f"trace {trace['id']!r} turn {turn}: verdict {att['verdict']!r}")
@@ -129,7 +130,8 @@ def grouped_split(
     round(dev_fraction · n_ids) ids to dev; every row of an id goes where its id goes."""
     if not 0.0 <= dev_fraction <= 1.0:
         raise ValueError(f"dev_fraction must be in [0, 1], got {dev_fraction}")
-    train, dev = [], []
+    train: list[dict] = []
+    dev: list[dict] = []
     for group, members in _by_dataset(rows).items():
         ids = sorted({r["id"] for r in members})
         _rng(seed, "split", group).shuffle(ids)

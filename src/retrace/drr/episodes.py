@@ -96,7 +96,10 @@ def episode(
 ) -> dict:
     ep0 = _path_episode(row)
     if method in DM_METHODS:
-        ep = replay_with(row, lambda t: decisions[t], max_turns)
+        if decisions is None:
+            raise ValueError(f"{method}: the DM's decisions are needed to replay its episodes")
+        chosen = decisions
+        ep = replay_with(row, lambda t: chosen[t], max_turns)
     elif method == "always_accept":
         ep = replay_with(row, lambda t: metrics.always_accept("", (), "", ""), max_turns)
     elif method == "always_reject":

@@ -110,7 +110,7 @@ def gold_letter(problem: Problem) -> str | None:
 def gold_text(problem: Problem) -> str:
     """The gold option's text (multiple choice) or the gold answer itself (open-ended)."""
     letter = gold_letter(problem)
-    return problem.choices[LETTERS.index(letter)] if letter else problem.gold
+    return problem.choices[LETTERS.index(letter)] if letter and problem.choices else problem.gold
 
 
 @lru_cache(maxsize=1)
@@ -120,7 +120,7 @@ def _template_pieces() -> tuple[str, ...]:
     from retrace.templates import PROMPTS_DIR, render
 
     hole = "\x00"
-    out = set()
+    out: set[str] = set()
     for path in sorted((PROMPTS_DIR / "drr").glob("*.j2")):
         text = render(
             f"drr/{path.name}",
@@ -212,15 +212,25 @@ def _names_gold(m: re.Match, g: Gold, sep: bool, end: int, text: str) -> bool:
     if m.group("bl"):
         return m.group("bl").upper() == g.letter
     if m.group("l"):  # "A"/"I" are English words: as a bare letter they must end the clause
-        return m.group("l") == g.letter and (g.letter not in "AI" or bool(CLAUSE_END.match(text, end)))
+        return (
+            g.letter is not None
+            and m.group("l") == g.letter
+            and (g.letter not in "AI" or bool(CLAUSE_END.match(text, end)))
+        )
     if m.group("idx"):
         return sep and int(m.group("idx")) in g.indices
     return sep and (m.group("ord") or "").lower() in g.ordinals
 
 
+def _past(pattern: re.Pattern[str], text: str, at: int) -> int:
+    """Where `pattern` (all optional parts: it always matches) stops matching from `at`."""
+    m = pattern.match(text, at)
+    return m.end() if m else at
+
+
 def _text_at(text: str, at: int, g: Gold) -> int | None:
     """End of the gold's text when it starts at `at` (after an optional quote) as whole words."""
-    at = QUOTE.match(text, at).end()
+    at = _past(QUOTE, text, at)
     end = at + len(g.text)
     if g.text and text[at:end].lower() == g.text and not text[end : end + 1].isalnum():
         return end
@@ -237,7 +247,7 @@ def _statements(text: str, g: Gold) -> Iterable[tuple[int, int]]:
             continue
         if g.letter is None:
             continue
-        name = NAME.match(text, FILLER.match(text, at).end())
+        name = NAME.match(text, _past(FILLER, text, at))
         if name and _names_gold(name, g, sep, name.end(), text):
             yield cue.start(), name.end()
     for v in VERDICT.finditer(text):
@@ -286,7 +296,8 @@ def _covered(text: str, problem: Problem, allowed: Iterable[str]) -> list[tuple[
 def _blank(text: str, intervals: list[tuple[int, int]]) -> str:
     """`text` with each stretch of covered characters replaced by one HOLE (which no pattern
     reads across: a cue before a blanked question does not state what follows it)."""
-    out, pos = [], 0
+    out: list[str] = []
+    pos = 0
     for a, b in sorted(intervals):
         if b <= pos:
             continue

@@ -65,7 +65,8 @@ def rehearsal_records(problem: Problem, strategy: str, turns: int = 3) -> list[d
     from retrace.templates import render
 
     choices = list(problem.choices or ())
-    gold = leak_text.LETTERS.index(leak_text.gold_letter(problem)) if leak_text.gold_letter(problem) else None
+    letter = leak_text.gold_letter(problem)
+    gold = leak_text.LETTERS.index(letter) if letter else None
     wrong = next((k for k in range(len(choices)) if k != gold), 0)
     reply = {
         "answer": str(wrong),

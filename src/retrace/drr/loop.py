@@ -110,7 +110,8 @@ def replay(episode: dict, judge: Judge, question: str = "", max_turns: int = INF
     replays from any episode; always-reject needs all `max_turns` turns.
     """
     _check_turns(max_turns)
-    turns, kept = episode["turns"][:max_turns], []
+    turns = episode["turns"][:max_turns]
+    kept: list[dict] = []
     for t in turns:
         context = tuple(Attempt(k["answer"], k.get("rationale", ""), "reject") for k in kept)
         decision = judge(question, context, t["answer"], t.get("rationale", ""))

@@ -23,10 +23,11 @@ keys) are those of a turn-by-turn batched loop; the results are returned in prob
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 from retrace.drr import prompts
 from retrace.methods.base import derive_seed
-from retrace.records import Problem, Request, Sampling
+from retrace.records import Completion, Problem, Request, Sampling
 from retrace.scheduler import Task, one
 
 
@@ -80,7 +81,7 @@ def path_task(
 ) -> Task:
     """One problem's rejection path as a scheduler task: turn after turn until `stop` says
     so after a turn, else `max_turns`; returns {"problem_id", "turns"}."""
-    path = {"problem_id": problem.id, "turns": []}
+    path: dict[str, Any] = {"problem_id": problem.id, "turns": []}
     for turn in range(max_turns):
         m, request = turn_request(problem, path["turns"], cfg, seed)
         rec = turn_record(problem, turn, m, (yield request))
@@ -157,7 +158,7 @@ def selfcritic_task(problem: Problem, cfg: Mapping, seed: int) -> Task:
     steps: list[dict] = []
     for step in range(3):
         m, request = selfcritic_request(problem, replies, cfg, seed)
-        c = yield request
+        c = cast("Completion", (yield request))  # one request, one completion
         steps.append(
             {
                 "step": step,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from retrace.hashing import hash_sources, sha256_json
@@ -150,7 +151,7 @@ def methods(cfg: dict) -> list[str]:
     return out + (["sft_lora"] if cfg["sft_lora"]["enabled"] else [])
 
 
-def entries(cfg: dict, where: str = "drr") -> list[dict]:
+def entries(cfg: Mapping, where: str = "drr") -> list[dict]:
     """Evaluation sets as [{"name": eval dataset, "train": train dataset or None}]."""
     out = []
     for i, e in enumerate(cfg["datasets"]):
@@ -170,7 +171,7 @@ def simulated_parts(cfg: dict) -> list[str]:
     return out + (["sft_lora.hf_model"] if cfg["sft_lora"].get("hf_model") == SIMULATED else [])
 
 
-def simulated_dm(cfg: dict) -> bool:
+def simulated_dm(cfg: Mapping) -> bool:
     """Whether the block's discriminator is the simulated one (drr/simulated_dm.py)."""
     return cfg["backbones"][cfg["backbone"]].get("source") == "simulated"
 

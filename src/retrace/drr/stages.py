@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from retrace import data, models
@@ -152,14 +152,15 @@ def distil(
         )
     finally:
         run = _close(llm, cache, backend_cfg)
-    traces, records = [], []
+    traces: list[dict] = []
+    records: list[dict] = []
     for p in problems:
         turns = paths[p.id]["turns"]
         stored = iter(turns)
         attempts = loop.distil(
             p.id,
             lambda q, c: _next_reply(stored),
-            lambda a, p=p: prompts.answer_letter(a, p.choices or ()) == p.gold,
+            _is_gold(p),
             int(cfg["max_turns_distil"]),
         )
         assert len(attempts) == len(turns), "rejection path and Algorithm 1 disagree"
@@ -193,7 +194,12 @@ def distil(
     return stats
 
 
-def _next_reply(stored) -> tuple[str, str]:
+def _is_gold(p: Problem) -> Callable[[str], bool]:
+    """Whether a reply's answer letter is `p`'s gold (Algorithm 1's A' = A)."""
+    return lambda a: prompts.answer_letter(a, p.choices or ()) == p.gold
+
+
+def _next_reply(stored: Iterator[dict]) -> tuple[str, str]:
     t = next(stored)
     return t["answer"], t["rationale"]
 

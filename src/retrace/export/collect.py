@@ -140,11 +140,11 @@ def _add_sources(run: Run, rec: dict) -> None:
         run.sources[inp["path"]] = info
     code = rec.get("code", {})
     files = [(run.root / s).resolve() for s in code.get("sources", [])]  # relative to the run's cwd
-    rels = [_inside_checkout(f) for f in files]
+    rels = [r for f in files if (r := _inside_checkout(f))]
     if (
         code.get("sources_hash")
         and files
-        and all(rels)
+        and len(rels) == len(files)
         and all(f.is_file() for f in files)
         and hash_sources(files) == code["sources_hash"]
     ):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import mimetypes
 from datetime import UTC, datetime
+from typing import Any
 
 from retrace.export.collect import Job, Run, crate_path
 from retrace.hashing import canonical_json, sha256_text
@@ -45,7 +46,7 @@ class Builder:
     def __init__(self, crate, run: Run):
         self.crate, self.run = crate, run
         self.steps: dict[str, object] = {}
-        self.workflow_entity = None
+        self.workflow_entity: Any = None  # rocrate's workflow entity, set by workflow()
         self.workflow_outputs: list = []
         self.files: dict[str, object] = {}  # crate path -> its File entity (ids are URL-quoted)
 

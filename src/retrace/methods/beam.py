@@ -200,8 +200,10 @@ def score(search: Search, cands: list[Candidate], scorer, llm, s: Settings):
 
 def prune(search: Search, cands: list[Candidate], t: int, s: Settings) -> None:
     """Keep the `width` best distinct candidates (ties: generation order); log them all."""
-    order = sorted(range(len(cands)), key=lambda i: (-cands[i].score.value, i))
-    kept, seen = [], set()
+    scores = [_scored(c) for c in cands]
+    order = sorted(range(len(cands)), key=lambda i: (-scores[i].value, i))
+    kept: list[int] = []
+    seen: set[tuple[str, ...]] = set()
     for i in order:
         if len(kept) == s.width:
             break
@@ -210,24 +212,32 @@ def prune(search: Search, cands: list[Candidate], t: int, s: Settings) -> None:
         seen.add(cands[i].beam.steps)
         kept.append(i)
     search.active = [cands[i].beam for i in kept if cands[i].beam.end is None]
-    search.finished += [(cands[i].beam, cands[i].score) for i in kept if cands[i].beam.end]
+    search.finished += [(cands[i].beam, scores[i]) for i in kept if cands[i].beam.end]
     search.log.append(
         {"step": t, "candidates": [candidate_record(c, i in kept, s) for i, c in enumerate(cands)]}
     )
 
 
+def _scored(c: Candidate) -> Score:
+    """The score of a candidate that score() has seen."""
+    if c.score is None:
+        raise AssertionError(f"candidate {c.beam.steps[-1:]} was never scored")
+    return c.score
+
+
 def candidate_record(c: Candidate, kept: bool, s: Settings) -> dict:
+    score = _scored(c)
     return {
         "parent": c.parent,
         "text": c.beam.steps[-1] if c.beam.end != "eos" and c.beam.steps else "",
         "lookahead": s.separator.join(c.ahead),
-        "score": c.score.value,
-        "valid": c.score.valid,
+        "score": score.value,
+        "valid": score.valid,
         "end": c.beam.end,
         "kept": kept,
         "key": c.beam.calls[-1].key,
         "lookahead_keys": [a.key for a in c.ahead_calls],
-        "score_key": c.score.key,
+        "score_key": score.key,
     }
 
 

@@ -16,7 +16,7 @@ CSV has the full hash).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import jinja2
@@ -99,11 +99,11 @@ def claim_groups(claims: list[dict], refs: dict) -> list[dict]:
 def render_html(
     rows: list[dict],
     aggregates: list[dict],
-    claims: list[dict] = (),
-    diagnostics: list[dict] = (),
+    claims: Sequence[dict] = (),
+    diagnostics: Sequence[dict] = (),
     images: dict[str, str] | None = None,
-    grids: list[dict] = (),
-    sections: list[dict] = (),
+    grids: Sequence[dict] = (),
+    sections: Sequence[dict] = (),
     pages: dict[str, str] | None = None,
     settings: dict | None = None,
     engine: dict | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retrace.atomic import atomic_open
 from retrace.hashing import sha256_file
@@ -103,7 +103,7 @@ def sort_key(row: dict) -> tuple:
     return tuple(str(row[k]) for k in ("dataset", "model", "method")) + (_seed_key(row["seed"]),)
 
 
-def _seed_key(seed: object) -> tuple:
+def _seed_key(seed: Any) -> tuple:
     # Numeric seeds sort numerically (2 before 10); anything else after, as text.
     try:
         return (0, int(seed), "")

@@ -34,7 +34,7 @@ This does not cover the cost of scoring (extraction, reward models) or of cache 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 KINDS = ("nominal", "effective")
 _FORMS = (
@@ -137,7 +137,7 @@ def refine_chains(extra: Mapping) -> list:
     return depths[-1:]
 
 
-def structural_usage(rows: list[Mapping]) -> dict | None:
+def structural_usage(rows: Sequence[Mapping]) -> dict | None:
     """{"prompt", "cached_prompt", "generated"} over `rows`, with cached_prompt from the request
     structure (module docstring); None when some row's structure is not recorded."""
     prompt = generated = computed = 0
@@ -175,6 +175,6 @@ def depth_tokens(rows: list[dict]) -> list[dict]:
 
 def flops_summary(usage: Mapping, params: int) -> dict:
     """{"nominal", "effective"} FLOPs and the same in TFLOPs, for tables."""
-    out = {kind: flops(usage, params, kind) for kind in KINDS}
+    out: dict[str, float] = {kind: flops(usage, params, kind) for kind in KINDS}
     out.update({f"{kind}_tflops": out[kind] / 1e12 for kind in KINDS})
     return out

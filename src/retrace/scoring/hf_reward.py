@@ -32,14 +32,14 @@ device).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from retrace.hashing import sha256_file, sha256_json
 from retrace.scoring.scorers import Score, ScoreItem, Scorer
 
-AGGREGATES = {
+AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
     "last": lambda s: s[-1],
     "min": min,
     "mean": lambda s: sum(s) / len(s),
@@ -63,8 +63,9 @@ class HFReward(Scorer):
             raise ValueError(f"hf_reward kind {self.kind!r}: expected prm or classifier")
         self.aggregate = AGGREGATES[cfg.get("aggregate", "last")]
         self.plus, self.minus = cfg.get("plus", "+"), cfg.get("minus", "-")
-        self.tokenizer = self.model = None
-        self._fingerprint = None
+        self.tokenizer: Any = None  # transformers' objects, loaded by load()
+        self.model: Any = None
+        self._fingerprint: str | None = None
 
     def load(self) -> None:
         if self.model is not None:

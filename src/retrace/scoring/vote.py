@@ -23,15 +23,17 @@ SameAnswer = Callable[[str, str], bool]
 def group_answers(answers: Sequence[str | None], same_answer: SameAnswer) -> list[list[int]]:
     """Indices of the non-None answers, grouped by equivalence, in order of first appearance."""
     groups: list[list[int]] = []
+    heads: list[str] = []  # each group's first answer
     for i, ans in enumerate(answers):
         if ans is None:
             continue
-        for group in groups:
-            if same_answer(answers[group[0]], ans):
+        for head, group in zip(heads, groups):
+            if same_answer(head, ans):
                 group.append(i)
                 break
         else:
             groups.append([i])
+            heads.append(ans)
     return groups
 
 

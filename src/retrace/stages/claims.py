@@ -327,7 +327,7 @@ def override_subset(overrides: Sequence[str]) -> str:
 def run(
     score_files: list[Path],
     out: Path,
-    extra: list[Path] = (),
+    extra: Sequence[Path] = (),
     weaker: Sequence[tuple[str, str]] = (),
     primary: Primary | None = None,
     controls: bool = False,

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from retrace.plan import stage_sources
@@ -17,9 +18,9 @@ def run(
     score_files: list[Path],
     out_dir: Path,
     claims: Path | None = None,
-    diagnostics: list[Path] = (),
-    sections: list[Path] = (),
-    probes: list[Path] = (),
+    diagnostics: Sequence[Path] = (),
+    sections: Sequence[Path] = (),
+    probes: Sequence[Path] = (),
 ) -> None:
     inputs = (
         [str(p) for p in score_files]

@@ -51,6 +51,9 @@ def question_text(data: dict, example: dict, where: str) -> str:
 class BigBench:
     """Shared reading of task.json files; subclasses turn one example into a Problem."""
 
+    def example_problem(self, data: dict, ex: dict, pid: str, where: str, meta: dict) -> Problem:
+        raise NotImplementedError
+
     def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
         data, path, label = read_task_json(cfg, root, source)
         examples = data.get("examples")

@@ -292,6 +292,7 @@ def _collect(
     proc: subprocess.Popen, ans_r: int, status_r: int, limits: Limits, start: float
 ) -> tuple[list[str], bool, str | None]:
     """Read stdout, stderr, ans and status until all close, a cap is hit, or the wall limit."""
+    assert proc.stdout is not None and proc.stderr is not None  # opened with PIPE
     fds = {
         proc.stdout.fileno(): bytearray(),
         proc.stderr.fileno(): bytearray(),
@@ -334,7 +335,8 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
     fds: list[int] = []
     proc = None
     try:
-        host_uid, lock = None, ()
+        host_uid: int | None = None
+        lock: tuple[int, ...] = ()
         if not rootless:  # a host uid of its own: NPROC is then this run's alone
             host_uid, lock_fd = _uid_slots.acquire()
             fds.append(lock_fd)
@@ -369,8 +371,9 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
         if proc is not None:  # whatever happened above, nothing of the run outlives it
             _kill(proc)
             proc.wait()
-            proc.stdout.close()
-            proc.stderr.close()
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
         for fd in fds:
             os.close(fd)
     return _result(proc.returncode, _cpu_s(status), limits, reason, truncated, out, err, ans, wall)
@@ -433,7 +436,7 @@ def _result(
 
 def describe(bwrap: str | None = None) -> dict:
     """What provenance records about this executor."""
-    path = bwrap or shutil.which("bwrap")
+    path = bwrap or shutil.which("bwrap") or "bwrap"
     version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
     return {
         "bwrap": path,
@@ -489,4 +492,6 @@ def run_code(code: str, limits: Limits = Limits(), bwrap: str | None = None) -> 
     problem = sandbox_problem(bwrap)
     if problem is not None:
         raise SandboxUnavailable(f"refusing to run generated code: {problem}")
-    return refused(code) or _execute(code, limits, bwrap or shutil.which("bwrap"), os.geteuid() != 0)
+    return refused(code) or _execute(
+        code, limits, bwrap or shutil.which("bwrap") or "bwrap", os.geteuid() != 0
+    )

@@ -128,7 +128,7 @@ class Search(Tool):
         self.backend = backend_of(self.settings)
         self.path = Path(self.settings.get("collection") or DEFAULT_COLLECTION)
         self.top_k = int(self.settings.get("top_k", 1))
-        self.digest = None
+        self.digest = ""  # the collection's sha256 (bm25 only)
         if self.backend == "bm25":
             if not self.path.is_file():
                 raise FileNotFoundError(
@@ -184,7 +184,7 @@ class Search(Tool):
             from retrace.tools._search_web import serpapi
 
             cache = self.settings.get("cache_dir", "results/cache/search")
-            return serpapi(query, self.settings, self.key, self.top_k, cache)
+            return serpapi(query, self.settings, self.key or "", self.top_k, cache)  # set: __init__
         if self.backend == "web":
             return self._web(query)
         return bm25_search(self.path, query, self.top_k, self.digest, self.settings.get("index_dir"))

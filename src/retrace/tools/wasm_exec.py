@@ -296,6 +296,7 @@ def _execute(code: str, limits, cache: str | None):
             cwd=job,
             pass_fds=(module_fd,),
         )
+        assert proc.stdin is not None  # opened with PIPE
         proc.stdin.write(json.dumps(spec).encode())
         proc.stdin.close()
         reason = _watch(proc, job, limits, start)
@@ -341,6 +342,7 @@ def _load_module(cache: str | None) -> tuple[int, dict]:
 
 def _status(proc: subprocess.Popen, reason: str | None) -> dict:
     """The worker's report: {"exit": n} or {"reason": "cpu_time" | "trap", "error": ...}."""
+    assert proc.stdout is not None and proc.stderr is not None  # opened with PIPE
     report = proc.stdout.read().decode("utf-8", "replace")
     worker_err = proc.stderr.read().decode("utf-8", "replace")
     proc.stdout.close()
@@ -438,7 +440,7 @@ def _worker() -> None:
     _limit_open_files(spec["open_files"])
     try:
         linker.instantiate(store, module).exports(store)["_start"](store)
-        report = {"exit": 0}
+        report: dict[str, int | str] = {"exit": 0}
     except wasmtime.ExitTrap as exc:
         report = {"exit": exc.code}
     except wasmtime.Trap as exc:
