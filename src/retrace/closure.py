@@ -46,7 +46,6 @@ EXCLUDED = {
     "retrace.family": "maps method family names to their modules; the families' own code is hashed",
     "retrace.estimate": "the cost estimate printed before a run",
     "retrace.progress": "progress lines in job logs",
-    "retrace.drr.settings": "DRR's config block and keys (retrace.plan's role); slices are hashed",
 }
 
 # Files besides Python that a module reads to shape its output, by module (paths relative to
@@ -55,9 +54,29 @@ DATA_FILES = {
     "retrace.report.html": ["templates/*.j2"],
     "retrace.report.lineage": ["templates/prov.html.j2"],
     "retrace.report.paper": ["paper_numbers.yaml"],
-    "retrace.art.program": ["program.lark"],
     "retrace.stages.probe": ["../prompts/probe.j2", "../prompts/probe_prefill.j2"],
 }
+
+
+def excluded() -> dict[str, str]:
+    """EXCLUDED and every method family's `unhashed_modules` (retrace.family)."""
+    from retrace.family import FAMILIES
+
+    out = dict(EXCLUDED)
+    for family in FAMILIES.all():
+        out.update(family.unhashed_modules())
+    return out
+
+
+def declared_data_files() -> dict[str, list[str]]:
+    """DATA_FILES and every method family's `data_files` (retrace.family)."""
+    from retrace.family import FAMILIES
+
+    out = dict(DATA_FILES)
+    for family in FAMILIES.all():
+        out.update(family.data_files())
+    return out
+
 
 # Engine packages whose version shapes what a backend generates (kernels, sampling, tokenizer
 # code): their versions join the keys of the stages that load that engine.
@@ -183,6 +202,7 @@ def modules(entries: tuple[str, ...], root: Path = SRC, exclude: bool = True) ->
     """Sorted names of every retrace module reachable from `entries`, exclusions left out
     (and not followed) unless `exclude` is False."""
     todo, seen = [], set()
+    skip = excluded() if exclude else {}
     for entry in entries:
         mod, _, func = entry.partition(":")
         if func:  # the entry's own module is hashed, but only the function's imports followed
@@ -191,7 +211,7 @@ def modules(entries: tuple[str, ...], root: Path = SRC, exclude: bool = True) ->
         todo += _with_parents(mod)[:-1] if func else _with_parents(mod)
     while todo:
         mod = todo.pop()
-        if mod in seen or (exclude and mod in EXCLUDED):
+        if mod in seen or mod in skip:
             continue
         if module_file(mod, root) is None:
             raise ClosureError(f"entry module {mod!r} has no source file under {root}")
@@ -254,10 +274,12 @@ def _top_level_aliases(tree: ast.Module, mod: str, path: Path, root: Path) -> di
 
 
 def data_files(mods: Iterable[str], root: Path = SRC) -> list[Path]:
-    """The declared data files of `mods` (DATA_FILES); a declared file that is missing is an error."""
+    """The declared data files of `mods` (declared_data_files); a declared file that is missing
+    is an error."""
     out = []
+    declared = declared_data_files()
     for mod in mods:
-        for pattern in DATA_FILES.get(mod, ()):
+        for pattern in declared.get(mod, ()):
             base = _source(mod, root).parent
             if any(c in pattern for c in "*?["):
                 found = sorted(base.glob(pattern))

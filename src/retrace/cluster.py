@@ -113,20 +113,12 @@ class OverLimit:
 
 
 def over_limit(global_cfg: dict, limit: int, probe_dir: Path | None = None) -> list[OverLimit]:
-    """Generation jobs and the method families' jobs (retrace.family `runtimes`) whose
-    estimated runtime exceeds `limit` minutes."""
-    from retrace.plan import jobs, load_experiment, shared_overrides
-    from retrace.sizing import RUNTIME_OVERHEAD_MIN, job_bounds
+    """The jobs of every method family (retrace.family `runtimes`: the spine's generation jobs
+    first, then DRR's and ART's) whose estimated runtime exceeds `limit` minutes."""
+    from retrace.plan import load_experiment
 
-    dso = shared_overrides(global_cfg, "dataset")
-    out = [
-        OverLimit(b.rule, b.path, b.minutes() or 0, True, RUNTIME_OVERHEAD_MIN)
-        for b in job_bounds(jobs(global_cfg), global_cfg.get("mirror"), dso, probe_dir)
-        if (b.minutes() or 0) > limit
-    ]
     ctx = Context(global_cfg, load_experiment(global_cfg["experiment"]), global_cfg.get("mirror"), probe_dir)
-    out += [o for family in FAMILIES.active(ctx) for o in family.runtimes(ctx) if o.minutes > limit]
-    return out
+    return [o for family in FAMILIES.active(ctx) for o in family.runtimes(ctx) if o.minutes > limit]
 
 
 def _profile(profile: Path) -> dict:

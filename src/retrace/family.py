@@ -10,9 +10,10 @@ package with a `family` module that registers a `Family` subclass instance:
         block = "toy"                      # the experiment key whose block it reads
         def estimate_lines(self, ctx): ...
 
-The core (plan, cluster, estimate, preflight, cli, catalog, the claims stage) asks every
-registered family for its part — jobs, cost bounds, runtimes, plan checks, claim names,
-report sections, CLI subcommands — and never imports a family by name (STYLE.md habit 17).
+The core (plan, cluster, estimate, preflight, cli, catalog, closure, the claims stage) asks
+every registered family for its part — jobs, cost bounds, runtimes, plan checks, claim names,
+report sections, CLI subcommands, rerun-key inputs — and never imports a family by name
+(STYLE.md habit 17).
 Families are found by a scan: every subpackage of `retrace` with a `family` module, then the
 `retrace.family` entry points of other installed distributions (their pyproject.toml
 `[project.entry-points."retrace.family"]`), then
@@ -130,6 +131,18 @@ class Family:
 
     def commands(self) -> dict[str, Callable[[list[str]], int | None]]:
         """CLI subcommands: `retrace NAME ARGS…` calls `commands()[NAME](ARGS)`."""
+        return {}
+
+    # Rerun-key inputs (retrace.closure): what the import closure cannot see for itself.
+
+    def unhashed_modules(self) -> dict[str, str]:
+        """Modules of this family whose edits must rerun nothing (module -> why): each shapes
+        keys or records, never an artifact's bytes; the closure neither hashes nor follows them."""
+        return {}
+
+    def data_files(self) -> dict[str, list[str]]:
+        """Files besides Python that a module of this family reads to shape its output (module
+        -> paths relative to the module's directory, globs allowed); they join its rerun keys."""
         return {}
 
 

