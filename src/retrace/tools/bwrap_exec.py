@@ -164,9 +164,25 @@ def _python_roots() -> list[str]:
 def _bwrap_command(
     bwrap: str, limits: Limits, fds: tuple[int, int, int, int], host_uid: int | None
 ) -> list[str]:
-    """The command line; `host_uid`: as root, the uid the program runs as (None: rootless)."""
+    """The command line; `host_uid`: as root, the uid the program runs as (None: rootless).
+    Read top to bottom: namespaces, the read-only system, scratch, environment, the uid drop
+    (as root) and the launcher; each part keeps its binds beside the reason for them."""
     ans_fd, status_fd, seccomp_fd, program_fd = fds
-    rootless = host_uid is None
+    roots = _python_roots()
+    tmp_holds_python = any(r == "/tmp" or r.startswith("/tmp/") for r in roots)
+    return [
+        *_namespaces(bwrap, rootless=host_uid is None),
+        *_system_binds(),
+        *_python_binds(roots, limits, tmp_holds_python),
+        *_scratch(limits, tmp_holds_python, seccomp_fd),
+        *_environment(),
+        *_uid_drop(host_uid),
+        *_launcher(limits, ans_fd, status_fd, program_fd),
+    ]
+
+
+def _namespaces(bwrap: str, rootless: bool) -> list[str]:
+    """New network, pid, ipc, uts and cgroup namespaces, an empty environment, a new session."""
     cmd = [
         bwrap,
         "--unshare-net",
@@ -181,15 +197,24 @@ def _bwrap_command(
     if rootless:  # the caller's uid, seen as 65534 inside; no nested namespaces (and seccomp)
         cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
         cmd += ["--disable-userns"] if _has_option(bwrap, "--disable-userns") else []
-    cmd += ["--ro-bind", "/usr", "/usr"]
+    return cmd
+
+
+def _system_binds() -> list[str]:
+    """/usr read-only, the merged-/usr links, and the dynamic loader's cache."""
+    cmd = ["--ro-bind", "/usr", "/usr"]
     for link in ("bin", "lib", "lib64", "sbin"):  # merged-/usr links of Debian 12
         if os.path.islink(f"/{link}"):
             cmd += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
     if os.path.exists("/etc/ld.so.cache"):
         cmd += ["--perms", "0755", "--dir", "/etc", "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    return cmd
+
+
+def _python_binds(roots: list[str], limits: Limits, tmp_holds_python: bool) -> list[str]:
+    """The interpreter's and its packages' folders, read-only, each parent readable."""
+    cmd: list[str] = []
     made: set[str] = set()
-    roots = _python_roots()
-    tmp_holds_python = any(r == "/tmp" or r.startswith("/tmp/") for r in roots)
     if tmp_holds_python:
         # A venv under /tmp (e.g. a CI checkout there) must be bound inside /tmp, so /tmp
         # cannot be the symlink to /scratch: it becomes its own capped tmpfs instead.
@@ -203,23 +228,22 @@ def _bwrap_command(
                 made.add(parent)
                 cmd += ["--perms", "0755", "--dir", parent]
         cmd += ["--ro-bind", root, root]
-    cmd += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--perms",
-        "1777",
-        "--size",
-        str(limits.scratch_bytes),
-        "--tmpfs",
-        SCRATCH,
-    ]
+    return cmd
+
+
+def _scratch(limits: Limits, tmp_holds_python: bool, seccomp_fd: int) -> list[str]:
+    """/proc, /dev, the capped scratch tmpfs (and /tmp pointing there), / read-only, seccomp."""
+    cmd = ["--proc", "/proc", "--dev", "/dev"]
+    cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH]
     if not tmp_holds_python:
         cmd += ["--symlink", SCRATCH, "/tmp"]
     # Rootless, the tmpfs bwrap builds / and /dev on belongs to the program's own uid: made
     # read-only, they cannot hold files outside the scratch cap.
-    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH, "--seccomp", str(seccomp_fd)]
+    return cmd + ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH, "--seccomp", str(seccomp_fd)]
+
+
+def _environment() -> list[str]:
+    """The program's whole environment: one thread per library, the fixed hash seed."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -229,21 +253,29 @@ def _bwrap_command(
         "OPENBLAS_NUM_THREADS": "1",
         "PYTHONHASHSEED": DETERMINISM["PYTHONHASHSEED"],
     }
-    for key, value in env.items():
-        cmd += ["--setenv", key, value]
-    if not rootless:  # root outside: drop to the run's own host uid for real
-        uid = str(host_uid)
-        cmd += [
-            "setpriv",
-            f"--reuid={uid}",
-            f"--regid={uid}",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--no-new-privs",
-            "--",
-        ]
-    return cmd + [
+    return [arg for key, value in env.items() for arg in ("--setenv", key, value)]
+
+
+def _uid_drop(host_uid: int | None) -> list[str]:
+    """As root outside (a `host_uid`): drop to the run's own host uid for real (setpriv)."""
+    if host_uid is None:
+        return []
+    uid = str(host_uid)
+    return [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
+
+
+def _launcher(limits: Limits, ans_fd: int, status_fd: int, program_fd: int) -> list[str]:
+    """The interpreter running _LAUNCHER with the limits and the pipes' descriptors."""
+    return [
         sys.executable,
         *("-s", "-P", "-B"),  # -I without its -E, which would ignore PYTHONHASHSEED (env is ours)
         "-c",
