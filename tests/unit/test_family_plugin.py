@@ -120,6 +120,36 @@ def test_its_report_section_renders_in_the_report(toy, tmp_path):
     assert '<h2 id="toy-rounds">Toy: rounds</h2>' in html and "0.750" in html
 
 
+class ToyKeys(Toy):
+    """The toy with rerun-key inputs, registered only by the test below: closure.modules is
+    cached per process (after the scan has found every family), so it is cleared around it."""
+
+    def data_files(self) -> dict[str, list[str]]:
+        return {"retrace.report.sections": ["__init__.py"]}  # any file beside a module will do
+
+    def unhashed_modules(self) -> dict[str, str]:
+        return {"retrace.report.tables": "the toy's claim (this test) that its edits rerun nothing"}
+
+
+def test_its_rerun_key_inputs_reach_the_closure():
+    """Its data files join the keys of code that imports their module; its unhashed modules are
+    neither hashed nor followed — closure.py names no family for either."""
+    from retrace import closure
+
+    closure.modules.cache_clear()
+    FAMILIES.register("toy_keys")(ToyKeys)
+    try:
+        init = closure.SRC / "retrace" / "report" / "__init__.py"
+        assert init in closure.data_files(["retrace.report.sections"])
+        assert "retrace.report.tables" in closure.modules(("retrace.report.html",), exclude=False)
+        assert "retrace.report.tables" not in closure.modules(("retrace.report.html",))
+    finally:
+        FAMILIES.unregister("toy_keys")
+        closure.modules.cache_clear()
+    assert "retrace.report.tables" in closure.modules(("retrace.report.html",))
+    assert init not in closure.data_files(["retrace.report.sections"])
+
+
 def test_unregistered_it_is_gone(toy):
     FAMILIES.unregister("toy")
     assert estimate.family_lines(toy, None) == []

@@ -239,7 +239,16 @@ def _scratch(limits: Limits, tmp_holds_python: bool, seccomp_fd: int) -> list[st
         cmd += ["--symlink", SCRATCH, "/tmp"]
     # Rootless, the tmpfs bwrap builds / and /dev on belongs to the program's own uid: made
     # read-only, they cannot hold files outside the scratch cap.
-    return cmd + ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH, "--seccomp", str(seccomp_fd)]
+    return cmd + [
+        "--remount-ro",
+        "/dev",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        SCRATCH,
+        "--seccomp",
+        str(seccomp_fd),
+    ]
 
 
 def _environment() -> list[str]:
