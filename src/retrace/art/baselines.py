@@ -19,6 +19,7 @@ Every row keeps the prompts' tails and the traces; scoring happens in the summar
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,30 @@ from retrace.records import Problem, Request, Sampling
 from retrace.templates import render
 
 
+@dataclass(frozen=True)
+class Settings:
+    """The block's `settings:` as ART's methods read them, typed and read-only (their defaults
+    and meanings: art/plan.py SETTINGS and OPTIONAL_SETTINGS, which `plan.check` fills and checks)."""
+
+    max_steps: int
+    segment_tokens: int
+    program_tokens: int
+    answer_tokens: int
+    cot_tokens: int
+    fewshot_k: int
+    autocot_k: int
+    sc_k: int
+    sc_temperature: float
+    cluster_examples: int
+    demos_per_task: int
+    autocot_selection: str = "kmeans"
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> Settings:
+        """From a checked block's settings mapping (an unknown key is a TypeError here)."""
+        return cls(**settings)
+
+
 @dataclass
 class Context:
     llm: Any  # retrace.llm.LLM (generate, run_tasks); not imported: no code of its in the closure
@@ -36,10 +61,14 @@ class Context:
     problems: list[Problem]  # test problems
     pool: list[Problem]  # held-out problems (demonstrations, AutoCoT seeds)
     description: str
-    settings: dict
+    settings: Settings  # a settings mapping given here is read into Settings
     seed: int = 0
     demos: list[str] = field(default_factory=list)  # library demonstrations (ART methods)
     tools: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.settings, Settings):
+            self.settings = Settings.of(self.settings)
 
 
 def _request(ctx: Context, prompt: str, max_tokens: int, stop=END_STOPS, temperature: float = 0.0) -> Request:
@@ -62,13 +91,13 @@ def _row(p: Problem, answer: str | None, **extra) -> dict:
 
 def fewshot(ctx: Context) -> list[dict]:
     rng = random.Random(ctx.seed)
-    shots = rng.sample(ctx.pool, min(ctx.settings["fewshot_k"], len(ctx.pool)))
+    shots = rng.sample(ctx.pool, min(ctx.settings.fewshot_k, len(ctx.pool)))
     examples = [(format_input(s), gold_answer(s)) for s in shots]
     prompts = [
         render("art_fewshot.j2", description=ctx.description, examples=examples, input=format_input(p))
         for p in ctx.problems
     ]
-    done = _complete(ctx, prompts, ctx.settings["answer_tokens"], stop=("\n",))
+    done = _complete(ctx, prompts, ctx.settings.answer_tokens, stop=("\n",))
     return [
         _row(p, c.text.strip() or None, text=c.text, key=c.key, shots=[s.id for s in shots])
         for p, c in zip(ctx.problems, done)
@@ -89,8 +118,8 @@ def autocot(ctx: Context) -> list[dict]:
     from retrace.art import autocot as ac
 
     texts = [format_input(s) for s in ctx.pool]
-    k = ctx.settings["autocot_k"]
-    if ctx.settings.get("autocot_selection", "kmeans") == "random":  # the ART paper's (§A.4)
+    k = ctx.settings.autocot_k
+    if ctx.settings.autocot_selection == "random":  # the ART paper's (§A.4)
         groups = ac.random_groups(len(texts), k, ctx.seed)
     else:  # Zhang et al.'s AutoCoT
         groups = ac.cluster(texts, k, ctx.seed)
@@ -98,7 +127,7 @@ def autocot(ctx: Context) -> list[dict]:
     def cot(i: int):
         """Question i's zero-shot chain, as a scheduler task: returns (reasoning, answer)."""
         zero = render("art_autocot.j2", description=ctx.description, demos=[], input=texts[i])
-        reasoning, ans = _answer_of((yield _request(ctx, zero, ctx.settings["cot_tokens"])).text)
+        reasoning, ans = _answer_of((yield _request(ctx, zero, ctx.settings.cot_tokens)).text)
         return reasoning, None if "\n----" in reasoning else ans  # a chain that ran on is not kept
 
     picked = ac.choose(cot, texts, groups, ctx.llm.run_tasks)
@@ -107,7 +136,7 @@ def autocot(ctx: Context) -> list[dict]:
         render("art_autocot.j2", description=ctx.description, demos=demos, input=format_input(p))
         for p in ctx.problems
     ]
-    done = _complete(ctx, prompts, ctx.settings["cot_tokens"])
+    done = _complete(ctx, prompts, ctx.settings.cot_tokens)
     about = {
         "demos": [ctx.pool[d["index"]].id for d in picked],
         "clusters": [[ctx.pool[i].id for i in g] for g in groups],
@@ -123,9 +152,9 @@ def _programs(ctx: Context, mode: str, k: int = 1, temperature: float = 0.0) -> 
         ctx.llm,
         ctx.tools if mode != "notools" else {},
         mode=mode,
-        max_steps=s["max_steps"],
-        segment_tokens=s["segment_tokens"],
-        program_tokens=s["program_tokens"],
+        max_steps=s.max_steps,
+        segment_tokens=s.segment_tokens,
+        program_tokens=s.program_tokens,
         temperature=temperature,
         seed=ctx.seed,
     )
@@ -157,7 +186,7 @@ def art_notools(ctx: Context) -> list[dict]:
 
 
 def art_sc(ctx: Context) -> list[dict]:
-    k, temp = ctx.settings["sc_k"], ctx.settings["sc_temperature"]
+    k, temp = ctx.settings.sc_k, ctx.settings.sc_temperature
     rows = []
     for p, traces in zip(ctx.problems, _programs(ctx, "pause", k, temp)):
         answers = [t.answer for t in traces]
