@@ -52,6 +52,15 @@ def _overview(sub_help: dict[str, str]) -> str:
     )
 
 
+def _commands() -> dict:
+    """COMMANDS once every method family is found: a family's module registers its steps (the
+    spine's generate, score, claims …) when the scan imports it."""
+    from retrace.family import FAMILIES
+
+    FAMILIES.all()
+    return COMMANDS
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="retrace", formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -59,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True, help=argparse.SUPPRESS)
     # the internal steps first, in the order they run, then the user commands
-    for name, c in sorted(COMMANDS.items(), key=lambda item: not item[1].step):
+    for name, c in sorted(_commands().items(), key=lambda item: not item[1].step):
         p = sub.add_parser(name, help=c.help, description=None if c.step else c.help)
         if c.examples:
             _with_examples(p, c.examples)
@@ -129,7 +138,7 @@ def _one_line(e: BaseException) -> str:
 
 
 def _dispatch(argv: list[str]) -> int:
-    mains = own_parsers() if argv and argv[0] not in COMMANDS else {}
+    mains = own_parsers() if argv and argv[0] not in _commands() else {}
     if argv and argv[0] in mains:
         return mains[argv[0]](argv[1:]) or 0
     a = _parser().parse_args(argv)

@@ -1,11 +1,11 @@
 """The code a stage runs, derived from its entry point: the static import closure inside `retrace`.
 
     code_files(["retrace.stages.diagnose"])          # modules the stage imports, transitively
-    code_files(["retrace.drr.stages:distil"])        # one function: the imports it uses
+    code_files(["retrace.stages.diagnose:run"])      # one function: the imports it uses
     engine_versions("llamacpp")                      # {"xllamacpp": "0.2.6"}
     sandbox_versions("wasm")                         # {"wasmtime": "50.0.1", ..., "runtime_sha256": ...}
 
-Rerun keys (retrace.plan, drr/settings.py, art/plan.py) and provenance records hash these
+Rerun keys (retrace.plan, and each method family's own keys) and provenance records hash these
 files, so a stage's key covers every module it may execute — a hand-kept list drifts the day
 someone adds an import (STYLE.md habit 13). The graph is read from the source (`ast`), not by
 importing: imports inside functions count, and so does a string naming a retrace module
@@ -14,7 +14,9 @@ imports lazily by name. Not covered: a module name assembled at run time from pi
 test tests/unit/test_closure.py fails when an imported module escapes the closure.
 Plugins found by name through a registry are added by the caller (retrace.plan), then closed
 over like any entry. A module that cannot be found, or a declared data file that is missing,
-is an error: a key must never silently shrink.
+is an error: a key must never silently shrink. Method families add their own exclusions and
+data files through their registrations (retrace.family `unhashed_modules`, `data_files`), so
+this module names none of them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The internal steps the workflow's rules call (plumbing; `retrace COMMAND --help` for each):
-model, data, generate, score, probe, merge-shards, diagnose, score-cell, claims, report.
-Each parses its arguments here and calls the stage function in retrace.stages that tests call."""
+model, data, probe, report; the spine family's (generate, score, merge-shards, diagnose,
+score-cell, claims) are in retrace/spine/commands.py. Each parses its arguments here and calls
+the stage function in retrace.stages that tests call."""
 
 from __future__ import annotations
 
@@ -9,42 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from retrace.commands import command
-from retrace.plan import Job
-
-
-def _job_args(p: argparse.ArgumentParser) -> None:
-    for name in ("model", "backend", "dataset", "method", "label"):
-        p.add_argument(f"--{name}", required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--override", action="append", default=[], help="dotted Hydra override, e.g. method.n=8")
-
-
-def _job(a: argparse.Namespace) -> Job:
-    eq: tuple[str, ...] = ()
-    if getattr(a, "equal_compute_from", None):
-        eq = ("", "", a.equal_compute_kind)  # the labels only matter to the planner
-    return Job(a.model, a.backend, a.dataset, a.label, a.method, a.seed, tuple(a.override), eq)
-
-
-def _planned_args(p: argparse.ArgumentParser) -> None:
-    """The experiment whose score files (and diagnostics) a stage reads, instead of listing
-    them as arguments: a paper-scale grid's paths overflow the command line."""
-    p.add_argument("--experiment", default=None, help="read the score files of this experiment's plan")
-    p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")
-    p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
-
-
-def _planned(
-    p: argparse.ArgumentParser, a: argparse.Namespace, kind: str, suffix: str, only=None
-) -> list[Path]:
-    """The files given as arguments, or else those of --experiment's plan (retrace.plan.planned_files)."""
-    from retrace.plan import planned_files
-
-    if a.experiment is None:
-        return a.scores if kind == "scores" else a.diagnostics
-    if a.scores or (kind == "diagnostics" and a.diagnostics):
-        p.error(f"give {kind} files or --experiment, not both")
-    return planned_files({"experiment": a.experiment, "overrides": a.override}, a.results, kind, suffix, only)
+from retrace.commands.args import job_args, job_of, planned_args, planned_paths
 
 
 @command("model", "materialise and fingerprint a model", step=True)
@@ -76,62 +42,9 @@ def _data(p: argparse.ArgumentParser) -> Callable:
     return run
 
 
-@command("generate", "generate one job", step=True)
-def _generate(p: argparse.ArgumentParser) -> Callable:
-    _job_args(p)
-    for name in ("data", "manifest", "out", "cache"):
-        p.add_argument(f"--{name}", type=Path, required=True)
-    p.add_argument(
-        "--equal-compute-from",
-        type=Path,
-        nargs=2,
-        metavar=("REFINE", "MAJORITY"),
-        help="price N' from these generations (for Maj@N' jobs)",
-    )
-    p.add_argument("--equal-compute-kind", choices=("effective", "nominal"), default="effective")
-    p.add_argument(
-        "--scorer-manifest",
-        type=Path,
-        default=None,
-        help="manifest of the judge model when the scorer names another model",
-    )
-    p.add_argument("--shard", type=int, default=None, help="run only data-parallel shard I …")
-    p.add_argument("--shards", type=int, default=1, help="… of K (retrace.shards)")
-
-    def run(a: argparse.Namespace) -> None:
-        from retrace.stages import generate
-
-        generate.run(
-            _job(a),
-            a.data,
-            a.manifest,
-            a.cache,
-            a.out,
-            tuple(a.equal_compute_from) if a.equal_compute_from else None,
-            a.scorer_manifest,
-            shard=(a.shard, a.shards) if a.shard is not None else None,
-        )
-
-    return run
-
-
-@command("score", "score one job", step=True)
-def _score(p: argparse.ArgumentParser) -> Callable:
-    _job_args(p)
-    for name in ("data", "manifest", "out", "generations"):
-        p.add_argument(f"--{name}", type=Path, required=True)
-
-    def run(a: argparse.Namespace) -> None:
-        from retrace.stages import score
-
-        score.run(_job(a), a.generations, a.data, a.manifest, a.out)
-
-    return run
-
-
 @command("probe", "measure the raw engine's full-batch tok/s (for the run summary)", step=True)
 def _probe(p: argparse.ArgumentParser) -> Callable:
-    _job_args(p)
+    job_args(p)
     p.add_argument("--manifest", type=Path, required=True)
     p.add_argument("--tokens", type=int, default=None)
     p.add_argument("--out", type=Path, required=True)
@@ -139,96 +52,7 @@ def _probe(p: argparse.ArgumentParser) -> Callable:
     def run(a: argparse.Namespace) -> None:
         from retrace.stages import probe
 
-        probe.run(_job(a), a.manifest, a.out, a.tokens or probe.PROBE_TOKENS)
-
-    return run
-
-
-@command("merge-shards", "join a job's data-parallel shard outputs", step=True)
-def _merge_shards(p: argparse.ArgumentParser) -> Callable:
-    _job_args(p)
-    p.add_argument("--data", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("shards", type=Path, nargs="+", help="shard outputs, in shard order")
-
-    def run(a: argparse.Namespace) -> None:
-        from retrace.stages import generate
-
-        generate.merge(_job(a), a.data, a.shards, a.out)
-
-    return run
-
-
-@command("diagnose", "per-depth diagnostics of a refinement job", step=True)
-def _diagnose(p: argparse.ArgumentParser) -> Callable:
-    _job_args(p)
-    for name in ("generations", "data", "out"):
-        p.add_argument(f"--{name}", type=Path, required=True)
-
-    def run(a: argparse.Namespace) -> None:
-        from retrace.stages import diagnose
-
-        diagnose.run(_job(a), a.generations, a.data, a.out)
-
-    return run
-
-
-@command("score-cell", "score (and diagnose) every job of one model, backend, dataset, seed", step=True)
-def _score_cell(p: argparse.ArgumentParser) -> Callable:
-    p.add_argument("--experiment", required=True)
-    p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")
-    for name in ("model", "backend", "dataset"):
-        p.add_argument(f"--{name}", required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
-
-    def run(a: argparse.Namespace) -> None:
-        from retrace.stages import score_cell
-
-        score_cell.run(a.experiment, tuple(a.override), (a.model, a.backend, a.dataset, a.seed), a.results)
-
-    return run
-
-
-@command("claims", "paper claims as gates (claims.csv)", step=True)
-def _claims(p: argparse.ArgumentParser) -> Callable:
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument(
-        "--primary", action="append", default=[], help="a pre-registered primary claim (repeatable)"
-    )
-    p.add_argument("--primary-dataset", action="append", default=[], help="... on this dataset (repeatable)")
-    p.add_argument("--primary-alpha", type=float, default=0.04, help="the primary claims' share of alpha")
-    p.add_argument(
-        "--extra",
-        type=Path,
-        action="append",
-        default=[],
-        help="a method family's claims CSV to merge (repeatable)",
-    )
-    p.add_argument(
-        "--weaker",
-        action="append",
-        default=[],
-        metavar="WEAK,STRONG",
-        help="a pre-registered model pair for 'weaker models gain most' (repeatable)",
-    )
-    p.add_argument(
-        "--controls",
-        action="store_true",
-        help="add the positive (majority vs greedy) and A/A (sample 1 vs 0 of majority) control rows",
-    )
-    p.add_argument("scores", type=Path, nargs="*")
-    _planned_args(p)
-
-    def run(a: argparse.Namespace) -> None:
-        from retrace.stages import claims
-
-        pairs = [claims.parse_pair(w) for w in a.weaker]
-        primary = None
-        if a.primary:
-            primary = claims.Primary(tuple(a.primary), a.primary_alpha, tuple(a.primary_dataset))
-        subset = claims.override_subset(a.override)
-        claims.run(_planned(p, a, "scores", ".json"), a.out, a.extra, pairs, primary, a.controls, subset)
+        probe.run(job_of(a), a.manifest, a.out, a.tokens or probe.PROBE_TOKENS)
 
     return run
 
@@ -253,14 +77,14 @@ def _report(p: argparse.ArgumentParser) -> Callable:
         help="a probe stage output: the raw engine rate for the run summary (repeatable)",
     )
     p.add_argument("scores", type=Path, nargs="*")
-    _planned_args(p)
+    planned_args(p)
 
     def run(a: argparse.Namespace) -> None:
         from retrace.plan import diagnosed
         from retrace.stages import report
 
-        scores = _planned(p, a, "scores", ".json")
-        diagnostics = _planned(p, a, "diagnostics", ".json", diagnosed)
+        scores = planned_paths(p, a, "scores", ".json")
+        diagnostics = planned_paths(p, a, "diagnostics", ".json", diagnosed)
         if not scores:
             p.error("give score files or --experiment")
         report.run(scores, a.out_dir, a.claims, diagnostics, a.section, a.probe)

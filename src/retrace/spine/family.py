@@ -2,6 +2,7 @@
 `runs:` list — the sampling methods and refinement, generated, scored and claimed.
 
     retrace plan --experiment paper --check   # runtimes, config_checks (spine/checks.py)
+    retrace generate|score|score-cell|claims …  # its steps (spine/commands.py), registered on import
 
 It has no block of its own (`runs:` is the experiment's spine), so it is always active and
 comes first (order 10). Its jobs are retrace.plan's; its sizes retrace.sizing's.
@@ -9,6 +10,7 @@ comes first (order 10). Its jobs are retrace.plan's; its sizes retrace.sizing's.
 
 from __future__ import annotations
 
+import retrace.spine.commands  # noqa: F401  (registers the spine's steps: generate, score, claims …)
 from retrace.family import FAMILIES, Context, Family
 
 
