@@ -14,7 +14,7 @@ from pathlib import Path
 
 from retrace import data, models
 from retrace.art import overlap, plan, unseen
-from retrace.art.baselines import METHOD_FNS, Context
+from retrace.art.baselines import METHOD_FNS, Context, Settings
 from retrace.art.library import EVAL_TASKS, eval_tasks, load_library
 from retrace.atomic import write_json, write_jsonl
 from retrace.cache import RequestCache
@@ -96,7 +96,7 @@ def _tools(cfg: dict, llm) -> dict:
 
 def _demos(cfg: dict, version: str, names: list[str]) -> list[str]:
     lib = load_library(plan.version_dirs(cfg, version))
-    k = cfg["settings"]["demos_per_task"]
+    k = Settings.of(cfg["settings"]).demos_per_task
     return [d for n in names for d in lib.tasks[n].demos[:k]]
 
 
@@ -138,7 +138,7 @@ def select(
                 lib_ex = {k: parse(t.demos[0]).input for k, t in lib.tasks.items()}
                 result = sel.llm_similarity(llm, index, desc, examples, lib_ex, n)
             else:
-                held = pool[: cfg["settings"]["cluster_examples"]]
+                held = pool[: Settings.of(cfg["settings"]).cluster_examples]
                 result = sel.cluster(
                     lib,
                     lambda names: _held_out_accuracy(
