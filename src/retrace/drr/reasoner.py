@@ -18,11 +18,14 @@ Each question's path, Abstain answer and Self-Critic loop is a task of retrace.s
 returned, whatever the other questions are doing, so one slow reply holds up only its own
 question. A task builds each request from its own history only, so the requests (and cache
 keys) are those of a turn-by-turn batched loop; the results are returned in problem order.
+The block's settings the requests read (strategy, max_tokens, the Appendix B temperatures) are
+read once into a frozen `Settings`; every function here takes it or the block's mapping.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from retrace.drr import prompts
@@ -31,17 +34,52 @@ from retrace.records import Completion, Problem, Request, Sampling
 from retrace.scheduler import Task, one
 
 
-def turn_sampling(cfg: Mapping, turn: int, seed: int, problem_id: str) -> Sampling:
+@dataclass(frozen=True)
+class Temperature:
+    """One of the block's `sampling:` entries."""
+
+    temperature: float
+    top_p: float
+
+    @classmethod
+    def of(cls, entry: Mapping) -> Temperature:
+        return cls(float(entry["temperature"]), float(entry["top_p"]))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the reasoner's requests read from the DRR block (config/drr/defaults.yaml under
+    `drr:`, drr/settings.load), typed and read-only."""
+
+    strategy: str  # exploration | gradual
+    max_tokens: int
+    exploration_first: Temperature
+    exploration_later: Temperature
+    gradual: Temperature
+    abstain: Temperature
+    selfcritic: Temperature
+
+    @classmethod
+    def of(cls, cfg: Mapping | Settings) -> Settings:
+        """`cfg` itself if already read, else read from the block's mapping."""
+        if isinstance(cfg, Settings):
+            return cfg
+        s = cfg["sampling"]
+        names = ("exploration_first", "exploration_later", "gradual", "abstain", "selfcritic")
+        return cls(str(cfg["strategy"]), int(cfg["max_tokens"]), *(Temperature.of(s[n]) for n in names))
+
+
+def turn_sampling(cfg: Mapping | Settings, turn: int, seed: int, problem_id: str) -> Sampling:
     """Appendix B temperatures: exploration T=0.1/p=0.9 first, 0.6/0.7 later; gradual 0.6/0.9."""
-    s = cfg["sampling"]
-    if cfg["strategy"] == "exploration":
-        chosen = s["exploration_first"] if turn == 0 else s["exploration_later"]
+    s = Settings.of(cfg)
+    if s.strategy == "exploration":
+        chosen = s.exploration_first if turn == 0 else s.exploration_later
     else:
-        chosen = s["gradual"]
+        chosen = s.gradual
     return Sampling(
-        temperature=float(chosen["temperature"]),
-        top_p=float(chosen["top_p"]),
-        max_tokens=int(cfg["max_tokens"]),
+        temperature=chosen.temperature,
+        top_p=chosen.top_p,
+        max_tokens=s.max_tokens,
         seed=derive_seed(seed, problem_id, turn),
     )
 
@@ -63,10 +101,12 @@ def turn_record(problem: Problem, turn: int, messages, completion) -> dict:
     }
 
 
-def turn_request(problem: Problem, turns: Sequence[dict], cfg: Mapping, seed: int) -> tuple[tuple, Request]:
+def turn_request(
+    problem: Problem, turns: Sequence[dict], cfg: Mapping | Settings, seed: int
+) -> tuple[tuple, Request]:
     """(messages, request) of the problem's next turn, built from its own turns so far."""
     turn = len(turns)
-    m = prompts.turn_messages(problem, turns, turn, cfg["strategy"])
+    m = prompts.turn_messages(problem, turns, turn, Settings.of(cfg).strategy)
     return m, Request(
         messages=m, sampling=turn_sampling(cfg, turn, seed, problem.id), tag=f"{problem.id}#turn{turn}"
     )
@@ -74,7 +114,7 @@ def turn_request(problem: Problem, turns: Sequence[dict], cfg: Mapping, seed: in
 
 def path_task(
     problem: Problem,
-    cfg: Mapping,
+    cfg: Mapping | Settings,
     seed: int,
     max_turns: int,
     stop: Callable[[Problem, dict], bool] | None = None,
@@ -94,64 +134,68 @@ def path_task(
 def rejection_paths(
     problems: Sequence[Problem],
     llm,
-    cfg: Mapping,
+    cfg: Mapping | Settings,
     seed: int,
     max_turns: int,
     stop: Callable[[Problem, dict], bool] | None = None,
 ) -> dict[str, dict]:
     """{problem id: {"problem_id", "turns": [...]}}; a question stops when `stop` says so
     after a turn (distillation: its answer was right), else after `max_turns`."""
-    paths = llm.run_tasks([path_task(p, cfg, seed, max_turns, stop) for p in problems])
+    s = Settings.of(cfg)
+    paths = llm.run_tasks([path_task(p, s, seed, max_turns, stop) for p in problems])
     return {p.id: path for p, path in zip(problems, paths)}
 
 
-def abstain_request(problem: Problem, cfg: Mapping, seed: int) -> tuple[tuple, Request]:
+def abstain_request(problem: Problem, cfg: Mapping | Settings, seed: int) -> tuple[tuple, Request]:
     """(messages, request) of the Abstain baseline: 'none of the above' allowed, T=0.1."""
-    s = cfg["sampling"]["abstain"]
+    settings = Settings.of(cfg)
+    s = settings.abstain
     m = prompts.abstain_messages(problem)
     return m, Request(
         messages=m,
         sampling=Sampling(
-            temperature=float(s["temperature"]),
-            top_p=float(s["top_p"]),
-            max_tokens=int(cfg["max_tokens"]),
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_tokens=settings.max_tokens,
             seed=derive_seed(seed, problem.id, 1000),
         ),
         tag=f"{problem.id}#abstain",
     )
 
 
-def abstain_task(problem: Problem, cfg: Mapping, seed: int) -> Task:
+def abstain_task(problem: Problem, cfg: Mapping | Settings, seed: int) -> Task:
     """The problem's Abstain answer as a one-request task; returns its turn record."""
     m, request = abstain_request(problem, cfg, seed)
     return turn_record(problem, 0, m, (yield from one(request)))
 
 
-def abstain_answers(problems: Sequence[Problem], llm, cfg: Mapping, seed: int) -> dict[str, dict]:
+def abstain_answers(problems: Sequence[Problem], llm, cfg: Mapping | Settings, seed: int) -> dict[str, dict]:
     """The Abstain baseline: one answer per question, 'none of the above' allowed (T=0.1)."""
-    records = llm.run_tasks([abstain_task(p, cfg, seed) for p in problems])
+    s = Settings.of(cfg)
+    records = llm.run_tasks([abstain_task(p, s, seed) for p in problems])
     return {p.id: rec for p, rec in zip(problems, records)}
 
 
 def selfcritic_request(
-    problem: Problem, replies: Sequence[str], cfg: Mapping, seed: int
+    problem: Problem, replies: Sequence[str], cfg: Mapping | Settings, seed: int
 ) -> tuple[tuple, Request]:
     """(messages, request) of step len(replies) of Huang et al.'s answer/review/improve loop, T=0."""
-    s, step = cfg["sampling"]["selfcritic"], len(replies)
+    settings, step = Settings.of(cfg), len(replies)
+    s = settings.selfcritic
     m = prompts.selfcritic_messages(problem, replies)
     return m, Request(
         messages=m,
         sampling=Sampling(
-            temperature=float(s["temperature"]),
-            top_p=float(s["top_p"]),
-            max_tokens=int(cfg["max_tokens"]),
+            temperature=s.temperature,
+            top_p=s.top_p,
+            max_tokens=settings.max_tokens,
             seed=derive_seed(seed, problem.id, 2000 + step),
         ),
         tag=f"{problem.id}#selfcritic{step}",
     )
 
 
-def selfcritic_task(problem: Problem, cfg: Mapping, seed: int) -> Task:
+def selfcritic_task(problem: Problem, cfg: Mapping | Settings, seed: int) -> Task:
     """One problem's Self-Critic loop as a task: answer, review, improve, each step sent as
     soon as the previous one returned; returns {"steps", "initial_letter", "letter"}."""
     replies: list[str] = []
@@ -178,13 +222,16 @@ def selfcritic_task(problem: Problem, cfg: Mapping, seed: int) -> Task:
     }
 
 
-def selfcritic_answers(problems: Sequence[Problem], llm, cfg: Mapping, seed: int) -> dict[str, dict]:
+def selfcritic_answers(
+    problems: Sequence[Problem], llm, cfg: Mapping | Settings, seed: int
+) -> dict[str, dict]:
     """Self-Critic (Huang et al.): answer, review, improve, at T=0; one task per question."""
-    results = llm.run_tasks([selfcritic_task(p, cfg, seed) for p in problems])
+    s = Settings.of(cfg)
+    results = llm.run_tasks([selfcritic_task(p, s, seed) for p in problems])
     return {p.id: r for p, r in zip(problems, results)}
 
 
-def eval_generations(problems: Sequence[Problem], llm, cfg: Mapping, seed: int, max_turns: int):
+def eval_generations(problems: Sequence[Problem], llm, cfg: Mapping | Settings, seed: int, max_turns: int):
     """Rejection paths (`max_turns` turns each), Abstain and Self-Critic in one `run_tasks`
     call: per problem a path task, an abstain task and a self-critic task, so each task's
     next request goes to the engine as soon as its previous one returned (no round barrier).
@@ -192,10 +239,11 @@ def eval_generations(problems: Sequence[Problem], llm, cfg: Mapping, seed: int, 
     Returns (paths, abstain, critic), each {problem id: ...} in problem order."""
     # In this order a synchronous engine's waves are the old rounds, request for request
     # (path turn r of every question, their Abstain answers at r = 0, Self-Critic step r).
+    s = Settings.of(cfg)
     tasks = (
-        [path_task(p, cfg, seed, max_turns) for p in problems]
-        + [abstain_task(p, cfg, seed) for p in problems]
-        + [selfcritic_task(p, cfg, seed) for p in problems]
+        [path_task(p, s, seed, max_turns) for p in problems]
+        + [abstain_task(p, s, seed) for p in problems]
+        + [selfcritic_task(p, s, seed) for p in problems]
     )
     done, n = llm.run_tasks(tasks), len(problems)
     per_problem = lambda part: {p.id: r for p, r in zip(problems, done[part * n : (part + 1) * n])}
