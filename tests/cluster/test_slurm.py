@@ -13,9 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -58,29 +56,6 @@ LOCAL_RULE_OUTPUTS = (
     "results/report/",
 )
 RUN_SPECIFIC = ("latency_s", "cache_hit", "generation_usage", "request_cache_hits")
-
-
-def _slurm_problem() -> str | None:
-    if not shutil.which("sbatch"):
-        return "SLURM client tools are not installed (run tests/cluster/slurm_up.sh as root)"
-    for cmd in (["sinfo", "-h", "-N", "-o", "%T"], ["sacct", "-n", "-X", "-S", "now-1minutes"]):
-        try:
-            subprocess.run(cmd, check=True, capture_output=True, timeout=20)
-        except (subprocess.SubprocessError, OSError) as e:
-            return (
-                f"`{' '.join(cmd)}` failed ({e}): no SLURM with accounting is running here "
-                "(start one with tests/cluster/slurm_up.sh)"
-            )
-    return None
-
-
-@pytest.fixture(scope="module")
-def slurm():
-    problem = _slurm_problem()
-    if problem and os.environ.get("RETRACE_REQUIRE_SLURM") == "1":
-        pytest.fail(problem)
-    if problem:
-        pytest.skip(f"[SLURM] {problem}")
 
 
 def run_slurm(root: Path, *args: str) -> subprocess.Popen:
