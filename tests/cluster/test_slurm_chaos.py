@@ -24,6 +24,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -110,9 +111,12 @@ def _chaos(proc: subprocess.Popen, root: Path) -> tuple[dict[str, str], list[str
     retrace's own process rather than in Snakemake's start-up. The `hold` file goes once the
     held job's first attempt has ended."""
     seen, pending, due, cancelled, limited = set(), {}, [], {}, []
-    hold = root / "hold"
+    hold, deadline = root / "hold", time.time() + 900 * TIMEOUT_SCALE  # a guard against hangs
     while proc.poll() is None:
         now, queue = time.time(), _squeue()
+        if now > deadline:
+            os.killpg(proc.pid, signal.SIGTERM)
+            raise AssertionError(f"the workflow still ran after {900 * TIMEOUT_SCALE:.0f} s")
         if limited and hold.exists() and (limited[0], "RUNNING") not in {(j, s) for j, _, s in queue}:
             hold.unlink()
         for job_id, comment, state in queue:
@@ -156,23 +160,23 @@ def test_random_scancels_and_a_time_limit_finish_within_retries_losing_nothing(t
     undisturbed: dict = {}
     beside = threading.Thread(target=lambda: undisturbed.update(rehearse_workflow.run_workflow(local)))
     beside.start()  # the undisturbed run, on this machine beside the SLURM one
-    proc = subprocess.Popen(
-        [SNAKEMAKE, "--profile", "profiles/slurm", *TEST_ARGS],
-        cwd=root,
-        env=_env(root),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    log = root / "snakemake.log"  # a file, not a pipe: nobody reads a pipe while _chaos polls
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [SNAKEMAKE, "--profile", "profiles/slurm", *TEST_ARGS],
+            cwd=root,
+            env=_env(root),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     (root / "hold").touch()
     try:
         cancelled, limited = _chaos(proc, root)
     finally:
         (root / "hold").unlink(missing_ok=True)
-    out, _ = proc.communicate(timeout=900 * TIMEOUT_SCALE)
     beside.join(timeout=900 * TIMEOUT_SCALE)
-    assert proc.returncode == 0, out[-4000:]
+    assert proc.returncode == 0, log.read_text()[-4000:]
     assert undisturbed.get("returncode") == 0, undisturbed
     _wait_for_empty_queue()
 
