@@ -52,6 +52,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 SEED = 11  # each generation job but the held one is cancelled once, with both signals (asserted)
 CANCEL_P = 0.8
 MAX_LOCK_WAIT_S = 5.0
+MAX_RUNTIME = 30  # minutes: below each job's estimate (30-45 min), so every job asks for it
 # Eight MATH-500 questions; one cache commit per 2 requests, 0.4 s each (jobs of a few seconds,
 # caught mid-run); Maj@4 held after its first commit while the file `hold` is in the run folder.
 CHAOS = """\
@@ -163,7 +164,8 @@ def test_random_scancels_and_a_time_limit_finish_within_retries_losing_nothing(t
     log = root / "snakemake.log"  # a file, not a pipe: nobody reads a pipe while _chaos polls
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [SNAKEMAKE, "--profile", "profiles/slurm", *TEST_ARGS],
+            # the "partition's" limit below every job's estimate: each asks for it
+            [SNAKEMAKE, "--profile", "profiles/slurm", "--config", f"max_runtime={MAX_RUNTIME}", *TEST_ARGS],
             cwd=root,
             env=_env(root),
             stdout=out,
@@ -193,6 +195,11 @@ def test_random_scancels_and_a_time_limit_finish_within_retries_losing_nothing(t
     ran = {r["host"]["executor"]["SLURM_JOB_ID"] for r in records.values()}
     assert len(records) == 4 and all(jobs[j]["State"] == "COMPLETED" for j in ran)
     assert not ran & (set(cancelled) | set(limited))
+    # ... each a new SLURM job asking for the capped runtime (max_runtime, minutes)
+    assert all(jobs[j]["Timelimit"] == f"00:{MAX_RUNTIME}:00" for j in ran), {j: jobs[j] for j in ran}
+    # The held job's retry served what its first attempt committed (one batch) from the cache.
+    [held] = [r for p, r in records.items() if f"/{SLOW_LABEL}/" in p]
+    assert held["usage"]["cache_hits"] >= 2, held["usage"]
 
     # Nothing lost: the same artifacts, tables and report as the undisturbed run.
     mine, theirs = _artifacts(root), _artifacts(local)
