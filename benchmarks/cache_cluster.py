@@ -63,11 +63,14 @@ def kill_test(kills: int, writers: int, lock: str, seed: int) -> dict:
     (root / "acks").mkdir()
     env = {**os.environ, "RETRACE_CACHE_LOCK": lock, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
     live = {f"w{n}": _writer(root, f"w{n}", env) for n in range(writers)}
+    sent = {"sigkill": 0, "sigterm": 0}
     time.sleep(1.0)  # let them start publishing
     for k in range(kills):
         time.sleep(rng.uniform(0.05, 0.4))
         name = rng.choice(sorted(live))
-        live[name].send_signal(signal.SIGKILL if k % 2 == 0 else signal.SIGTERM)
+        sig = signal.SIGKILL if k % 2 == 0 else signal.SIGTERM
+        live[name].send_signal(sig)
+        sent[sig.name.lower()] += 1
         live.pop(name).wait()
         live[f"w{writers + k}"] = _writer(root, f"w{writers + k}", env)
     time.sleep(1.0)
@@ -76,7 +79,7 @@ def kill_test(kills: int, writers: int, lock: str, seed: int) -> dict:
         p.wait()
     result = _verify(root)
     shutil.rmtree(root)
-    return {"kills": kills, **result}
+    return {"kills": kills, **sent, **result}
 
 
 def _verify(root: Path) -> dict:
@@ -169,7 +172,8 @@ def main() -> int:
         r = kill_test(a.kills, a.writers, lock, a.seed)
         print(
             f"cache kill test: {r['kills']} kills, lost {r['lost']}, corrupt {r['corrupt']}, "
-            f"longest stall {r['stall_s']:.2f} s  ({lock} locks, {r['acknowledged']} acknowledged requests)"
+            f"longest stall {r['stall_s']:.2f} s  ({lock} locks; {r['sigkill']} SIGKILL, {r['sigterm']} SIGTERM; "
+            f"{r['acknowledged']} acknowledged requests)"
         )
         ok &= r["lost"] == r["corrupt"] == 0 and r["stall_s"] <= 5
     m = index_memory(a.entries, a.lookups, a.seed)
