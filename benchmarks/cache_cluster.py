@@ -9,7 +9,8 @@
    another writer's text; the longest stall is the longest acknowledged put_many (it includes any
    wait for a lock a killed writer held). Run with the record locks, then with the leases
    (RETRACE_CACHE_LOCK=lease). Prints
-   `cache kill test: K kills, lost L, corrupt C, longest stall S s` (goal L = C = 0, S <= 5).
+   `cache kill test: K kills, lost L, corrupt C, longest stall S s` (goal L = C = 0, S <= 5), and
+   the same line labelled `cache kill test with leases` (benchmarks/record.py keeps one value a label).
 2. Index memory: a synthetic index of --entries keys (sha256-like, 16 shards) written as sorted
    bases, each shard's log filled to the fold threshold (the most a job ever holds), then a
    fresh process opens it, reads every shard and looks up --lookups keys. Prints
@@ -170,8 +171,9 @@ def main() -> int:
     ok = True
     for lock in ("fcntl", "lease"):
         r = kill_test(a.kills, a.writers, lock, a.seed)
+        label = "cache kill test" if lock == "fcntl" else f"cache kill test with {lock}s"  # one value each
         print(
-            f"cache kill test: {r['kills']} kills, lost {r['lost']}, corrupt {r['corrupt']}, "
+            f"{label}: {r['kills']} kills, lost {r['lost']}, corrupt {r['corrupt']}, "
             f"longest stall {r['stall_s']:.2f} s  ({lock} locks; {r['sigkill']} SIGKILL, {r['sigterm']} SIGTERM; "
             f"{r['acknowledged']} acknowledged requests)"
         )
