@@ -9,7 +9,8 @@
    another writer's text; the longest stall is the longest acknowledged put_many (it includes any
    wait for a lock a killed writer held). Run with the record locks, then with the leases
    (RETRACE_CACHE_LOCK=lease). Prints
-   `cache kill test: K kills, lost L, corrupt C, longest stall S s` (goal L = C = 0, S <= 5).
+   `cache kill test: K kills, lost L, corrupt C, longest stall S s` (goal L = C = 0, S <= 5), and
+   the same line labelled `cache kill test with leases` (benchmarks/record.py keeps one value a label).
 2. Index memory: a synthetic index of --entries keys (sha256-like, 16 shards) written as sorted
    bases, each shard's log filled to the fold threshold (the most a job ever holds), then a
    fresh process opens it, reads every shard and looks up --lookups keys. Prints
@@ -63,11 +64,14 @@ def kill_test(kills: int, writers: int, lock: str, seed: int) -> dict:
     (root / "acks").mkdir()
     env = {**os.environ, "RETRACE_CACHE_LOCK": lock, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
     live = {f"w{n}": _writer(root, f"w{n}", env) for n in range(writers)}
+    sent = {"sigkill": 0, "sigterm": 0}
     time.sleep(1.0)  # let them start publishing
     for k in range(kills):
         time.sleep(rng.uniform(0.05, 0.4))
         name = rng.choice(sorted(live))
-        live[name].send_signal(signal.SIGKILL if k % 2 == 0 else signal.SIGTERM)
+        sig = signal.SIGKILL if k % 2 == 0 else signal.SIGTERM
+        live[name].send_signal(sig)
+        sent[sig.name.lower()] += 1
         live.pop(name).wait()
         live[f"w{writers + k}"] = _writer(root, f"w{writers + k}", env)
     time.sleep(1.0)
@@ -76,7 +80,7 @@ def kill_test(kills: int, writers: int, lock: str, seed: int) -> dict:
         p.wait()
     result = _verify(root)
     shutil.rmtree(root)
-    return {"kills": kills, **result}
+    return {"kills": kills, **sent, **result}
 
 
 def _verify(root: Path) -> dict:
@@ -167,9 +171,11 @@ def main() -> int:
     ok = True
     for lock in ("fcntl", "lease"):
         r = kill_test(a.kills, a.writers, lock, a.seed)
+        label = "cache kill test" if lock == "fcntl" else f"cache kill test with {lock}s"  # one value each
         print(
-            f"cache kill test: {r['kills']} kills, lost {r['lost']}, corrupt {r['corrupt']}, "
-            f"longest stall {r['stall_s']:.2f} s  ({lock} locks, {r['acknowledged']} acknowledged requests)"
+            f"{label}: {r['kills']} kills, lost {r['lost']}, corrupt {r['corrupt']}, "
+            f"longest stall {r['stall_s']:.2f} s  ({lock} locks; {r['sigkill']} SIGKILL, {r['sigterm']} SIGTERM; "
+            f"{r['acknowledged']} acknowledged requests)"
         )
         ok &= r["lost"] == r["corrupt"] == 0 and r["stall_s"] <= 5
     m = index_memory(a.entries, a.lookups, a.seed)

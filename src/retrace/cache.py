@@ -228,11 +228,21 @@ class RequestCache:
 
     # ---------------------------------------------------------------- logs
     def _log(self, records: list[dict]) -> None:
+        """Append hit/duplicate records to this handle's log. Bookkeeping, not results: on a
+        full or read-only cache folder they are left out with a warning, so a job whose
+        requests are all finished still runs there."""
         if not records:
             return
-        self._hits_file.parent.mkdir(exist_ok=True)
-        with open(self._hits_file, "a") as f:  # this handle is the file's only writer
-            f.write("".join(json.dumps(r) + "\n" for r in records))
+        try:
+            self._hits_file.parent.mkdir(exist_ok=True)
+            with open(self._hits_file, "a") as f:  # this handle is the file's only writer
+                f.write("".join(json.dumps(r) + "\n" for r in records))
+        except OSError as e:
+            if e.errno not in _FULL_OR_READ_ONLY:
+                raise
+            log.warning(
+                "request cache %s: %d hit/duplicate records not logged (%s)", self.path, len(records), e
+            )
 
     def _logged(self, kind: str) -> list[dict]:
         files = sorted((self.path / "logs").glob("*.jsonl"))

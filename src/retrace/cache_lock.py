@@ -20,7 +20,8 @@ What this does not cover: a filesystem whose record locks succeed but are node-l
 mounted `localflock`) excludes nothing between nodes; set RETRACE_CACHE_LOCK=lease there.
 Breaking a lease is check-then-rename: two waiters breaking the same dead lease at once are
 told apart by re-reading what was renamed (a live lease renamed by mistake is put back).
-`stats` records how many locks this process took and its longest wait (benchmarks/cache_cluster.py).
+`stats` records how many locks this process took and its longest wait (benchmarks/cache_cluster.py;
+`retrace` logs it at the end of each command, and a wait over SLOW_WAIT_S when it happens).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import logging
 import os
 import socket
 import time
@@ -36,6 +38,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 LEASE_S = 5.0
+SLOW_WAIT_S = 1.0
+log = logging.getLogger(__name__)
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 stats = {"acquired": 0, "longest_wait_s": 0.0}  # this process's locks
 
@@ -47,8 +51,11 @@ def shard_lock(path: Path):
     kind = os.environ.get("RETRACE_CACHE_LOCK", "fcntl")
     fd = None if kind == "lease" else _fcntl_acquire(path)
     lease = None if fd is not None else _lease_acquire(path.with_name(path.name + ".lease"))
+    waited = time.monotonic() - started
     stats["acquired"] += 1
-    stats["longest_wait_s"] = max(stats["longest_wait_s"], time.monotonic() - started)
+    stats["longest_wait_s"] = max(stats["longest_wait_s"], waited)
+    if waited > SLOW_WAIT_S:  # seconds where milliseconds are usual: say so in the job's log
+        log.warning("waited %.1f s for the request cache lock %s", waited, path)
     try:
         yield
     finally:

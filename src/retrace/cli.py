@@ -113,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with stopping():  # SIGTERM/SIGINT: cleanup runs, then the process dies by that signal
-            return _dispatch(argv)
+            try:
+                return _dispatch(argv)
+            finally:
+                _lock_summary()
     except BrokenPipeError:
         # `retrace list | head`: the reader left; say nothing more (and nothing at exit)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -126,6 +129,18 @@ def main(argv: list[str] | None = None) -> int:
             f"retrace {name}: {_one_line(e)}  (--debug or RETRACE_DEBUG=1 for the traceback)", file=sys.stderr
         )
         return 2
+
+
+def _lock_summary() -> None:
+    """One log line on the request cache's locks this command took, if any: a job log then
+    shows whether the job waited on another's lock (tests/cluster/test_slurm_chaos.py reads it).
+    Logged before a SIGTERM/SIGINT ends the process, too."""
+    from retrace.cache_lock import stats
+
+    if stats["acquired"]:
+        logging.getLogger("retrace.cache").info(
+            "request cache locks: %d taken, longest wait %.3f s", stats["acquired"], stats["longest_wait_s"]
+        )
 
 
 def _one_line(e: BaseException) -> str:

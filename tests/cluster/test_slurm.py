@@ -6,6 +6,9 @@ Needs a running single-node SLURM with accounting: `tests/cluster/slurm_up.sh` (
 skipped with the reason, unless RETRACE_REQUIRE_SLURM=1 (CI), where that is a failure.
 
     RETRACE_REQUIRE_SLURM=1 pytest -ra tests/cluster
+
+Jobs cancelled at random and one ended at its time limit, finished by the profile's retries:
+tests/cluster/test_slurm_chaos.py.
 """
 
 from __future__ import annotations
@@ -13,9 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -58,29 +59,6 @@ LOCAL_RULE_OUTPUTS = (
     "results/report/",
 )
 RUN_SPECIFIC = ("latency_s", "cache_hit", "generation_usage", "request_cache_hits")
-
-
-def _slurm_problem() -> str | None:
-    if not shutil.which("sbatch"):
-        return "SLURM client tools are not installed (run tests/cluster/slurm_up.sh as root)"
-    for cmd in (["sinfo", "-h", "-N", "-o", "%T"], ["sacct", "-n", "-X", "-S", "now-1minutes"]):
-        try:
-            subprocess.run(cmd, check=True, capture_output=True, timeout=20)
-        except (subprocess.SubprocessError, OSError) as e:
-            return (
-                f"`{' '.join(cmd)}` failed ({e}): no SLURM with accounting is running here "
-                "(start one with tests/cluster/slurm_up.sh)"
-            )
-    return None
-
-
-@pytest.fixture(scope="module")
-def slurm():
-    problem = _slurm_problem()
-    if problem and os.environ.get("RETRACE_REQUIRE_SLURM") == "1":
-        pytest.fail(problem)
-    if problem:
-        pytest.skip(f"[SLURM] {problem}")
 
 
 def run_slurm(root: Path, *args: str) -> subprocess.Popen:
@@ -189,7 +167,7 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     cache_dir = root / "results/cache/requests"
     started = time.time()
     # Without retries, so that the cancelled job fails the run and the rerun (a restarted
-    # controller) resumes it; retries are test_a_job_killed_at_its_time_limit_… below.
+    # controller) resumes it; retries, and a time limit, are tests/cluster/test_slurm_chaos.py.
     first = run_slurm(root, "--retries", "0")
     cancelled = _scancel_a_generation_mid_run(first, cache_dir)
     killed_at = time.time()
@@ -276,12 +254,6 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     assert "Nothing to be done" in check.stdout + check.stderr
 
 
-# One shard of the smoke with enough requests to be mid-run half a minute after its first
-# commit even on a fast machine (one slot, one request per cache commit: cluster_smoke).
-SHARD0 = "results/shards/smollm2-135m-q40/llamacpp/smoke_math_mini/majority/seed0/0of2.jsonl"
-LONG_SHARD = ["method.n=48", "method.sampling.max_tokens=128"]
-
-
 def _sacct_jobs() -> dict[str, dict]:
     """{job id: {"State", "Timelimit"}} of this cluster's jobs of the last two hours."""
     out = subprocess.run(
@@ -292,50 +264,3 @@ def _sacct_jobs() -> dict[str, dict]:
     ).stdout
     rows = [line.split("|") for line in out.splitlines() if line]
     return {r[0]: {"State": r[1], "Timelimit": r[2]} for r in rows}
-
-
-def _time_limit_a_shard_mid_run(proc, cache_dir: Path, timeout: float = 1200) -> str:
-    """Wait for the shard job to commit its first requests, then lower its time limit below
-    what it has run: SLURM's own time-limit check ends it (state TIMEOUT) within ~30 s,
-    however fast this machine generates, while the job is still mid-run."""
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None:
-        running = [i for i, c, s in _squeue() if s == "RUNNING" and "generate_shard" in c]
-        cached = RequestCache(cache_dir).count() if (cache_dir / "index").exists() else 0
-        if running and cached:
-            subprocess.run(["scontrol", "update", f"JobId={running[0]}", "TimeLimit=0:01"], check=True)
-            return running[0]
-        time.sleep(0.2)
-    raise AssertionError("the shard job could not be caught mid-run")
-
-
-def test_a_job_killed_at_its_time_limit_completes_on_retry_from_the_cache(tmp_path, slurm):
-    root = copy_repo(tmp_path)
-    write_config(root, experiment=EXPERIMENT, overrides=LONG_SHARD)
-    cache_dir = root / "results/cache/requests"
-    # max_runtime=5: the job's estimate (an hour by default) is capped at the "partition's" 5 min
-    # (--printshellcmds, as in the profile, ends --config's list: SHARD0 is the target)
-    run = run_slurm(root, "--config", "max_runtime=5", "--printshellcmds", SHARD0)
-    killed = _time_limit_a_shard_mid_run(run, cache_dir)
-    deadline = time.time() + 300
-    while _sacct_jobs().get(killed, {}).get("State") in (None, "RUNNING", "COMPLETING"):
-        assert time.time() < deadline, f"job {killed} was not ended at its time limit"
-        time.sleep(1)
-    killed_at = time.time()
-    interrupted = RequestCache(cache_dir).keys()  # what the killed attempt had committed
-    out, _ = run.communicate(timeout=1800)
-    assert run.returncode == 0, out[-4000:]
-    _wait_for_empty_queue()
-
-    jobs = _sacct_jobs()
-    assert jobs[killed]["State"] == "TIMEOUT", jobs[killed]
-    rows = json.loads((root / SHARD0).read_text().splitlines()[0])
-    record = json.loads((root / (SHARD0 + ".prov.json")).read_text())
-    retry = record["host"]["executor"]["SLURM_JOB_ID"]
-    # The retry (profiles/slurm `retries`) was a new SLURM job, asked for the capped 5 minutes,
-    # and served every request the killed attempt had finished from the request cache.
-    assert retry != killed and jobs[retry]["State"] == "COMPLETED"
-    assert jobs[retry]["Timelimit"] == "00:05:00", jobs[retry]
-    assert interrupted and len(rows["samples"]) == 48
-    assert interrupted <= {h["key"] for h in RequestCache(cache_dir).hits(since=killed_at)}
-    assert record["usage"]["cache_hits"] >= len(interrupted)

@@ -125,3 +125,38 @@ def test_a_partition_limit_shorter_than_an_engine_load_fails_every_job_in_one_cl
         "each attempt spends 30 min loading its engine: raise max_runtime" in line and "\n" not in line
         for line, _ in generate
     )
+
+
+def test_plan_check_fails_naming_each_job_a_short_partition_cannot_fit(tmp_path, capsys):
+    """Bad input: a partition limit (max_runtime) too short for the paper's longest jobs, in a
+    config file kept outside the checkout: `retrace plan --check` exits 1 with one line per job
+    that needs more attempts than the shipped profile's retries allow (3, so 4 attempts)."""
+    from retrace.cli import main
+    from retrace.config import CONFIG_DIR
+
+    text = (CONFIG_DIR / "config.yaml").read_text()
+    text = text.replace("max_runtime: 1440", "max_runtime: 600").replace(
+        "mirror: null", f"mirror: {prerequisites.mirror()}"
+    )
+    (tmp_path / "config.yaml").write_text(text)
+    assert (
+        main(["plan", "--configfile", str(tmp_path / "config.yaml"), "--experiment", "paper", "--check"]) == 1
+    )
+    out = capsys.readouterr().out.splitlines()
+    failing = [line for line in out if line.startswith("check: FAIL ")]
+    assert failing and all(
+        line.startswith(("check: FAIL generate ", "check: FAIL generate_shard "))
+        and "> max_runtime 600 min" in line
+        and line.endswith("the profile allows 4")
+        and int(line.rsplit(" attempts", 1)[0].rsplit(" ", 1)[1]) > 4
+        for line in failing
+    ), failing[:3]
+    # each job that needs 4 attempts or fewer is a note, not a failure
+    assert any(line.startswith("check: note ") and "the profile allows 4" in line for line in out)
+    assert out[-1] == f"check: paper: {len(cluster_jobs())} jobs, {len(failing)} problems"
+
+
+def cluster_jobs():
+    from retrace.plan import jobs
+
+    return jobs({"experiment": "paper", "mirror": MIRROR, "overrides": []})

@@ -33,6 +33,12 @@ the same bytes and no state is kept):
   is ..."), and a prompt's tokens are its words with every such marker counting what it
   declares (`token_count`): a refinement history that carries earlier answers grows as a
   real one does, so compute accounting and Maj@N' pricing (prefix reuse included) work.
+- For the cluster chaos test (tests/cluster/test_slurm_chaos.py), a slow engine: `delay_s`
+  (default 0) is how long each `generate` call (one batch, one cache commit) waits before
+  answering (jobs long enough to be cancelled mid-run); with `hold_file` set (a path, relative
+  to the job's folder), every batch after a job's first waits while that file exists (a job
+  held mid-run until SLURM ends it at its time limit; its retry, the file gone, goes on).
+  Answers do not depend on either, and neither do cache or rerun keys.
 Not covered: nothing about a method's mechanics is simulated (a vote over identical
 samples is one answer); only what reaches the claims engine is.
 """
@@ -43,6 +49,7 @@ import hashlib
 import json
 import math
 import re
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -136,6 +143,7 @@ class SimulatedBackend(Backend):
         self.settings = {**DEFAULTS, **{k: v for k, v in self.engine.items() if v is not None}}
         self.effects = load_effects(self.engine.get("effects"))
         self.problems = self._problems(self.engine.get("problems"))
+        self._batches = 0  # generate calls so far (hold_file)
 
     @staticmethod
     def _problems(path) -> dict:
@@ -240,7 +248,17 @@ class SimulatedBackend(Backend):
         )
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
+        if requests:
+            self._slow_down()
         return [self._complete(r) for r in requests]
+
+    def _slow_down(self) -> None:
+        """Wait as `delay_s` and `hold_file` say (see the module docstring)."""
+        hold = self.engine.get("hold_file")
+        while hold and self._batches and Path(hold).exists():
+            time.sleep(0.5)
+        self._batches += 1
+        time.sleep(float(self.engine.get("delay_s") or 0))
 
     @classmethod
     def rerun_settings(cls, engine: dict) -> dict:

@@ -93,6 +93,16 @@ def _plan_bounds(cfg: dict, planned: list, as_json: Path | None) -> None:
         print(f"per-job bounds: {as_json} ({len(rows)} jobs)")
 
 
+def _slurm_profile(configfile: Path) -> Path:
+    """profiles/slurm beside the config file's config/ (a run directory's own), else this
+    checkout's: a config file kept elsewhere (`--configfile /tmp/x.yaml`) is checked against
+    the shipped profile's retries, not against none."""
+    from retrace.config import CONFIG_DIR
+
+    beside = configfile.resolve().parents[1] / "profiles" / "slurm"
+    return beside if (beside / "config.yaml").is_file() else CONFIG_DIR.parent / "profiles" / "slurm"
+
+
 def _check(cfg: dict, configfile: Path) -> int:
     """`retrace plan --check`: every job and family block (retrace.preflight), and the runtimes
     against the partition limit with the retries of the SLURM profile beside config/."""
@@ -106,7 +116,7 @@ def _check(cfg: dict, configfile: Path) -> int:
         print(f"check: {line}")
     for where, why in failures:
         print(f"check: FAIL {where}: {why}")
-    for line, fails in runtime_check(cfg, configfile.resolve().parents[1] / "profiles" / "slurm"):
+    for line, fails in runtime_check(cfg, _slurm_profile(configfile)):
         print(f"check: {'FAIL' if fails else 'note'} {line}")
         failures += [("max_runtime", line)] if fails else []
     print(f"check: {cfg['experiment']}: {len(jobs(cfg))} jobs, {len(failures)} problems")
