@@ -73,7 +73,10 @@ TARGETS = (
         ("tests/unit/test_provenance.py", "tests/unit/test_relocation.py", "tests/unit/test_family_hooks.py"),
         AUDIT,
     ),
-    Target("src/retrace/cache.py", ("tests/unit/test_cache.py", "tests/unit/test_cache_store_files.py")),
+    Target(
+        "src/retrace/cache.py",
+        ("tests/unit/test_cache.py", "tests/unit/test_cache_edges.py", "tests/unit/test_cache_store_files.py"),
+    ),
     Target(
         "src/retrace/cache_store.py", ("tests/unit/test_cache_store_files.py", "tests/unit/test_cache.py")
     ),
@@ -142,31 +145,59 @@ def config(target: Target, python: str, timeout: float) -> str:
     )
 
 
-def skip_unselected(db: WorkDB, target: Target, root: Path) -> None:
+def mutant_id(item) -> tuple:
+    """A mutant's identity across sessions of one module's unchanged source."""
+    m = item.mutations[0]
+    return (m.operator_name, m.occurrence, tuple(m.start_pos))
+
+
+def skip_unselected(db: WorkDB, target: Target, root: Path, only: set | None = None) -> None:
+    """Skip the operators not kept, mutants outside the target's functions, and (with `only`,
+    a set of mutant_id) every mutant not in it."""
     ranges = line_ranges(root / target.module, target.functions) if target.functions else None
     for item in list(db.pending_work_items):
         m = item.mutations[0]
         inside = ranges is None or any(a <= m.start_pos[0] <= b for a, b in ranges)
-        if m.operator_name not in KEEP or not inside:
+        if m.operator_name not in KEEP or not inside or (only is not None and mutant_id(item) not in only):
             db.set_result(
                 item.job_id, WorkResult(output="not selected", worker_outcome=WorkerOutcome.SKIPPED)
             )
 
 
+def earlier(session: Path) -> tuple[list, set]:
+    """An earlier session's judged mutants (item, result) and the ids of its survivors."""
+    if not session.is_file():
+        raise SystemExit(f"tests/mutation/run.py: no earlier session {session} (run with --sessions first)")
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        done = [(item, r) for item, r in db.completed_work_items if r.worker_outcome == WorkerOutcome.NORMAL]
+    return done, {mutant_id(i) for i, r in done if r.test_outcome == TestOutcome.SURVIVED}
+
+
 def run_target(
-    target: Target, root: Path, python: str, timeout: float
+    target: Target, root: Path, python: str, timeout: float, sessions: Path | None, recheck: Path | None
 ) -> list[tuple[str, WorkResult, object]]:
-    cfg, session = root / "mutation.toml", root / f"{Path(target.module).stem}.sqlite"
+    """Run the target's mutants; with `recheck` (a folder of earlier sessions) only the earlier
+    survivors, their new results standing in for the old (the earlier kills stand: the tests
+    only grew). The session is kept in `sessions` when given."""
+    stem = Path(target.module).stem
+    cfg, session = root / "mutation.toml", root / f"{stem}.sqlite"
     cfg.write_text(config(target, python, timeout))
     cr = [str(Path(sys.executable).with_name("cosmic-ray")), "--verbosity", "ERROR"]
     subprocess.run([*cr, "init", str(cfg), str(session), "--force"], cwd=root, check=True)
+    before, again = earlier(recheck / f"{stem}.sqlite") if recheck else ([], None)
     with use_db(str(session)) as db:
-        skip_unselected(db, target, root)
+        skip_unselected(db, target, root, again)
         todo = db.num_work_items - db.num_results
-    print(f"{target.module}: {todo} mutants, tests {' '.join(target.tests)}", flush=True)
+    what = f"{todo} earlier survivors" if recheck else f"{todo} mutants"
+    print(f"{target.module}: {what}, tests {' '.join(target.tests)}", flush=True)
     subprocess.run([*cr, "exec", str(cfg), str(session)], cwd=root, check=True)
+    if sessions:
+        sessions.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(session, sessions / session.name)
     with use_db(str(session), WorkDB.Mode.open) as db:
-        return [(target.module, r, item) for item, r in db.completed_work_items]
+        now = [(target.module, r, item) for item, r in db.completed_work_items]
+    kept = [(target.module, r, i) for i, r in before if mutant_id(i) not in (again or set())]
+    return kept + now
 
 
 def summary(results: list) -> tuple[float, int, list[str]]:
@@ -191,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=str(REPO / ".venv" / "bin" / "python"), help="runs the tests")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant's tests")
     ap.add_argument("--goal", type=float, default=0.90)
+    ap.add_argument("--sessions", type=Path, help="keep each module's Cosmic Ray session here")
+    ap.add_argument(
+        "--survivors-of", type=Path, help="rerun only the survivors of the sessions kept in this folder"
+    )
     args = ap.parse_args(argv)
     targets = [t for t in TARGETS if not args.only or Path(t.module).name in args.only]
     start, results = time.monotonic(), []
@@ -199,12 +234,15 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["PYTHONPATH"] = str(root / "src")  # the copy's retrace, not the checkout's
         os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # a mutant must never run as stale bytecode
         for target in targets:
-            results += run_target(target, root, args.python, args.timeout)
+            results += run_target(target, root, args.python, args.timeout, args.sessions, args.survivors_of)
     score, judged, survivors = summary(results)
     for s in survivors:
         print(f"survived: {s}")
     took = time.monotonic() - start
-    print(f"{judged} mutants judged in {took:.0f} s ({', '.join(t.module for t in targets)})")
+    # `label: value` lines, kept by benchmarks/record.py for docs/development/testing.md's figure
+    print(f"mutation modules: {' '.join(Path(t.module).name for t in targets)}")
+    print(f"mutants judged: {judged}")
+    print(f"mutation run seconds: {took:.0f}")
     print(f"mutation score (integrity core): {score:.3f}")
     return 0 if score >= args.goal else 1
 
