@@ -173,31 +173,55 @@ def earlier(session: Path) -> tuple[list, set]:
     return done, {mutant_id(i) for i, r in done if r.test_outcome == TestOutcome.SURVIVED}
 
 
-def run_target(
-    target: Target, root: Path, python: str, timeout: float, sessions: Path | None, recheck: Path | None
-) -> list[tuple[str, WorkResult, object]]:
-    """Run the target's mutants; with `recheck` (a folder of earlier sessions) only the earlier
-    survivors, their new results standing in for the old (the earlier kills stand: the tests
-    only grew). The session is kept in `sessions` when given."""
+@dataclass(frozen=True)
+class Run:
+    """How to run: the tests' interpreter, seconds per mutant, a deadline (time.monotonic; the
+    mutants not run by then stay pending), and folders of kept or earlier sessions."""
+
+    python: str
+    timeout: float
+    deadline: float = float("inf")
+    sessions: Path | None = None  # keep each module's session here; resume one found here
+    recheck: Path | None = None  # rerun only the survivors of the sessions in this folder
+
+
+def run_target(target: Target, root: Path, how: Run) -> tuple[list, int]:
+    """Run the target's mutants: (its judged results, mutants left pending at the deadline).
+    With `how.recheck` only the earlier survivors run, their new results standing in for the
+    old (the earlier kills stand: the tests only grew); a session kept in `how.sessions` by an
+    unfinished run is resumed."""
     stem = Path(target.module).stem
     cfg, session = root / "mutation.toml", root / f"{stem}.sqlite"
-    cfg.write_text(config(target, python, timeout))
+    cfg.write_text(config(target, how.python, how.timeout))
     cr = [str(Path(sys.executable).with_name("cosmic-ray")), "--verbosity", "ERROR"]
-    subprocess.run([*cr, "init", str(cfg), str(session), "--force"], cwd=root, check=True)
-    before, again = earlier(recheck / f"{stem}.sqlite") if recheck else ([], None)
+    kept_session = how.sessions / session.name if how.sessions else None
+    before, again = earlier(how.recheck / session.name) if how.recheck else ([], None)
+    if kept_session and kept_session.is_file() and not how.recheck:
+        shutil.copy2(kept_session, session)  # resume: Cosmic Ray runs only what is pending
+    else:
+        subprocess.run([*cr, "init", str(cfg), str(session), "--force"], cwd=root, check=True)
+        with use_db(str(session)) as db:
+            skip_unselected(db, target, root, again)
     with use_db(str(session)) as db:
-        skip_unselected(db, target, root, again)
         todo = db.num_work_items - db.num_results
-    what = f"{todo} earlier survivors" if recheck else f"{todo} mutants"
+    what = f"{todo} earlier survivors" if how.recheck else f"{todo} mutants to run"
     print(f"{target.module}: {what}, tests {' '.join(target.tests)}", flush=True)
-    subprocess.run([*cr, "exec", str(cfg), str(session)], cwd=root, check=True)
-    if sessions:
-        sessions.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(session, sessions / session.name)
+    try:
+        if how.deadline <= time.monotonic():
+            raise subprocess.TimeoutExpired("cosmic-ray exec", 0)
+        left = how.deadline - time.monotonic()
+        subprocess.run([*cr, "exec", str(cfg), str(session)], cwd=root, check=True, timeout=left)
+    except subprocess.TimeoutExpired:
+        print(f"{target.module}: stopped at the deadline", flush=True)
+        shutil.copy2(REPO / target.module, root / target.module)  # the mutant it was testing
+    if kept_session:
+        kept_session.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(session, kept_session)
     with use_db(str(session), WorkDB.Mode.open) as db:
         now = [(target.module, r, item) for item, r in db.completed_work_items]
+        pending = db.num_work_items - db.num_results
     kept = [(target.module, r, i) for i, r in before if mutant_id(i) not in (again or set())]
-    return kept + now
+    return kept + now, pending
 
 
 def summary(results: list) -> tuple[float, int, list[str]]:
@@ -222,19 +246,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=str(REPO / ".venv" / "bin" / "python"), help="runs the tests")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant's tests")
     ap.add_argument("--goal", type=float, default=0.90)
-    ap.add_argument("--sessions", type=Path, help="keep each module's Cosmic Ray session here")
+    ap.add_argument(
+        "--sessions", type=Path, help="keep each module's Cosmic Ray session here (and resume one found)"
+    )
     ap.add_argument(
         "--survivors-of", type=Path, help="rerun only the survivors of the sessions kept in this folder"
     )
+    ap.add_argument("--budget-s", type=float, default=float("inf"), help="stop after this many seconds")
     args = ap.parse_args(argv)
     targets = [t for t in TARGETS if not args.only or Path(t.module).name in args.only]
-    start, results = time.monotonic(), []
+    start, results, pending = time.monotonic(), [], 0
+    how = Run(args.python, args.timeout, start + args.budget_s, args.sessions, args.survivors_of)
     with tempfile.TemporaryDirectory(prefix="retrace-mutation-") as tmp:
         root = copy_tree(Path(tmp) / "tree")
         os.environ["PYTHONPATH"] = str(root / "src")  # the copy's retrace, not the checkout's
         os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # a mutant must never run as stale bytecode
         for target in targets:
-            results += run_target(target, root, args.python, args.timeout, args.sessions, args.survivors_of)
+            done, left = run_target(target, root, how)
+            results, pending = results + done, pending + left
     score, judged, survivors = summary(results)
     for s in survivors:
         print(f"survived: {s}")
@@ -242,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     # `label: value` lines, kept by benchmarks/record.py for docs/development/testing.md's figure
     print(f"mutation modules: {' '.join(Path(t.module).name for t in targets)}")
     print(f"mutants judged: {judged}")
+    print(f"mutants not run (deadline): {pending}")
     print(f"mutation run seconds: {took:.0f}")
     print(f"mutation score (integrity core): {score:.3f}")
     return 0 if score >= args.goal else 1
