@@ -173,3 +173,22 @@ def test_holm_names_the_first_three_p_values_out_of_range():
 
     with pytest.raises(ValueError, match=r"got \[7\. 8\. 9\.\]$"):
         holm([1.0, 7.0, 8.0, 9.0, 6.0])  # 1.0 is a valid p-value; 6.0 is the fourth bad one
+
+
+@pytest.mark.parametrize("mean, sd, n, level", [(0.1, 0.5, 100, 0.95), (-0.2, 0.3, 12, 0.9), (0.0, 1.0, 6, 0.5)])
+def test_sign_flip_ci_ends_where_the_shifted_sum_is_exactly_on_the_test_boundary(mean, sd, n, level):
+    """At each end delta: n^2 (mean - delta)^2 = z^2 * sum_i (d_i - delta)^2, the sum's
+    randomisation variance, where sum_i (d_i - delta)^2 = n (sd^2 + (mean - delta)^2)."""
+    from scipy.stats import norm
+
+    z = norm.ppf(0.5 + level / 2)
+    for delta in sign_flip_ci(mean, sd, n, level):
+        lhs = n**2 * (mean - delta) ** 2
+        assert lhs == pytest.approx(z**2 * n * (sd**2 + (mean - delta) ** 2), rel=1e-9)
+
+
+def test_no_questions_give_no_interval_at_any_level():
+    from retrace.scoring.stats import paired_mean_ci
+
+    for level in (0.5, 0.95):
+        assert paired_mean_ci(0.0, 0.0, 0, level) == (float("-inf"), float("inf"))
