@@ -75,7 +75,11 @@ TARGETS = (
     ),
     Target(
         "src/retrace/cache.py",
-        ("tests/unit/test_cache.py", "tests/unit/test_cache_edges.py", "tests/unit/test_cache_store_files.py"),
+        (
+            "tests/unit/test_cache.py",
+            "tests/unit/test_cache_edges.py",
+            "tests/unit/test_cache_store_files.py",
+        ),
     ),
     Target(
         "src/retrace/cache_store.py", ("tests/unit/test_cache_store_files.py", "tests/unit/test_cache.py")

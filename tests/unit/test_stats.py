@@ -175,7 +175,9 @@ def test_holm_names_the_first_three_p_values_out_of_range():
         holm([1.0, 7.0, 8.0, 9.0, 6.0])  # 1.0 is a valid p-value; 6.0 is the fourth bad one
 
 
-@pytest.mark.parametrize("mean, sd, n, level", [(0.1, 0.5, 100, 0.95), (-0.2, 0.3, 12, 0.9), (0.0, 1.0, 6, 0.5)])
+@pytest.mark.parametrize(
+    "mean, sd, n, level", [(0.1, 0.5, 100, 0.95), (-0.2, 0.3, 12, 0.9), (0.0, 1.0, 6, 0.5)]
+)
 def test_sign_flip_ci_ends_where_the_shifted_sum_is_exactly_on_the_test_boundary(mean, sd, n, level):
     """At each end delta: n^2 (mean - delta)^2 = z^2 * sum_i (d_i - delta)^2, the sum's
     randomisation variance, where sum_i (d_i - delta)^2 = n (sd^2 + (mean - delta)^2)."""

@@ -175,7 +175,9 @@ def test_a_copied_drr_run_run_by_its_venv_at_another_path_is_finished(drr_run, t
     venv = tmp_path / "venv-elsewhere"
     venv.symlink_to(Path(sys.prefix), target_is_directory=True)
     python = venv / "bin" / "python"  # its sys.prefix, and so site-packages, is under `venv`
-    where = subprocess.run([str(python), "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True)
+    where = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True
+    )
     assert where.stdout.strip() == str(venv)
     out = subprocess.run(
         [str(python), "-m", "snakemake", "--cores", "2", "-n"],
