@@ -56,7 +56,10 @@ PLAN_KEYS = (
 AUDIT = ("AuditNode", "run_root", "_at", "audit", "_audit_input", "audit_results_table", "lineage_records")
 TARGETS = (
     Target("src/retrace/scoring/stats.py", ("tests/unit/test_stats.py", "tests/unit/test_claims.py")),
-    Target("src/retrace/scoring/claims.py", ("tests/unit/test_claims.py", "tests/unit/test_claims_stage.py")),
+    Target(
+        "src/retrace/scoring/claims.py",
+        ("tests/unit/test_claims.py", "tests/unit/test_claims_inputs.py", "tests/unit/test_claims_stage.py"),
+    ),
     Target("src/retrace/closure.py", ("tests/unit/test_closure.py", "tests/unit/test_rerun_keys.py")),
     Target(
         "src/retrace/plan.py",

@@ -1,0 +1,65 @@
+"""What the claims engine refuses and what its note says about the seeds it counts
+(retrace.scoring.claims.compare): no runs, a non-finite score, a greedy method's other seeds.
+
+    .venv/bin/python -m pytest -q tests/unit/test_claims_inputs.py
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from retrace.scoring.claims import compare
+
+QUESTIONS = [f"q{i}" for i in range(12)]
+
+
+def seed(scores) -> dict[str, float]:
+    return dict(zip(QUESTIONS, scores, strict=True))
+
+
+def test_no_runs_on_either_side_are_refused():
+    runs = [seed([1.0] * 12)]
+    with pytest.raises(ValueError, match="no runs"):
+        compare([], runs)
+    with pytest.raises(ValueError, match="no runs"):
+        compare(runs, [])
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_score_is_refused_naming_its_question_and_seed(bad):
+    scores = [1.0] * 12
+    scores[7] = bad
+    with pytest.raises(ValueError, match=r"question 'q7': non-finite score .* \(seed 1\); refused"):
+        compare([seed([1.0] * 12), seed(scores)], [seed([0.0] * 12)])
+
+
+def greedy_runs():
+    """Three seeds of a temperature-0 method whose seed 2 differs on two questions."""
+    base = [1.0, 0.0] * 6
+    other = list(base)
+    other[0], other[1] = 0.0, 1.0
+    return [seed(base), seed(base), seed(other)]
+
+
+@pytest.mark.parametrize(
+    "repeatable, says",
+    [
+        (None, "which differ on 2 questions)"),
+        (False, "which differ on 2 questions: the engine is not deterministic)"),
+        (True, "which differ on 2 questions although the engine is deterministic: check it)"),
+    ],
+)
+def test_a_greedy_methods_note_says_how_its_uncounted_seeds_compare(repeatable, says):
+    row = compare(
+        greedy_runs(), [seed([0.0] * 12)] * 3, deterministic=(True, False), repeatable=(repeatable, None)
+    )
+    assert row["note"] == f"method: temperature 0, seed 0 of 3 counted (the others are reruns, {says}"
+    assert row["delta"] == pytest.approx(0.5)  # seed 0 alone
+
+
+def test_identical_reruns_on_a_deterministic_engine_raise_no_alarm():
+    same = [seed([1.0, 0.0] * 6)] * 3
+    row = compare(same, [seed([0.0] * 12)] * 3, deterministic=(True, False), repeatable=(True, None))
+    assert row["note"] == "method: temperature 0, seed 0 of 3 counted (the others are reruns, identical)"
