@@ -63,3 +63,11 @@ def test_identical_reruns_on_a_deterministic_engine_raise_no_alarm():
     same = [seed([1.0, 0.0] * 6)] * 3
     row = compare(same, [seed([0.0] * 12)] * 3, deterministic=(True, False), repeatable=(True, None))
     assert row["note"] == "method: temperature 0, seed 0 of 3 counted (the others are reruns, identical)"
+
+
+def test_each_sides_accuracy_sd_is_over_its_seeds_accuracies():
+    """Three seeds at accuracy 1/2, 1/4 and 3/4 (12 questions): sd 1/4 over seeds (ddof 1)."""
+    method = [seed([1.0] * 6 + [0.0] * 6), seed([1.0] * 3 + [0.0] * 9), seed([1.0] * 9 + [0.0] * 3)]
+    row = compare(method, [seed([0.0] * 12)] * 2)
+    assert row["acc_method"] == pytest.approx(0.5) and row["acc_method_sd"] == pytest.approx(0.25)
+    assert row["acc_baseline_sd"] == 0.0 and (row["n_seeds_method"], row["n_seeds_baseline"]) == (3, 2)

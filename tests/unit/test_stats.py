@@ -194,3 +194,17 @@ def test_no_questions_give_no_interval_at_any_level():
 
     for level in (0.5, 0.95):
         assert paired_mean_ci(0.0, 0.0, 0, level) == (float("-inf"), float("inf"))
+
+
+def test_differences_that_are_only_float_noise_are_no_evidence():
+    """Seed means that are equal up to rounding (0.1 + 0.2 - 0.3, thirds summed) differ by ~1e-17."""
+    noise = [(0.1 + 0.2) - 0.3, (1 / 3 + 1 / 3 + 1 / 3) - 1.0 + 1e-15, -2e-16]
+    assert sign_flip_exact(noise) == 1.0
+    assert sign_flip_exact([]) == 1.0
+
+
+def test_holm_names_only_the_p_values_outside_0_and_1():
+    with pytest.raises(ValueError) as e:
+        holm([0.0, 1.0, 1.5, -0.25])
+    listed = [float(v) for v in str(e.value).split("got ")[1].strip("[]").split()]
+    assert listed == [1.5, -0.25]
