@@ -71,3 +71,18 @@ def test_each_sides_accuracy_sd_is_over_its_seeds_accuracies():
     row = compare(method, [seed([0.0] * 12)] * 2)
     assert row["acc_method"] == pytest.approx(0.5) and row["acc_method_sd"] == pytest.approx(0.25)
     assert row["acc_baseline_sd"] == 0.0 and (row["n_seeds_method"], row["n_seeds_baseline"]) == (3, 2)
+
+
+@pytest.mark.parametrize("n, verdict", [(9, "inconclusive"), (10, "supported")])
+def test_fewer_than_ten_questions_are_always_inconclusive(n, verdict):
+    """Every question won on every seed: ten questions decide the claim, nine never do."""
+    won, lost = {f"q{i}": 1.0 for i in range(n)}, {f"q{i}": 0.0 for i in range(n)}
+    row = compare([won] * 3, [lost] * 3)
+    assert row["verdict"] == verdict
+    assert ("fewer than 10 questions" in row["note"]) == (n < 10)
+
+
+def test_seed_facts_for_more_than_two_sides_are_refused():
+    runs = [seed([1.0] * 12)]
+    with pytest.raises(ValueError):
+        compare(runs, runs, deterministic=(False, False, True))
