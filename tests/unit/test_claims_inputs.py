@@ -86,3 +86,13 @@ def test_seed_facts_for_more_than_two_sides_are_refused():
     runs = [seed([1.0] * 12)]
     with pytest.raises(ValueError):
         compare(runs, runs, deterministic=(False, False, True))
+
+
+@pytest.mark.parametrize("graded", ["method", "baseline"])
+def test_unequal_seed_counts_with_graded_scores_on_either_side_keep_the_sign_flip_test(graded):
+    """The stratified exact test is for 0/1 scores on both sides; a side with partial credit
+    (F-score, a DRR score) keeps the sign-flip test on per-question means."""
+    binary = [seed([1.0, 0.0] * 6)] * 3
+    partial = [seed([0.5, 0.25] * 6)]
+    a, b = (partial, binary) if graded == "method" else (binary, partial)
+    assert compare(a, b)["test"] == "sign_flip_exact"

@@ -208,3 +208,10 @@ def test_holm_names_only_the_p_values_outside_0_and_1():
         holm([0.0, 1.0, 1.5, -0.25])
     listed = [float(v) for v in str(e.value).split("got ")[1].strip("[]").split()]
     assert listed == [1.5, -0.25]
+
+
+def test_off_the_lattice_the_smallest_p_is_one_over_200001_random_flips():
+    """Differences no common scale makes integers, all of one sign: no random sign pattern of
+    200,000 reaches the observed sum, so p = (1 + 0) / (1 + 200,000)."""
+    d = np.sqrt(np.arange(2, 42, dtype=float)) / 7.0
+    assert sign_flip_exact(d) == 1 / 200_001
