@@ -96,3 +96,11 @@ def test_unequal_seed_counts_with_graded_scores_on_either_side_keep_the_sign_fli
     partial = [seed([0.5, 0.25] * 6)]
     a, b = (partial, binary) if graded == "method" else (binary, partial)
     assert compare(a, b)["test"] == "sign_flip_exact"
+
+
+def test_seeds_covering_different_questions_name_the_first_five_that_differ():
+    first = seed([1.0] * 12)
+    other = {f"x{i}": 1.0 for i in range(12)}
+    with pytest.raises(ValueError) as e:
+        compare([first, other], [first, first])
+    assert "['q0', 'q1', 'q10', 'q11', 'q2'] ..." in str(e.value)
