@@ -29,10 +29,10 @@ def test_no_runs_on_either_side_are_refused():
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_a_non_finite_score_is_refused_naming_its_question_and_seed(bad):
-    scores = [1.0] * 12
-    scores[7] = bad
+    scores, later = [1.0] * 12, [1.0] * 12
+    scores[7], later[9] = bad, bad
     with pytest.raises(ValueError, match=r"question 'q7': non-finite score .* \(seed 1\); refused"):
-        compare([seed([1.0] * 12), seed(scores)], [seed([0.0] * 12)])
+        compare([seed([1.0] * 12), seed(scores), seed(later)], [seed([0.0] * 12)])  # the first named
 
 
 def greedy_runs():
@@ -68,9 +68,12 @@ def test_identical_reruns_on_a_deterministic_engine_raise_no_alarm():
 def test_each_sides_accuracy_sd_is_over_its_seeds_accuracies():
     """Three seeds at accuracy 1/2, 1/4 and 3/4 (12 questions): sd 1/4 over seeds (ddof 1)."""
     method = [seed([1.0] * 6 + [0.0] * 6), seed([1.0] * 3 + [0.0] * 9), seed([1.0] * 9 + [0.0] * 3)]
-    row = compare(method, [seed([0.0] * 12)] * 2)
+    baseline = [seed([1.0] * 3 + [0.0] * 9), seed([0.0] * 3 + [1.0] * 6 + [0.0] * 3)]  # 1/4 and 1/2
+    row = compare(method, baseline)
     assert row["acc_method"] == pytest.approx(0.5) and row["acc_method_sd"] == pytest.approx(0.25)
-    assert row["acc_baseline_sd"] == 0.0 and (row["n_seeds_method"], row["n_seeds_baseline"]) == (3, 2)
+    assert row["acc_baseline"] == pytest.approx(0.375)
+    assert row["acc_baseline_sd"] == pytest.approx(0.125 * 2**0.5)  # sd of (1/4, 1/2), ddof 1
+    assert (row["n_seeds_method"], row["n_seeds_baseline"]) == (3, 2)
 
 
 @pytest.mark.parametrize("n, verdict", [(9, "inconclusive"), (10, "supported")])
@@ -104,3 +107,9 @@ def test_seeds_covering_different_questions_name_the_first_five_that_differ():
     with pytest.raises(ValueError) as e:
         compare([first, other], [first, first])
     assert "['q0', 'q1', 'q10', 'q11', 'q2'] ..." in str(e.value)
+
+
+def test_a_greedy_method_with_two_seeds_counts_seed_0_alone():
+    runs = [seed([1.0, 0.0] * 6), seed([1.0, 0.0] * 6)]
+    row = compare(runs, [seed([0.0] * 12)] * 2, deterministic=(True, False))
+    assert row["note"] == "method: temperature 0, seed 0 of 2 counted (the others are reruns, identical)"
