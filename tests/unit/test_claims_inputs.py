@@ -113,3 +113,11 @@ def test_a_greedy_method_with_two_seeds_counts_seed_0_alone():
     runs = [seed([1.0, 0.0] * 6), seed([1.0, 0.0] * 6)]
     row = compare(runs, [seed([0.0] * 12)] * 2, deterministic=(True, False))
     assert row["note"] == "method: temperature 0, seed 0 of 2 counted (the others are reruns, identical)"
+
+
+@pytest.mark.parametrize("alpha", [0.0, -0.01, 0.05, 0.2])
+def test_a_primary_family_needs_a_level_strictly_between_0_and_alpha(alpha):
+    from retrace.scoring.claims import Primary, adjust
+
+    with pytest.raises(ValueError, match="0 < primary alpha < 0.05"):
+        adjust([], alpha=0.05, primary=Primary(("c",), alpha))

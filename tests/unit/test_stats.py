@@ -215,3 +215,13 @@ def test_off_the_lattice_the_smallest_p_is_one_over_200001_random_flips():
     200,000 reaches the observed sum, so p = (1 + 0) / (1 + 200,000)."""
     d = np.sqrt(np.arange(2, 42, dtype=float)) / 7.0
     assert sign_flip_exact(d) == 1 / 200_001
+
+
+def test_the_stratified_exact_test_gives_p_at_most_1_and_exactly_1_at_the_centre():
+    from retrace.scoring.stats import stratified_exact
+
+    rng = np.random.default_rng(3)
+    ps = [stratified_exact(rng.integers(0, 2, (3, 8)), rng.integers(0, 2, (1, 8))) for _ in range(40)]
+    assert all(0.0 < p <= 1.0 for p in ps)
+    a = np.array([[1, 0, 1, 0]] * 3)  # each question: A's three draws alike, B's one the same
+    assert stratified_exact(a, a[:1]) == 1.0
