@@ -171,13 +171,15 @@ def skip_unselected(db: WorkDB, target: Target, root: Path, only: set | None = N
             )
 
 
-def earlier(session: Path) -> tuple[list, set]:
-    """An earlier session's judged mutants (item, result) and the ids of its survivors."""
+def earlier(session: Path) -> tuple[list, set, int]:
+    """An earlier session's judged mutants (item, result), the ids of its survivors, and how
+    many of its mutants it never ran (stopped at a deadline)."""
     if not session.is_file():
         raise SystemExit(f"tests/mutation/run.py: no earlier session {session} (run with --sessions first)")
     with use_db(str(session), WorkDB.Mode.open) as db:
         done = [(item, r) for item, r in db.completed_work_items if r.worker_outcome == WorkerOutcome.NORMAL]
-    return done, {mutant_id(i) for i, r in done if r.test_outcome == TestOutcome.SURVIVED}
+        never = db.num_work_items - db.num_results
+    return done, {mutant_id(i) for i, r in done if r.test_outcome == TestOutcome.SURVIVED}, never
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,7 @@ def run_target(target: Target, root: Path, how: Run) -> tuple[list, int]:
     cfg.write_text(config(target, how.python, how.timeout))
     cr = [str(Path(sys.executable).with_name("cosmic-ray")), "--verbosity", "ERROR"]
     kept_session = how.sessions / session.name if how.sessions else None
-    before, again = earlier(how.recheck / session.name) if how.recheck else ([], None)
+    before, again, never = earlier(how.recheck / session.name) if how.recheck else ([], None, 0)
     if kept_session and kept_session.is_file() and not how.recheck:
         shutil.copy2(kept_session, session)  # resume: Cosmic Ray runs only what is pending
     else:
@@ -228,7 +230,7 @@ def run_target(target: Target, root: Path, how: Run) -> tuple[list, int]:
         now = [(target.module, r, item) for item, r in db.completed_work_items]
         pending = db.num_work_items - db.num_results
     kept = [(target.module, r, i) for i, r in before if mutant_id(i) not in (again or set())]
-    return kept + now, pending
+    return kept + now, pending + never
 
 
 def summary(results: list) -> tuple[float, int, list[str]]:
