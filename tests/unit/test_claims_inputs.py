@@ -73,7 +73,7 @@ def test_each_sides_accuracy_sd_is_over_its_seeds_accuracies():
     assert row["acc_method"] == pytest.approx(0.5) and row["acc_method_sd"] == pytest.approx(0.25)
     assert row["acc_baseline"] == pytest.approx(0.375)
     assert row["acc_baseline_sd"] == pytest.approx(0.125 * 2**0.5)  # sd of (1/4, 1/2), ddof 1
-    assert (row["n_seeds_method"], row["n_seeds_baseline"]) == (3, 2)
+    assert (row["n_seeds_method"], row["n_seeds_baseline"]) == (3, 2) and row["note"] == ""  # all counted
 
 
 @pytest.mark.parametrize("n, verdict", [(9, "inconclusive"), (10, "supported")])
@@ -121,3 +121,36 @@ def test_a_primary_family_needs_a_level_strictly_between_0_and_alpha(alpha):
 
     with pytest.raises(ValueError, match="0 < primary alpha < 0.05"):
         adjust([], alpha=0.05, primary=Primary(("c",), alpha))
+
+
+def test_a_greedy_method_with_one_seed_needs_no_note():
+    row = compare([seed([1.0, 0.0] * 6)], [seed([0.0] * 12)], deterministic=(True, False))
+    assert row["note"] == "" and row["delta"] == pytest.approx(0.5)
+
+
+def test_method_and_baseline_on_different_questions_are_refused_naming_the_first_five():
+    other = {f"x{i}": 0.0 for i in range(12)}
+    with pytest.raises(ValueError) as e:
+        compare([seed([1.0] * 12)], [other])
+    assert "method and baseline cover different questions: ['q0', 'q1', 'q10', 'q11', 'q2'] ..." in str(
+        e.value
+    )
+
+
+ROW = {"claim": "c", "dataset": "d", "direction": "greater", "delta": 0.3, "p_value": 0.001}
+
+
+def test_a_row_without_sd_diff_keeps_its_own_interval_through_holm():
+    from retrace.scoring.claims import adjust
+
+    [row] = adjust([{**ROW, "ci_low": 0.1, "ci_high": 0.5, "n_questions": 50, "sd_diff": ""}])
+    assert (row["ci_low"], row["ci_high"], row["verdict"]) == (0.1, 0.5, "supported")
+
+
+def test_a_row_that_does_not_say_how_many_questions_is_inconclusive_even_at_a_floor_of_one():
+    from retrace.scoring.claims import adjust
+
+    [row] = adjust([{**ROW, "ci_low": 0.1, "ci_high": 0.5, "n_questions": ""}], min_questions=1)
+    assert row["verdict"] == "inconclusive"
+    [row] = adjust([{**ROW, "ci_low": 0.1, "ci_high": 0.5, "n_questions": 1}], min_questions=1)
+    assert row["verdict"] == "supported"
