@@ -225,3 +225,37 @@ def test_the_stratified_exact_test_gives_p_at_most_1_and_exactly_1_at_the_centre
     assert all(0.0 < p <= 1.0 for p in ps)
     a = np.array([[1, 0, 1, 0]] * 3)  # each question: A's three draws alike, B's one the same
     assert stratified_exact(a, a[:1]) == 1.0
+
+
+def test_holm_accepts_p_values_of_exactly_0_and_1_and_refuses_any_below_0():
+    assert holm([0.0, 1.0]) == [0.0, 1.0]
+    with pytest.raises(ValueError, match="must lie in"):
+        holm([0.5, -0.25])
+
+
+def test_the_lattice_scale_is_the_smallest_that_makes_every_difference_an_integer():
+    from retrace.scoring.stats import lattice_scale
+
+    assert lattice_scale(np.array([1.0, -2.0, 3.0])) == 1
+    assert lattice_scale(np.array([1 / 3, -2 / 3, 1.0])) == 3
+    assert lattice_scale(np.array([1 / 2, 1 / 3])) == 6
+
+
+def test_the_random_path_is_reproducible_from_its_default_seed():
+    d = np.sqrt(np.arange(2, 14, dtype=float)) * np.array([1, -1, 1, 1, -1, 1, 1, 1, -1, 1, 1, -1])
+    p = sign_flip_exact(d)
+    assert 0.01 < p < 0.99 and p == sign_flip_exact(d, seed=0) and p != sign_flip_exact(d, seed=1)
+
+
+def test_the_interval_adds_the_agresti_min_pseudo_pairs_to_the_differences():
+    """+1 and -1 at weight 1/2 each and 0 at weight 1: n + 2 differences in all."""
+    from retrace.scoring.stats import paired_mean_ci
+
+    d = np.array([1.0, 0.0, 1.0, 1.0, -1.0, 0.0, 1.0, 1.0])
+    values, weights = np.append(d, [1.0, -1.0, 0.0]), np.append(np.ones(len(d)), [0.5, 0.5, 1.0])
+    mean = np.average(values, weights=weights)
+    sd = np.sqrt(np.average((values - mean) ** 2, weights=weights))
+    for level in (0.5, 0.95):
+        got = paired_mean_ci(float(d.mean()), float(d.std()), len(d), level)
+        assert got == pytest.approx(sign_flip_ci(mean, sd, len(d) + 2, level))
+    assert np.isfinite(paired_mean_ci(1.0, 0.0, 1, 0.5)).all()  # one question, 3 with the pseudo-pairs
