@@ -176,3 +176,11 @@ def test_a_column_with_a_default_shows_it_for_an_older_result_that_did_not_print
         "| 700 | 3 |",
         "| 600 | - |",
     ]
+
+
+def test_two_results_started_in_the_same_second_are_both_kept(tmp_path):
+    rec = {"name": "mutation", "started": "2026-12-06T03:54:10Z", "values": {"x": "1"}}
+    first = record.write(rec, tmp_path)
+    second = record.write({**rec, "values": {"x": "2"}}, tmp_path)
+    assert first != second and json.loads(first.read_text())["values"] == {"x": "1"}
+    assert json.loads(second.read_text())["values"] == {"x": "2"}
