@@ -259,3 +259,20 @@ def test_the_interval_adds_the_agresti_min_pseudo_pairs_to_the_differences():
         got = paired_mean_ci(float(d.mean()), float(d.std()), len(d), level)
         assert got == pytest.approx(sign_flip_ci(mean, sd, len(d) + 2, level))
     assert np.isfinite(paired_mean_ci(1.0, 0.0, 1, 0.5)).all()  # one question, 3 with the pseudo-pairs
+
+
+def test_a_p_value_never_exceeds_1_even_when_its_two_tails_round_above_it():
+    """Three wins and four losses: the two tails hold all the mass, and their float sum is
+    1.0000000000000009."""
+    assert sign_flip_exact([1.0, 1.0, 1.0, -1.0, -1.0, -1.0, -1.0]) == 1.0
+
+
+def test_a_long_convolution_by_fft_is_a_pmf_with_no_negative_entries():
+    """The FFT's rounding leaves entries of about -1e-18 where the true mass is ~0."""
+    from scipy.stats import binom
+
+    from retrace.scoring.stats import _convolve
+
+    p = binom.pmf(np.arange(2001), 2000, 0.5)  # 2001 x 2001 products: the FFT path
+    out = _convolve(p, p)
+    assert out.min() >= 0.0 and out.sum() == pytest.approx(1.0)
