@@ -3,14 +3,17 @@ notice a planted bug in the statistics, the claims, the rerun keys, the audit an
 
     make mutation                                     # every target below (hours on 2 cores)
     make mutation MUTATION_ARGS="--only closure.py"   # one module, while writing its tests
+    make mutation MUTATION_ARGS="--sessions S --budget-s 3600"   # stop after an hour (resume: again)
+    make mutation MUTATION_ARGS="--survivors-of S"    # after new tests: rerun the survivors only
 
 Each target is a module (or some of its functions) and the fast tests that exercise it. The
 tree is copied to a temporary folder first: Cosmic Ray plants each mutant in the file on disk,
 so the checkout is never touched, even by an interrupted run. One mutant runs only its target's
 tests (`-x`: the first failure kills it). Prints `mutation score (integrity core): X` (killed
 over killed + survived; a mutant that does not import is not counted) and every survivor as
-file:line, operator and diff; docs/development/testing.md lists the survivors judged equivalent
-and the last full run's date, time and score. Exit status 1 when the score is below --goal.
+file:line, operator and diff, then `label: value` lines that `make mutation` keeps as a result
+file (benchmarks/record.py), from which docs/development/testing.md's table is drawn; that file
+lists the survivors judged equivalent. Exit status 1 when the score is below --goal.
 """
 
 from __future__ import annotations
