@@ -69,7 +69,8 @@ class CachedLLM:
         identity: dict | None = None,
     ):
         """`identity`: the backend class's `identity(model, engine)`; defaults to name + template."""
-        self._factory, self._backend = backend_factory, None
+        self._factory = backend_factory
+        self._backend: Backend | None = None  # loaded at the first request the cache cannot answer
         self.model, self.cache, self.usage = model, cache, Usage()
         self.identity = identity or {
             "backend": backend_name,
