@@ -328,7 +328,11 @@ def watch(servers: list, files: list, stop: threading.Event, command: list[str] 
                 if not server.alive():
                     raise ServerDied(
                         f"the engine behind {server.url} (endpoint {path}) exited while serving"
-                        + ("; stopping the command: finished requests are in the request cache" if proc else "")
+                        + (
+                            "; stopping the command: finished requests are in the request cache"
+                            if proc
+                            else ""
+                        )
                     )
             if proc is not None and proc.poll() is not None:
                 return proc.returncode

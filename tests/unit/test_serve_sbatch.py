@@ -41,7 +41,9 @@ def test_each_array_task_starts_one_server_and_never_snakemake(tmp_path):
     calls = (tmp_path / "calls.log").read_text().splitlines()
     assert len(calls) == 2 and not any(c.startswith("snakemake") for c in calls), calls
     assert all(c.startswith("python -m retrace serve --model m --backend vllm") for c in calls)
-    assert "--endpoint results/serve/m/gpu1.json" in calls[1] and "--api-key-env RETRACE_SERVE_KEY" in calls[1]
+    assert (
+        "--endpoint results/serve/m/gpu1.json" in calls[1] and "--api-key-env RETRACE_SERVE_KEY" in calls[1]
+    )
 
 
 def test_a_task_without_the_manifest_says_how_to_make_it_once(tmp_path):

@@ -161,7 +161,12 @@ def test_vllm_command_carries_the_in_process_engine_arguments():
 
     manifest = {**MANIFEST, "hf_dir": "/m/hf"}
     cmd = vllm_command(
-        manifest, {"max_model_len": 4096, "deterministic": True}, "node7", 8000, cuda=False, template="/t.jinja"
+        manifest,
+        {"max_model_len": 4096, "deterministic": True},
+        "node7",
+        8000,
+        cuda=False,
+        template="/t.jinja",
     )
     # this interpreter's vllm entry point: no `vllm` on PATH needed
     assert cmd[:5] == [sys.executable, "-m", VLLM_SERVER, "--model", "/m/hf"]
@@ -248,7 +253,9 @@ def serve_args(tmp_path, **kw):
     write_json(tmp_path / "manifest.json", manifest)
     base = dict(model="tiny", backend="llamacpp", set=["engine.deterministic=true"], host="127.0.0.1", port=0)
     base.update(endpoint=tmp_path / "serve" / "ep.json", manifest=tmp_path / "manifest.json")
-    return argparse.Namespace(**{**base, "api_key_env": None, "ready_timeout": 10, "gpus": None, **kw}), manifest
+    return argparse.Namespace(
+        **{**base, "api_key_env": None, "ready_timeout": 10, "gpus": None, **kw}
+    ), manifest
 
 
 def test_serve_publishes_the_endpoint_once_answering_and_removes_it_on_stop(
@@ -318,7 +325,10 @@ def test_gpus_give_one_endpoint_file_per_gpu_in_the_folder(tmp_path):
     from retrace.serve import endpoint_files
 
     a, _ = serve_args(tmp_path, backend="vllm", gpus="0,1", endpoint=tmp_path / "serve")
-    assert endpoint_files(a) == [(tmp_path / "serve" / "gpu0.json", "0"), (tmp_path / "serve" / "gpu1.json", "1")]
+    assert endpoint_files(a) == [
+        (tmp_path / "serve" / "gpu0.json", "0"),
+        (tmp_path / "serve" / "gpu1.json", "1"),
+    ]
     with pytest.raises(ValueError, match="for --backend vllm"):
         endpoint_files(serve_args(tmp_path, gpus="0")[0])
 
@@ -345,8 +355,16 @@ def dying_server():
             alive[0] -= 1
             choice = {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
             usage = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
-            body = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": served[0],
-                               "choices": [choice], "usage": usage}).encode()
+            body = json.dumps(
+                {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": served[0],
+                    "choices": [choice],
+                    "usage": usage,
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -373,9 +391,15 @@ def test_a_server_that_dies_mid_run_stops_the_job_in_one_line_and_keeps_finished
     engine = {"endpoint": str(ep), "deterministic": True, "max_retries": 0, "health_s": 30}
     identity = ServedBackend.identity(MANIFEST, engine)
     llm = CachedLLM(
-        lambda: ServedBackend(MANIFEST, engine), "served", MANIFEST, RequestCache(tmp_path / "c", job="t"), identity
+        lambda: ServedBackend(MANIFEST, engine),
+        "served",
+        MANIFEST,
+        RequestCache(tmp_path / "c", job="t"),
+        identity,
     )
-    requests = [Request(messages=(Message("user", f"q{i}"),), sampling=Sampling(max_tokens=4)) for i in range(6)]
+    requests = [
+        Request(messages=(Message("user", f"q{i}"),), sampling=Sampling(max_tokens=4)) for i in range(6)
+    ]
     with pytest.raises(endpoint.EndpointError) as e:
         llm.generate(requests)
     line = str(e.value)

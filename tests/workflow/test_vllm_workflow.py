@@ -24,7 +24,15 @@ import time
 
 import pytest
 
-from tests.workflow.conftest import SNAKEMAKE, TIMEOUT_SCALE, copy_repo, env_for, retrace, snakemake, write_config
+from tests.workflow.conftest import (
+    SNAKEMAKE,
+    TIMEOUT_SCALE,
+    copy_repo,
+    env_for,
+    retrace,
+    snakemake,
+    write_config,
+)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -172,9 +180,13 @@ def test_served_vllm_agrees_with_the_in_process_vllm_backend(both_engines, tmp_p
     try:
         for dataset in ("smoke_math", "smoke_mc"):
             served = {r["problem_id"]: r for r in rows(root, "served", dataset, "greedy")}
-            cfg = json.loads((root / GEN / f"served/{dataset}/greedy/seed0.jsonl.prov.json").read_text())["config"]
+            cfg = json.loads((root / GEN / f"served/{dataset}/greedy/seed0.jsonl.prov.json").read_text())[
+                "config"
+            ]
             task = TASKS.get(cfg["dataset"]["task"])
-            ctx = MethodContext(seed=0, task=task, template=cfg["dataset"].get("template") or task.default_template)
+            ctx = MethodContext(
+                seed=0, task=task, template=cfg["dataset"].get("template") or task.default_template
+            )
             problems = [p for p in read_problems(root / f"results/data/{dataset}.jsonl") if p.id in served]
             for row in METHODS.get("greedy")(problems, cfg["method"], llm, ctx):
                 mine, theirs = row["samples"][0], served[row["problem_id"]]["samples"][0]
