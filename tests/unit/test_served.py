@@ -424,3 +424,56 @@ def test_the_client_asks_the_server_for_its_health_during_the_run(tmp_path, mode
         health.check()
     with pytest.raises(endpoint.EndpointError):
         health.check(now=False)  # and every later request fails at once
+
+
+def stand_in_engine(url, served, alive=lambda: True):
+    """A stand-in for the engine server class: the models server answers for it."""
+
+    class Engine:
+        def __init__(self, manifest, settings, host, port, api_key_env):
+            self.url, self.settings = url, settings
+            served.append(endpoint.served_name(manifest))
+
+        def alive(self):
+            return alive()
+
+        def close(self):
+            pass
+
+    return Engine
+
+
+def test_serve_runs_the_command_while_serving_and_returns_its_status(tmp_path, models_server, monkeypatch):
+    from retrace import serve
+
+    url, served = models_server
+    a, _ = serve_args(tmp_path)
+    monkeypatch.setattr(serve, "LlamaCppServer", stand_in_engine(url, served))
+    # the command sees the endpoint file (the server answers), and its exit status is ours
+    check = f"import os, sys; sys.exit(3 if os.path.exists({str(a.endpoint)!r}) else 1)"
+    assert serve.serve(a, threading.Event(), [sys.executable, "-c", check]) == 3
+    assert not a.endpoint.exists()
+
+
+def test_an_engine_that_dies_while_the_command_runs_stops_it_in_one_line(
+    tmp_path, models_server, monkeypatch
+):
+    from retrace import serve
+
+    url, served = models_server
+    a, _ = serve_args(tmp_path)
+    ready, stopped = tmp_path / "ready", tmp_path / "stopped"
+    # the engine dies once the command is up (its SIGINT handler set): no race with its start
+    monkeypatch.setattr(serve, "LlamaCppServer", stand_in_engine(url, served, lambda: not ready.exists()))
+    command = [
+        sys.executable,
+        "-c",
+        "import signal, sys, time\n"
+        f"signal.signal(signal.SIGINT, lambda *_: (open({str(stopped)!r}, 'w').close(), sys.exit(130)))\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "time.sleep(120)",
+    ]
+    with pytest.raises(serve.ServerDied, match="exited while serving") as e:
+        serve.serve(a, threading.Event(), command)
+    assert str(a.endpoint) in str(e.value) and "request cache" in str(e.value)
+    assert stopped.exists() and not a.endpoint.exists()  # the command was stopped (SIGINT), the file removed
