@@ -161,7 +161,6 @@ def test_served_vllm_agrees_with_the_in_process_vllm_backend(both_engines, tmp_p
     the in-process keys and would be served back). Prompt tokens must be equal (the server
     applied the same chat template); texts are compared as vLLM is with llama.cpp above (the
     server batched the requests, which on CPU may part a near-tie)."""
-    from retrace import models
     from retrace.backends.vllm import VLLMBackend
     from retrace.cache import RequestCache
     from retrace.data import read_problems
@@ -171,8 +170,8 @@ def test_served_vllm_agrees_with_the_in_process_vllm_backend(both_engines, tmp_p
     from retrace.serve import engine_settings
 
     root = both_engines
-    manifest = models.load_manifest(root / f"results/models/{MODEL}/manifest.json")
-    manifest = {**manifest, "hf_dir": str(root / manifest["hf_dir"])}
+    manifest = json.loads((root / f"results/models/{MODEL}/manifest.json").read_text())
+    manifest = {**manifest, "hf_dir": str(root / manifest["hf_dir"])}  # paths relative to the copy
     settings = {**engine_settings("vllm", SERVER), "deterministic": True}
     engine = VLLMBackend(manifest, settings)
     llm = CachedLLM(lambda: engine, "vllm", manifest, RequestCache(tmp_path / "cache", job="t"))
