@@ -84,7 +84,9 @@ class CachedLLM:
             began = time.perf_counter()
             self._backend = self._factory()
             self.usage.engine_load_seconds += time.perf_counter() - began
-            self.usage.engine_loads += 1
+            # a client of `retrace serve` loads no engine: the server's one load is counted once,
+            # as the number of servers, not per job
+            self.usage.engine_loads += getattr(self._backend, "server_record", None) is None
         return self._backend
 
     @property
