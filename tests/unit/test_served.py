@@ -350,7 +350,9 @@ def dying_server():
             self.rfile.read(int(self.headers["Content-Length"]))
             if alive[0] <= 0:
                 self.close_connection = True
-                threading.Thread(target=httpd.shutdown).start()
+                # stop serving and close the listening socket: a killed engine refuses
+                # connections (a socket left open would hang them: the 30 s probe timeout)
+                threading.Thread(target=lambda: (httpd.shutdown(), httpd.server_close())).start()
                 return
             alive[0] -= 1
             choice = {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
