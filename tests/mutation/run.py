@@ -277,11 +277,12 @@ def main(argv: list[str] | None = None) -> int:
             done, left = run_target(target, root, how)
             results, pending = results + done, pending + left
     score, judged, survivors = summary(results)
-    for s in survivors:
-        print(f"survived: {s}")
+    for s in survivors:  # the diffs on stderr: record.py keeps stdout's `label: value` lines only
+        print(f"survived: {s}", file=sys.stderr)
     took = time.monotonic() - start
     # `label: value` lines, kept by benchmarks/record.py for docs/development/testing.md's figure
     print(f"mutation modules: {' '.join(Path(t.module).name for t in targets)}")
+    print(f"survivors: {len(survivors)} ({'; '.join(s.split(chr(10))[0] for s in survivors) or 'none'})")
     print(f"mutants judged: {judged}")
     print(f"mutants not run (deadline): {pending}")
     print(f"mutation run seconds: {took:.0f}")
