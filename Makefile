@@ -30,12 +30,14 @@ run: setup
 
 # A real verdict on a laptop: positive (Maj@4 vs greedy) and A/A controls on 200
 # ASDiv questions from the mirror (config/experiment/controls.yaml); the always-affirm
-# falsifier on 30 (controls_falsifier.yaml). Measured times and verdicts: docs/controls.md.
+# falsifier on 30 (controls_falsifier.yaml). Each runs `snakemake --cores 2 --config
+# experiment=E` through benchmarks/controls.py, kept as a result file (RECORD, below) whose
+# verdicts and time docs/controls.md draws (make figures).
 controls: setup
-	$(VENV)/bin/snakemake --cores 2 --config experiment=controls
+	$(RECORD) controls -- $(PY) benchmarks/controls.py --experiment controls
 
 controls-falsifier: setup
-	$(VENV)/bin/snakemake --cores 2 --config experiment=controls_falsifier
+	$(RECORD) controls-falsifier -- $(PY) benchmarks/controls.py --experiment controls_falsifier
 
 # Two tiers. The fast tier is everything not marked `slow` (scripted backends, tiny data),
 # spread over the cores by pytest-xdist. The slow tier runs real models: the workflow runs
