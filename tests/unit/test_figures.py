@@ -212,3 +212,13 @@ def test_a_controls_row_prints_one_parsable_value_per_field_even_with_a_colon_in
         f"p ({label})": "0.00029 (Holm -)",
         f"won/tied/lost ({label})": "31/161/8",
     }
+
+
+def test_a_meta_list_such_as_the_command_is_shown_as_its_words_and_a_pattern_picks_from_them(tmp_path):
+    _result(tmp_path, "rehearse", "2026-12-01T10:00:00Z", {"x": "1"})
+    path = tmp_path / "rehearse" / "2026-12-01T100000Z.json"
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "command": ["retrace", "rehearse", "--scale", "0.1"]}))
+    spec = {"scale": {"result": "rehearse", "meta": "command", "pattern": r"--scale (\S+)"}}
+    text = "<!-- figure:scale -->?<!-- /figure -->"
+    assert figures.regenerate(text, spec, tmp_path) == "<!-- figure:scale -->0.1<!-- /figure -->"
