@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 NOTE ?=
-.PHONY: figures estimates ci-time setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench bench-cluster reliability reliability-quick calibrate model-1.5b mutation clean
+.PHONY: figures estimates rehearse ci-time setup run controls controls-falsifier lint test test-fast test-slow test-vllm bench bench-cluster reliability reliability-quick calibrate model-1.5b mutation clean
 
 setup: $(STAMP)
 
@@ -30,12 +30,14 @@ run: setup
 
 # A real verdict on a laptop: positive (Maj@4 vs greedy) and A/A controls on 200
 # ASDiv questions from the mirror (config/experiment/controls.yaml); the always-affirm
-# falsifier on 30 (controls_falsifier.yaml). Measured times and verdicts: docs/controls.md.
+# falsifier on 30 (controls_falsifier.yaml). Each runs `snakemake --cores 2 --config
+# experiment=E` through benchmarks/controls.py, kept as a result file (RECORD, below) whose
+# verdicts and time docs/controls.md draws (make figures).
 controls: setup
-	$(VENV)/bin/snakemake --cores 2 --config experiment=controls
+	$(RECORD) controls -- $(PY) benchmarks/controls.py --experiment controls
 
 controls-falsifier: setup
-	$(VENV)/bin/snakemake --cores 2 --config experiment=controls_falsifier
+	$(RECORD) controls-falsifier -- $(PY) benchmarks/controls.py --experiment controls_falsifier
 
 # Two tiers. The fast tier is everything not marked `slow` (scripted backends, tiny data),
 # spread over the cores by pytest-xdist. The slow tier runs real models: the workflow runs
@@ -171,6 +173,15 @@ calibrate: setup
 # README.md and docs/ from the newest of those (docs/measurements/figures.yaml says which).
 figures: setup
 	$(PY) benchmarks/figures.py
+
+# `retrace rehearse` (the experiment's whole workflow on the simulated engine, planted effects,
+# power at full size) kept as result file rehearse-EXPERIMENT; docs/rehearse.md draws it.
+# REHEARSE names the experiment, SCALE the share of questions (paper at 0.1: most of an hour
+# on 2 cores; art_plumbing at 1: minutes).
+REHEARSE ?= paper
+SCALE ?= 0.1
+rehearse: setup
+	$(RECORD) rehearse-$(REHEARSE) -- $(VENV)/bin/retrace rehearse --experiment $(REHEARSE) --scale $(SCALE)
 
 # The paper experiments' cost bounds (`retrace plan --estimate`, the mirror's question counts:
 # RETRACE_MIRROR or config.yaml's mirror), kept as result files for the README's figures.

@@ -46,6 +46,8 @@ def results(name: str, where: str = "", root: Path = RESULTS) -> list[dict[str, 
 def _cell(rec: dict[str, Any], col: dict[str, Any], fig: str) -> str:
     if "meta" in col:
         raw: Any = rec.get(col["meta"], "")
+        if isinstance(raw, list):  # the command: its words, so a `pattern` can pick an option
+            raw = " ".join(map(str, raw))
         if col["meta"] == "started":
             raw = str(raw).replace("T", " ")[:16]
     else:

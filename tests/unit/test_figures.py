@@ -184,3 +184,41 @@ def test_two_results_started_in_the_same_second_are_both_kept(tmp_path):
     second = record.write({**rec, "values": {"x": "2"}}, tmp_path)
     assert first != second and json.loads(first.read_text())["values"] == {"x": "1"}
     assert json.loads(second.read_text())["values"] == {"x": "2"}
+
+
+def test_a_controls_row_prints_one_parsable_value_per_field_even_with_a_colon_in_its_claim():
+    controls = load("controls")
+    row = {
+        "claim": "positive control: Maj@N beats greedy",
+        "verdict": "supported",
+        "acc_method": "0.605",
+        "acc_baseline": "0.49",
+        "delta": "0.115",
+        "ci_low": "0.047",
+        "ci_high": "0.183",
+        "ci_level": "0.975",
+        "p_value": "0.00029",
+        "p_adjusted": "",
+        "wins": "31",
+        "ties": "161",
+        "losses": "8",
+    }
+    values = record.parse_values(controls.row_lines(row))
+    label = "positive control - Maj@N beats greedy"
+    assert values == {
+        f"verdict ({label})": "supported",
+        f"accuracy ({label})": "0.605 / 0.490",
+        f"effect ({label})": "+0.115 [0.047, 0.183] (0.975)",
+        f"p ({label})": "0.00029 (Holm -)",
+        f"won/tied/lost ({label})": "31/161/8",
+    }
+
+
+def test_a_meta_list_such_as_the_command_is_shown_as_its_words_and_a_pattern_picks_from_them(tmp_path):
+    _result(tmp_path, "rehearse", "2026-12-01T10:00:00Z", {"x": "1"})
+    path = tmp_path / "rehearse" / "2026-12-01T100000Z.json"
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "command": ["retrace", "rehearse", "--scale", "0.1"]}))
+    spec = {"scale": {"result": "rehearse", "meta": "command", "pattern": r"--scale (\S+)"}}
+    text = "<!-- figure:scale -->?<!-- /figure -->"
+    assert figures.regenerate(text, spec, tmp_path) == "<!-- figure:scale -->0.1<!-- /figure -->"
