@@ -82,6 +82,7 @@ def engine(manifest: dict, cfg: dict, cache: RequestCache) -> CachedLLM:
         manifest,
         cache,
         identity=backend_cls.identity(manifest, settings),
+        max_in_flight=settings.get("max_in_flight"),
     )
 
 
