@@ -1,5 +1,6 @@
 """The internal steps the workflow's rules call (plumbing; `retrace COMMAND --help` for each):
-model, data, generate, score, probe, merge-shards, diagnose, score-cell, claims, report.
+model, data, generate, generate-cell, score, probe, merge-shards, diagnose, score-cell, claims,
+report.
 Each parses its arguments here and calls the stage function in retrace.stages that tests call."""
 
 from __future__ import annotations
@@ -186,6 +187,25 @@ def _score_cell(p: argparse.ArgumentParser) -> Callable:
         from retrace.stages import score_cell
 
         score_cell.run(a.experiment, tuple(a.override), (a.model, a.backend, a.dataset, a.seed), a.results)
+
+    return run
+
+
+@command("generate-cell", "generate every unsharded label of one model, backend, dataset, seed on one engine", step=True)
+def _generate_cell(p: argparse.ArgumentParser) -> Callable:
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")
+    for name in ("model", "backend", "dataset"):
+        p.add_argument(f"--{name}", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
+    p.add_argument("--cache", type=Path, required=True, help="the request cache")
+
+    def run(a: argparse.Namespace) -> None:
+        from retrace.stages import generate_cell
+
+        cell = (a.model, a.backend, a.dataset, a.seed)
+        generate_cell.run(a.experiment, tuple(a.override), cell, a.results, a.cache)
 
     return run
 
