@@ -169,7 +169,9 @@ def main() -> int:
     a = ap.parse_args()
     rollouts = a.requests // a.turns
     n = rollouts * a.turns
-    print(f"scheduler requests: {n} ({rollouts} rollouts x {a.turns} turns), at most {DEFAULT_IN_FLIGHT} in flight")
+    print(
+        f"scheduler requests: {n} ({rollouts} rollouts x {a.turns} turns), at most {DEFAULT_IN_FLIGHT} in flight"
+    )
     for cache in ("memory", "disk"):
         base, ours = compare(rollouts, a.turns, a.repeats, cache)
         print(f"scheduler wall time ({cache} cache): {ours:.2f} s")

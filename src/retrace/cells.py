@@ -112,7 +112,8 @@ def _driver_hash() -> str:
     from retrace import closure
     from retrace.hashing import hash_sources
 
-    return hash_sources([closure.module_file(m) for m in ("retrace.stages.generate_cell", "retrace.cells")])
+    files = [closure.module_file(m) for m in ("retrace.stages.generate_cell", "retrace.cells")]
+    return hash_sources([f for f in files if f is not None])
 
 
 @dataclass(frozen=True)
@@ -143,4 +144,3 @@ def sharded_labels(jobs: list[Job]) -> tuple[str, ...]:
     """Labels whose generations are merged from shard jobs (rule generate) in some cell; in a cell
     where such a label is not split, its cell job makes it (the workflow's ruleorder)."""
     return tuple(dict.fromkeys(j.label for j in jobs if j.shards > 1))
-

@@ -62,7 +62,10 @@ def test_a_cell_job_writes_what_per_label_jobs_write(tmp_path):
     for job in CELL:
         eq = None
         if job.equal_compute:
-            eq = tuple(label_results / "generations" / f"{generate_cell.sibling(job, x).path}.jsonl" for x in job.equal_compute[:2])
+            eq = tuple(
+                label_results / "generations" / f"{generate_cell.sibling(job, x).path}.jsonl"
+                for x in job.equal_compute[:2]
+            )
         generate.run(
             job,
             label_results / "data" / "math500.jsonl",
@@ -83,9 +86,13 @@ def test_a_changed_label_sends_the_engine_only_its_own_requests(tmp_path):
     generate_cell.run_labels(CELL[:2], results, tmp_path / "cache")
     changed = (CELL[0], sim("majority", "majority", ("method.n=4",)))
     usage = generate_cell.run_labels(changed, results, tmp_path / "cache")
-    assert usage["greedy"]["engine_loads"] == 0 and usage["greedy"]["cache_hits"] == usage["greedy"]["requests"]
+    assert (
+        usage["greedy"]["engine_loads"] == 0 and usage["greedy"]["cache_hits"] == usage["greedy"]["requests"]
+    )
     majority = usage["majority"]
-    assert majority["requests"] == 12 * 4 and majority["requests"] - majority["cache_hits"] == 12  # sample 3 only
+    assert (
+        majority["requests"] == 12 * 4 and majority["requests"] - majority["cache_hits"] == 12
+    )  # sample 3 only
 
 
 def test_labels_of_a_cell_share_one_engine_and_its_requests(tmp_path, monkeypatch):
@@ -103,7 +110,8 @@ def test_labels_of_a_cell_share_one_engine_and_its_requests(tmp_path, monkeypatc
 
     monkeypatch.setattr(generate_cell, "engine", scripted)
     cell = tuple(
-        Job(MODEL, "vllm", "math500", label, "majority", 0, (f"method.n={n}",)) for label, n in (("a", 3), ("b", 4))
+        Job(MODEL, "vllm", "math500", label, "majority", 0, (f"method.n={n}",))
+        for label, n in (("a", 3), ("b", 4))
     )
     usage = generate_cell.run_labels(cell, results, tmp_path / "cache")
     assert len(engines) == 1 and engines[0].calls > 0

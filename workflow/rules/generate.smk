@@ -187,6 +187,9 @@ rule generate:
         f"{RESULTS}/logs/generate/{JOB_PATH}.log",
     benchmark:
         f"{RESULTS}/benchmarks/generate/{JOB_PATH}.tsv"
+    # only labels split into shards (somewhere): the others are made by their cell's job
+    wildcard_constraints:
+        label="|".join(re.escape(label) for label in SHARDED) or r"(?!)",
     threads: engine_threads
     resources:
         mem_mb=engine_resource("mem_mb", 2000),
@@ -195,9 +198,6 @@ rule generate:
         slurm_partition=gpu_partition(engine_resource("gpu")),
         cpus_per_gpu=CPUS_PER_GPU,
         runtime=engine_resource("runtime", 30),
-    # only labels split into shards (somewhere): the others are made by their cell's job
-    wildcard_constraints:
-        label="|".join(re.escape(label) for label in SHARDED) or r"(?!)",
     params:
         key=job_key("generate"),
         command=generate_command,

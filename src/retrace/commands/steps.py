@@ -191,7 +191,11 @@ def _score_cell(p: argparse.ArgumentParser) -> Callable:
     return run
 
 
-@command("generate-cell", "generate every unsharded label of one model, backend, dataset, seed on one engine", step=True)
+@command(
+    "generate-cell",
+    "generate every unsharded label of one model, backend, dataset, seed on one engine",
+    step=True,
+)
 def _generate_cell(p: argparse.ArgumentParser) -> Callable:
     p.add_argument("--experiment", required=True)
     p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")

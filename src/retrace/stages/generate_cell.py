@@ -65,21 +65,16 @@ def _label(job: Job, results: Path, cache_path: Path, data_path: Path, model: tu
     """One label on the cell's engines (created on first use, shared by later labels)."""
     manifest_path, manifest = model
     out = results / "generations" / f"{job.path}.jsonl"
-    partners = None
-    if job.equal_compute:
-        partners = tuple(
-            results / "generations" / f"{sibling(job, label).path}.jsonl" for label in job.equal_compute[:2]
-        )
+    partners = _partners(job, results)
     priced_job, priced = price(job, partners, manifest)
     cfg = label_config(priced_job, data_path)
     cache = RequestCache(cache_path, job=str(out))  # the label's own hit log, as `generate` keeps
     llm = _engine(engines, engine_identity(job), lambda: engine(manifest, cfg, cache))
-    judge_name = scorer_model(cfg)
-    judge_manifest = results / "models" / judge_name / "manifest.json" if judge_name else None
-    judge = None
+    judge_name, judge_manifest, judge = scorer_model(cfg), None, None
     if judge_name:
-        judge_cfg = models.load_manifest(judge_manifest)
-        judge = _engine(engines, f"judge:{judge_name}", lambda: engine(judge_cfg, cfg, cache))
+        judge_manifest = results / "models" / judge_name / "manifest.json"
+        judge_model = models.load_manifest(judge_manifest)
+        judge = _engine(engines, f"judge:{judge_name}", lambda: engine(judge_model, cfg, cache))
     for e in (llm, judge):
         if e is not None:
             e.cache, e.usage = cache, Usage()  # this label's requests and hit log only
@@ -90,8 +85,18 @@ def _label(job: Job, results: Path, cache_path: Path, data_path: Path, model: tu
         cache.close()
 
 
+def _partners(job: Job, results: Path) -> tuple[Path, Path] | None:
+    """The refinement and Maj@N generations that price an equal-compute label's N'."""
+    if not job.equal_compute:
+        return None
+    refine, majority = (sibling(job, label) for label in job.equal_compute[:2])
+    return (
+        results / "generations" / f"{refine.path}.jsonl",
+        results / "generations" / f"{majority.path}.jsonl",
+    )
+
+
 def _engine(engines: dict, identity: str, make) -> CachedLLM:
     if identity not in engines:
         engines[identity] = make()
     return engines[identity]
-
