@@ -82,7 +82,11 @@ def test_sampling_change_reruns_only_that_method(pipeline):
     assert (
         planned
         == {
-            *(f"{GEN}/{d}/{m}/seed0.jsonl" for d in ("smoke_math", "smoke_mc") for m in ("greedy", "majority")),
+            *(
+                f"{GEN}/{d}/{m}/seed0.jsonl"
+                for d in ("smoke_math", "smoke_mc")
+                for m in ("greedy", "majority")
+            ),
             *(
                 f"{SCORE}/{d}/{m}/seed0.json"
                 for d in ("smoke_math", "smoke_mc")
