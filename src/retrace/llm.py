@@ -67,9 +67,13 @@ class CachedLLM:
         model: dict,
         cache: RequestCache,
         identity: dict | None = None,
+        max_in_flight: int | None = None,
     ):
-        """`identity`: the backend class's `identity(model, engine)`; defaults to name + template."""
+        """`identity`: the backend class's `identity(model, engine)`; defaults to name + template.
+        `max_in_flight`: the most requests the engine gets at once (None: the scheduler's
+        default, retrace.scheduler.DEFAULT_IN_FLIGHT); it changes speed, never outputs."""
         self._factory, self._backend = backend_factory, None
+        self.max_in_flight = max_in_flight
         self.model, self.cache, self.usage = model, cache, Usage()
         self.identity = identity or {
             "backend": backend_name,

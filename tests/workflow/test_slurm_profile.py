@@ -50,17 +50,20 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     out = dry_run(copy_repo(tmp_path), "paper", *GPUX)
     assert re.search(r"estimate: 675 generation jobs, .* GPU-hours", out)
     planned = jobs(out)
-    gen = [r for rule, r in planned if rule == "generate"]
+    cells = [r for rule, r in planned if rule.startswith("generate_cell_")]
+    merges = [r for rule, r in planned if rule == "generate"]
     shard = [r for rule, r in planned if rule == "generate_shard"]
-    # scoring is one job per model × dataset × seed (60), not one per label (675: 4 models x 5
-    # datasets x 3 seeds x 11 labels, + refine_full on one model x 15) and diagnosis; the 32k
-    # models' Maj@N' at nominal compute (45 jobs) runs as 10 shards each and a merge
-    assert len(gen) == 675 and len(shard) == 450 and re.search(r"^total\s+1202$", out, re.M)
+    # generation is one job per model × dataset × seed (60: every label of the cell on one
+    # engine, retrace.stages.generate_cell), as scoring is; the 32k models' Maj@N' at nominal
+    # compute (45 label jobs) runs as 10 shards each and a merge
+    assert len(cells) == 60 and len(merges) == 45 and len(shard) == 450
+    assert re.search(r"^total\s+632$", out, re.M)
+    gen = cells + merges
     on_gpu = [r for r in gen + shard if r["gpu"] != "0"]
     assert all(int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in on_gpu)
-    # Qwen2.5-Math-7B's RM@N (5 datasets x 3 seeds) also asks for its reward model's 2 GPUs;
-    # a merge of shards needs none
-    assert sorted(r["gpu"] for r in gen) == ["0"] * 45 + ["1"] * 615 + ["3"] * 15
+    # a cell asks for the most GPUs any label needs: Qwen2.5-Math-7B's RM@N also needs its
+    # reward model's 2 GPUs; a merge of shards needs none
+    assert sorted(r["gpu"] for r in gen) == ["0"] * 45 + ["1"] * 45 + ["3"] * 15
     assert all(r["gpu"] == "1" and int(r["runtime"]) <= 1440 for r in shard)
     probes = [r for rule, r in planned if rule == "probe"]  # one per model, on its GPU
     assert len(probes) == 4 and all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 for r in probes)
@@ -72,7 +75,9 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     # (max_runtime, 1440 min by default) and no job asks for more.
     runtimes = [int(r["runtime"]) for _, r in planned if "runtime" in r]
     assert len(runtimes) == len(planned) and max(runtimes) == 1440
-    assert gpu_jobs_go_to_the_gpu_partition(planned) == {"generate", "generate_shard", "probe"}
+    gpu_rules = gpu_jobs_go_to_the_gpu_partition(planned)
+    assert {r for r in gpu_rules if not r.startswith("generate_cell_")} == {"generate_shard", "probe"}
+    assert len(gpu_rules) > 2  # and the cell rules
 
 
 def test_no_job_asks_for_more_than_max_runtime_and_drr_gpu_jobs_are_sized(tmp_path):
@@ -114,3 +119,4 @@ def test_models_are_materialised_in_the_controller_before_the_gpu_jobs(tmp_path)
     local = set(re.search(r"^LOCALRULES (.*)$", proc.stdout, re.M).group(1).split())
     assert {"model", "model_gguf"} <= local
     assert not {"generate", "generate_shard", "probe"} & local
+    assert not [r for r in local if r.startswith("generate_cell_")]

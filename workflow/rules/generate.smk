@@ -1,11 +1,110 @@
-# Stage generate: one job per model × backend × dataset × method × seed; one engine load.
-# A Maj@N' job (equal_compute in the experiment) also reads the refinement and Maj@N
-# generations whose measured tokens price N'. A run with `shards: K` runs K data-parallel
-# shard jobs (rule generate_shard) and this rule only merges them (retrace.shards).
+# Stage generate: one job per cell (model × backend × dataset × seed) runs every label of the
+# cell that is not split into shards on one engine (retrace.stages.generate_cell; rules
+# generate_cell_<i>, one per group of cells with the same labels, retrace.cells): shared depth-0
+# samples are generated once and the model is loaded once. Each label keeps its own output and
+# provenance; the cell's rerun key combines its labels' keys, so a changed label reruns the cell
+# job, whose unchanged labels the request cache serves without the engine.
+# A Maj@N' label (equal_compute in the experiment) runs after the refinement and Maj@N labels
+# whose measured tokens price N'. A label with `shards: K` runs K data-parallel shard jobs
+# (rule generate_shard) and rule generate only merges them (retrace.shards).
 # A method whose LLM judge names another model also reads that model's manifest (its engine
 # is loaded in the same job). Resources (GPUs, memory, runtime) are sized per job by
 # retrace.cluster for profiles/slurm.
+import re
+
+from retrace import cells as _cells
 from retrace.stages.generate import scorer_model
+
+GENERATE_CELLS = _cells.generation_cells(JOBS)
+SHARDED = _cells.sharded_labels(JOBS)
+
+
+def cell_generations(labels, suffix):
+    path = "{model}/{backend}/{dataset}/LABEL/seed{seed}"
+    return [f"{RESULTS}/generations/{path.replace('LABEL', label)}{suffix}" for label in labels]
+
+
+def cell_jobs_of(w):
+    return GENERATE_CELLS[(w.model, w.backend, w.dataset, int(w.seed))]
+
+
+def cell_inputs(w):
+    """The cell's data, its model (and LLM judges), and partners of its Maj@N' labels made
+    elsewhere (a sharded partner's merged generations)."""
+    cell = cell_jobs_of(w)
+    inputs = {
+        "problems": f"{RESULTS}/data/{w.dataset}.jsonl",
+        "manifest": f"{RESULTS}/models/{w.model}/manifest.json",
+        "weights": weights(w),
+    }
+    labels = {j.label for j in cell}
+    inputs["partners"] = [
+        f"{RESULTS}/generations/{_plan.sibling(j, label).path}.jsonl"
+        for j in cell
+        for label in j.equal_compute[:2]
+        if label not in labels
+    ]
+    inputs["judges"] = [f"{RESULTS}/models/{m}/manifest.json" for m in _cells.judge_models(cell)]
+    return inputs
+
+
+def cell_resource(name):
+    """A resource of a cell job: the most any label asks (GPUs, memory), the sum of runtimes."""
+
+    def resource(w):
+        values = [_engine_resources(j)[name] for j in cell_jobs_of(w)]
+        return capped(sum(values)) if name == "runtime" else max(values)
+
+    return resource
+
+
+def cell_threads(w):
+    from retrace.cluster import threads
+
+    return max(threads(_plan.job_config(j)) for j in cell_jobs_of(w))
+
+
+def cell_generate_key(w):
+    return _cells.cell_generate_key(cell_jobs_of(w))
+
+
+for _i, _g in enumerate(_cells.generation_groups(JOBS)):
+
+    rule:
+        name:
+            f"generate_cell_{_i}"
+        input:
+            unpack(cell_inputs),
+        output:
+            rows=cell_generations(_g.labels, ".jsonl"),
+            provs=cell_generations(_g.labels, ".jsonl.prov.json"),
+        log:
+            f"{RESULTS}/logs/generate/{{model}}/{{backend}}/{{dataset}}/seed{{seed}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/generate/{{model}}/{{backend}}/{{dataset}}/seed{{seed}}.tsv"
+        wildcard_constraints:
+            model=re.escape(_g.model),
+            backend=re.escape(_g.backend),
+            dataset="|".join(re.escape(d) for d in _g.datasets),
+            seed="|".join(str(s) for s in _g.seeds),
+        threads: cell_threads
+        resources:
+            mem_mb=cell_resource("mem_mb"),
+            engine=1,
+            gpu=cell_resource("gpu"),
+            slurm_partition=gpu_partition(cell_resource("gpu")),
+            cpus_per_gpu=CPUS_PER_GPU,
+            runtime=cell_resource("runtime"),
+        params:
+            key=cell_generate_key,
+            plan=PLANNED_ARGS,
+        shell:
+            "{PY} -m retrace generate-cell {params.plan} --model {wildcards.model} "
+            "--backend {wildcards.backend} --dataset {wildcards.dataset} --seed {wildcards.seed} "
+            "--cache {CACHE} > {log} 2>&1"
+
+    # a label split into shards in other cells (rule generate) but not in these: the cell job's
+    workflow.ruleorder(f"generate_cell_{_i}", "generate")
 
 
 def engine_inputs(w):
@@ -88,6 +187,9 @@ rule generate:
         f"{RESULTS}/logs/generate/{JOB_PATH}.log",
     benchmark:
         f"{RESULTS}/benchmarks/generate/{JOB_PATH}.tsv"
+    # only labels split into shards (somewhere): the others are made by their cell's job
+    wildcard_constraints:
+        label="|".join(re.escape(label) for label in SHARDED) or r"(?!)",
     threads: engine_threads
     resources:
         mem_mb=engine_resource("mem_mb", 2000),

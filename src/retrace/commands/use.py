@@ -47,6 +47,7 @@ def plan(
     """The jobs and the cost estimate of the configured experiment, or (`check`) every check."""
     import yaml
 
+    from retrace.cells import engine_loads
     from retrace.config import check_global, load_experiment
     from retrace.estimate import estimate, family_lines
     from retrace.mirror import resolve
@@ -63,6 +64,7 @@ def plan(
         print("\n".join(j.path for j in planned))
     # CPU jobs are priced at the probe's measured rate when a run here has one (results/probe)
     print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset"), Path("results/probe")).line())
+    print(engine_loads(planned).line())
     _plan_bounds(cfg, planned, as_json)
     for line in family_lines(load_experiment(cfg["experiment"]), cfg["mirror"], Path("results/probe")):
         print(line)
