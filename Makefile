@@ -186,14 +186,15 @@ ci-time:
 # Mutation testing of the integrity core (statistics, claims, rerun keys, audit, cache) with
 # Cosmic Ray from its own pinned venv (envs/mutation.txt); each mutant runs only its module's fast
 # tests, at the lowest priority. Hours for all modules on 2 cores, so not in CI: a periodic check,
-# its last result dated in docs/development/testing.md. One module: MUTATION_ARGS="--only closure.py".
+# its result kept by benchmarks/record.py (docs/development/testing.md draws it: make figures).
+# One module: MUTATION_ARGS="--only closure.py" (add --goal 0 to record a module below the goal).
 MUT_VENV ?= .venv-mutation
 $(MUT_VENV)/.installed: envs/mutation.txt
 	$(PYTHON) -m venv $(MUT_VENV)
 	$(MUT_VENV)/bin/python $(PIP_INSTALL) -r envs/mutation.txt
 	touch $@
 mutation: setup $(MUT_VENV)/.installed
-	nice -n 19 $(MUT_VENV)/bin/python tests/mutation/run.py --python $(CURDIR)/$(PY) $(MUTATION_ARGS)
+	$(RECORD) mutation -- nice -n 19 $(MUT_VENV)/bin/python tests/mutation/run.py --python $(CURDIR)/$(PY) $(MUTATION_ARGS)
 
 model-1.5b: setup
 	$(PY) -m pip install --quiet -r envs/model-1.5b.txt

@@ -50,6 +50,8 @@ def _cell(rec: dict[str, Any], col: dict[str, Any], fig: str) -> str:
             raw = str(raw).replace("T", " ")[:16]
     else:
         values = rec.get("values", {})
+        if col["value"] not in values and "default" in col:  # a value older results did not print
+            return str(col["default"])
         if col["value"] not in values:
             raise FigureError(
                 f"figure {fig}: result {rec['name']} {rec['started']} printed no '{col['value']}'"

@@ -111,10 +111,15 @@ def result_record(
 
 
 def write(record: dict[str, object], results: Path = RESULTS) -> Path:
-    """docs/measurements/results/NAME/<started>.json, written whole or not at all."""
+    """docs/measurements/results/NAME/<started>.json, written whole or not at all; a second
+    result started in the same second gets <started>-2.json (and so on), never overwriting."""
     folder = results / str(record["name"])
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / (str(record["started"]).replace(":", "") + ".json")
+    stem = str(record["started"]).replace(":", "")
+    path, n = folder / f"{stem}.json", 1
+    while path.exists():
+        n += 1
+        path = folder / f"{stem}-{n}.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)

@@ -72,7 +72,8 @@ class CachedLLM:
         """`identity`: the backend class's `identity(model, engine)`; defaults to name + template.
         `max_in_flight`: the most requests the engine gets at once (None: the scheduler's
         default, retrace.scheduler.DEFAULT_IN_FLIGHT); it changes speed, never outputs."""
-        self._factory, self._backend = backend_factory, None
+        self._factory = backend_factory
+        self._backend: Backend | None = None  # loaded at the first request the cache cannot answer
         self.max_in_flight = max_in_flight
         self.model, self.cache, self.usage = model, cache, Usage()
         self.identity = identity or {
@@ -87,7 +88,9 @@ class CachedLLM:
             began = time.perf_counter()
             self._backend = self._factory()
             self.usage.engine_load_seconds += time.perf_counter() - began
-            self.usage.engine_loads += 1
+            # a client of `retrace serve` loads no engine: the server's one load is counted once,
+            # as the number of servers, not per job
+            self.usage.engine_loads += getattr(self._backend, "server_record", None) is None
         return self._backend
 
     @property

@@ -124,7 +124,7 @@ def jobs(global_cfg: dict) -> list[Job]:
                                 shards,
                             )
                         )
-    labels = {}
+    labels: dict[tuple, Job] = {}
     for j in out:  # one label must mean one method configuration everywhere
         prev = labels.setdefault((j.model, j.backend, j.dataset, j.label, j.seed), j)
         if prev != j:
@@ -214,8 +214,11 @@ def _plugin_files(kind: str, name: str) -> list[Path]:
 
 
 def _plugins(stage: str, cfg: dict | None) -> tuple[tuple[str, str], ...]:
-    """(kind, name) of each plugin whose code a stage runs, as `cfg` names them."""
-    out = []
+    """(kind, name) of each plugin whose code a stage runs, as `cfg` names them (none without
+    a config: the stage's own module only)."""
+    if cfg is None:
+        return ()
+    out: list[tuple[str, str]] = []
     if stage in ("data", "score", "diagnose"):  # loading and judging code; prompts are templates
         out.append(("task", cfg["dataset"]["task"]))
     if stage in ("generate", "probe"):

@@ -46,11 +46,15 @@ from collections.abc import Generator, Iterable, Sequence
 from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retrace.records import Completion, Request
 
-Task = Generator["Request | Sequence[Request]", "Completion | list[Completion]", Any]
+if TYPE_CHECKING:
+    from retrace.progress import Bar
+
+# A task is started with send(None), as a generator must be, then sent its answers.
+Task = Generator["Request | Sequence[Request]", "Completion | list[Completion] | None", Any]
 Waiter = tuple[int, "int | None"]  # (task, member of its fan-out; None for a single request)
 # Requests with the engine at once: enough to fill a GPU engine's running batch several times
 # over (vLLM's max_num_seqs is 256-1024), few enough that the queue stays ordered by priority.
@@ -92,7 +96,8 @@ class _Driver:
 
     def __init__(self, llm, tasks: list[Task], stack: ExitStack, unit: str):
         self.llm, self.tasks = llm, tasks
-        self.stack, self.unit, self.bar, self.finished = stack, unit, None, 0
+        self.stack, self.unit, self.finished = stack, unit, 0
+        self.bar: Bar | None = None  # opened at the engine's first request
         self.results: list[Any] = [None] * len(tasks)
         self.ready: list[tuple[Waiter, Request]] = []
         self.waiting: dict[str, list[Waiter]] = {}  # key in flight -> who awaits it
@@ -244,7 +249,8 @@ class _Driver:
         """Store finished requests in the cache, then hand them to whoever awaits them."""
         if not finished:
             return
-        self.bar.advance(0, sum(c.generated_tokens for _, c in finished))
+        if self.bar is not None:  # opened before the first request went to the engine
+            self.bar.advance(0, sum(c.generated_tokens for _, c in finished))
         looked_up = min(self.looked_up[k] for k, _ in finished)
         self.llm.store(((k, self.requests[k], c) for k, c in finished), looked_up=looked_up)
         for key, completion in finished:

@@ -357,3 +357,27 @@ def test_the_wasm_sandbox_key_carries_its_runtime_digest_and_bwrap_none():
 
     assert closure.sandbox_versions("wasm")["runtime_sha256"] == RUNTIME_SHA256
     assert "runtime_sha256" not in closure.sandbox_versions("bwrap")
+
+
+def test_a_function_entry_follows_the_imports_its_modules_top_level_statements_use(tmp_path):
+    """A module-level statement runs on import, so what it uses is part of every function of
+    that module: `TABLE = tables.build()` makes `retrace.tables` part of `one`'s closure, while
+    `import retrace.idle` that no statement or function uses is not."""
+    root = tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "stages.py": (
+                "import retrace.tables as tables\nimport retrace.idle as idle\n"
+                "TABLE = tables.build()\n"
+                "def one():\n    return 1\n"
+            ),
+            "tables.py": "",
+            "idle.py": "",
+        },
+    )
+    assert set(closure.modules(("retrace.stages:one",), root)) == {
+        "retrace",
+        "retrace.stages",
+        "retrace.tables",
+    }

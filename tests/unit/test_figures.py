@@ -164,3 +164,23 @@ def test_a_table_of_rows_comes_from_the_newest_result_alone(tmp_path):
     assert figures.regenerate("<!-- figure:when -->x<!-- /figure -->", spec, tmp_path) == (
         "<!-- figure:when -->2026-12-02 10:00<!-- /figure -->"
     )
+
+
+def test_a_column_with_a_default_shows_it_for_an_older_result_that_did_not_print_the_value(tmp_path):
+    _result(tmp_path, "ci", "2026-12-01T10:00:00Z", {"total": "600"})
+    _result(tmp_path, "ci", "2026-12-02T10:00:00Z", {"total": "700", "pending": "3"})
+    cols = [{"head": "total", "value": "total"}, {"head": "pending", "value": "pending", "default": "-"}]
+    specs = {"t": {"result": "ci", "table": {"last": 2, "columns": cols}}}
+    table = figures.regenerate("<!-- figure:t -->x<!-- /figure -->", specs, tmp_path)
+    assert [ln for ln in table.splitlines() if ln.startswith("| 7") or ln.startswith("| 6")] == [
+        "| 700 | 3 |",
+        "| 600 | - |",
+    ]
+
+
+def test_two_results_started_in_the_same_second_are_both_kept(tmp_path):
+    rec = {"name": "mutation", "started": "2026-12-06T03:54:10Z", "values": {"x": "1"}}
+    first = record.write(rec, tmp_path)
+    second = record.write({**rec, "values": {"x": "2"}}, tmp_path)
+    assert first != second and json.loads(first.read_text())["values"] == {"x": "1"}
+    assert json.loads(second.read_text())["values"] == {"x": "2"}

@@ -115,7 +115,9 @@ def test_the_probe_does_not_rerun_for_another_method():
 
 def test_the_ci_stamp_of_the_vllm_workflow_follows_its_rerun_keys(edit, capsys):
     """.ci/run reruns the vllm_plumbing workflow when the keys .ci/rerun_keys.py prints change:
-    an edit to the vLLM backend, the request cache or a method it runs changes them."""
+    an edit to the served client, the request cache or a method it runs changes them; the
+    server (serve.py) and the in-process backend it is compared with are no job's code, so
+    .ci/run names them among VLLM_PATHS."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("rerun_keys", plan.PKG.parents[1] / ".ci" / "rerun_keys.py")
@@ -129,10 +131,13 @@ def test_the_ci_stamp_of_the_vllm_workflow_follows_its_rerun_keys(edit, capsys):
 
     base = printed()
     assert base.count("\ngenerate ") + base.startswith("generate ") >= 6 and "art.run " in base
-    for f in ("backends/vllm.py", "cache_store.py", "methods/majority.py"):
+    for f in ("backends/served.py", "cache_store.py", "methods/majority.py"):
         edit(plan.PKG / f)
         assert printed() != base, f"editing {f} leaves the vLLM workflow's stamp unchanged"
         base = printed()
+    ci = (plan.PKG.parents[1] / ".ci" / "run").read_text()
+    paths = ci.split('VLLM_PATHS="', 1)[1].split('"', 1)[0].split()
+    assert {"src/retrace/serve.py", "src/retrace/backends/vllm.py"} <= set(paths)
 
 
 def test_the_claims_rerun_when_the_pre_registered_comparisons_change():

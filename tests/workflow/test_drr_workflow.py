@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from tests.workflow.conftest import (
     edited,
     env_for,
     planned_outputs,
+    relocated,
     retrace,
 )
 
@@ -163,3 +165,26 @@ def test_a_copied_drr_run_is_finished_and_audits_its_own_files(drr_run, tmp_path
     assert_relocatable(
         drr_run, tmp_path / "moved", ["results/report/results.csv", "results/report/claims.csv"], "tar"
     )
+
+
+def test_a_copied_drr_run_run_by_its_venv_at_another_path_is_finished(drr_run, tmp_path):
+    """Copied with `cp -a` and planned by the same venv reached at another path (a venv moved,
+    or linked back from elsewhere): the DM's starting weights live in the venv's site-packages,
+    and nothing that decides a rerun may name the venv's place."""
+    copy = relocated(drr_run, tmp_path / "moved")
+    venv = tmp_path / "venv-elsewhere"
+    venv.symlink_to(Path(sys.prefix), target_is_directory=True)
+    python = venv / "bin" / "python"  # its sys.prefix, and so site-packages, is under `venv`
+    where = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True
+    )
+    assert where.stdout.strip() == str(venv)
+    out = subprocess.run(
+        [str(python), "-m", "snakemake", "--cores", "2", "-n"],
+        cwd=copy,
+        env=env_for(copy),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "Nothing to be done" in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]

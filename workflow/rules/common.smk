@@ -78,7 +78,9 @@ def _engine_resources(job):
 
     dso = _plan.shared_overrides(config, "dataset")
     # JOBS: a Maj@N' job is sized from its refinement partner's bound (retrace.sizing)
-    out = {"engine": 1, **sized(job, config["mirror"], dso, JOBS, Path(f"{RESULTS}/probe"))}
+    # a client of `retrace serve` holds no engine: clients run side by side (the server batches them)
+    engine = int(job.backend != "served")
+    out = {"engine": engine, **sized(job, config["mirror"], dso, JOBS, Path(f"{RESULTS}/probe"))}
     return {**out, "runtime": capped(out["runtime"])}
 
 

@@ -14,17 +14,25 @@ picks one per job by its route, model/dataset/seed, which the generate stage set
 (how long to wait for the file to appear), server (the engine behind it: llamacpp | vllm), deterministic (must equal
 the server's), concurrency, timeout_s, max_retries, batch_size, api_key_env. The server's own
 settings and package versions are recorded in each job's provenance (`server`).
+
+Health during the run: every `health_s` seconds (default 30), and after any request that got
+no reply, the client asks the server for GET /models; once it no longer answers, the request
+and every later one fail at once with one line naming the endpoint file and the URL. What
+finished before stays in the request cache (retrace.scheduler commits it), so a rerun against
+a restarted server generates only the rest.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 from retrace import endpoint
-from retrace.backends.base import Backend
+from retrace.backends.base import Backend, BackendError
 from retrace.backends.llamacpp import prompt_cache_on
 from retrace.backends.openai import OpenAIBackend, _api_key
-from retrace.records import Request
+from retrace.records import Completion, Request
 from retrace.registry import BACKENDS
 
 
@@ -39,15 +47,17 @@ class ServedBackend(OpenAIBackend):
                 "served backend needs backend.engine.endpoint (the file `retrace serve` writes)"
             )
         endpoint.wait_for(settings["endpoint"], float(settings.get("wait_s") or 0))
-        ep = first_answering(
+        key = _api_key(settings) if settings.get("api_key_env") else None
+        path, ep = first_answering(
             endpoint.candidates(settings["endpoint"], model, settings, str(settings.get("route") or "")),
             float(settings.get("timeout_s", 600)),
-            _api_key(settings) if settings.get("api_key_env") else None,
+            key,
         )
         settings.update(base_url=ep["url"], model=ep["served_model"], server=ep["backend"])
         super().__init__(model, settings)
         self.endpoint = ep
         self.device = f"served by {ep['host']} at {ep['url']}"  # the server's own device is not known here
+        self.health = Health(path, ep, key, float(settings.get("health_s") or 30))
 
     @classmethod
     def identity(cls, model: dict, engine: dict) -> dict:
@@ -66,6 +76,14 @@ class ServedBackend(OpenAIBackend):
         """What provenance records about the server: its endpoint file (settings, versions, host)."""
         return self.endpoint
 
+    def _one(self, request: Request) -> Completion:
+        self.health.check()
+        try:
+            return super()._one(request)
+        except BackendError:
+            self.health.check(now=True)  # a server that died says so in one line
+            raise
+
     def _fields(self, request: Request) -> tuple[dict, dict]:
         args, extra = super()._fields(request)
         if self.server == "llamacpp":
@@ -74,9 +92,45 @@ class ServedBackend(OpenAIBackend):
         return args, extra
 
 
-def first_answering(found: list[tuple[Path, dict]], timeout: float, key: str | None = None) -> dict:
-    """The first endpoint whose live server answers to the recorded name (GET /models);
-    EndpointError naming the last failure if none does (stopped servers, stale files)."""
+class Health:
+    """Whether the server of endpoint `ep` (file `path`) still answers, asked at most every
+    `every` seconds (or now); once it does not, `check` raises EndpointError, then and ever after."""
+
+    def __init__(self, path: Path, ep: dict, key: str | None, every: float):
+        self.path, self.ep, self.key, self.every = path, ep, key, every
+        self.last = time.monotonic()
+        self.gone: endpoint.EndpointError | None = None
+        self.lock = threading.Lock()
+
+    def check(self, now: bool = False) -> None:
+        with self.lock:  # one probe at a time; the request threads wait for its verdict
+            if self.gone is None and (now or time.monotonic() - self.last >= self.every):
+                self.last = time.monotonic()
+                self.gone = self.probe()
+            if self.gone is not None:
+                raise endpoint.EndpointError(str(self.gone))  # one instance per failed request
+
+    def probe(self) -> endpoint.EndpointError | None:
+        url, name = self.ep["url"], self.ep["served_model"]
+        try:
+            listed = endpoint.served_models(url, self.key, timeout=30)  # a busy server is slow, not gone
+        except OSError as e:
+            why = f"no answer ({e})"
+        else:
+            if name in listed:
+                return None
+            why = f"it serves {sorted(listed)}, not {name}"
+        return endpoint.EndpointError(
+            f"the server of endpoint {self.path} ({url}) stopped serving during the run: {why}; "
+            "finished requests are kept in the request cache: start `retrace serve` again and rerun"
+        )
+
+
+def first_answering(
+    found: list[tuple[Path, dict]], timeout: float, key: str | None = None
+) -> tuple[Path, dict]:
+    """The first endpoint (file, content) whose live server answers to the recorded name (GET
+    /models); EndpointError naming the last failure if none does (stopped servers, stale files)."""
     why = ""
     for path, ep in found:
         try:
@@ -85,7 +139,7 @@ def first_answering(found: list[tuple[Path, dict]], timeout: float, key: str | N
             why = f"refusing endpoint {path}: no server answers at {ep['url']} ({e}); start `retrace serve` again"
             continue
         if ep["served_model"] in listed:
-            return ep
+            return path, ep
         why = (
             f"refusing endpoint {path}: the server at {ep['url']} serves {sorted(listed)}, "
             f"not {ep['served_model']} (a stale endpoint file?)"

@@ -51,9 +51,15 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
     # effective: priced from the request structure (shared prefixes), the same on any engine;
     # the engine's own cache report only where the structure is not recorded
     shapes = [structural_usage(read_jsonl(p)) for p in sources]
-    usages = shapes if None not in shapes else [refine["usage"], majority["usage"]]
+    usages = [s for s in shapes if s is not None]
+    if len(usages) < len(shapes):
+        usages = [refine["usage"], majority["usage"]]
     info = equal_compute_n(
-        *usages, int(majority["config"]["method"]["n"]), manifest["params"], kind=job.equal_compute[2]
+        usages[0],
+        usages[1],
+        int(majority["config"]["method"]["n"]),
+        manifest["params"],
+        kind=job.equal_compute[2],
     )
     info["effective_basis"] = "request structure" if None not in shapes else "engine cache"
     log.info(
