@@ -1,22 +1,19 @@
 """Generation cells: which labels of a model × backend × dataset × seed share one engine.
 
-A cell's generation job (retrace.stages.generate_cell) runs every label of the cell that is
-not split into data-parallel shards, one after another, on one engine per distinct engine
-configuration (most cells: one), so depth-0 samples the labels share are generated once (the
-request cache serves them to every later label) and the model is loaded once. A label with
-`shards: K` keeps its K shard jobs (rule generate_shard), each with its own engine: its
-equal-compute N' needs its partners' complete outputs, so it cannot be split across the cell.
-
-`engine_loads(jobs)` counts the engines a plan loads as configured (`retrace plan` prints it):
-cell engines, LLM judges on another model, shard jobs; a `served` cell loads none (its
-engines are the servers started for it, one per GPU: docs/guides/slurm.md). Each retry of a
-job after a time limit or a preemption loads its engine again: this is the least.
+A cell's generation jobs (retrace.stages.generate_cell) run every label of the cell that is
+not split into data-parallel shards, one after another, on one policy engine (labels that
+differ only in speed or memory settings share it: `engine_identity`, `shared_engine`) and one
+engine per LLM judge on another model, so depth-0 samples the labels share are generated once
+(the request cache serves them to every later label) and the model is loaded once a job. A
+cell whose labels together need more attempts than a job may take at the partition limit is
+cut into consecutive parts, one job each (retrace.parts). A label with `shards: K` keeps its K
+shard jobs (rule generate_shard), each with its own engine: its equal-compute N' needs its
+partners' complete outputs, so it cannot be split across the cell.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 from retrace.hashing import sha256_json
 from retrace.plan import Job, job_config, job_rerun_key
@@ -45,12 +42,33 @@ def run_order(cell: tuple[Job, ...]) -> tuple[Job, ...]:
 
 
 def engine_identity(job: Job) -> str:
-    """What one engine must have to serve a label: the composed backend config (engine
-    settings included: a label that asks for another memory share gets its own engine) and,
-    for the simulated engine, the label (its answers are planted per label)."""
+    """What one engine must have to serve a label: the composed backend config less the
+    settings that only change speed or memory (the backend's `capacity_settings`: a label that
+    asks for a smaller memory share runs on the shared engine, which takes the smallest:
+    `shared_engine`) and, for the simulated engine, the label (its answers are planted per label)."""
+    from retrace.registry import BACKENDS
+
     backend = dict(job_config(job)["backend"])
+    speed = BACKENDS.get(backend["name"]).capacity_settings
+    backend["engine"] = {k: v for k, v in (backend.get("engine") or {}).items() if k not in speed}
     extra = job.label if backend["name"] == "simulated" else ""
     return sha256_json({"backend": backend, "label": extra})
+
+
+def shared_engine(labels: tuple[Job, ...]) -> dict:
+    """Engine settings of one engine that serves `labels` (one engine identity): the first
+    label's, with the smallest memory share any label asks (the backend's `memory_settings`),
+    so a label that keeps memory free for a co-resident model (best-of-N's reward model) still
+    finds it free."""
+    from retrace.registry import BACKENDS
+
+    engines = [dict(job_config(j)["backend"].get("engine") or {}) for j in labels]
+    out = dict(engines[0])
+    for key in BACKENDS.get(job_config(labels[0])["backend"]["name"]).memory_settings:
+        asked = [e[key] for e in engines if e.get(key) is not None]
+        if asked:
+            out[key] = min(asked)
+    return out
 
 
 def judge_models(cell: tuple[Job, ...]) -> list[str]:
@@ -60,48 +78,9 @@ def judge_models(cell: tuple[Job, ...]) -> list[str]:
     return list(dict.fromkeys(m for j in cell if (m := scorer_model(job_config(j)))))
 
 
-@dataclass(frozen=True)
-class EngineLoads:
-    """Engines a plan loads as configured (each retry loads again: this is the least)."""
-
-    cell_jobs: int  # generation jobs that run cells
-    cell_engines: int  # policy engines of those (one per distinct engine configuration)
-    judges: int  # LLM judges on another model, one per cell job that uses each
-    shard_jobs: int  # data-parallel shard jobs, an engine each
-    served_cells: int  # cells of `served` runs: their engines are the servers
-
-    @property
-    def total(self) -> int:
-        return self.cell_engines + self.judges + self.shard_jobs
-
-    def line(self) -> str:
-        served = (
-            f"; {self.served_cells} cells on `served` engines load none (one load per server you start)"
-            if self.served_cells
-            else ""
-        )
-        return (
-            f"engine loads: {self.total} ({self.cell_jobs} cell jobs with {self.cell_engines} engines, "
-            f"{self.judges} judge engines, {self.shard_jobs} shard jobs{served}; each retry loads again)"
-        )
-
-
-def engine_loads(jobs: list[Job]) -> EngineLoads:
-    cells = generation_cells(jobs)
-    served = {c for c in cells if c[1] == "served"} | {cell_of(j) for j in jobs if j.backend == "served"}
-    engines = judges = 0
-    for c, cell in cells.items():
-        if c in served:
-            continue
-        engines += len({engine_identity(j) for j in cell})
-        judges += len(judge_models(cell))
-    shard_jobs = sum(j.shards for j in jobs if j.shards > 1 and j.backend != "served")
-    return EngineLoads(len(cells) - len(served & set(cells)), engines, judges, shard_jobs, len(served))
-
-
 def cell_generate_key(cell: tuple[Job, ...]) -> str:
-    """Rerun key of a cell job: its labels' generate keys in run order, and the driver's code;
-    a changed label reruns the cell job, whose unchanged labels the request cache serves."""
+    """Rerun key of a cell job (or part): its labels' generate keys in run order, and the
+    driver's code; a changed label reruns its job, whose unchanged labels the request cache serves."""
     return sha256_json(
         {"generate": [(j.label, job_rerun_key("generate", j)) for j in cell], "driver": _driver_hash()}
     )
@@ -114,30 +93,6 @@ def _driver_hash() -> str:
 
     files = [closure.module_file(m) for m in ("retrace.stages.generate_cell", "retrace.cells")]
     return hash_sources([f for f in files if f is not None])
-
-
-@dataclass(frozen=True)
-class GenerateGroup:
-    """Cells whose cell jobs run the same labels: every (dataset, seed) of `datasets` × `seeds`
-    on `model` and `backend`, and no other cell, so one rule with exactly these wildcard values
-    makes their generations (workflow/rules/generate.smk), as retrace.plan.ScoreGroup does."""
-
-    model: str
-    backend: str
-    labels: tuple[str, ...]
-    datasets: tuple[str, ...]
-    seeds: tuple[int, ...]
-
-
-def generation_groups(jobs: list[Job]) -> list[GenerateGroup]:
-    """The plan's cell jobs grouped for the workflow's rules (in plan order)."""
-    seeds: dict[tuple, list[int]] = {}
-    for (model, backend, dataset, seed), cell in generation_cells(jobs).items():
-        seeds.setdefault((model, backend, dataset, tuple(j.label for j in cell)), []).append(seed)
-    groups: dict[tuple, list[str]] = {}
-    for (model, backend, dataset, labels), found in seeds.items():
-        groups.setdefault((model, backend, labels, tuple(found)), []).append(dataset)
-    return [GenerateGroup(m, b, labels, tuple(ds), ss) for (m, b, labels, ss), ds in groups.items()]
 
 
 def sharded_labels(jobs: list[Job]) -> tuple[str, ...]:

@@ -20,14 +20,27 @@ class Spine(Family):
     summary = "sampling methods and refinement"
 
     def runtimes(self, ctx: Context) -> list:
-        """Each generation job's bound (retrace.sizing.job_bounds) as an OverLimit record."""
-        from retrace.cluster import OverLimit
+        """The generation jobs as the workflow runs them (retrace.parts.sized at ctx.limit): each
+        cell part, which keeps one attempt for faults and names a label too long for any part,
+        and each sharded label's shard jobs, as OverLimit records."""
+        from retrace.cluster import Limit, OverLimit
+        from retrace.parts import sized
         from retrace.plan import jobs, shared_overrides
-        from retrace.sizing import RUNTIME_OVERHEAD_MIN, job_bounds
+        from retrace.sizing import RUNTIME_OVERHEAD_MIN
 
+        limit = ctx.limit or Limit()
         dso = shared_overrides(ctx.global_cfg, "dataset")
-        bounds = job_bounds(jobs(ctx.global_cfg), ctx.mirror, dso, ctx.probe_dir)
-        return [OverLimit(b.rule, b.path, b.minutes() or 0, True, RUNTIME_OVERHEAD_MIN) for b in bounds]
+        s = sized(jobs(ctx.global_cfg), ctx.mirror, dso, ctx.probe_dir, limit)
+        out = []
+        for p in s.parts:
+            labels = [j.label for j in p.part.labels]
+            hint = f"give {labels[0]} `shards:` in the experiment" if len(labels) == 1 else ""
+            where = f"{p.part.path} ({', '.join(labels)})"
+            kept = limit.attempts - limit.per_part()
+            out.append(OverLimit("generate_cell", where, p.minutes(), True, RUNTIME_OVERHEAD_MIN, kept, hint))
+        for _, b in s.shards:
+            out.append(OverLimit(b.rule, b.path, b.minutes() or 0, True, RUNTIME_OVERHEAD_MIN))
+        return out
 
     def config_checks(self, ctx: Context) -> list[tuple[str, str]]:
         """Every generation job's engine problems, then the equal-budget check (spine/checks.py)."""
