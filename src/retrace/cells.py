@@ -2,7 +2,7 @@
 
 A cell's generation jobs (retrace.stages.generate_cell) run every label of the cell that is
 not split into data-parallel shards, one after another, on one policy engine (labels that
-differ only in speed or memory settings share it: `engine_identity`, `shared_engine`) and one
+differ only in speed or memory settings share it: `engine_identity`, `shared_memory`) and one
 engine per LLM judge on another model, so depth-0 samples the labels share are generated once
 (the request cache serves them to every later label) and the model is loaded once a job. A
 cell whose labels together need more attempts than a job may take at the partition limit is
@@ -45,7 +45,7 @@ def engine_identity(job: Job) -> str:
     """What one engine must have to serve a label: the composed backend config less the
     settings that only change speed or memory (the backend's `capacity_settings`: a label that
     asks for a smaller memory share runs on the shared engine, which takes the smallest:
-    `shared_engine`) and, for the simulated engine, the label (its answers are planted per label)."""
+    `shared_memory`) and, for the simulated engine, the label (its answers are planted per label)."""
     from retrace.registry import BACKENDS
 
     backend = dict(job_config(job)["backend"])
@@ -55,15 +55,14 @@ def engine_identity(job: Job) -> str:
     return sha256_json({"backend": backend, "label": extra})
 
 
-def shared_engine(labels: tuple[Job, ...]) -> dict:
-    """Engine settings of one engine that serves `labels` (one engine identity): the first
-    label's, with the smallest memory share any label asks (the backend's `memory_settings`),
-    so a label that keeps memory free for a co-resident model (best-of-N's reward model) still
-    finds it free."""
+def shared_memory(labels: tuple[Job, ...]) -> dict:
+    """The memory share of one engine that serves `labels` (one engine identity): the smallest
+    each of the backend's `memory_settings` any label asks, so a label that keeps memory free
+    for a co-resident model (best-of-N's reward model) still finds it free."""
     from retrace.registry import BACKENDS
 
-    engines = [dict(job_config(j)["backend"].get("engine") or {}) for j in labels]
-    out = dict(engines[0])
+    engines = [job_config(j)["backend"].get("engine") or {} for j in labels]
+    out = {}
     for key in BACKENDS.get(job_config(labels[0])["backend"]["name"]).memory_settings:
         asked = [e[key] for e in engines if e.get(key) is not None]
         if asked:

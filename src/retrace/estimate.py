@@ -128,7 +128,8 @@ def estimate_of(jobs: list[Job], s: Sized) -> Estimate:
         else:
             est.cpu_rates[(job.model, job.backend)] = (_cpu_rate(s.probe_dir, job), b.rates)
             est.cpu_hours += (b.work_s or 0.0) / 3600
-    gpu_s = sum(p.gpu_seconds(s.limit) for p in s.parts) + sum(
+    known = [p for p in s.parts if any(b.known for b in p.labels)]  # unknown size: no time
+    gpu_s = sum(p.gpu_seconds(s.limit) for p in known) + sum(
         b.gpu_seconds(s.limit.minutes) or 0.0 for _, b in s.shards
     )
     est.gpu_hours = gpu_s / 3600

@@ -5,7 +5,7 @@
   after one label changed sends the engine only that label's requests.
 - On the scripted engine behind a vLLM-configured cell: labels share one engine, loaded once,
   and a later label's requests that an earlier label made are not generated again.
-- Plans: engine loads as configured, and the cell job's rerun key follows each label's."""
+- Plans: the cell job's rerun key follows each label's (parts and loads: test_parts.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from fake_backend import manifest as fake_manifest
 
 from retrace.backends.scripted import ScriptedBackend
-from retrace.cells import cell_generate_key, engine_loads, generation_cells, generation_groups
+from retrace.cells import cell_generate_key, generation_cells
 from retrace.data import write_problems
 from retrace.llm import CachedLLM
 from retrace.plan import Job
@@ -52,6 +53,9 @@ CELL = (
 )
 
 
+CELL_KEY = (MODEL, "simulated", "math500", 0)
+
+
 def generations(results: Path, job: Job) -> bytes:
     return (results / "generations" / f"{job.path}.jsonl").read_bytes()
 
@@ -81,6 +85,25 @@ def test_a_cell_job_writes_what_per_label_jobs_write(tmp_path):
     assert prov["equal_compute"]["n_prime"] >= 1  # priced from its partners in the same job
 
 
+def test_a_part_runs_only_its_labels_and_reads_earlier_partners(tmp_path, monkeypatch):
+    """A cell cut into parts (retrace.parts): the part with the Maj@N' label runs it alone,
+    priced from its partners' generations that an earlier part wrote; an unknown label is refused."""
+    results = layout(tmp_path)
+    monkeypatch.setattr(generate_cell, "generation_cells", lambda planned: {CELL_KEY: CELL})
+    monkeypatch.setattr(generate_cell, "jobs", lambda cfg: list(CELL))
+    first = generate_cell.run(
+        "x", (), CELL_KEY, results, tmp_path / "cache", ("greedy", "majority", "refine")
+    )
+    assert set(first) == {"greedy", "majority", "refine"}
+    assert not (results / "generations" / f"{CELL[3].path}.jsonl").exists()
+    second = generate_cell.run("x", (), CELL_KEY, results, tmp_path / "cache", ("majority_eq",))
+    assert set(second) == {"majority_eq"}
+    prov = json.loads((results / "generations" / f"{CELL[3].path}.jsonl.prov.json").read_text())
+    assert prov["equal_compute"]["n_prime"] >= 1
+    with pytest.raises(ValueError, match="runs no unsharded label 'nope'"):
+        generate_cell.run("x", (), CELL_KEY, results, tmp_path / "cache", ("nope",))
+
+
 def test_a_changed_label_sends_the_engine_only_its_own_requests(tmp_path):
     results = layout(tmp_path)
     generate_cell.run_labels(CELL[:2], results, tmp_path / "cache")
@@ -96,8 +119,9 @@ def test_a_changed_label_sends_the_engine_only_its_own_requests(tmp_path):
 
 
 def test_labels_of_a_cell_share_one_engine_and_its_requests(tmp_path, monkeypatch):
-    """vLLM-configured labels (one engine identity) on the scripted engine: one load; the
-    second label's first three samples are the first label's, served from the cache."""
+    """vLLM-configured labels that differ only in memory share (one engine identity) on the
+    scripted engine: one load, at the smaller share; the second label's first three samples
+    are the first label's, served from the cache."""
     results = layout(tmp_path)
     engines: list[ScriptedBackend] = []
 
@@ -109,11 +133,21 @@ def test_labels_of_a_cell_share_one_engine_and_its_requests(tmp_path, monkeypatc
         return CachedLLM(factory, "scripted", manifest, cache)
 
     monkeypatch.setattr(generate_cell, "engine", scripted)
+    shares: list[float] = []
+    monkeypatch.setattr(
+        generate_cell,
+        "engine",
+        lambda m, cfg, c: (
+            shares.append(cfg["backend"]["engine"]["gpu_memory_utilization"]) or scripted(m, cfg, c)
+        ),
+    )
+    # b keeps GPU memory free (as best-of-N for its reward model): the one engine takes its share
     cell = tuple(
-        Job(MODEL, "vllm", "math500", label, "majority", 0, (f"method.n={n}",))
-        for label, n in (("a", 3), ("b", 4))
+        Job(MODEL, "vllm", "math500", label, "majority", 0, (f"method.n={n}", *over))
+        for label, n, over in (("a", 3, ()), ("b", 4, ("backend.engine.gpu_memory_utilization=0.6",)))
     )
     usage = generate_cell.run_labels(cell, results, tmp_path / "cache")
+    assert shares == [0.6]
     assert len(engines) == 1 and engines[0].calls > 0
     assert len(engines[0].requests_seen) == 12 * 4  # 3 per problem for a, 1 more for b
     assert (usage["a"]["engine_loads"], usage["b"]["engine_loads"]) == (1, 0)
@@ -126,17 +160,6 @@ def paper() -> list[Job]:
     return jobs({"experiment": "paper"})
 
 
-def test_paper_engine_loads_count_every_engine_as_configured():
-    planned = paper()
-    loads = engine_loads(planned)
-    cells = {(j.model, j.backend, j.dataset, j.seed) for j in planned}
-    assert loads.cell_jobs == len(cells) == 60
-    # best_of_n asks for another GPU memory share: its own engine in every cell
-    assert loads.cell_engines == 2 * 60
-    assert loads.shard_jobs == sum(j.shards for j in planned if j.shards > 1) == 45 * 10
-    assert loads.line().startswith(f"engine loads: {loads.total} ")
-
-
 def test_cell_jobs_run_partners_first_and_leave_sharded_labels_out():
     planned = paper()
     for cell in generation_cells(planned).values():
@@ -144,8 +167,7 @@ def test_cell_jobs_run_partners_first_and_leave_sharded_labels_out():
         if cell[0].model != "qwen2.5-math-7b":  # shards: 10 on the 32k models: its own shard jobs
             assert "majority_eq_nominal" not in labels
         assert labels.index("majority_eq") > max(labels.index("refine"), labels.index("majority"))
-    groups = generation_groups(planned)
-    assert sum(len(g.datasets) * len(g.seeds) for g in groups) == 60
+    assert len(generation_cells(planned)) == 60
 
 
 def test_the_cell_key_changes_with_any_label_and_only_its_cell():

@@ -98,7 +98,7 @@ def _diagnose(p: argparse.ArgumentParser) -> Callable:
 
 @command(
     "generate-cell",
-    "generate every unsharded label of one model, backend, dataset, seed on one engine",
+    "generate the unsharded labels of one model, backend, dataset, seed (or one part's) on one engine",
     step=True,
 )
 def _generate_cell(p: argparse.ArgumentParser) -> Callable:
@@ -109,12 +109,18 @@ def _generate_cell(p: argparse.ArgumentParser) -> Callable:
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
     p.add_argument("--cache", type=Path, required=True, help="the request cache")
+    p.add_argument(
+        "--labels",
+        default="",
+        help="comma-separated: only these labels (one part of the cell, retrace.parts)",
+    )
 
     def run(a: argparse.Namespace) -> None:
         from retrace.stages import generate_cell
 
         cell = (a.model, a.backend, a.dataset, a.seed)
-        generate_cell.run(a.experiment, tuple(a.override), cell, a.results, a.cache)
+        labels = tuple(x for x in a.labels.split(",") if x)
+        generate_cell.run(a.experiment, tuple(a.override), cell, a.results, a.cache, labels)
 
     return run
 
