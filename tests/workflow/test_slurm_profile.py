@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, write_config
+from tests.workflow.conftest import MIRROR, SNAKEMAKE, copy_repo, env_for, write_config
 
 
 def dry_run(root, experiment: str, *args: str) -> str:
@@ -48,22 +48,38 @@ GPUX = ("--config", "gpu_partition=gpux", "cpus_per_gpu=6")
 
 def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     out = dry_run(copy_repo(tmp_path), "paper", *GPUX)
-    assert re.search(r"estimate: 675 generation jobs, .* GPU-hours", out)
+    # the workflow cuts cells into the parts `retrace plan` prices: the same limit and profile
+    from retrace import parts, plan
+    from retrace.cluster import Limit
+
+    sized = parts.sized(plan.jobs({"experiment": "paper"}), MIRROR, limit=Limit(1440, 4))
+    n = len(sized.parts)
+    assert re.search(
+        rf"estimate: 675 labels in {n + 495} generation jobs \({n} cell jobs, 450 shard jobs, 45 merges\), .* GPU-hours",
+        out,
+    )
+    assert re.search(
+        r"^engine loads: [\d,]+ as sized \(.*\); least possible at this limit: [\d,]+ ", out, re.M
+    )
     planned = jobs(out)
     cells = [r for rule, r in planned if rule.startswith("generate_cell_")]
     merges = [r for rule, r in planned if rule == "generate"]
     shard = [r for rule, r in planned if rule == "generate_shard"]
     # generation is one job per model × dataset × seed (60: every label of the cell on one
-    # engine, retrace.stages.generate_cell), as scoring is; the 32k models' Maj@N' at nominal
+    # engine, retrace.stages.generate_cell), as scoring is, or per part of one where its labels
+    # need more than 3 attempts of 24 h (retrace.parts); the 32k models' Maj@N' at nominal
     # compute (45 label jobs) runs as 10 shards each and a merge
-    assert len(cells) == 60 and len(merges) == 45 and len(shard) == 450
-    assert re.search(r"^total\s+632$", out, re.M)
+    assert len(cells) == n > 60 and len(merges) == 45 and len(shard) == 450
+    assert re.search(rf"^total\s+{632 - 60 + n}$", out, re.M)
+    assert re.search(r"seed0\.part1\.log", out) and re.search(r"--labels \S+,\S+ ", out)
     gen = cells + merges
     on_gpu = [r for r in gen + shard if r["gpu"] != "0"]
     assert all(int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in on_gpu)
-    # a cell asks for the most GPUs any label needs: Qwen2.5-Math-7B's RM@N also needs its
-    # reward model's 2 GPUs; a merge of shards needs none
-    assert sorted(r["gpu"] for r in gen) == ["0"] * 45 + ["1"] * 45 + ["3"] * 15
+    # a part asks for the most GPUs any label needs (Qwen2.5-Math-7B's RM@N also needs its
+    # reward model's 2 GPUs) and its labels' summed runtime, capped; a merge of shards needs none
+    assert sorted(int(r["gpu"]) for r in cells) == sorted(p.gpus for p in sized.parts)
+    assert sorted(int(r["runtime"]) for r in cells) == sorted(min(p.minutes(), 1440) for p in sized.parts)
+    assert {r["gpu"] for r in merges} == {"0"} and {r["gpu"] for r in cells} == {"1", "3"}
     assert all(r["gpu"] == "1" and int(r["runtime"]) <= 1440 for r in shard)
     probes = [r for rule, r in planned if rule == "probe"]  # one per model, on its GPU
     assert len(probes) == 4 and all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 for r in probes)
