@@ -218,6 +218,7 @@ class EngineLoads:
     served_cells: int  # cells of `served` runs: their engines are the servers
     engine_hours: float  # work of the loading jobs (bound, loads left out)
     limit: int | None  # minutes a load may run
+    per_label: int = 0  # the loads of one job per unsharded label instead (the design before cells)
 
     @property
     def total(self) -> int:
@@ -247,6 +248,9 @@ class EngineLoads:
             + floor
         )
 
+    def per_label_line(self) -> str:
+        return f"engine loads with one job per label: {self.per_label + self.shard_loads:,}"
+
 
 def engine_loads(s: Sized) -> EngineLoads:
     """Σ engines × attempts over the parts and shard jobs of `s`; `served` cells load none."""
@@ -263,6 +267,11 @@ def engine_loads(s: Sized) -> EngineLoads:
         len(served),
         hours,
         s.limit.minutes,
+        sum(
+            attempts(work_minutes(b), s.limit) * engines((j,))
+            for p in parts
+            for j, b in zip(p.part.labels, p.labels)
+        ),
     )
 
 

@@ -41,6 +41,14 @@ def test_without_a_limit_a_cell_is_one_part_and_a_single_attempt_allows_one():
     assert [list(r) for r in parts.split([USEFUL // 2, USEFUL // 2, 1], once)] == [[0, 1], [2]]
 
 
+def test_the_limit_comes_from_max_runtime_and_the_profiles_retries(tmp_path):
+    (tmp_path / "config.yaml").write_text("retries: 3\n")
+    assert cluster.limit({"max_runtime": 1440}, tmp_path) == DAY
+    # max_runtime: null (local runs): no limit, so one part a cell and nothing over it
+    assert cluster.limit({"max_runtime": None}, tmp_path) == Limit(None, 4)
+    assert cluster.runtime_check({"experiment": "paper", "max_runtime": None}, tmp_path) == []
+
+
 def vllm(label: str, method: str = "greedy", *over: str, eq: tuple = ()) -> Job:
     return Job(
         "qwen2.5-1.5b-instruct",

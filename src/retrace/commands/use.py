@@ -72,7 +72,9 @@ def plan(
     limit = cluster_limit(cfg, _slurm_profile(configfile))
     s = sized(planned, cfg["mirror"], shared_overrides(cfg, "dataset"), Path("results/probe"), limit)
     print(estimate_of(planned, s).line())
-    print(engine_loads(s).line())
+    loads = engine_loads(s)
+    print(loads.line())
+    print(loads.per_label_line())
     _plan_bounds(cfg, planned, s, as_json)
     for line in family_lines(load_experiment(cfg["experiment"]), cfg["mirror"], Path("results/probe")):
         print(line)
