@@ -236,12 +236,12 @@ class EngineLoads:
             else ""
         )
         at = f"at the {self.limit:,}-min limit " if self.limit else ""
-        floor = (
-            f"; least possible at this limit: {self.floor:,} ({self.engine_hours:,.0f} engine-hours of "
-            f"work / {self.limit / 60:g} h)"
-            if self.floor is not None
-            else ""
-        )
+        floor = ""
+        if self.limit and self.floor is not None:
+            floor = (
+                f"; least possible at this limit: {self.floor:,} ({self.engine_hours:,.0f} engine-hours of "
+                f"work / {self.limit / 60:g} h)"
+            )
         return (
             f"engine loads: {self.total:,} as sized ({self.parts} cell jobs load {self.part_loads:,} times, "
             f"{self.shard_jobs} shard jobs {self.shard_loads:,} times; every attempt {at}loads again{served})"

@@ -120,7 +120,9 @@ def test_plan_check_fails_a_profile_default_over_max_runtime_and_dm_training_ove
 def test_a_partition_limit_shorter_than_an_engine_load_fails_every_job_in_one_clear_line(tmp_path):
     cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 25}
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 1000\n"))
-    generate = [(line, fails) for line, fails in lines if line.startswith(("generate_cell ", "generate_shard "))]
+    generate = [
+        (line, fails) for line, fails in lines if line.startswith(("generate_cell ", "generate_shard "))
+    ]
     # every cell's parts and every sharded label's shard jobs: retries cannot help
     cells = {line.split()[1].split(".part")[0] for line, _ in generate if line.startswith("generate_cell ")}
     assert len(cells) == 60 and sum(line.startswith("generate_shard ") for line, _ in generate) == 45
@@ -159,7 +161,9 @@ def test_plan_check_fails_naming_each_job_a_short_partition_cannot_fit(tmp_path,
         for line in failing
     ), failing[:3]
     # each part that needs 3 attempts or fewer is a note, not a failure
-    assert any(line.startswith("check: note generate_cell ") and "the profile allows 4" in line for line in out)
+    assert any(
+        line.startswith("check: note generate_cell ") and "the profile allows 4" in line for line in out
+    )
     assert out[-1] == f"check: paper: {len(cluster_jobs())} jobs, {len(failing)} problems"
 
 
