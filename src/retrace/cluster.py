@@ -9,7 +9,9 @@ No job asks for more runtime than the partition allows (`max_runtime` in config/
 minutes; `capped`): a job estimated longer asks for the limit, SLURM ends it there, and its
 retry (profiles/slurm `retries`) resumes from the request cache, which holds every request
 the killed attempt finished. `retrace plan --check` lists those jobs (`over_limit`) and fails
-when one needs more attempts than the profile allows, or cannot resume (a DM training).
+when one needs more attempts than the profile allows, or cannot resume (a DM training); a
+cell's labels are cut into parts that keep one of those attempts for faults (`Limit`,
+retrace.parts), and a label too long for any part fails.
 
     gpu      vLLM: the engine's tensor_parallel_size (one engine spans that many GPUs);
              hf on cuda: 1; CPU engines (llama.cpp, hf on cpu, openai clients): 0

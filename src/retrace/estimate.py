@@ -4,7 +4,8 @@ Upper bounds from configuration alone, per job from its own method and roles (re
 per-role caps, best-of-N's real calls, Maj@N' from its refinement partner's bound, prefill,
 engine loads, reward scoring): generated tokens, prompt tokens (every call's whole prompt),
 FLOPs ≤ 2 × params × (prompt + generated) tokens, nominal (no prefix reuse); GPU-hours from
-each job's GPU-seconds, at a `retrace probe` result's measured rates where one exists (a GPU
+the GPU-seconds of the jobs the workflow runs (retrace.parts: each cell part on the most GPUs
+any of its labels needs, each shard job, an engine load every attempt at max_runtime), at a `retrace probe` result's measured rates where one exists (a GPU
 pilot's results/probe/<model>/<backend>.json), else at the backend's stated
 `throughput_tok_s` (assumed, and the line says so); CPU wall time = generated tokens / the
 engine's decode rate on this machine (the probe's `tok_s`, else DEFAULT_CPU_TOK_S). The token

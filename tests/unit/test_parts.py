@@ -145,3 +145,13 @@ def test_plan_check_fails_a_label_too_long_for_any_part_and_suggests_shards(tmp_
         )
         assert int(line.rsplit(" attempts", 1)[0].rsplit(" ", 1)[1]) > 3
     assert any(not fails and line.startswith("generate_cell ") for line, fails in lines)
+
+
+def test_plan_check_sizes_each_label_at_the_memory_share_of_the_engine_it_shares():
+    from retrace.spine.checks import job_problems
+
+    mirror = str(prerequisites.mirror())
+    greedy = vllm("greedy")
+    assert not [p for p in job_problems(greedy, mirror) if p.startswith("GPU memory")]
+    tiny = job_problems(greedy, mirror, (), {"gpu_memory_utilization": 0.02})  # a label beside it asks this
+    assert any(p.startswith("GPU memory: ") for p in tiny)

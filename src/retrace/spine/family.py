@@ -43,11 +43,27 @@ class Spine(Family):
         return out
 
     def config_checks(self, ctx: Context) -> list[tuple[str, str]]:
-        """Every generation job's engine problems, then the equal-budget check (spine/checks.py)."""
+        """Every generation job's engine problems (GPU memory at the share of the engine it
+        shares in its cell), then the equal-budget check (spine/checks.py)."""
         from retrace.plan import jobs, shared_overrides
         from retrace.spine.checks import budget_problems, job_problems
 
         planned = jobs(ctx.global_cfg)
         dso = shared_overrides(ctx.global_cfg, "dataset")
-        out = [(j.path, p) for j in planned for p in job_problems(j, ctx.mirror, dso)]
+        shares = _shares(planned)
+        out = [(j.path, p) for j in planned for p in job_problems(j, ctx.mirror, dso, shares.get(j.path))]
         return out + budget_problems(planned)
+
+
+def _shares(planned: list) -> dict[str, dict]:
+    """Each cell label's memory share on the engine it may share (retrace.cells.shared_memory):
+    the smallest any label of its cell with its engine identity asks, whichever part runs it."""
+    from retrace.cells import engine_identity, generation_cells, shared_memory
+
+    out = {}
+    for cell in generation_cells(planned).values():
+        by_identity: dict[str, list] = {}
+        for j in cell:
+            by_identity.setdefault(engine_identity(j), []).append(j)
+        out.update({j.path: shared_memory(tuple(js)) for js in by_identity.values() for j in js})
+    return out
