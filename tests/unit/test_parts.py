@@ -124,6 +124,10 @@ def test_paper_cells_are_cut_in_run_order_with_partners_first_and_one_engine_a_p
             assert all(where.get(x, -1) <= where[j.label] for x in j.equal_compute[:2])
         # every part fits 3 attempts of 24 h, one engine each (best_of_n's smaller memory share too)
         assert all(p.attempts(DAY) <= 3 and p.part.engines() == 1 for p in ps)
+    # one workflow rule per group of parts with the same labels: every part in exactly one
+    groups = parts.part_groups([p.part for p in s.parts])
+    assert sum(len(g.datasets) * len(g.seeds) for g in groups) == len(s.parts)
+    assert {g.suffix for g in groups} >= {"", ".part0", ".part1"}
     assert parts.engine_loads(s).total == sum(p.attempts(DAY) for p in s.parts) + sum(
         j.shards * b.attempts(1440) for j, b in s.shards
     )
