@@ -175,10 +175,6 @@ class Sized:
     shards: list[tuple[Job, JobBound]]  # each sharded label: its shard jobs' bound (and a merge)
     probe_dir: Path | None = None  # where the rates were read (retrace.sizing.rates)
 
-    def part_of(self) -> dict[tuple[Cell, str], Part]:
-        """(cell, suffix) -> part, for the workflow's rules."""
-        return {(p.part.cell, p.part.suffix): p.part for p in self.parts}
-
 
 def sized(
     jobs: list[Job],

@@ -19,8 +19,8 @@ import re
 from retrace import cells as _cells
 from retrace.stages.generate import scorer_model
 
-PARTS = SIZED.part_of()  # (cell, suffix) -> the labels one job runs
-PART_BOUNDS = {(p.part.cell, p.part.suffix): p for p in SIZED.parts}
+# (cell, suffix) -> the part one job runs: its labels and their summed bound (retrace.parts)
+PARTS = {(p.part.cell, p.part.suffix): p for p in SIZED.parts}
 SHARDED = _cells.sharded_labels(JOBS)
 
 
@@ -38,7 +38,7 @@ def part_inputs(suffix):
     elsewhere (an earlier part's generations, a sharded partner's merged ones)."""
 
     def inputs(w):
-        part = PARTS[part_key(w, suffix)]
+        part = PARTS[part_key(w, suffix)].part
         out = {
             "problems": f"{RESULTS}/data/{w.dataset}.jsonl",
             "manifest": f"{RESULTS}/models/{w.model}/manifest.json",
@@ -63,8 +63,8 @@ def part_resource(suffix, name):
 
     def resource(w):
         if name == "runtime":
-            return capped(PART_BOUNDS[part_key(w, suffix)].minutes())
-        return max(_engine_resources(j)[name] for j in PARTS[part_key(w, suffix)].labels)
+            return capped(PARTS[part_key(w, suffix)].minutes())
+        return max(_engine_resources(j)[name] for j in PARTS[part_key(w, suffix)].part.labels)
 
     return resource
 
@@ -72,11 +72,11 @@ def part_resource(suffix, name):
 def part_threads(suffix):
     from retrace.cluster import threads
 
-    return lambda w: max(threads(_plan.job_config(j)) for j in PARTS[part_key(w, suffix)].labels)
+    return lambda w: max(threads(_plan.job_config(j)) for j in PARTS[part_key(w, suffix)].part.labels)
 
 
 def part_generate_key(suffix):
-    return lambda w: _cells.cell_generate_key(PARTS[part_key(w, suffix)].labels)
+    return lambda w: _cells.cell_generate_key(PARTS[part_key(w, suffix)].part.labels)
 
 
 for _i, _g in enumerate(_parts.part_groups([p.part for p in SIZED.parts])):
