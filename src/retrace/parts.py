@@ -37,8 +37,10 @@ from retrace.sizing import ENGINE_LOAD_S, RUNTIME_OVERHEAD_MIN, Bound, JobBound,
 
 
 def capacity(limit: Limit) -> int | None:
-    """Work minutes one part may hold: its attempts × what each has after loading (None: no limit)."""
-    if not limit.minutes:
+    """Work minutes one part may hold: its attempts × what each has after loading (None: no
+    limit, or one no attempt gets past loading at, where parts cannot help: `--check` fails
+    every job, "raise max_runtime", and cells stay whole)."""
+    if not limit.minutes or limit.minutes <= RUNTIME_OVERHEAD_MIN:
         return None
     return limit.per_part() * max(1, limit.minutes - RUNTIME_OVERHEAD_MIN)
 

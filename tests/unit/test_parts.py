@@ -35,6 +35,8 @@ def test_a_label_too_long_for_any_part_is_a_part_alone():
 
 def test_without_a_limit_a_cell_is_one_part_and_a_single_attempt_allows_one():
     assert [list(r) for r in parts.split([10**6, 10**6], Limit())] == [[0, 1]]
+    # a limit no attempt gets past loading at: parts cannot help (--check fails every job)
+    assert [list(r) for r in parts.split([10, 10], Limit(RUNTIME_OVERHEAD_MIN, 4))] == [[0, 1]]
     assert parts.split([], DAY) == []
     once = Limit(1440, 1)  # retries: 0: nothing to keep for faults, a part takes one attempt
     assert once.per_part() == 1
