@@ -9,7 +9,8 @@ sum of their runtimes (retrace.sizing's bounds). A job may run `Limit.minutes` a
 `Limit.attempts` times (the SLURM profile's retries + 1), each attempt loading its engines
 again and resuming from the request cache. `split` cuts a cell's labels, in run order
 (retrace.cells.run_order: equal-compute labels after their partners), into consecutive parts
-that each need at most `Limit.per_part()` attempts (one retry kept for faults); a label too
+that each need at most `Limit.per_part()` attempts (one retry kept for faults), labels that need
+different numbers of GPUs in different parts (`by_gpus`); a label too
 long for that is a part by itself, and `retrace plan --check` fails naming it (give it
 `shards:`). Without a limit a cell is one part. Each part is one job (rules generate_cell_<i>,
 workflow/rules/generate.smk; `generate-cell --labels`): a Maj@N' label whose partners are in an
@@ -192,12 +193,24 @@ def sized(
     parts = []
     for cell, labels in generation_cells(jobs).items():
         mine = [by_path[j.path] for j in labels]
-        ranges = split([work_minutes(b) for b in mine], limit)
+        ranges = by_gpus(mine, limit)
         for k, r in enumerate(ranges):
             part = Part(cell, k, len(ranges), tuple(labels[i] for i in r))
             parts.append(PartBound(part, [mine[i] for i in r]))
     shards = [(j, b) for j, b in zip(jobs, bounds, strict=True) if j.shards > 1]
     return Sized(limit, bounds, parts, shards, probe_dir)
+
+
+def by_gpus(bounds: list[JobBound], limit: Limit) -> list[list[int]]:
+    """A cell's labels (indices, run order kept within each) cut into parts: first by the GPUs
+    each label needs, then by `split`. A job holds its GPUs for its whole run, so a 3-GPU label
+    (a policy beside a reward model on two GPUs) in a part with 1-GPU labels would idle two GPUs
+    through theirs; one more engine load costs minutes, that costs hours."""
+    out = []
+    for gpus in dict.fromkeys(b.gpus for b in bounds):  # in order of first appearance
+        mine = [i for i, b in enumerate(bounds) if b.gpus == gpus]
+        out += [[mine[k] for k in r] for r in split([work_minutes(bounds[i]) for i in mine], limit)]
+    return out
 
 
 def shard_loads(job: Job, b: JobBound, limit: Limit) -> int:

@@ -89,14 +89,17 @@ def test_plan_check_names_jobs_over_max_runtime_and_counts_their_attempts(tmp_pa
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 0\n"))
     # one attempt a job: cells are cut into parts of one run each, and a label longer than a day
     # on its own (refinement on OlympiadBench's long questions, retrace.sizing) fails alone; the
-    # Maj@N' at nominal compute that would be longer still is split in 10 shards
+    # Maj@N' at nominal compute is split in 3 shards, sized to 3 attempts: with no retry, the
+    # longest shards fail too (profiles/slurm allows 4 attempts)
     assert lines and all(fails for _, fails in lines)
     assert any(
         line.startswith("generate_cell qwen2.5-1.5b-instruct/vllm/olympiadbench/seed0.part")
         and "(refine_full)" in line
         for line, _ in lines
     )
-    assert not any(line.startswith("generate_shard ") for line, _ in lines)
+    assert any(
+        line.startswith("generate_shard ") and "3 attempts, the profile allows 1" in line for line, _ in lines
+    )
     # a part keeps one attempt for faults: a label that needs A attempts alone passes with A retries
     most = max(int(line.split(" attempts")[0].rsplit(" ", 1)[1]) for line, _ in lines if " attempts" in line)
     assert not any(fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, f"retries: {most}\n")))
@@ -152,8 +155,9 @@ def test_plan_check_fails_naming_each_job_a_short_partition_cannot_fit(tmp_path,
     out = capsys.readouterr().out.splitlines()
     failing = [line for line in out if line.startswith("check: FAIL ")]
     # a label too long for a part (3 attempts: one of the 4 is kept for faults) is a part alone
+    # (and a shard job, sized for 3 attempts of 24 h, needs more shards)
     assert failing and all(
-        line.startswith("check: FAIL generate_cell ")
+        line.startswith(("check: FAIL generate_cell ", "check: FAIL generate_shard "))
         and "> max_runtime 600 min" in line
         and "the profile allows 4 (1 kept for faults); give " in line
         and line.endswith(" `shards:` in the experiment")

@@ -164,7 +164,7 @@ def test_cell_jobs_run_partners_first_and_leave_sharded_labels_out():
     planned = paper()
     for cell in generation_cells(planned).values():
         labels = [j.label for j in cell]
-        if cell[0].model != "qwen2.5-math-7b":  # shards: 10 on the 32k models: its own shard jobs
+        if cell[0].model != "qwen2.5-math-7b":  # shards: 3 on the 32k models: its own shard jobs
             assert "majority_eq_nominal" not in labels
         assert labels.index("majority_eq") > max(labels.index("refine"), labels.index("majority"))
     assert len(generation_cells(planned)) == 60

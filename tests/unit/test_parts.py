@@ -69,6 +69,18 @@ def bound(job: Job, work_min: int) -> JobBound:
     return JobBound(job.path, "generate", 1, Bound(generated=work_min), work_s=work_min * 60 / SAFETY)
 
 
+def test_labels_that_need_other_gpu_counts_run_in_parts_of_their_own():
+    # a 3-GPU label among 1-GPU ones: the job would hold 3 GPUs through every label's run
+    labels = [vllm(x) for x in ("greedy", "majority", "best_of_n", "beam")]
+    bounds = [bound(j, 60) for j in labels]
+    bounds[2] = JobBound(labels[2].path, "generate", 3, Bound(generated=60), work_s=3600 / SAFETY)
+    assert parts.by_gpus(bounds, DAY) == [[0, 1, 3], [2]]  # run order kept within each
+    assert parts.by_gpus(bounds, Limit()) == [[0, 1, 3], [2]]  # with no limit too
+    # and each GPU count's labels are then cut by time as any cell's
+    long = [bound(j, USEFUL * 2) for j in labels]
+    assert parts.by_gpus(long, DAY) == [[0], [1], [2], [3]]
+
+
 def test_a_cell_job_is_bounded_by_the_sum_of_its_labels():
     a, b = vllm("a"), vllm("b")
     part = parts.PartBound(parts.Part(("m", "vllm", "d", 0), 0, 1, (a, b)), [bound(a, 2000), bound(b, 3000)])
@@ -119,7 +131,11 @@ def test_paper_cells_are_cut_in_run_order_with_partners_first_and_one_engine_a_p
     cells = generation_cells(planned)
     assert set(by_cell) == set(cells) and any(len(ps) > 1 for ps in by_cell.values())
     for cell, ps in by_cell.items():
-        assert [j for p in ps for j in p.part.labels] == list(cells[cell])  # run order, every label once
+        order = list(cells[cell])
+        # every label once; run order within each part; one GPU count a part (by_gpus)
+        assert sorted(order.index(j) for p in ps for j in p.part.labels) == list(range(len(order)))
+        assert all([order.index(j) for j in p.part.labels] == sorted(order.index(j) for j in p.part.labels) for p in ps)
+        assert all(len({b.gpus for b in p.labels}) == 1 for p in ps)
         assert [p.part.index for p in ps] == list(range(len(ps)))
         where = {j.label: p.part.index for p in ps for j in p.part.labels}
         for j in cells[cell]:

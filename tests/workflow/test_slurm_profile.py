@@ -55,7 +55,7 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     sized = parts.sized(plan.jobs({"experiment": "paper"}), MIRROR, limit=Limit(1440, 4))
     n = len(sized.parts)
     assert re.search(
-        rf"estimate: 675 labels in {n + 495} generation jobs \({n} cell jobs, 450 shard jobs, 45 merges\), .* GPU-hours",
+        rf"estimate: 675 labels in {n + 180} generation jobs \({n} cell jobs, 135 shard jobs, 45 merges\), .* GPU-hours",
         out,
     )
     assert re.search(
@@ -68,9 +68,9 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     # generation is one job per model × dataset × seed (60: every label of the cell on one
     # engine, retrace.stages.generate_cell), as scoring is, or per part of one where its labels
     # need more than 3 attempts of 24 h (retrace.parts); the 32k models' Maj@N' at nominal
-    # compute (45 label jobs) runs as 10 shards each and a merge
-    assert len(cells) == n > 60 and len(merges) == 45 and len(shard) == 450
-    assert re.search(rf"^total\s+{632 - 60 + n}$", out, re.M)
+    # compute (45 label jobs) runs as 3 shards each and a merge
+    assert len(cells) == n > 60 and len(merges) == 45 and len(shard) == 135
+    assert re.search(rf"^total\s+{632 - 315 - 60 + n}$", out, re.M)
     assert re.search(r"seed0\.part1\.log", out) and re.search(r"--labels \S+,\S+ ", out)
     gen = cells + merges
     on_gpu = [r for r in gen + shard if r["gpu"] != "0"]

@@ -22,7 +22,7 @@ class Spine(Family):
     def runtimes(self, ctx: Context) -> list:
         """The generation jobs as the workflow runs them (retrace.parts.sized at ctx.limit): each
         cell part, which keeps one attempt for faults and names a label too long for any part,
-        and each sharded label's shard jobs, as OverLimit records."""
+        and each sharded label's shard jobs (one attempt kept for faults too), as OverLimit records."""
         from retrace.cluster import Limit, OverLimit
         from retrace.parts import sized
         from retrace.plan import jobs, shared_overrides
@@ -31,15 +31,15 @@ class Spine(Family):
         limit = ctx.limit or Limit()
         dso = shared_overrides(ctx.global_cfg, "dataset")
         s = sized(jobs(ctx.global_cfg), ctx.mirror, dso, ctx.probe_dir, limit)
-        out = []
+        out, kept = [], limit.attempts - limit.per_part()
         for p in s.parts:
             labels = [j.label for j in p.part.labels]
             hint = f"give {labels[0]} `shards:` in the experiment" if len(labels) == 1 else ""
             where = f"{p.part.path} ({', '.join(labels)})"
-            kept = limit.attempts - limit.per_part()
             out.append(OverLimit("generate_cell", where, p.minutes(), True, RUNTIME_OVERHEAD_MIN, kept, hint))
-        for _, b in s.shards:
-            out.append(OverLimit(b.rule, b.path, b.minutes() or 0, True, RUNTIME_OVERHEAD_MIN))
+        for j, b in s.shards:  # a shard job keeps one attempt for faults too
+            hint = f"give {j.label} more `shards:` in the experiment"
+            out.append(OverLimit(b.rule, b.path, b.minutes() or 0, True, RUNTIME_OVERHEAD_MIN, kept, hint))
         return out
 
     def config_checks(self, ctx: Context) -> list[tuple[str, str]]:
