@@ -134,7 +134,10 @@ def test_paper_cells_are_cut_in_run_order_with_partners_first_and_one_engine_a_p
         order = list(cells[cell])
         # every label once; run order within each part; one GPU count a part (by_gpus)
         assert sorted(order.index(j) for p in ps for j in p.part.labels) == list(range(len(order)))
-        assert all([order.index(j) for j in p.part.labels] == sorted(order.index(j) for j in p.part.labels) for p in ps)
+        assert all(
+            [order.index(j) for j in p.part.labels] == sorted(order.index(j) for j in p.part.labels)
+            for p in ps
+        )
         assert all(len({b.gpus for b in p.labels}) == 1 for p in ps)
         assert [p.part.index for p in ps] == list(range(len(ps)))
         where = {j.label: p.part.index for p in ps for j in p.part.labels}
