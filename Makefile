@@ -150,9 +150,11 @@ bench: setup
 	else echo "pipeline/raw multi-turn (vllm): skipped (no $(VLLM_VENV))"; fi
 
 # The request cache under a cluster's faults (SIGKILL/SIGTERM of writers: lost, corrupt, longest
-# stall) and its index memory per job at paper scale (10M entries; ~1.5 GB of temporary files).
+# stall) and its index memory per job at paper scale (10M entries; ~1.5 GB of temporary files);
+# the scheduler's overhead at 20k requests against the ideal (benchmarks/scheduler.py).
 bench-cluster: setup
 	PYTHONPATH=src $(RECORD) bench-cluster -- $(PY) benchmarks/cache_cluster.py
+	PYTHONPATH=src $(RECORD) scheduler -- $(PY) benchmarks/scheduler.py
 
 # Kills, races, corrupt cache entries, a full disk, bad inputs, tampering (benchmarks/reliability.py).
 # Long (some 30 workflow runs); not part of `make test`. Needs root for the tmpfs figures.

@@ -9,7 +9,9 @@ No job asks for more runtime than the partition allows (`max_runtime` in config/
 minutes; `capped`): a job estimated longer asks for the limit, SLURM ends it there, and its
 retry (profiles/slurm `retries`) resumes from the request cache, which holds every request
 the killed attempt finished. `retrace plan --check` lists those jobs (`over_limit`) and fails
-when one needs more attempts than the profile allows, or cannot resume (a DM training).
+when one needs more attempts than the profile allows, or cannot resume (a DM training); a
+cell's labels are cut into parts that keep one of those attempts for faults (`Limit`,
+retrace.parts), and a label too long for any part fails.
 
     gpu      vLLM: the engine's tensor_parallel_size (one engine spans that many GPUs);
              hf on cuda: 1; CPU engines (llama.cpp, hf on cpu, openai clients): 0
@@ -82,6 +84,37 @@ def capped(minutes: int, limit: int | None) -> int:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """What a generation job may take: `minutes` a run (the partition's MaxTime, `max_runtime`
+    in config/config.yaml; None: no limit) and `attempts` runs (the SLURM profile's `retries`
+    + 1), each resuming from the request cache. The workflow and `retrace plan` read both from
+    the same places (`limit`), so they cut cells into the same parts (retrace.parts)."""
+
+    minutes: int | None = None
+    attempts: int = 1
+
+    def per_part(self) -> int:
+        """Attempts a cell part may need: one retry is kept for faults (a preemption, a lost
+        node), unless the profile allows a single attempt."""
+        return max(1, self.attempts - 1)
+
+
+def slurm_profile(root: Path) -> Path:
+    """profiles/slurm under `root` (a run directory's own), else this checkout's."""
+    from retrace.config import CONFIG_DIR
+
+    beside = root / "profiles" / "slurm"
+    return beside if (beside / "config.yaml").is_file() else CONFIG_DIR.parent / "profiles" / "slurm"
+
+
+def limit(global_cfg: dict, profile: Path) -> Limit:
+    """The partition limit (`max_runtime`) and the attempts the profile's `retries` allow."""
+    minutes = global_cfg.get("max_runtime")
+    retries = int(_profile(profile).get("retries") or 0)
+    return Limit(int(minutes) if minutes else None, retries + 1)
+
+
+@dataclass(frozen=True)
 class OverLimit:
     """A job whose estimated runtime exceeds the partition limit."""
 
@@ -90,6 +123,8 @@ class OverLimit:
     minutes: int
     resumes: bool  # it commits finished requests to the request cache, so a retry goes on
     overhead: int = 0  # minutes every attempt spends before it resumes (engine load)
+    kept: int = 0  # attempts kept for faults (a cell part keeps one: Limit.per_part)
+    hint: str = ""  # what to change when it fails (a cell part's label: give it shards)
 
     def attempts(self, limit: int) -> int:
         if self.overhead >= limit:
@@ -102,22 +137,29 @@ class OverLimit:
         elif not self.resumes:
             how = "it cannot resume, so every retry starts over: raise max_runtime or shorten it"
         else:
+            kept = f" ({self.kept} kept for faults)" if self.kept else ""
             how = (
                 f"asks for {limit} min and resumes from the request cache on each retry: "
-                f"{self.attempts(limit)} attempts, the profile allows {retries + 1}"
+                f"{self.attempts(limit)} attempts, the profile allows {retries + 1}{kept}"
             )
+            if self.hint and self.fails(limit, retries):
+                how += f"; {self.hint}"
         return f"{self.rule} {self.where}: estimated {self.minutes} min > max_runtime {limit} min; {how}"
 
     def fails(self, limit: int, retries: int) -> bool:
-        return not self.resumes or self.attempts(limit) > retries + 1
+        return not self.resumes or self.attempts(limit) > max(1, retries + 1 - self.kept)
 
 
-def over_limit(global_cfg: dict, limit: int, probe_dir: Path | None = None) -> list[OverLimit]:
+def over_limit(
+    global_cfg: dict, limit: int, probe_dir: Path | None = None, attempts: int = 1
+) -> list[OverLimit]:
     """The jobs of every method family (retrace.family `runtimes`: the spine's generation jobs
-    first, then DRR's and ART's) whose estimated runtime exceeds `limit` minutes."""
+    first, then DRR's and ART's) whose estimated runtime exceeds `limit` minutes; `attempts`:
+    what the profile allows (the spine cuts its cells into parts by it, retrace.parts)."""
     from retrace.plan import load_experiment
 
-    ctx = Context(global_cfg, load_experiment(global_cfg["experiment"]), global_cfg.get("mirror"), probe_dir)
+    experiment = load_experiment(global_cfg["experiment"])
+    ctx = Context(global_cfg, experiment, global_cfg.get("mirror"), probe_dir, Limit(limit, attempts))
     return [o for family in FAMILIES.active(ctx) for o in family.runtimes(ctx) if o.minutes > limit]
 
 
@@ -129,9 +171,12 @@ def _profile(profile: Path) -> dict:
 def runtime_check(global_cfg: dict, profile: Path) -> list[tuple[str, bool]]:
     """(line, fails) for each job over `max_runtime`, for `retrace plan --check`; `profile`
     (profiles/slurm) gives the retries, and the runtime of the rules that set none."""
+    if not global_cfg.get("max_runtime"):
+        return []  # no limit: every job runs to its end
     limit, settings = int(global_cfg["max_runtime"]), _profile(profile)
     retries = int(settings.get("retries") or 0)
-    out = [(o.line(limit, retries), o.fails(limit, retries)) for o in over_limit(global_cfg, limit)]
+    found = over_limit(global_cfg, limit, attempts=retries + 1)
+    out = [(o.line(limit, retries), o.fails(limit, retries)) for o in found]
     default = int((settings.get("default-resources") or {}).get("runtime") or 0)
     if default > limit:
         out.append(

@@ -4,7 +4,8 @@ Upper bounds from configuration alone, per job from its own method and roles (re
 per-role caps, best-of-N's real calls, Maj@N' from its refinement partner's bound, prefill,
 engine loads, reward scoring): generated tokens, prompt tokens (every call's whole prompt),
 FLOPs ≤ 2 × params × (prompt + generated) tokens, nominal (no prefix reuse); GPU-hours from
-each job's GPU-seconds, at a `retrace probe` result's measured rates where one exists (a GPU
+the GPU-seconds of the jobs the workflow runs (retrace.parts: each cell part on the most GPUs
+any of its labels needs, each shard job, an engine load every attempt at max_runtime), at a `retrace probe` result's measured rates where one exists (a GPU
 pilot's results/probe/<model>/<backend>.json), else at the backend's stated
 `throughput_tok_s` (assumed, and the line says so); CPU wall time = generated tokens / the
 engine's decode rate on this machine (the probe's `tok_s`, else DEFAULT_CPU_TOK_S). The token
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrace.devices import gpus
 from retrace.family import FAMILIES, Context
@@ -33,10 +35,17 @@ from retrace.workload import DEFAULT_CPU_TOK_S as DEFAULT_CPU_TOK_S  # the workl
 from retrace.workload import probe_rate as probe_rate
 from retrace.workload import problem_count as problem_count
 
+if TYPE_CHECKING:
+    from retrace.cluster import Limit
+    from retrace.parts import Sized
+
 
 @dataclass
 class Estimate:
-    jobs: int = 0
+    jobs: int = 0  # labels (model × backend × dataset × label × seed)
+    parts: int = 0  # the cell jobs that run the unsharded labels (retrace.parts)
+    shard_jobs: int = 0  # data-parallel shard jobs of the sharded labels
+    merges: int = 0  # one merge of each sharded label's shards
     unknown: int = 0  # jobs whose problem count could not be known
     generated_tokens: int = 0
     prompt_tokens: int = 0
@@ -65,7 +74,9 @@ class Estimate:
             )
             times.append(f"≈ {self.cpu_hours:,.1f} h CPU wall time at {rates}")
         return (
-            f"estimate: {self.jobs} generation jobs, ≤ {self.generated_tokens:,} generated tokens, "
+            f"estimate: {self.jobs} labels in {self.parts + self.shard_jobs + self.merges} generation jobs "
+            f"({self.parts} cell jobs, {self.shard_jobs} shard jobs, {self.merges} merges), "
+            f"≤ {self.generated_tokens:,} generated tokens, "
             f"≤ {self.prompt_tokens:,} prompt tokens, ≤ {self.flops / 1e12:,.1f} TFLOPs (prompts included), "
             + "; ".join(times)
             + (f"; {self.unknown} jobs of unknown size" if self.unknown else "")
@@ -85,14 +96,25 @@ def job_tokens(job: Job, cfg: dict, mirror: str | None, dataset_overrides: tuple
 
 
 def estimate(
-    jobs: list[Job], mirror: str | None, dataset_overrides: tuple = (), probe_dir: Path | None = None
+    jobs: list[Job],
+    mirror: str | None,
+    dataset_overrides: tuple = (),
+    probe_dir: Path | None = None,
+    limit: Limit | None = None,
 ) -> Estimate:
-    """The experiment's bounds (retrace.sizing.job_bounds), summed; rates from the probe results
-    in `probe_dir` (the workflow's results/probe) where they exist."""
-    from retrace.sizing import job_bounds
+    """The experiment's bounds as the workflow runs them (retrace.parts.sized: cell parts and
+    shard jobs at the partition `limit`); rates from the probe results in `probe_dir` (the
+    workflow's results/probe) where they exist."""
+    from retrace.parts import sized
 
-    est = Estimate()
-    for job, b in zip(jobs, job_bounds(jobs, mirror, dataset_overrides, probe_dir), strict=True):
+    return estimate_of(jobs, sized(jobs, mirror, dataset_overrides, probe_dir, limit))
+
+
+def estimate_of(jobs: list[Job], s: Sized) -> Estimate:
+    """Tokens and FLOPs of every label; GPU-hours of the jobs that run them, each engine load
+    of every attempt included (`s.limit`)."""
+    est = Estimate(parts=len(s.parts), shard_jobs=sum(j.shards for j, _ in s.shards), merges=len(s.shards))
+    for job, b in zip(jobs, s.labels, strict=True):
         est.jobs += 1
         est.gpu_jobs += b.gpus > 0
         est.cpu_jobs += not b.gpus
@@ -103,11 +125,15 @@ def estimate(
         est.prompt_tokens += b.tokens.prompt
         est.flops += 2 * float(job_config(job)["model"]["params"]) * (b.tokens.generated + b.tokens.prompt)
         if b.gpus:
-            est.gpu_hours += (b.gpu_seconds() or 0.0) / 3600
             est.gpu_rates.add(b.rates)
         else:
-            est.cpu_rates[(job.model, job.backend)] = (_cpu_rate(probe_dir, job), b.rates)
+            est.cpu_rates[(job.model, job.backend)] = (_cpu_rate(s.probe_dir, job), b.rates)
             est.cpu_hours += (b.work_s or 0.0) / 3600
+    known = [p for p in s.parts if any(b.known for b in p.labels)]  # unknown size: no time
+    gpu_s = sum(p.gpu_seconds(s.limit) for p in known) + sum(
+        b.gpu_seconds(s.limit.minutes) or 0.0 for _, b in s.shards
+    )
+    est.gpu_hours = gpu_s / 3600
     return est
 
 

@@ -38,12 +38,14 @@ from retrace.registry import Registry
 @dataclass(frozen=True)
 class Context:
     """What a family hook may read: the global config (config/config.yaml with overrides), the
-    composed experiment file, the benchmark mirror and the probe results directory."""
+    composed experiment file, the benchmark mirror, the probe results directory and the time
+    limit jobs are sized against."""
 
     global_cfg: dict = field(hash=False)
     experiment: dict = field(hash=False)
     mirror: str | None = None
     probe_dir: Path | None = None
+    limit: Any = None  # retrace.cluster.Limit the jobs are sized against (None: no limit)
 
     def block(self, family: Family) -> Any:
         """The experiment's block of `family` (None: absent, or the family reads no block),

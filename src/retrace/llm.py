@@ -67,10 +67,14 @@ class CachedLLM:
         model: dict,
         cache: RequestCache,
         identity: dict | None = None,
+        max_in_flight: int | None = None,
     ):
-        """`identity`: the backend class's `identity(model, engine)`; defaults to name + template."""
+        """`identity`: the backend class's `identity(model, engine)`; defaults to name + template.
+        `max_in_flight`: the most requests the engine gets at once (None: the scheduler's
+        default, retrace.scheduler.DEFAULT_IN_FLIGHT); it changes speed, never outputs."""
         self._factory = backend_factory
         self._backend: Backend | None = None  # loaded at the first request the cache cannot answer
+        self.max_in_flight = max_in_flight
         self.model, self.cache, self.usage = model, cache, Usage()
         self.identity = identity or {
             "backend": backend_name,

@@ -24,15 +24,26 @@ and works through them with its own slots or running batch. A backend without it
 `batch_size`, and the tasks that were answered move on together. Deterministic engine
 mode (retrace.backends.base) makes the outputs independent of the order either way.
 
+In flight and order: at most `max_in_flight` distinct requests are with the engine at once
+(`CachedLLM.max_in_flight`, from `backend.engine.max_in_flight`, default DEFAULT_IN_FLIGHT);
+the rest wait in a priority queue where a rollout's next turn goes ahead of turns of rollouts
+that are less far along (fresh ones last), and, at equal depth, earlier tasks go first, so a
+rollout's history is still in the engine's prefix cache when its next turn arrives, and a
+fan-out's members are sent together. Identical requests join the one in flight or queued (they
+take no slot). The engine's Futures report back through a queue (a done-callback each), so a
+completion costs O(1), however many are in flight.
+
 Progress (retrace.progress) is shown once the engine gets its first request: finished tasks
 out of all, and generated tokens per second; an all-cached run prints nothing.
 """
 
 from __future__ import annotations
 
+import heapq
+import queue
 import time
 from collections.abc import Generator, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -45,6 +56,9 @@ if TYPE_CHECKING:
 # A task is started with send(None), as a generator must be, then sent its answers.
 Task = Generator["Request | Sequence[Request]", "Completion | list[Completion] | None", Any]
 Waiter = tuple[int, "int | None"]  # (task, member of its fan-out; None for a single request)
+# Requests with the engine at once: enough to fill a GPU engine's running batch several times
+# over (vLLM's max_num_seqs is 256-1024), few enough that the queue stays ordered by priority.
+DEFAULT_IN_FLIGHT = 1024
 
 
 def one(request: Request) -> Task:
@@ -57,6 +71,16 @@ def drive(llm, tasks: Iterable[Task], unit: str = "tasks") -> list[Any]:
     """Run `tasks` against `llm` (a CachedLLM) and return their results in task order."""
     with ExitStack() as stack:
         return _Driver(llm, list(tasks), stack, unit).run()
+
+
+def in_flight_bound(llm) -> int:
+    """The most requests `llm`'s engine gets at once (a CachedLLM's max_in_flight)."""
+    bound = getattr(llm, "max_in_flight", None)
+    if bound is None:
+        return DEFAULT_IN_FLIGHT
+    if not isinstance(bound, int) or isinstance(bound, bool) or bound < 1:
+        raise ValueError(f"backend.engine.max_in_flight must be a positive integer, got {bound!r}")
+    return bound
 
 
 @dataclass
@@ -79,7 +103,11 @@ class _Driver:
         self.waiting: dict[str, list[Waiter]] = {}  # key in flight -> who awaits it
         self.fanouts: dict[int, _FanOut] = {}  # task -> its fan-out in progress
         self.requests: dict[str, Request] = {}
-        self.futures: dict[Future, str] = {}
+        self.futures: dict[Future, str] = {}  # with the engine -> its key
+        self.done: queue.SimpleQueue = queue.SimpleQueue()  # futures the engine finished
+        self.pending: list[tuple[int, int, int, str]] = []  # heap of (-turn, task, member, key)
+        self.turns = [0] * len(tasks)  # requests or fan-outs each task has asked so far
+        self.in_flight, self.bound = 0, in_flight_bound(llm)
         self.wave: list[str] = []  # keys for a synchronous engine
         self.looked_up: dict[str, float] = {}  # key in flight -> its last cache lookup
         self.busy_since: float | None = None
@@ -107,6 +135,7 @@ class _Driver:
 
     def queue(self, i: int, asked: Request | Sequence[Request]) -> bool:
         """Queue task i's request or the members of its fan-out; False if there are none."""
+        self.turns[i] += 1
         if isinstance(asked, Request):
             self.ready.append(((i, None), asked))
             return True
@@ -124,7 +153,7 @@ class _Driver:
 
     def dispatch(self) -> None:
         """Serve ready requests from the cache (repeatedly: a hit may make the next one
-        ready) and hand the misses to the engine."""
+        ready), queue the misses by priority and hand the engine what the bound allows."""
         while self.ready:
             ready, self.ready = self.ready, []
             keys = [self.llm.key(r) for _, r in ready]
@@ -133,12 +162,17 @@ class _Driver:
             for (waiter, request), key in zip(ready, keys):
                 if key in found:
                     self.deliver([waiter], found[key])
-                elif key in self.waiting:
+                elif key in self.waiting:  # in flight or queued: generated once
                     self.waiting[key].append(waiter)
                 else:
                     self.waiting[key], self.requests[key] = [waiter], request
                     self.looked_up[key] = now
-                    self.send(key, request)
+                    i, member = waiter
+                    heapq.heappush(self.pending, (-self.turns[i], i, -1 if member is None else member, key))
+        while self.pending and self.in_flight < self.bound:
+            key = heapq.heappop(self.pending)[3]
+            self.in_flight += 1
+            self.send(key, self.requests[key])
 
     def send(self, key: str, request: Request) -> None:
         """Hand a missed request to the engine: a Future to collect, or one of the next wave."""
@@ -151,6 +185,7 @@ class _Driver:
         if self.busy_since is None:
             self.busy_since = time.perf_counter()
         self.futures[future] = key
+        future.add_done_callback(self.done.put)  # from the engine's thread, or at once if done
 
     def open_bar(self) -> None:
         from retrace.progress import progress
@@ -164,10 +199,13 @@ class _Driver:
         if self.wave:
             self.collect_wave()
             return
-        done, _ = wait(list(self.futures), return_when=FIRST_COMPLETED)
+        done = [self.done.get()]  # O(1) per completion, however many are in flight
+        while not self.done.empty():  # and everything else already back: one commit
+            done.append(self.done.get())
         finished = []
         for future in done:
             key = self.futures.pop(future)
+            self.in_flight -= 1
             try:
                 finished.append((key, future.result()))
             except BaseException:
@@ -182,6 +220,7 @@ class _Driver:
     def collect_wave(self) -> None:
         """Generate the wave in `batch_size` chunks, committing each chunk as it returns."""
         keys, self.wave = self.wave, []
+        self.in_flight -= len(keys)  # generated (or served) before this returns
         size = max(1, self.llm.backend.batch_size())
         for start in range(0, len(keys), size):
             chunk = keys[start : start + size]

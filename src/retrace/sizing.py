@@ -1,7 +1,7 @@
 """Per-job bounds of an experiment's generation jobs: tokens, GPU-seconds and attempts.
 
     retrace plan --experiment paper --estimate           # totals and equal-compute bound ratios
-    retrace plan --experiment paper --estimate --json    # one object per job (job_bounds)
+    retrace plan --experiment paper --estimate --json F  # per job the workflow runs, and per label
 
 Each job's bound comes from its own method and roles (METHOD_BOUNDS, one function per method,
 per problem, given the longest question prompt q of its dataset; `Bound` says what each count
@@ -18,8 +18,9 @@ extra samples all far longer than the first N.
 
 Time: generated tokens at the decode rate, prompt tokens not reused (structural prefix reuse,
 retrace.scoring.compute) at the prefill rate, reward tokens at REWARD_TOK_S, plus one engine load
-(ENGINE_LOAD_S) per attempt (`retrace plan --estimate` counts one a job; `--json` counts the
-attempts at max_runtime). Rates come from a `retrace probe` result of the model and backend
+(ENGINE_LOAD_S) per attempt at max_runtime. These are each label's bounds (`--json`'s
+`labels`); the jobs the workflow runs, cell parts that sum their labels' and shard jobs, are
+sized from them by retrace.parts (`--json`'s `jobs`, the estimate, `--check`). Rates come from a `retrace probe` result of the model and backend
 (results/probe/<model>/<backend>.json: `tok_s`, `prefill_tok_s`) when one exists, else from the
 backend's stated `throughput_tok_s` (prefill PREFILL_X times that): `rates.how` says which.
 A job's wall time is its GPU time over its tensor-parallel GPUs; with SAFETY it is what the job

@@ -61,37 +61,49 @@ LOCAL_RULE_OUTPUTS = (
 RUN_SPECIFIC = ("latency_s", "cache_hit", "generation_usage", "request_cache_hits")
 
 
-def run_slurm(root: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [SNAKEMAKE, "--profile", "profiles/slurm", *TEST_ARGS, *args],
-        cwd=root,
-        env=env_for(root),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+def run_slurm(root: Path, log: Path, *args: str) -> subprocess.Popen:
+    """Snakemake on SLURM in the background, its output in the file `log`: a pipe that nobody
+    reads while the test polls the queue would fill and stall Snakemake."""
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            [SNAKEMAKE, "--profile", "profiles/slurm", *TEST_ARGS, *args],
+            cwd=root,
+            env=env_for(root),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
-def _squeue() -> list[tuple[str, str, str]]:
-    """(job id, comment, state) of this user's queued and running jobs."""
-    out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%T"], capture_output=True, text=True).stdout
-    return [tuple(line.split("|", 2)) for line in out.splitlines() if line.strip()]
+def _finish(proc: subprocess.Popen, log: Path, timeout: float) -> str:
+    """Wait for `proc` (run_slurm's) and return its output."""
+    proc.wait(timeout=timeout)
+    return log.read_text(errors="replace")
 
 
-def _wait_for_empty_queue(timeout: float = 900) -> None:
+def _squeue(root: Path) -> list[tuple[str, str, str]]:
+    """(job id, comment, state) of the queued and running jobs of the workflow in `root` (the
+    jobs' working directory: another workflow's jobs on this SLURM are not the test's)."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%T|%Z"], capture_output=True, text=True).stdout
+    rows = [line.split("|", 3) for line in out.splitlines() if line.strip()]
+    return [(i, c, s) for i, c, s, d in rows if Path(d) == root.resolve()]
+
+
+def _wait_for_empty_queue(root: Path, timeout: float = 900) -> None:
     deadline = time.time() + timeout
-    while _squeue() and time.time() < deadline:
+    while _squeue(root) and time.time() < deadline:
         time.sleep(1)
-    assert not _squeue(), f"jobs still queued: {_squeue()}"
+    assert not _squeue(root), f"jobs still queued: {_squeue(root)}"
 
 
-def _scancel_a_generation_mid_run(proc, cache_dir: Path, timeout: float = 1200) -> str:
+def _scancel_a_generation_mid_run(proc, root: Path, cache_dir: Path, timeout: float = 1200) -> str:
     """Wait for a majority shard job that has committed requests but not finished; scancel it."""
     deadline, start_count = time.time() + timeout, {}
     while time.time() < deadline and proc.poll() is None:
         running = [
-            (i, c) for i, c, s in _squeue() if s == "RUNNING" and "generate_shard" in c and "_majority_" in c
+            (i, c)
+            for i, c, s in _squeue(root)
+            if s == "RUNNING" and "generate_shard" in c and "_majority_" in c
         ]
         cached = RequestCache(cache_dir).count() if (cache_dir / "index").exists() else 0
         for job_id, _ in running:
@@ -168,12 +180,12 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     started = time.time()
     # Without retries, so that the cancelled job fails the run and the rerun (a restarted
     # controller) resumes it; retries, and a time limit, are tests/cluster/test_slurm_chaos.py.
-    first = run_slurm(root, "--retries", "0")
-    cancelled = _scancel_a_generation_mid_run(first, cache_dir)
+    first = run_slurm(root, tmp_path / "first.log", "--retries", "0")
+    cancelled = _scancel_a_generation_mid_run(first, root, cache_dir)
     killed_at = time.time()
-    out, _ = first.communicate(timeout=900)
+    out = _finish(first, tmp_path / "first.log", timeout=900)
     assert first.returncode != 0, "the workflow did not notice the cancelled job:\n" + out[-3000:]
-    _wait_for_empty_queue()
+    _wait_for_empty_queue(root)
     finished = RequestCache(cache_dir).keys()
     done = [
         p for p in (root / "results").rglob("*.jsonl") if "/shards/" in str(p) or "/generations/" in str(p)
@@ -182,8 +194,8 @@ def test_slurm_run_matches_a_local_run_and_resumes_after_scancel(tmp_path, slurm
     interrupted = finished - in_done  # requests the cancelled job had committed
     assert interrupted, "the scancel did not land after a committed batch"
 
-    rerun = run_slurm(root)
-    out, _ = rerun.communicate(timeout=1500)
+    rerun = run_slurm(root, tmp_path / "rerun.log")
+    out = _finish(rerun, tmp_path / "rerun.log", timeout=1500)
     assert rerun.returncode == 0, out[-4000:]
     slurm_s = time.time() - started
     print(f"local run {local_s:.0f} s; SLURM run + scancel + rerun {slurm_s:.0f} s")

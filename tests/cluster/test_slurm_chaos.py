@@ -7,18 +7,21 @@ the 60 s stall of a lock left behind).
 
     RETRACE_REQUIRE_SLURM=1 pytest -ra tests/cluster/test_slurm_chaos.py
 
-The chaos is seeded per job (its rule and wildcards, SLURM's comment): whether its first
-attempt is cancelled, with SIGTERM (`scancel`: the job's cleanup runs) or SIGKILL
-(`scancel --signal=KILL`: nothing runs), and how long after it is seen running. Retries are left
-alone, so no job needs more than 2 of the profile's 4 attempts. The Maj@N job's first attempt
-commits one batch, then is held (the simulated engine's `hold_file`) and given a 1-minute time
-limit, which SLURM enforces 60-90 s in (its periodic check): it hits it whatever the load. Once
-SLURM has ended it the hold is lifted, and its retry resumes from the cache. Nothing here
-asserts a duration but the lock-wait bound.
+The rehearsal has four cells (one model, backend and dataset, seeds 0-3), so four generation
+jobs (rules generate_cell_*: one job runs every label of a cell, workflow/rules/generate.smk).
+The chaos is seeded per cell job (its seed, from SLURM's comment: rule and wildcards): whether
+its first attempt is cancelled, with SIGTERM (`scancel`: the job's cleanup runs) or SIGKILL
+(`scancel --signal=KILL`: nothing runs), and how long after its engine loaded. Retries are left
+alone, so no job needs more than 2 of the profile's 4 attempts. In the held cell (seed 0) the
+Maj@N label's first attempt commits one batch, then is held (the simulated engine's
+`hold_file`) and its cell job given a 1-minute time limit, which SLURM enforces 60-90 s in (its
+periodic check): it hits it whatever the load. Once SLURM has ended it the hold is lifted, and
+its retry resumes from the cache. Nothing here asserts a duration but the lock-wait bound.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -49,18 +52,19 @@ from tests.cluster.test_slurm import (
 from tests.workflow.conftest import SNAKEMAKE, TIMEOUT_SCALE
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
-SEED = 11  # each generation job but the held one is cancelled once, with both signals (asserted)
+SEED = 1  # each cell job but the held one is cancelled once, with both signals (asserted)
 CANCEL_P = 0.8
 MAX_LOCK_WAIT_S = 5.0
 MAX_RUNTIME = 30  # minutes: below each job's estimate (30-45 min), so every job asks for it
-# Eight MATH-500 questions; one cache commit per 2 requests, 0.4 s each (jobs of a few seconds,
-# caught mid-run); Maj@4 held after its first commit while the file `hold` is in the run folder.
+# Eight MATH-500 questions, four seeds: four cells; one cache commit per 2 requests, 0.4 s each
+# (cell jobs of some seconds, caught mid-run); in the held cell Maj@4 is held after its first
+# commit while the file `hold` is in the run folder.
 CHAOS = """\
 runs:
   - models: [qwen2.5-1.5b-instruct]
     backend: vllm
     datasets: [math500]
-    seeds: [0]
+    seeds: [0, 1, 2, 3]
     methods:
       - greedy
       - {label: majority, overrides: [method.n=4]}
@@ -68,13 +72,14 @@ runs:
       - {label: refine_affirm, method: refine, overrides: [method.n=2, method.depth=1, method.critic=affirm]}
 """
 ENGINE = ["backend.engine.batch_size=2", "backend.engine.delay_s=0.4"]
-SLOW_LABEL, SLOW = "majority", "backend.engine.hold_file=hold"
-LABELS = ("refine_affirm", "refine", "majority", "greedy")  # longest first: _label
-LOGS = Path("results/logs/generate/qwen2.5-1.5b-instruct/simulated/math500")
+SLOW_LABEL, SLOW, HELD_SEED = "majority", "backend.engine.hold_file=hold", 0
+LABELS, SEEDS = 4, 4  # labels a cell, cells (seeds)
+LOGS = Path("results/logs/generate/qwen2.5-1.5b-instruct/simulated/math500")  # seed<s>.log: a cell job's
 
 
 def _derive(tmp: Path, name: str) -> Path:
-    """The chaos rehearsal's run directory `tmp/name` (retrace.rehearse_workflow), its engine slowed."""
+    """The chaos rehearsal's run directory `tmp/name` (retrace.rehearse_workflow), its engine
+    slowed, the held cell's seed in a run of its own whose Maj@N label is held (`hold_file`)."""
     config = tmp / "config"
     if not config.exists():
         shutil.copytree(CONFIG_DIR, config)
@@ -86,11 +91,14 @@ def _derive(tmp: Path, name: str) -> Path:
 
     path = root / "config" / "experiment" / "chaos.yaml"
     exp = yaml.safe_load(path.read_text())
-    for run in exp["runs"]:
-        run["overrides"] = [*run.get("overrides", []), *ENGINE]
-        for m in run["methods"]:
-            if isinstance(m, dict) and m["label"] == SLOW_LABEL:
-                m["overrides"] = [*m.get("overrides", []), SLOW]
+    [run] = exp["runs"]
+    run["overrides"] = [*run.get("overrides", []), *ENGINE]
+    held = copy.deepcopy(run)
+    held["seeds"], run["seeds"] = [HELD_SEED], [s for s in run["seeds"] if s != HELD_SEED]
+    for m in held["methods"]:
+        if isinstance(m, dict) and m["label"] == SLOW_LABEL:
+            m["overrides"] = [*m.get("overrides", []), SLOW]
+    exp["runs"] = [held, run]
     path.write_text(yaml.safe_dump(exp, sort_keys=False))
     return root
 
@@ -100,39 +108,45 @@ def _env(root: Path) -> dict:
     return {**os.environ, "RETRACE_CONFIG_DIR": str(root / "config"), "PYTHONPATH": src}
 
 
-def _label(comment: str) -> str:
-    """The method label of a generation job from its SLURM comment (rule and wildcards)."""
-    return next(label for label in LABELS if f"_{label}_" in comment)
+def _seed(comment: str) -> int:
+    """The seed of a cell job from its SLURM comment (rule_generate_cell_<i>_wildcards_<model>_
+    <backend>_<dataset>_<seed>: the executor plugin's, the wildcards in the rule's order)."""
+    return int(comment.rsplit("_", 1)[1])
+
+
+def _engine_loaded(log: Path) -> bool:
+    """Whether a cell job's log shows its first engine loading (retrace.llm's line)."""
+    return log.exists() and "loading engine" in log.read_text(errors="replace")
 
 
 def _chaos(proc: subprocess.Popen, root: Path) -> tuple[dict[str, str], list[str]]:
-    """Disturb each generation job's first attempt as its label's seed says until the workflow
-    ends: ({job id: "TERM" or "KILL"} scancelled, [job ids given a 1-minute time limit]). A
-    cancel lands its seeded delay after the job's command started (its log appeared), in
-    retrace's own process rather than in Snakemake's start-up. The `hold` file goes once the
-    held job's first attempt has ended."""
+    """Disturb each cell job's first attempt as its cell's seed says until the workflow ends:
+    ({job id: "TERM" or "KILL"} scancelled, [job ids given a 1-minute time limit]). A cancel
+    lands its seeded delay after the job's first engine loaded (its log says so), amid the
+    cell's requests rather than in Python's start-up. The `hold` file goes once the held job's
+    first attempt has ended."""
     seen, pending, due, cancelled, limited = set(), {}, [], {}, []
     hold, deadline = root / "hold", time.time() + 900 * TIMEOUT_SCALE  # a guard against hangs
     while proc.poll() is None:
-        now, queue = time.time(), _squeue()
+        now, queue = time.time(), _squeue(root)
         if now > deadline:
             os.killpg(proc.pid, signal.SIGTERM)
             raise AssertionError(f"the workflow still ran after {900 * TIMEOUT_SCALE:.0f} s")
         if limited and hold.exists() and (limited[0], "RUNNING") not in {(j, s) for j, _, s in queue}:
             hold.unlink()
         for job_id, comment, state in queue:
-            if state != "RUNNING" or "generate" not in comment or comment in seen:
+            if state != "RUNNING" or "generate_cell_" not in comment or comment in seen:
                 continue
             seen.add(comment)  # a retry has the same comment: it is left alone
-            label = _label(comment)
-            rng = random.Random(f"{SEED}:{label}")
-            if label == SLOW_LABEL:
+            seed = _seed(comment)
+            rng = random.Random(f"{SEED}:{seed}")
+            if seed == HELD_SEED:
                 subprocess.run(["scontrol", "update", f"JobId={job_id}", "TimeLimit=1"], check=True)
                 limited.append(job_id)
             elif rng.random() < CANCEL_P:
-                pending[job_id] = (label, rng.uniform(0.5, 5.0), rng.choice(["TERM", "KILL"]))
-        for job_id, (label, delay, sig) in list(pending.items()):
-            if (root / LOGS / label / "seed0.log").exists():
+                pending[job_id] = (seed, rng.uniform(0.5, 5.0), rng.choice(["TERM", "KILL"]))
+        for job_id, (seed, delay, sig) in list(pending.items()):
+            if _engine_loaded(root / LOGS / f"seed{seed}.log"):
                 due.append((now + delay, job_id, sig))
                 del pending[job_id]
         for item in [d for d in due if d[0] <= now]:
@@ -150,7 +164,7 @@ def _page(path: Path) -> str:
 
 
 def _lock_waits(root: Path) -> list[float]:
-    """The longest cache-lock wait each generation job logged (retrace.cli's summary line)."""
+    """The longest cache-lock wait each cell job logged (retrace.cli's summary line)."""
     pattern = re.compile(r"request cache locks: \d+ taken, longest wait ([0-9.]+) s")
     logs = sorted((root / "results" / "logs" / "generate").rglob("*.log"))
     return [float(m.group(1)) for p in logs for m in pattern.finditer(p.read_text(errors="replace"))]
@@ -180,7 +194,7 @@ def test_random_scancels_and_a_time_limit_finish_within_retries_losing_nothing(t
     beside.join(timeout=900 * TIMEOUT_SCALE)
     assert proc.returncode == 0, log.read_text()[-4000:]
     assert undisturbed.get("returncode") == 0, undisturbed
-    _wait_for_empty_queue()
+    _wait_for_empty_queue(root)
 
     # The chaos happened: kills of both kinds landed on running jobs, the slow job hit its limit.
     jobs = _sacct_jobs()
@@ -193,12 +207,13 @@ def test_random_scancels_and_a_time_limit_finish_within_retries_losing_nothing(t
         for p in (root / "results" / "generations").rglob("*.prov.json")
     }
     ran = {r["host"]["executor"]["SLURM_JOB_ID"] for r in records.values()}
-    assert len(records) == 4 and all(jobs[j]["State"] == "COMPLETED" for j in ran)
+    assert len(records) == LABELS * SEEDS and all(jobs[j]["State"] == "COMPLETED" for j in ran)
+    assert len(ran) == SEEDS  # one job per cell made all of the cell's labels
     assert not ran & (set(cancelled) | set(limited))
     # ... each a new SLURM job asking for the capped runtime (max_runtime, minutes)
     assert all(jobs[j]["Timelimit"] == f"00:{MAX_RUNTIME}:00" for j in ran), {j: jobs[j] for j in ran}
     # The held job's retry served what its first attempt committed (one batch) from the cache.
-    [held] = [r for p, r in records.items() if f"/{SLOW_LABEL}/" in p]
+    [held] = [r for p, r in records.items() if f"/{SLOW_LABEL}/seed{HELD_SEED}." in p]
     assert held["usage"]["cache_hits"] >= 2, held["usage"]
 
     # Nothing lost: the same artifacts, tables and report as the undisturbed run.

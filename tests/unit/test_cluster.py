@@ -87,19 +87,23 @@ def test_plan_check_names_jobs_over_max_runtime_and_counts_their_attempts(tmp_pa
     # the runtimes are estimated from the mirror's question counts
     cfg = {"experiment": "paper", "mirror": str(prerequisites.mirror()), "overrides": [], "max_runtime": 1440}
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 0\n"))
-    # refinement conditioned on its whole history, on OlympiadBench's long questions, runs past a
-    # day (retrace.sizing); the Maj@N' at nominal compute that would too is split in 10 shards
+    # one attempt a job: cells are cut into parts of one run each, and a label longer than a day
+    # on its own (refinement on OlympiadBench's long questions, retrace.sizing) fails alone; the
+    # Maj@N' at nominal compute is split in 3 shards, sized to 3 attempts: with no retry, the
+    # longest shards fail too (profiles/slurm allows 4 attempts)
     assert lines and all(fails for _, fails in lines)
     assert any(
-        "generate qwen2.5-1.5b-instruct/vllm/olympiadbench/refine_full/seed0" in line for line, _ in lines
+        line.startswith("generate_cell qwen2.5-1.5b-instruct/vllm/olympiadbench/seed0.part")
+        and "(refine_full)" in line
+        for line, _ in lines
     )
-    assert not any(line.startswith("generate_shard ") for line, _ in lines)
-    # with retries enough for every job's attempts they are notes, not failures
+    assert any(
+        line.startswith("generate_shard ") and "3 attempts, the profile allows 1" in line for line, _ in lines
+    )
+    # a part keeps one attempt for faults: a label that needs A attempts alone passes with A retries
     most = max(int(line.split(" attempts")[0].rsplit(" ", 1)[1]) for line, _ in lines if " attempts" in line)
-    assert not any(
-        fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, f"retries: {most - 1}\n"))
-    )
-    assert any(fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, f"retries: {most - 2}\n")))
+    assert not any(fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, f"retries: {most}\n")))
+    assert any(fails for _, fails in cluster.runtime_check(cfg, _profile(tmp_path, f"retries: {most - 1}\n")))
     # a limit no job reaches names none
     assert cluster.runtime_check({**cfg, "max_runtime": 10**6}, tmp_path) == []
 
@@ -119,8 +123,13 @@ def test_plan_check_fails_a_profile_default_over_max_runtime_and_dm_training_ove
 def test_a_partition_limit_shorter_than_an_engine_load_fails_every_job_in_one_clear_line(tmp_path):
     cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 25}
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 1000\n"))
-    generate = [(line, fails) for line, fails in lines if line.startswith(("generate ", "generate_shard "))]
-    assert len(generate) == 675 and all(fails for _, fails in generate)  # retries cannot help
+    generate = [
+        (line, fails) for line, fails in lines if line.startswith(("generate_cell ", "generate_shard "))
+    ]
+    # every cell's parts and every sharded label's shard jobs: retries cannot help
+    cells = {line.split()[1].split(".part")[0] for line, _ in generate if line.startswith("generate_cell ")}
+    assert len(cells) == 60 and sum(line.startswith("generate_shard ") for line, _ in generate) == 45
+    assert all(fails for _, fails in generate)
     assert all(
         "each attempt spends 30 min loading its engine: raise max_runtime" in line and "\n" not in line
         for line, _ in generate
@@ -130,7 +139,8 @@ def test_a_partition_limit_shorter_than_an_engine_load_fails_every_job_in_one_cl
 def test_plan_check_fails_naming_each_job_a_short_partition_cannot_fit(tmp_path, capsys):
     """Bad input: a partition limit (max_runtime) too short for the paper's longest jobs, in a
     config file kept outside the checkout: `retrace plan --check` exits 1 with one line per job
-    that needs more attempts than the shipped profile's retries allow (3, so 4 attempts)."""
+    whose label needs more attempts alone than a part may take (the shipped profile's retries: 3,
+    so 4 attempts, one kept for faults)."""
     from retrace.cli import main
     from retrace.config import CONFIG_DIR
 
@@ -144,15 +154,20 @@ def test_plan_check_fails_naming_each_job_a_short_partition_cannot_fit(tmp_path,
     )
     out = capsys.readouterr().out.splitlines()
     failing = [line for line in out if line.startswith("check: FAIL ")]
+    # a label too long for a part (3 attempts: one of the 4 is kept for faults) is a part alone
+    # (and a shard job, sized for 3 attempts of 24 h, needs more shards)
     assert failing and all(
-        line.startswith(("check: FAIL generate ", "check: FAIL generate_shard "))
+        line.startswith(("check: FAIL generate_cell ", "check: FAIL generate_shard "))
         and "> max_runtime 600 min" in line
-        and line.endswith("the profile allows 4")
-        and int(line.rsplit(" attempts", 1)[0].rsplit(" ", 1)[1]) > 4
+        and "the profile allows 4 (1 kept for faults); give " in line
+        and line.endswith(" `shards:` in the experiment")
+        and int(line.rsplit(" attempts", 1)[0].rsplit(" ", 1)[1]) > 3
         for line in failing
     ), failing[:3]
-    # each job that needs 4 attempts or fewer is a note, not a failure
-    assert any(line.startswith("check: note ") and "the profile allows 4" in line for line in out)
+    # each part that needs 3 attempts or fewer is a note, not a failure
+    assert any(
+        line.startswith("check: note generate_cell ") and "the profile allows 4" in line for line in out
+    )
     assert out[-1] == f"check: paper: {len(cluster_jobs())} jobs, {len(failing)} problems"
 
 

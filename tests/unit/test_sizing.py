@@ -98,10 +98,26 @@ def test_paper_estimate_prints_the_equal_compute_bounds_and_writes_per_job_json(
     low, high = (float(v) for v in line.split("min ")[1].split(" (")[0].split(", max "))
     assert 0.8 <= low <= high <= 1.25 and "(120 pairs)" in line
     assert "rates assumed" in text and "engine loads" in text
-    rows = json.loads(out.read_text())["jobs"]
-    assert len(rows) == 675 and {"generated_tokens", "gpu_seconds", "attempts"} <= set(rows[0])
-    refine = next(r for r in rows if r["job"].endswith("/math500/refine/seed0"))
+    found = json.loads(out.read_text())
+    assert (found["max_runtime"], found["attempts_allowed"]) == (1440, 4)  # config, profiles/slurm
+    labels, rows = found["labels"], found["jobs"]
+    assert len(labels) == 675 and {"generated_tokens", "gpu_seconds", "attempts"} <= set(labels[0])
+    refine = next(r for r in labels if r["job"].endswith("/math500/refine/seed0"))
     assert refine["generated_tokens"] == 500 * 229_376  # MATH-500's questions x the role caps
+    # the jobs the workflow runs: cell parts, each bounded by its labels' sum, and shard jobs
+    parts = [r for r in rows if r["rule"] == "generate_cell"]
+    assert sum(len(r["labels"]) for r in parts) == 630 and len(rows) == len(parts) + 45
+    by_path = {r["job"]: r for r in labels}
+    for r in parts:
+        cell = r["job"].split(".part")[0].rsplit("/", 1)
+        mine = [by_path[f"{cell[0]}/{label}/{cell[1]}"] for label in r["labels"]]
+        assert r["generated_tokens"] == sum(x["generated_tokens"] for x in mine)
+        assert r["runtime_min"] - 30 == sum(x["runtime_min"] - 30 for x in mine) and r["attempts"] <= 3
+    loads = next(x for x in text.splitlines() if x.startswith("engine loads: "))
+    total = sum(r["attempts"] * r["engines"] for r in parts) + sum(
+        r["attempts"] * r["shards"] for r in rows if r["rule"] == "generate_shard"
+    )
+    assert loads.startswith(f"engine loads: {total:,} as sized") and "least possible at this limit: " in loads
 
 
 @needs_mirror
@@ -121,12 +137,17 @@ def test_plan_check_fails_every_job_needing_more_attempts_than_the_retries(tmp_p
     monkeypatch.setattr(plan, "load_experiment", lambda name: unsharded if name == "paper" else shipped)
     cfg = check_global({"experiment": "paper", "mirror": MIRROR})
     bounds = sizing.job_bounds(jobs(cfg), MIRROR)
-    retries = 3  # profiles/slurm
-    expected = {b.path for b in bounds if b.attempts(1440) > retries + 1}
-    assert expected, "unsharded, the paper grid has jobs beyond 4 attempts of 24 h"
+    retries = 3  # profiles/slurm: 4 attempts, one kept for faults, so 3 a cell part
+    expected = {b.path for b in bounds if b.attempts(1440) > retries}
+    assert expected, "unsharded, the paper grid has labels beyond 3 attempts of 24 h"
     assert main(["plan", "--experiment", "paper", "--check"]) == 1
-    failing = [x for x in capsys.readouterr().out.splitlines() if x.startswith("check: FAIL generate ")]
-    assert {x.split()[3].rstrip(":") for x in failing} == expected  # one line each
+    failing = [x for x in capsys.readouterr().out.splitlines() if x.startswith("check: FAIL generate")]
+    # one line each, naming the label alone in its part: "M/B/D/seedS.partK (label): ..."
+    named = set()
+    for line in failing:
+        cell, label = line.split()[3].split(".part")[0], line.split(" (", 1)[1].split(")", 1)[0]
+        named.add(f"{cell.rsplit('/', 1)[0]}/{label}/{cell.rsplit('/', 1)[1]}")
+    assert named == expected and len(failing) == len(expected)
 
 
 def test_shards_split_a_jobs_runtime_and_pay_a_load_each():

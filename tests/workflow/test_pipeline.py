@@ -76,13 +76,17 @@ def test_sampling_change_reruns_only_that_method(pipeline):
     planned = _edit_and_plan(
         pipeline, "config/method/majority.yaml", lambda s: s.replace("top_p: 0.95", "top_p: 0.9")
     )
-    # Scoring is one job per dataset and seed (retrace.stages.score_cell): the greedy scores
-    # beside a rerun majority are rewritten too (seconds), their generations are not.
+    # Generation and scoring are one job per dataset and seed (retrace.stages.generate_cell,
+    # score_cell): the greedy files beside a rerun majority are rewritten too, greedy's
+    # generations from the request cache (test_generate_cell: no greedy request reaches the engine).
     assert (
         planned
         == {
-            f"{GEN}/smoke_math/majority/seed0.jsonl",
-            f"{GEN}/smoke_mc/majority/seed0.jsonl",
+            *(
+                f"{GEN}/{d}/{m}/seed0.jsonl"
+                for d in ("smoke_math", "smoke_mc")
+                for m in ("greedy", "majority")
+            ),
             *(
                 f"{SCORE}/{d}/{m}/seed0.json"
                 for d in ("smoke_math", "smoke_mc")

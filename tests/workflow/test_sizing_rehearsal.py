@@ -66,7 +66,7 @@ def sized_run(tmp_path_factory):
         text=True,
         check=True,
     ).stdout
-    bounds = json.loads(out[out.index("{") :])["jobs"]
+    bounds = json.loads(out[out.index("{") :])["labels"]  # each label's own bound
     return root, {b["job"]: b for b in bounds}
 
 

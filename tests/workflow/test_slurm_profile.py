@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, write_config
+from tests.workflow.conftest import MIRROR, SNAKEMAKE, copy_repo, env_for, write_config
 
 
 def dry_run(root, experiment: str, *args: str) -> str:
@@ -48,19 +48,38 @@ GPUX = ("--config", "gpu_partition=gpux", "cpus_per_gpu=6")
 
 def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     out = dry_run(copy_repo(tmp_path), "paper", *GPUX)
-    assert re.search(r"estimate: 675 generation jobs, .* GPU-hours", out)
+    # the workflow cuts cells into the parts `retrace plan` prices: the same limit and profile
+    from retrace import parts, plan
+    from retrace.cluster import Limit
+
+    sized = parts.sized(plan.jobs({"experiment": "paper"}), MIRROR, limit=Limit(1440, 4))
+    n = len(sized.parts)
+    assert re.search(
+        rf"estimate: 675 labels in {n + 180} generation jobs \({n} cell jobs, 135 shard jobs, 45 merges\), .* GPU-hours",
+        out,
+    )
+    assert re.search(
+        r"^engine loads: [\d,]+ as sized \(.*\); least possible at this limit: [\d,]+ ", out, re.M
+    )
     planned = jobs(out)
-    gen = [r for rule, r in planned if rule == "generate"]
+    cells = [r for rule, r in planned if rule.startswith("generate_cell_")]
+    merges = [r for rule, r in planned if rule == "generate"]
     shard = [r for rule, r in planned if rule == "generate_shard"]
-    # scoring is one job per model × dataset × seed (60), not one per label (675: 4 models x 5
-    # datasets x 3 seeds x 11 labels, + refine_full on one model x 15) and diagnosis; the 32k
-    # models' Maj@N' at nominal compute (45 jobs) runs as 10 shards each and a merge
-    assert len(gen) == 675 and len(shard) == 450 and re.search(r"^total\s+1202$", out, re.M)
+    # generation is one job per model × dataset × seed (60: every label of the cell on one
+    # engine, retrace.stages.generate_cell), as scoring is, or per part of one where its labels
+    # need more than 3 attempts of 24 h (retrace.parts); the 32k models' Maj@N' at nominal
+    # compute (45 label jobs) runs as 3 shards each and a merge
+    assert len(cells) == n > 60 and len(merges) == 45 and len(shard) == 135
+    assert re.search(rf"^total\s+{632 - 315 - 60 + n}$", out, re.M)
+    assert re.search(r"seed0\.part1\.log", out) and re.search(r"--labels \S+,\S+ ", out)
+    gen = cells + merges
     on_gpu = [r for r in gen + shard if r["gpu"] != "0"]
     assert all(int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in on_gpu)
-    # Qwen2.5-Math-7B's RM@N (5 datasets x 3 seeds) also asks for its reward model's 2 GPUs;
-    # a merge of shards needs none
-    assert sorted(r["gpu"] for r in gen) == ["0"] * 45 + ["1"] * 615 + ["3"] * 15
+    # a part asks for the most GPUs any label needs (Qwen2.5-Math-7B's RM@N also needs its
+    # reward model's 2 GPUs) and its labels' summed runtime, capped; a merge of shards needs none
+    assert sorted(int(r["gpu"]) for r in cells) == sorted(p.gpus for p in sized.parts)
+    assert sorted(int(r["runtime"]) for r in cells) == sorted(min(p.minutes(), 1440) for p in sized.parts)
+    assert {r["gpu"] for r in merges} == {"0"} and {r["gpu"] for r in cells} == {"1", "3"}
     assert all(r["gpu"] == "1" and int(r["runtime"]) <= 1440 for r in shard)
     probes = [r for rule, r in planned if rule == "probe"]  # one per model, on its GPU
     assert len(probes) == 4 and all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 for r in probes)
@@ -72,7 +91,9 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     # (max_runtime, 1440 min by default) and no job asks for more.
     runtimes = [int(r["runtime"]) for _, r in planned if "runtime" in r]
     assert len(runtimes) == len(planned) and max(runtimes) == 1440
-    assert gpu_jobs_go_to_the_gpu_partition(planned) == {"generate", "generate_shard", "probe"}
+    gpu_rules = gpu_jobs_go_to_the_gpu_partition(planned)
+    assert {r for r in gpu_rules if not r.startswith("generate_cell_")} == {"generate_shard", "probe"}
+    assert len(gpu_rules) > 2  # and the cell rules
 
 
 def test_no_job_asks_for_more_than_max_runtime_and_drr_gpu_jobs_are_sized(tmp_path):
@@ -114,3 +135,4 @@ def test_models_are_materialised_in_the_controller_before_the_gpu_jobs(tmp_path)
     local = set(re.search(r"^LOCALRULES (.*)$", proc.stdout, re.M).group(1).split())
     assert {"model", "model_gguf"} <= local
     assert not {"generate", "generate_shard", "probe"} & local
+    assert not [r for r in local if r.startswith("generate_cell_")]

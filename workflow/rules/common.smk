@@ -33,18 +33,29 @@ CACHE = config["request_cache"]  # shared between checkouts if pointed at one di
 # snakemake-lint: mixed-rules-and-functions -- a rules file keeps its rules' input functions beside them (one file per stage); common.smk holds what stages share
 # snakemake-lint: MIRROR -- where the mirror is, not what it holds: its identity (MANIFEST.sha256) is params.mirror of rule data, so moving the mirror must not rerun finished jobs
 JOBS = _plan.jobs(config)
+# The generation jobs as they run: cells cut into parts that fit the partition limit
+# (max_runtime) in the attempts the SLURM profile beside config/ allows (retrace.parts);
+# `retrace plan` reads the same limit and profile, so it prices these very jobs.
+from retrace import cluster as _cluster
+from retrace import parts as _parts
+
+LIMIT = _cluster.limit(config, _cluster.slurm_profile(Path(".").resolve()))
+SIZED = _parts.sized(
+    JOBS,
+    config["mirror"],
+    _plan.shared_overrides(config, "dataset"),
+    Path(f"{RESULTS}/probe"),
+    LIMIT,
+)
 if config.get("estimate", True):  # printed before anything runs (also on dry-runs)
     from snakemake.logging import logger
-    from retrace.estimate import estimate as _estimate
+    from retrace.estimate import estimate_of as _estimate_of
 
     from retrace.config import load_experiment as _load_experiment
     from retrace.estimate import family_lines as _family_lines
 
-    logger.info(
-        _estimate(
-            JOBS, config["mirror"], _plan.shared_overrides(config, "dataset"), f"{RESULTS}/probe"
-        ).line()
-    )
+    logger.info(_estimate_of(JOBS, SIZED).line())
+    logger.info(_parts.engine_loads(SIZED).line())
     for _line in _family_lines(
         _load_experiment(config["experiment"]), config["mirror"], Path(f"{RESULTS}/probe")
     ):

@@ -1,11 +1,122 @@
-# Stage generate: one job per model × backend × dataset × method × seed; one engine load.
-# A Maj@N' job (equal_compute in the experiment) also reads the refinement and Maj@N
-# generations whose measured tokens price N'. A run with `shards: K` runs K data-parallel
-# shard jobs (rule generate_shard) and this rule only merges them (retrace.shards).
+# Stage generate: one job per cell (model × backend × dataset × seed) runs every label of the
+# cell that is not split into shards on one engine (retrace.stages.generate_cell; rules
+# generate_cell_<i>, one per group of cells with the same labels, retrace.parts): shared depth-0
+# samples are generated once and the model is loaded once. A cell whose labels together need
+# more attempts at the partition limit than the SLURM profile allows (less one kept for faults)
+# is cut into consecutive parts, one job each, logged as seed<S>.part<k> (retrace.parts, sized as
+# `retrace plan` sizes them). Each label keeps its own output and provenance; a job's rerun key
+# combines its labels' keys, so a changed label reruns its job, whose unchanged labels the
+# request cache serves without the engine.
+# A Maj@N' label (equal_compute in the experiment) runs after the refinement and Maj@N labels
+# whose measured tokens price N' (in the same job, or an earlier part's: then an input). A
+# label with `shards: K` runs K data-parallel shard jobs (rule generate_shard) and rule
+# generate only merges them (retrace.shards).
 # A method whose LLM judge names another model also reads that model's manifest (its engine
 # is loaded in the same job). Resources (GPUs, memory, runtime) are sized per job by
-# retrace.cluster for profiles/slurm.
+# retrace.cluster and retrace.parts for profiles/slurm.
+import re
+
+from retrace import cells as _cells
 from retrace.stages.generate import scorer_model
+
+# (cell, suffix) -> the part one job runs: its labels and their summed bound (retrace.parts)
+PARTS = {(p.part.cell, p.part.suffix): p for p in SIZED.parts}
+SHARDED = _cells.sharded_labels(JOBS)
+
+
+def cell_generations(labels, suffix):
+    path = "{model}/{backend}/{dataset}/LABEL/seed{seed}"
+    return [f"{RESULTS}/generations/{path.replace('LABEL', label)}{suffix}" for label in labels]
+
+
+def part_key(w, suffix):
+    return ((w.model, w.backend, w.dataset, int(w.seed)), suffix)
+
+
+def part_inputs(suffix):
+    """The part's data, its model (and LLM judges), and partners of its Maj@N' labels made
+    elsewhere (an earlier part's generations, a sharded partner's merged ones)."""
+
+    def inputs(w):
+        part = PARTS[part_key(w, suffix)].part
+        out = {
+            "problems": f"{RESULTS}/data/{w.dataset}.jsonl",
+            "manifest": f"{RESULTS}/models/{w.model}/manifest.json",
+            "weights": weights(w),
+        }
+        labels = {j.label for j in part.labels}
+        out["partners"] = [
+            f"{RESULTS}/generations/{_plan.sibling(j, label).path}.jsonl"
+            for j in part.labels
+            for label in j.equal_compute[:2]
+            if label not in labels
+        ]
+        out["judges"] = [f"{RESULTS}/models/{m}/manifest.json" for m in _cells.judge_models(part.labels)]
+        return out
+
+    return inputs
+
+
+def part_resource(suffix, name):
+    """A resource of a part's job: the most any label asks (GPUs, memory); its runtime is
+    its labels' summed (retrace.parts.PartBound), capped at the partition limit."""
+
+    def resource(w):
+        if name == "runtime":
+            return capped(PARTS[part_key(w, suffix)].minutes())
+        return max(_engine_resources(j)[name] for j in PARTS[part_key(w, suffix)].part.labels)
+
+    return resource
+
+
+def part_threads(suffix):
+    from retrace.cluster import threads
+
+    return lambda w: max(threads(_plan.job_config(j)) for j in PARTS[part_key(w, suffix)].part.labels)
+
+
+def part_generate_key(suffix):
+    return lambda w: _cells.cell_generate_key(PARTS[part_key(w, suffix)].part.labels)
+
+
+for _i, _g in enumerate(_parts.part_groups([p.part for p in SIZED.parts])):
+
+    rule:
+        name:
+            f"generate_cell_{_i}"
+        input:
+            unpack(part_inputs(_g.suffix)),
+        output:
+            rows=cell_generations(_g.labels, ".jsonl"),
+            provs=cell_generations(_g.labels, ".jsonl.prov.json"),
+        log:
+            f"{RESULTS}/logs/generate/{{model}}/{{backend}}/{{dataset}}/seed{{seed}}{_g.suffix}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/generate/{{model}}/{{backend}}/{{dataset}}/seed{{seed}}{_g.suffix}.tsv"
+        wildcard_constraints:
+            model=re.escape(_g.model),
+            backend=re.escape(_g.backend),
+            dataset="|".join(re.escape(d) for d in _g.datasets),
+            seed="|".join(str(s) for s in _g.seeds),
+        threads: part_threads(_g.suffix)
+        resources:
+            mem_mb=part_resource(_g.suffix, "mem_mb"),
+            engine=1,
+            gpu=part_resource(_g.suffix, "gpu"),
+            slurm_partition=gpu_partition(part_resource(_g.suffix, "gpu")),
+            cpus_per_gpu=CPUS_PER_GPU,
+            runtime=part_resource(_g.suffix, "runtime"),
+        params:
+            key=part_generate_key(_g.suffix),
+            plan=PLANNED_ARGS,
+            labels=",".join(_g.labels),
+        shell:
+            "{PY} -m retrace generate-cell {params.plan} --model {wildcards.model} "
+            "--backend {wildcards.backend} --dataset {wildcards.dataset} --seed {wildcards.seed} "
+            "--labels {params.labels} --cache {CACHE} > {log} 2>&1"
+
+    # a label split into shards in other cells (rule generate) but not in these: the cell job's
+    workflow.ruleorder(f"generate_cell_{_i}", "generate")
 
 
 def engine_inputs(w):
@@ -88,6 +199,9 @@ rule generate:
         f"{RESULTS}/logs/generate/{JOB_PATH}.log",
     benchmark:
         f"{RESULTS}/benchmarks/generate/{JOB_PATH}.tsv"
+    # only labels split into shards (somewhere): the others are made by their cell's job
+    wildcard_constraints:
+        label="|".join(re.escape(label) for label in SHARDED) or r"(?!)",
     threads: engine_threads
     resources:
         mem_mb=engine_resource("mem_mb", 2000),

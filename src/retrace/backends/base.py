@@ -24,6 +24,15 @@ class Backend(ABC):
 
     name = "base"
     device = "cpu"  # where the engine computes; recorded in provenance (hf/vllm set their own)
+    # Engine settings that change only how fast an engine runs or how much memory it takes,
+    # not what it can serve or generate: labels of a cell that differ only in these share one
+    # engine (retrace.cells.engine_identity). Of those, `memory_settings` are its memory share:
+    # the shared engine takes the smallest any label asks, so what one label keeps free (a
+    # reward model beside it) stays free.
+    capacity_settings: frozenset[str] = frozenset(
+        {"n_threads", "batch_size", "max_in_flight", "throughput_tok_s", "gpu_memory_gb"}
+    )
+    memory_settings: tuple[str, ...] = ()
 
     def __init__(self, model: dict, engine: dict | None = None):
         self.model = model

@@ -60,6 +60,14 @@ _ENGINE_KEYS = (
 @BACKENDS.register("vllm")
 class VLLMBackend(Backend):
     name = "vllm"
+    memory_settings = ("gpu_memory_utilization", "kv_cache_memory_bytes")
+    capacity_settings = Backend.capacity_settings | {
+        *memory_settings,
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enable_prefix_caching",
+        "enable_chunked_prefill",
+    }
 
     def __init__(self, model: dict, engine: dict | None = None):
         super().__init__(model, engine)

@@ -6,8 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrace.commands import command
+
+if TYPE_CHECKING:
+    from retrace.parts import Sized
 
 
 @command(
@@ -47,9 +51,11 @@ def plan(
     """The jobs and the cost estimate of the configured experiment, or (`check`) every check."""
     import yaml
 
+    from retrace.cluster import limit as cluster_limit
     from retrace.config import check_global, load_experiment
-    from retrace.estimate import estimate, family_lines
+    from retrace.estimate import estimate_of, family_lines
     from retrace.mirror import resolve
+    from retrace.parts import engine_loads, sized
     from retrace.plan import jobs, shared_overrides
 
     cfg = check_global(yaml.safe_load(configfile.read_text()))
@@ -61,46 +67,52 @@ def plan(
     planned = jobs(cfg)
     if not estimate_only:
         print("\n".join(j.path for j in planned))
-    # CPU jobs are priced at the probe's measured rate when a run here has one (results/probe)
-    print(estimate(planned, cfg["mirror"], shared_overrides(cfg, "dataset"), Path("results/probe")).line())
-    _plan_bounds(cfg, planned, as_json)
+    # the jobs the workflow runs (cell parts, shard jobs) at the partition limit and the SLURM
+    # profile's attempts; CPU jobs priced at the probe's measured rate where a run here has one
+    limit = cluster_limit(cfg, _slurm_profile(configfile))
+    s = sized(planned, cfg["mirror"], shared_overrides(cfg, "dataset"), Path("results/probe"), limit)
+    print(estimate_of(planned, s).line())
+    loads = engine_loads(s)
+    print(loads.line())
+    print(loads.per_label_line())
+    _plan_bounds(cfg, planned, s, as_json)
     for line in family_lines(load_experiment(cfg["experiment"]), cfg["mirror"], Path("results/probe")):
         print(line)
     return 0
 
 
-def _plan_bounds(cfg: dict, planned: list, as_json: Path | None) -> None:
-    """The equal-compute bound ratios line; with --json, each job's bound (retrace.sizing)."""
+def _plan_bounds(cfg: dict, planned: list, s: Sized, as_json: Path | None) -> None:
+    """The equal-compute bound ratios line; with --json, each job's bound (retrace.parts: cell
+    parts and shard jobs) and each label's (retrace.sizing)."""
     import json
 
     from retrace.estimate import equal_compute_line
     from retrace.plan import shared_overrides
-    from retrace.sizing import job_bounds
 
-    dso = shared_overrides(cfg, "dataset")
-    line = equal_compute_line(planned, cfg["mirror"], dso)
+    line = equal_compute_line(planned, cfg["mirror"], shared_overrides(cfg, "dataset"))
     if line:
         print(line)
     if as_json is None:
         return
-    limit = int(cfg.get("max_runtime") or 0) or None
-    rows = [b.as_dict(limit) for b in job_bounds(planned, cfg["mirror"], dso, Path("results/probe"))]
-    text = json.dumps({"max_runtime": limit, "jobs": rows}, indent=1) + "\n"
+    minutes = s.limit.minutes
+    rows = [p.as_dict(s.limit) for p in s.parts] + [b.as_dict(minutes) for _, b in s.shards]
+    limits = {"max_runtime": minutes, "attempts_allowed": s.limit.attempts}
+    labels = [b.as_dict(minutes) for b in s.labels]
+    text = json.dumps({**limits, "jobs": rows, "labels": labels}, indent=1) + "\n"
     if str(as_json) == "-":
         sys.stdout.write(text)
     else:
         as_json.write_text(text)
-        print(f"per-job bounds: {as_json} ({len(rows)} jobs)")
+        print(f"per-job bounds: {as_json} ({len(rows)} jobs, {len(labels)} labels)")
 
 
 def _slurm_profile(configfile: Path) -> Path:
     """profiles/slurm beside the config file's config/ (a run directory's own), else this
     checkout's: a config file kept elsewhere (`--configfile /tmp/x.yaml`) is checked against
     the shipped profile's retries, not against none."""
-    from retrace.config import CONFIG_DIR
+    from retrace.cluster import slurm_profile
 
-    beside = configfile.resolve().parents[1] / "profiles" / "slurm"
-    return beside if (beside / "config.yaml").is_file() else CONFIG_DIR.parent / "profiles" / "slurm"
+    return slurm_profile(configfile.resolve().parents[1])
 
 
 def _check(cfg: dict, configfile: Path) -> int:

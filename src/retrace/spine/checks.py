@@ -21,8 +21,11 @@ from retrace.preflight import (
 )
 
 
-def job_problems(job: Job, mirror: str | None, dataset_overrides: tuple = ()) -> list[str]:
-    """Every reason job `job` would fail on its engine (empty: it passes)."""
+def job_problems(
+    job: Job, mirror: str | None, dataset_overrides: tuple = (), share: dict | None = None
+) -> list[str]:
+    """Every reason job `job` would fail on its engine (empty: it passes); `share`: the memory
+    settings of the engine it shares with other labels of its cell (retrace.cells.shared_memory)."""
     cfg = job.config()
     m, model = cfg["method"], cfg["model"]
     out = [p for p in [pin_problem(model)] if p]
@@ -49,7 +52,9 @@ def job_problems(job: Job, mirror: str | None, dataset_overrides: tuple = ()) ->
                 f"worst-case request ~{worst} tokens (prompt ~{prompt} + {generated} generated) > {what} {limit}"
             )
     out += scorer_problems(m, prompt, generated)
-    out += [p for p in [memory_problem(cfg, min(worst, engine_context(cfg) or worst))] if p]
+    engine = {**(cfg["backend"].get("engine") or {}), **(share or {})}
+    on_shared = {**cfg, "backend": {**cfg["backend"], "engine": engine}}
+    out += [p for p in [memory_problem(on_shared, min(worst, engine_context(cfg) or worst))] if p]
     return out
 
 

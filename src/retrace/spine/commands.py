@@ -1,5 +1,5 @@
 """The spine family's internal steps (plumbing the workflow's rules call; `retrace COMMAND --help`
-for each): generate, score, merge-shards, diagnose, score-cell, claims. Importing this module
+for each): generate, generate-cell, score, merge-shards, diagnose, score-cell, claims. Importing this module
 registers them (retrace.commands `command`); spine/family.py imports it, so the `retrace`
 entry point finds them by the family scan. Each parses its arguments here and calls the stage
 function in retrace.stages that tests call."""
@@ -92,6 +92,35 @@ def _diagnose(p: argparse.ArgumentParser) -> Callable:
         from retrace.stages import diagnose
 
         diagnose.run(job_of(a), a.generations, a.data, a.out)
+
+    return run
+
+
+@command(
+    "generate-cell",
+    "generate the unsharded labels of one model, backend, dataset, seed (or one part's) on one engine",
+    step=True,
+)
+def _generate_cell(p: argparse.ArgumentParser) -> Callable:
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")
+    for name in ("model", "backend", "dataset"):
+        p.add_argument(f"--{name}", required=True)
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
+    p.add_argument("--cache", type=Path, required=True, help="the request cache")
+    p.add_argument(
+        "--labels",
+        default="",
+        help="comma-separated: only these labels (one part of the cell, retrace.parts)",
+    )
+
+    def run(a: argparse.Namespace) -> None:
+        from retrace.stages import generate_cell
+
+        cell = (a.model, a.backend, a.dataset, a.seed)
+        labels = tuple(x for x in a.labels.split(",") if x)
+        generate_cell.run(a.experiment, tuple(a.override), cell, a.results, a.cache, labels)
 
     return run
 

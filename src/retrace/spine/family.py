@@ -20,21 +20,50 @@ class Spine(Family):
     summary = "sampling methods and refinement"
 
     def runtimes(self, ctx: Context) -> list:
-        """Each generation job's bound (retrace.sizing.job_bounds) as an OverLimit record."""
-        from retrace.cluster import OverLimit
+        """The generation jobs as the workflow runs them (retrace.parts.sized at ctx.limit): each
+        cell part, which keeps one attempt for faults and names a label too long for any part,
+        and each sharded label's shard jobs (one attempt kept for faults too), as OverLimit records."""
+        from retrace.cluster import Limit, OverLimit
+        from retrace.parts import sized
         from retrace.plan import jobs, shared_overrides
-        from retrace.sizing import RUNTIME_OVERHEAD_MIN, job_bounds
+        from retrace.sizing import RUNTIME_OVERHEAD_MIN
 
+        limit = ctx.limit or Limit()
         dso = shared_overrides(ctx.global_cfg, "dataset")
-        bounds = job_bounds(jobs(ctx.global_cfg), ctx.mirror, dso, ctx.probe_dir)
-        return [OverLimit(b.rule, b.path, b.minutes() or 0, True, RUNTIME_OVERHEAD_MIN) for b in bounds]
+        s = sized(jobs(ctx.global_cfg), ctx.mirror, dso, ctx.probe_dir, limit)
+        out, kept = [], limit.attempts - limit.per_part()
+        for p in s.parts:
+            labels = [j.label for j in p.part.labels]
+            hint = f"give {labels[0]} `shards:` in the experiment" if len(labels) == 1 else ""
+            where = f"{p.part.path} ({', '.join(labels)})"
+            out.append(OverLimit("generate_cell", where, p.minutes(), True, RUNTIME_OVERHEAD_MIN, kept, hint))
+        for j, b in s.shards:  # a shard job keeps one attempt for faults too
+            hint = f"give {j.label} more `shards:` in the experiment"
+            out.append(OverLimit(b.rule, b.path, b.minutes() or 0, True, RUNTIME_OVERHEAD_MIN, kept, hint))
+        return out
 
     def config_checks(self, ctx: Context) -> list[tuple[str, str]]:
-        """Every generation job's engine problems, then the equal-budget check (spine/checks.py)."""
+        """Every generation job's engine problems (GPU memory at the share of the engine it
+        shares in its cell), then the equal-budget check (spine/checks.py)."""
         from retrace.plan import jobs, shared_overrides
         from retrace.spine.checks import budget_problems, job_problems
 
         planned = jobs(ctx.global_cfg)
         dso = shared_overrides(ctx.global_cfg, "dataset")
-        out = [(j.path, p) for j in planned for p in job_problems(j, ctx.mirror, dso)]
+        shares = _shares(planned)
+        out = [(j.path, p) for j in planned for p in job_problems(j, ctx.mirror, dso, shares.get(j.path))]
         return out + budget_problems(planned)
+
+
+def _shares(planned: list) -> dict[str, dict]:
+    """Each cell label's memory share on the engine it may share (retrace.cells.shared_memory):
+    the smallest any label of its cell with its engine identity asks, whichever part runs it."""
+    from retrace.cells import engine_identity, generation_cells, shared_memory
+
+    out = {}
+    for cell in generation_cells(planned).values():
+        by_identity: dict[str, list] = {}
+        for j in cell:
+            by_identity.setdefault(engine_identity(j), []).append(j)
+        out.update({j.path: shared_memory(tuple(js)) for js in by_identity.values() for j in js})
+    return out

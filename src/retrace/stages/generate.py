@@ -12,6 +12,7 @@ retrace.shards); `merge()` (`python -m retrace merge-shards`) joins the K shard 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from retrace import data, models, shards
@@ -88,6 +89,7 @@ def engine(manifest: dict, cfg: dict, cache: RequestCache) -> CachedLLM:
         manifest,
         cache,
         identity=backend_cls.identity(manifest, settings),
+        max_in_flight=settings.get("max_in_flight"),
     )
 
 
@@ -120,42 +122,80 @@ def run(
     scorer names a model other than the job's (its engine is passed as ctx.scorer_llm);
     `shard` = (I, K): only the problems of data-parallel shard I of K (retrace.shards)."""
     manifest = models.load_manifest(manifest_path)
-    priced: dict = {}
-    if equal_compute_from:
-        job, priced = equal_compute(job, equal_compute_from, manifest)
+    job, priced = price(job, equal_compute_from, manifest)
+    cfg = label_config(job, data_path)
+    cache = RequestCache(cache_path, job=str(out))
+    llm = engine(manifest, cfg, cache)
+    judge = judge_engine(cfg, scorer_manifest, cache)
+    inputs = Inputs(data_path, manifest_path, equal_compute_from, scorer_manifest)
+    try:
+        return execute(job, cfg, inputs, (llm, judge), out, shard, priced)
+    finally:
+        for e in (llm, judge):
+            if e is not None:
+                e.close()
+        cache.close()
+
+
+def price(job: Job, equal_compute_from: tuple[Path, Path] | None, manifest: dict) -> tuple[Job, dict]:
+    """The job with N' set when it is an equal-compute label (and how it was priced), else as is."""
+    if not equal_compute_from:
+        return job, {}
+    return equal_compute(job, equal_compute_from, manifest)
+
+
+def label_config(job: Job, data_path: Path) -> dict:
+    """The job's resolved config, with what its engine is told about the job."""
     cfg = job.config()
     if cfg["backend"]["name"] == "simulated":  # answers from the job's problems (backends/simulated.py)
         cfg["backend"]["engine"].update(problems=str(data_path), dataset=job.dataset, label=job.label)
     if cfg["backend"]["name"] == "served":  # one server for every label of a cell (its prefix cache)
         cfg["backend"]["engine"]["route"] = f"{job.model}/{job.dataset}/{job.seed}"
+    return cfg
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The files a generation job reads (its provenance inputs)."""
+
+    data: Path
+    manifest: Path
+    equal_compute_from: tuple[Path, Path] | None = None
+    scorer_manifest: Path | None = None
+
+
+def execute(
+    job: Job,
+    cfg: dict,
+    inputs: Inputs,
+    engines: tuple[CachedLLM, CachedLLM | None],
+    out: Path,
+    shard: tuple[int, int] | None = None,
+    priced: dict | None = None,
+) -> dict:
+    """Run one label's method on `engines` (policy, judge or None) and write its generations
+    and provenance to `out`; the usage recorded is what the engines' `usage` counted."""
+    llm, judge = engines
+    manifest = llm.model
     prov = Provenance("generate", config_slice("generate", cfg), stage_sources("generate", cfg))
     prov.inputs = (
-        [str(data_path), str(manifest_path)]
+        [str(inputs.data), str(inputs.manifest)]
         + [str(t) for t in templates(cfg)]
-        + [str(p) for p in equal_compute_from or ()]
-        + ([str(scorer_manifest)] if scorer_manifest else [])
+        + [str(p) for p in inputs.equal_compute_from or ()]
+        + ([str(inputs.scorer_manifest)] if inputs.scorer_manifest else [])
     )
-    problems = data.read_problems(data_path)
+    problems = data.read_problems(inputs.data)
     if shard:
         problems = shards.select(problems, *shard)
         prov.extra["shard"] = {"index": shard[0], "of": shard[1]}
     task = TASKS.get(cfg["dataset"]["task"])
-    cache = RequestCache(cache_path, job=str(out))
-    llm = engine(manifest, cfg, cache)
-    judge = judge_engine(cfg, scorer_manifest, cache)
     ctx = MethodContext(
         seed=job.seed,
         task=task,
         scorer_llm=judge,
         template=cfg["dataset"].get("template") or task.default_template,
     )
-    try:
-        rows = METHODS.get(cfg["method"]["name"])(problems, cfg["method"], llm, ctx)
-    finally:
-        for e in (llm, judge):
-            if e is not None:
-                e.close()
-        cache.close()
+    rows = METHODS.get(cfg["method"]["name"])(problems, cfg["method"], llm, ctx)
     u = llm.usage
     log.info(
         "%s: %d requests, %d from the request cache, %d engine loads",
