@@ -9,7 +9,8 @@ sum of their runtimes (retrace.sizing's bounds). A job may run `Limit.minutes` a
 `Limit.attempts` times (the SLURM profile's retries + 1), each attempt loading its engines
 again and resuming from the request cache. `split` cuts a cell's labels, in run order
 (retrace.cells.run_order: equal-compute labels after their partners), into consecutive parts
-that each need at most `Limit.per_part()` attempts (one retry kept for faults), labels that need
+that each need at most `Limit.per_part()` attempts (one retry kept for faults) at the stated
+rates (a probe result prices the parts, never moves a label: the DAG stays one), labels that need
 different numbers of GPUs in different parts (`by_gpus`); a label too
 long for that is a part by itself, and `retrace plan --check` fails naming it (give it
 `shards:`). Without a limit a cell is one part. Each part is one job (rules generate_cell_<i>,
@@ -190,10 +191,13 @@ def sized(
     limit = limit or Limit()
     bounds = job_bounds(jobs, mirror, dso, probe_dir)
     by_path = {b.path: b for b in bounds}
+    # the cut at the stated rates, whatever the probe measured: the probe stage writes its result
+    # during a run, and a job's own Snakemake (on a SLURM node) must find the DAG it was given
+    stated = {b.path: b for b in job_bounds(jobs, mirror, dso, None)} if probe_dir else by_path
     parts = []
     for cell, labels in generation_cells(jobs).items():
         mine = [by_path[j.path] for j in labels]
-        ranges = by_gpus(mine, limit)
+        ranges = by_gpus([stated[j.path] for j in labels], limit)
         for k, r in enumerate(ranges):
             part = Part(cell, k, len(ranges), tuple(labels[i] for i in r))
             parts.append(PartBound(part, [mine[i] for i in r]))

@@ -180,3 +180,17 @@ def test_plan_check_sizes_each_label_at_the_memory_share_of_the_engine_it_shares
     assert not [p for p in job_problems(greedy, mirror) if p.startswith("GPU memory")]
     tiny = job_problems(greedy, mirror, (), {"gpu_memory_utilization": 0.02})  # a label beside it asks this
     assert any(p.startswith("GPU memory: ") for p in tiny)
+
+
+def test_a_probe_result_prices_the_parts_but_never_moves_a_label(tmp_path):
+    # the probe stage writes its rates during a run: a job's own Snakemake on a node re-plans
+    # with them, and must find the parts (rules, outputs) the run was submitted with
+    mirror = str(prerequisites.mirror())
+    planned = jobs({"experiment": "paper"})
+    for model in {j.model for j in planned}:  # ten times slower than stated: every part longer
+        (tmp_path / model).mkdir()
+        (tmp_path / model / "vllm.json").write_text('{"tok_s": 10.0}')
+    stated, probed = parts.sized(planned, mirror, limit=DAY), parts.sized(planned, mirror, (), tmp_path, DAY)
+    assert [p.part for p in probed.parts] == [p.part for p in stated.parts]
+    assert sum(p.work_s for p in probed.parts) > 5 * sum(p.work_s for p in stated.parts)
+    assert max(p.attempts(DAY) for p in probed.parts) > 3  # so --check fails, naming the part
