@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from retrace.cache import RequestCache
-from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, snakemake, write_config
+from tests.workflow.conftest import SNAKEMAKE, TIMEOUT_SCALE, copy_repo, env_for, snakemake, write_config
 from tests.workflow.experiments import ONE_THREAD
 
 pytestmark = pytest.mark.slow
@@ -108,6 +108,10 @@ def test_kill_then_rerun_reuses_finished_requests(tmp_path):
 
 
 ART_PROGRAM = Path(__file__).with_name("art_code_program.py")
+# The sandbox's wall budget for the reruns: it ends the sleeping step, and the listing step must
+# finish inside it whatever the load (3 s was once too short for a WASM start beside CI's other
+# processes: "Error: wall_time" for the listing); a guard, so scaled like every other timeout.
+WALL_S = 5 * TIMEOUT_SCALE
 
 
 def _workers_of(pid: int) -> list[int]:
@@ -162,12 +166,12 @@ def test_an_art_program_killed_alone_leaves_no_worker_and_resumes_from_its_cache
     assert not any(_alive(w) for w in workers), f"the WASM worker outlived its killed caller: {workers}"
 
     taken, killed_at = RequestCache(db).keys(), time.time()
-    rerun = _art_program(cache, 3, env)
+    rerun = _art_program(cache, WALL_S, env)
     # every step the killed run had taken came from the cache; only the one after the kill is new
     assert taken <= {h["key"] for h in RequestCache(db).hits(since=killed_at)}
     assert rerun["sent"] == 1 and rerun["answer"] == "done", rerun
     # another process, another cache: the same tool output, byte for byte
-    assert _art_program(tmp_path / "fresh", 3, env)["tools"] == rerun["tools"]
+    assert _art_program(tmp_path / "fresh", WALL_S, env)["tools"] == rerun["tools"]
     left = list((tmp_path / "tmp").glob("retrace-wasm-*"))  # the killed caller's folder: swept
     deadline = time.time() + 120
     while any(p.exists() for p in left) and time.time() < deadline:
