@@ -85,6 +85,7 @@ TARGETS = (
             "tests/unit/test_cache.py",
             "tests/unit/test_cache_edges.py",
             "tests/unit/test_cache_store_files.py",
+            "tests/unit/test_cache_bad_disk.py",  # the full or read-only folder's paths
         ),
     ),
     Target(

@@ -3,6 +3,7 @@ imports changes, and only then; a module a stage imports that its key misses fai
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -381,3 +382,12 @@ def test_a_function_entry_follows_the_imports_its_modules_top_level_statements_u
         "retrace.stages",
         "retrace.tables",
     }
+
+
+def test_an_absent_engine_package_keys_as_none_and_an_installed_one_as_its_version(monkeypatch):
+    # a key computed where a backend's package is not installed (a plan on a login node without
+    # vLLM) names it as absent rather than failing the plan
+    monkeypatch.setitem(closure.ENGINE_PACKAGES, "toy", ("retrace-no-such-package", "pyyaml"))
+    found = closure.engine_versions("toy")
+    assert found["retrace-no-such-package"] is None
+    assert found["pyyaml"] == importlib.metadata.version("pyyaml")
