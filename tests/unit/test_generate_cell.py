@@ -152,6 +152,12 @@ def test_labels_of_a_cell_share_one_engine_and_its_requests(tmp_path, monkeypatc
     assert len(engines[0].requests_seen) == 12 * 4  # 3 per problem for a, 1 more for b
     assert (usage["a"]["engine_loads"], usage["b"]["engine_loads"]) == (1, 0)
     assert usage["b"]["cache_hits"] == 12 * 3
+    # each label's provenance records the engine as it ran: a's at b's share, not its own
+    for label in ("a", "b"):
+        prov = json.loads(
+            (results / "generations" / f"{MODEL}/vllm/math500/{label}/seed0.jsonl.prov.json").read_text()
+        )
+        assert prov["engine"]["engine"]["gpu_memory_utilization"] == 0.6
 
 
 def paper() -> list[Job]:

@@ -107,7 +107,9 @@ def _label(job: Job, results: Path, cache_path: Path, data_path: Path, model: tu
             e.cache, e.usage = cache, Usage()  # this label's requests and hit log only
     try:
         inputs = Inputs(data_path, manifest_path, partners, judge_manifest)
-        return execute(priced_job, cfg, inputs, (llm, judge), out, None, priced)
+        # provenance records the engine as it ran (the shared memory share); the rerun key's
+        # config slice leaves memory settings out, so it is the label's own either way
+        return execute(priced_job, on_shared, inputs, (llm, judge), out, None, priced)
     finally:
         cache.close()
 
