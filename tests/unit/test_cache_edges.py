@@ -176,3 +176,18 @@ def test_two_damaged_entries_are_both_set_aside(tmp_path):
         segment.write_bytes(b"\0" * segment.stat().st_size)
     assert cache.get_many(["k1"]) == {} and cache.get_many(["k2"]) == {}
     assert sorted(p.name.split(".")[0] for p in cache.set_aside()) == ["k1", "k2"]
+
+
+def test_a_duplicate_in_a_batch_does_not_keep_the_rest_of_its_shard_out_of_the_index(tmp_path):
+    # keys of one index shard (chosen by the shard function itself): one already indexed, then
+    # a batch where it comes first and two new ones follow; every new entry must be indexed
+    keys = [k for k in (f"key-{i}" for i in range(500)) if cache_index.shard_of(k) == "3"][:3]
+    req = Request(messages=())
+    first = RequestCache(tmp_path / "r", job="a")
+    first.put_many([(keys[0], req, completion("old"))])
+    second = RequestCache(tmp_path / "r", job="b")
+    second.put_many(
+        [(keys[0], req, completion("dup")), (keys[1], req, completion("1")), (keys[2], req, completion("2"))]
+    )
+    found = RequestCache(tmp_path / "r", job="c").get_many(keys)
+    assert {k: c.text for k, c in found.items()} == {keys[0]: "old", keys[1]: "1", keys[2]: "2"}
