@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from retrace import plan
+from retrace import cells, plan
 from retrace.config import load_experiment
 
 
@@ -22,6 +22,12 @@ def spine(experiment: str) -> list[str]:
         f"{s} {j.path} {plan.job_rerun_key(s, j)}"
         for j in jobs
         for s in ("probe", "generate", "score", "diagnose")
+    ]
+    # the generation jobs the workflow runs: each cell's key (its labels' keys and the cell
+    # driver's code, retrace.cells.cell_generate_key), which no label's own key covers
+    out += [
+        f"generate_cell {'/'.join(map(str, c))} {cells.cell_generate_key(labels)}"
+        for c, labels in cells.generation_cells(jobs).items()
     ]
     out += [f"model {m} {plan.shared_key('model', m, g)}" for m in sorted({j.model for j in jobs})]
     out += [f"data {d} {plan.shared_key('data', d, g)}" for d in sorted({j.dataset for j in jobs})]

@@ -124,14 +124,18 @@ def test_the_ci_stamp_of_the_vllm_workflow_follows_its_rerun_keys(edit, capsys):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
 
+    from retrace import cells
+
     def printed() -> str:
         plan.job_rerun_key.cache_clear()
+        cells._driver_hash.cache_clear()
         script.main("vllm_plumbing")
         return capsys.readouterr().out
 
     base = printed()
     assert base.count("\ngenerate ") + base.startswith("generate ") >= 6 and "art.run " in base
-    for f in ("backends/served.py", "cache_store.py", "methods/majority.py"):
+    # stages/generate_cell.py: the driver of the cell jobs the workflow runs, in no label's key
+    for f in ("backends/served.py", "cache_store.py", "methods/majority.py", "stages/generate_cell.py"):
         edit(plan.PKG / f)
         assert printed() != base, f"editing {f} leaves the vLLM workflow's stamp unchanged"
         base = printed()
