@@ -193,7 +193,8 @@ def sized(
     by_path = {b.path: b for b in bounds}
     # the cut at the stated rates, whatever the probe measured: the probe stage writes its result
     # during a run, and a job's own Snakemake (on a SLURM node) must find the DAG it was given
-    stated = {b.path: b for b in job_bounds(jobs, mirror, dso, None)} if probe_dir else by_path
+    measured = any(b.rates == "measured by probe" for b in bounds)  # else: the stated ones already
+    stated = {b.path: b for b in job_bounds(jobs, mirror, dso, None)} if measured else by_path
     parts = []
     for cell, labels in generation_cells(jobs).items():
         mine = [by_path[j.path] for j in labels]

@@ -96,18 +96,23 @@ def _diagnose(p: argparse.ArgumentParser) -> Callable:
     return run
 
 
-@command(
-    "generate-cell",
-    "generate the unsharded labels of one model, backend, dataset, seed (or one part's) on one engine",
-    step=True,
-)
-def _generate_cell(p: argparse.ArgumentParser) -> Callable:
+def _cell_args(p: argparse.ArgumentParser) -> None:
+    """A cell's arguments: the experiment (and overrides), model, backend, dataset, seed, results."""
     p.add_argument("--experiment", required=True)
     p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")
     for name in ("model", "backend", "dataset"):
         p.add_argument(f"--{name}", required=True)
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
+
+
+@command(
+    "generate-cell",
+    "generate the unsharded labels of one model, backend, dataset, seed (or one part's) on one engine",
+    step=True,
+)
+def _generate_cell(p: argparse.ArgumentParser) -> Callable:
+    _cell_args(p)
     p.add_argument("--cache", type=Path, required=True, help="the request cache")
     p.add_argument(
         "--labels",
@@ -127,12 +132,7 @@ def _generate_cell(p: argparse.ArgumentParser) -> Callable:
 
 @command("score-cell", "score (and diagnose) every job of one model, backend, dataset, seed", step=True)
 def _score_cell(p: argparse.ArgumentParser) -> Callable:
-    p.add_argument("--experiment", required=True)
-    p.add_argument("--override", action="append", default=[], help="a global override (config `overrides`)")
-    for name in ("model", "backend", "dataset"):
-        p.add_argument(f"--{name}", required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--results", type=Path, default=Path("results"), help="the run's results directory")
+    _cell_args(p)
 
     def run(a: argparse.Namespace) -> None:
         from retrace.stages import score_cell
