@@ -5,7 +5,7 @@ Run: `make lint` (or `PYTHONPATH=src .venv-lint/bin/python .ci/import_shape.py`)
 - no import cycle anywhere in retrace: every strongly connected set of modules is printed with
   one import of each module in it (imports inside functions count: they are imports too);
 - the core never imports a method family: the families are the subpackages with a `family`
-  module (the same scan retrace.family does, so a new family is covered without a list here),
+  module (the same scan retrace.config.families does, so a new family is covered without a list here),
   and no module outside a family package imports one, directly;
 - the families never import each other, directly.
 A package importing its own submodules (an `__init__` re-exporting them) is not a cycle.
@@ -77,7 +77,7 @@ def cycles(out: dict[str, set[str]]) -> list[list[str]]:
 
 
 def families() -> list[str]:
-    """The method family packages: subpackages of retrace with a family.py (retrace.family)."""
+    """The method family packages: subpackages of retrace with a family.py (retrace.config.families)."""
     return sorted(f"{ROOT}.{p.parent.name}" for p in SRC.glob("*/family.py"))
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from retrace import cells, plan
-from retrace.config import load_experiment
+from retrace.config.compose import load_experiment
+from retrace.planning import cells, plan
 
 
 def spine(experiment: str) -> list[str]:
@@ -24,7 +24,7 @@ def spine(experiment: str) -> list[str]:
         for s in ("probe", "generate", "score", "diagnose")
     ]
     # the generation jobs the workflow runs: each cell's key (its labels' keys and the cell
-    # driver's code, retrace.cells.cell_generate_key), which no label's own key covers
+    # driver's code, retrace.planning.cells.cell_generate_key), which no label's own key covers
     out += [
         f"generate_cell {'/'.join(map(str, c))} {cells.cell_generate_key(labels)}"
         for c, labels in cells.generation_cells(jobs).items()

@@ -33,14 +33,14 @@ import textwrap
 import time
 from pathlib import Path
 
-from retrace import cache_index
-from retrace.cache import RequestCache
+from retrace.store import cache_index
+from retrace.store.cache import RequestCache
 
 WRITER = textwrap.dedent("""
     import sys, time
-    from retrace.cache import RequestCache
-    from retrace.records import Completion, Request
-    from retrace.stop import stopping
+    from retrace.store.cache import RequestCache
+    from retrace.util.records import Completion, Request
+    from retrace.util.stop import stopping
     path, name = sys.argv[1], sys.argv[2]
     c = RequestCache(path, job=name)
     with stopping(), open(f"{path}/../acks/{name}", "a") as acks:
@@ -121,7 +121,7 @@ def build_index(root: Path, entries: int, seed: int) -> list[str]:
 PROBE = textwrap.dedent("""
     import json, random, sys, time
     from pathlib import Path
-    from retrace.cache_index import Index
+    from retrace.store.cache_index import Index
     def mem():
         f = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
         return {k: int(f[k].split()[0]) / 1024 for k in ("RssAnon", "RssFile")}

@@ -151,7 +151,7 @@ def rehearsal_power(d: Design, seed: int) -> str:
     """`retrace rehearse`'s power summary line for the design (rehearse.power, its Monte-Carlo
     error <= rehearse.MC_ERROR), on the default effects or, where they plant none of the
     design's rows, +10 points on each row's method."""
-    from retrace import rehearse
+    from retrace.app import rehearse
     from retrace.scoring.design import truth
 
     plant = rehearse.planted(d, rehearse.EFFECTS)

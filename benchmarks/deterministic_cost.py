@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 from retrace.backends.llamacpp import LlamaCppBackend
-from retrace.config import compose
-from retrace.data import prepare
+from retrace.config.compose import compose
 from retrace.methods.base import MethodContext, sample_requests
-from retrace.models import materialise
-from retrace.registry import TASKS
+from retrace.store.data import prepare
+from retrace.store.models import materialise
+from retrace.util.registry import TASKS
 
 MODES = ("default", "deterministic")
 

@@ -8,7 +8,7 @@ on `--problems` problems of the bundled maths set:
 - single-turn: Maj@N. raw = `engine.generate(requests)` (all at once; the engine's pool keeps
   its slots full); pipeline = the `majority` method through CachedLLM with a cold request cache.
 - multi-turn: refinement (N rollouts, depth D). pipeline = the `refine` method through
-  CachedLLM (retrace.scheduler) with a cold cache; raw = the ideal schedule of the same work:
+  CachedLLM (retrace.engine.scheduler) with a cold cache; raw = the ideal schedule of the same work:
   the requests the pipeline sent in the warm-up, replayed as one chain per rollout straight to
   `engine.submit`, each rollout's next request submitted the moment its previous one returns
   (no cache, no method code, no barrier). Refinement histories are append-only, so a replayed
@@ -50,14 +50,14 @@ import time
 from concurrent.futures import FIRST_COMPLETED, wait
 from pathlib import Path
 
-from retrace.cache import RequestCache
-from retrace.config import compose
-from retrace.data import prepare
-from retrace.llm import CachedLLM
+from retrace.config.compose import compose
+from retrace.engine.llm import CachedLLM
 from retrace.methods.base import MethodContext, sample_requests
-from retrace.models import materialise
-from retrace.records import Message, Request
-from retrace.registry import METHODS, TASKS
+from retrace.store.cache import RequestCache
+from retrace.store.data import prepare
+from retrace.store.models import materialise
+from retrace.util.records import Message, Request
+from retrace.util.registry import METHODS, TASKS
 
 SINGLE_SEED, MULTI_SEED = 1, 999  # the run seeds of the single- and multi-turn work, raw and pipeline
 

@@ -58,11 +58,11 @@ def workflow_copy(work: Path, experiment: str, scale: int) -> str:
 
 
 def mirror_for(work: Path, configured: str | None) -> str:
-    """The mirror this checkout resolves (retrace.mirror: key, $RETRACE_MIRROR, the folder
+    """The mirror this checkout resolves (retrace.config.mirror: key, $RETRACE_MIRROR, the folder
     beside), as an absolute path, since the copy has no folder beside it; else an empty
     stand-in folder: a plan needs the mirror directory to exist, and sizes jobs it cannot
     read as unknown."""
-    from retrace.mirror import resolve
+    from retrace.config.mirror import resolve
 
     found = resolve(configured)[0]
     if found:

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 from retrace.backends.llamacpp import LlamaCppBackend
-from retrace.config import compose
-from retrace.models import materialise
-from retrace.records import Message, Request, Sampling
+from retrace.config.compose import compose
+from retrace.store.models import materialise
+from retrace.util.records import Message, Request, Sampling
 
 MODELS = ("smollm2-135m-q41", "smollm2-135m-q40")
 WORDS = " ".join(f"w{i}" for i in range(3000))

@@ -27,9 +27,9 @@ import tempfile
 from pathlib import Path
 
 from retrace.backends.llamacpp import LlamaCppBackend
-from retrace.config import compose
-from retrace.models import materialise
+from retrace.config.compose import compose
 from retrace.stages import probe
+from retrace.store.models import materialise
 
 
 def issue_rate(engine, width: int, tokens: int, rep: int) -> tuple[float, int]:

@@ -18,14 +18,14 @@ import tempfile
 from pathlib import Path
 
 from retrace.backends.llamacpp import LlamaCppBackend
-from retrace.cache import RequestCache
-from retrace.config import compose
-from retrace.data import prepare
-from retrace.llm import CachedLLM
+from retrace.config.compose import compose
+from retrace.engine.llm import CachedLLM
 from retrace.methods.base import MethodContext
-from retrace.models import materialise
-from retrace.registry import METHODS, TASKS
 from retrace.scoring.compute import equal_compute_n
+from retrace.store.cache import RequestCache
+from retrace.store.data import prepare
+from retrace.store.models import materialise
+from retrace.util.registry import METHODS, TASKS
 
 
 def method_cfg(name: str, a) -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from reliability_kit import Checkout, differences, flip_byte, outcome, run_jobs
 
-from retrace.cache import RequestCache
+from retrace.store.cache import RequestCache
 
 
 def copy_cache(src: Path, dest: Path) -> Path:

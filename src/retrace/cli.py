@@ -11,7 +11,7 @@ with their own stages: `retrace drr …`, `retrace art …`.
 Every command registers itself with `@command(name, help, examples)` (an internal step with
 `step=True`) on a function that declares its arguments and returns the function that runs it;
 the commands live in retrace/commands/ (one module per group, each imported here by a scan)
-and the method families' own in their packages (retrace.family `commands`). A failure
+and the method families' own in their packages (retrace.config.families `commands`). A failure
 the user can fix (a config, a path, a data file) ends in one line; `--debug` (anywhere on
 the line) or RETRACE_DEBUG=1 shows the traceback.
 """
@@ -55,7 +55,7 @@ def _overview(sub_help: dict[str, str]) -> str:
 def _commands() -> dict:
     """COMMANDS once every method family is found: a family's module registers its steps (the
     spine's generate, score, claims …) when the scan imports it."""
-    from retrace.family import FAMILIES
+    from retrace.config.families import FAMILIES
 
     FAMILIES.all()
     return COMMANDS
@@ -81,16 +81,16 @@ def _parser() -> argparse.ArgumentParser:
 
 # Commands with parsers of their own, `<module>.main(argv)`; the method families' commands
 # (`retrace drr train …`, `retrace art run …`, `retrace leakcheck …`) come from their
-# registrations (retrace.family `commands`), so adding a family touches no line here.
+# registrations (retrace.config.families `commands`), so adding a family touches no line here.
 OWN_PARSERS = {
-    "rehearse": "retrace.rehearse",
-    "serve": "retrace.serve",  # `retrace serve --model M --endpoint FILE`: one engine for many jobs
+    "rehearse": "retrace.app.rehearse",
+    "serve": "retrace.app.serve",  # `retrace serve --model M --endpoint FILE`: one engine for many jobs
 }
 
 
 def own_parsers() -> dict[str, Callable[[list[str]], int | None]]:
     """Every command that parses its own arguments: name -> main(argv)."""
-    from retrace.family import FAMILIES
+    from retrace.config.families import FAMILIES
 
     def lazy(module: str) -> Callable[[list[str]], int | None]:
         return lambda argv: importlib.import_module(module).main(argv)  # imported when it runs
@@ -103,13 +103,13 @@ def own_parsers() -> dict[str, Callable[[list[str]], int | None]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a failure the user can fix ends in one line naming it (exit 2)."""
-    from retrace.config import ConfigError
+    from retrace.config.compose import ConfigError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv or os.environ.get("RETRACE_DEBUG") == "1"
     argv = [x for x in argv if x != "--debug"]
-    from retrace.stop import stopping
+    from retrace.util.stop import stopping
 
     try:
         with stopping():  # SIGTERM/SIGINT: cleanup runs, then the process dies by that signal
@@ -135,10 +135,10 @@ def _lock_summary() -> None:
     """One log line on the request cache's locks this command took, if any: a job log then
     shows whether the job waited on another's lock (tests/cluster/test_slurm_chaos.py reads it).
     Logged before a SIGTERM/SIGINT ends the process, too."""
-    from retrace.cache_lock import stats
+    from retrace.store.cache_lock import stats
 
     if stats["acquired"]:
-        logging.getLogger("retrace.cache").info(
+        logging.getLogger("retrace.store.cache").info(
             "request cache locks: %d taken, longest wait %.3f s", stats["acquired"], stats["longest_wait_s"]
         )
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from retrace.cache import RequestCache
+from retrace.store.cache import RequestCache
 from tests.workflow.conftest import SNAKEMAKE, copy_repo, env_for, snakemake, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]

@@ -35,9 +35,9 @@ from pathlib import Path
 
 import pytest
 
-from retrace import rehearse_workflow
-from retrace.cache import RequestCache
-from retrace.config import CONFIG_DIR
+from retrace.app import rehearse_workflow
+from retrace.config.compose import CONFIG_DIR
+from retrace.store.cache import RequestCache
 from tests import prerequisites
 from tests.cluster.test_slurm import (
     RECORD_HASH_COLUMNS,
@@ -78,7 +78,7 @@ LOGS = Path("results/logs/generate/qwen2.5-1.5b-instruct/simulated/math500")  # 
 
 
 def _derive(tmp: Path, name: str) -> Path:
-    """The chaos rehearsal's run directory `tmp/name` (retrace.rehearse_workflow), its engine
+    """The chaos rehearsal's run directory `tmp/name` (retrace.app.rehearse_workflow), its engine
     slowed, the held cell's seed in a run of its own whose Maj@N label is held (`hold_file`)."""
     config = tmp / "config"
     if not config.exists():
@@ -115,7 +115,7 @@ def _seed(comment: str) -> int:
 
 
 def _engine_loaded(log: Path) -> bool:
-    """Whether a cell job's log shows its first engine loading (retrace.llm's line)."""
+    """Whether a cell job's log shows its first engine loading (retrace.engine.llm's line)."""
     return log.exists() and "loading engine" in log.read_text(errors="replace")
 
 

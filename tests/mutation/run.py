@@ -63,9 +63,11 @@ TARGETS = (
         "src/retrace/scoring/claims.py",
         ("tests/unit/test_claims.py", "tests/unit/test_claims_inputs.py", "tests/unit/test_claims_stage.py"),
     ),
-    Target("src/retrace/closure.py", ("tests/unit/test_closure.py", "tests/unit/test_rerun_keys.py")),
     Target(
-        "src/retrace/plan.py",
+        "src/retrace/planning/closure.py", ("tests/unit/test_closure.py", "tests/unit/test_rerun_keys.py")
+    ),
+    Target(
+        "src/retrace/planning/plan.py",
         (
             "tests/unit/test_rerun_keys.py",
             "tests/unit/test_config.py",
@@ -75,12 +77,12 @@ TARGETS = (
         PLAN_KEYS,
     ),
     Target(
-        "src/retrace/provenance.py",
+        "src/retrace/store/provenance.py",
         ("tests/unit/test_provenance.py", "tests/unit/test_relocation.py", "tests/unit/test_family_hooks.py"),
         AUDIT,
     ),
     Target(
-        "src/retrace/cache.py",
+        "src/retrace/store/cache.py",
         (
             "tests/unit/test_cache.py",
             "tests/unit/test_cache_edges.py",
@@ -89,7 +91,8 @@ TARGETS = (
         ),
     ),
     Target(
-        "src/retrace/cache_store.py", ("tests/unit/test_cache_store_files.py", "tests/unit/test_cache.py")
+        "src/retrace/store/cache_store.py",
+        ("tests/unit/test_cache_store_files.py", "tests/unit/test_cache.py"),
     ),
 )
 

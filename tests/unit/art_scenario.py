@@ -17,9 +17,9 @@ from fake_backend import engine_requests, scripted_llm
 
 from retrace.art import plan
 from retrace.art.baselines import METHOD_FNS, Context
-from retrace.records import Problem
 from retrace.tools import TOOLS
 from retrace.tools._interface import Tool, ToolOutput
+from retrace.util.records import Problem
 
 DEMO = "Input: 2 plus 2\nQ1: [EOQ]\nAns: 4"
 # First key found in the prompt wins: later stages of a program come before earlier ones.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from retrace.drr import settings
-from retrace.records import Completion, Problem
+from retrace.util.records import Completion, Problem
 
 PROBLEMS = [
     Problem(

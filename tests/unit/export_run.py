@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from retrace.hashing import sha256_file
-from retrace.plan import stage_sources
-from retrace.provenance import Provenance
+from retrace.planning.plan import stage_sources
+from retrace.store.provenance import Provenance
+from retrace.util.hashing import sha256_file
 
 MODEL = {"name": "m", "fingerprint": "ab" * 32}
 

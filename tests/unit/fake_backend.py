@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from retrace.backends.scripted import ScriptedBackend
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
-from retrace.records import Message, Request, Sampling
+from retrace.engine.llm import CachedLLM
+from retrace.store.cache import RequestCache
+from retrace.util.records import Message, Request, Sampling
 
 FINGERPRINT = "f" * 64
 
@@ -69,7 +69,7 @@ def method_cfg(name: str, **changes) -> dict:
 
 def smoke_math_problems(n: int) -> list:
     """The first n problems of the bundled maths smoke set."""
-    from retrace.registry import TASKS
+    from retrace.util.registry import TASKS
 
     loaded, _ = TASKS.get("smoke_math").load(
         {"name": "smoke_math", "source": "bundled", "bundled_path": "smoke_math.jsonl"}, mirror=None

@@ -16,9 +16,9 @@ from pathlib import Path
 from fake_backend import manifest
 
 from retrace.backends.scripted import ScriptedBackend, words
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
-from retrace.records import Completion, Request, TokenLogprob
+from retrace.engine.llm import CachedLLM
+from retrace.store.cache import RequestCache
+from retrace.util.records import Completion, Request, TokenLogprob
 
 
 def is_judge(request: Request) -> bool:

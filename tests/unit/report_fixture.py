@@ -1,7 +1,7 @@
 """A small run's artifacts, built from synthetic records through the real code paths (no
 model): model manifest and data file, generations, score files, refinement diagnostics,
 claims.csv from the claims stage (with a DRR and an ART family CSV), and a wide family
-section, each with a provenance record written by `retrace.provenance.Provenance`, so the
+section, each with a provenance record written by `retrace.store.provenance.Provenance`, so the
 lineage is the shape a real run has. Used by test_report_paper.py and the browser test.
 
     run = build_run(tmp_path)   # {"scores": [...], "claims": path, "diagnostics": [...], "sections": [...]}
@@ -16,13 +16,13 @@ from pathlib import Path
 
 from fake_backend import ExactTask
 
-from retrace.atomic import write_json
-from retrace.hashing import sha256_file
-from retrace.provenance import Provenance
-from retrace.records import Problem
 from retrace.scoring.claims import claim_row, write_claims_csv
 from retrace.scoring.refine_diagnostics import diagnose
 from retrace.stages import claims as claims_stage
+from retrace.store.provenance import Provenance
+from retrace.util.atomic import write_json
+from retrace.util.hashing import sha256_file
+from retrace.util.records import Problem
 
 QUESTIONS = 20
 MODELS = ("qwen2.5-1.5b-instruct", "smollm2-135m-q41")

@@ -8,7 +8,7 @@ from fake_backend import engine_requests, scripted_llm
 from retrace.art import plan
 from retrace.art.baselines import METHOD_FNS, Context
 from retrace.methods.base import derive_seed
-from retrace.records import Problem
+from retrace.util.records import Problem
 
 DEMO = "Input: 2 plus 2\nQ1: [EOQ]\nAns: 4"
 

@@ -3,8 +3,8 @@
 import pytest
 
 from retrace.art.metrics import choice_of, format_input, gold_answer, grade, vote
-from retrace.records import Problem
-from retrace.registry import TASKS
+from retrace.util.records import Problem
+from retrace.util.registry import TASKS
 
 MC = Problem("q1", "Which planet is largest?", "B", ("Mars", "Jupiter", "A ball"))
 EXACT = Problem("q2", "What is 6 times 7?", "42", metadata={"targets": ["42"], "output_regex": None})

@@ -5,12 +5,12 @@ import json
 
 import pytest
 
-from retrace import data
 from retrace.art import overlap, plan, stages
 from retrace.art.library import LIBRARY_DIR
-from retrace.atomic import write_jsonl
-from retrace.provenance import Provenance
-from retrace.records import Problem
+from retrace.store import data
+from retrace.store.provenance import Provenance
+from retrace.util.atomic import write_jsonl
+from retrace.util.records import Problem
 
 CFG = plan.check(
     {
@@ -201,7 +201,7 @@ def _unseen_verdict(experiment: str, mirror) -> dict:
     """stages.unseen_check as the `art leakcheck` job runs it: each unseen task's description
     and the held-out pool its runs draw (its first items where the split cannot be drawn),
     against the experiment's main library version, with the real embedder."""
-    from retrace.config import compose, load_experiment
+    from retrace.config.compose import compose, load_experiment
 
     cfg = plan.check(load_experiment(experiment)["art"])
     problems, records = {}, []

@@ -120,7 +120,7 @@ def test_the_leak_checks_inputs_are_the_library_files_they_read():
 
 
 def test_the_default_run_has_an_art_smoke_with_every_baseline():
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
 
     cfg = plan.check(load_experiment("smoke")["art"])
     assert set(cfg["methods"]) >= {"fewshot", "autocot", "art", "art_notools"}
@@ -156,7 +156,7 @@ def test_editing_a_tools_data_changes_the_tool_using_jobs_keys_only(tmp_path):
 
 
 def test_the_code_executors_engine_and_runtime_are_in_the_tool_using_jobs_keys_only(monkeypatch):
-    from retrace import closure
+    from retrace.planning import closure
     from retrace.tools import wasm_exec
 
     art, notools = plan.ArtJob("m", "arithmetic", "art", 0), plan.ArtJob("m", "arithmetic", "art_notools", 0)
@@ -207,7 +207,7 @@ def test_the_default_runs_art_prompts_demonstrate_every_tool():
     tasks (own cluster) and the edited library must between them show all four."""
     from retrace.art.library import load_library
     from retrace.art.program import parse
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
     from retrace.tools._interface import tool_name
 
     cfg = plan.check(load_experiment("smoke")["art"])
@@ -226,7 +226,7 @@ def test_the_default_runs_art_prompts_demonstrate_every_tool():
 
 
 def test_art_paper_states_every_budget():
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
 
     block = load_experiment("art_paper")["art"]
     assert set(block["settings"]) == set(plan.SETTINGS) | {"autocot_selection"}  # the paper's random AutoCoT

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retrace.art import plan, resources
-from retrace.config import load_experiment
+from retrace.config.compose import load_experiment
 
 
 def art_paper() -> dict:

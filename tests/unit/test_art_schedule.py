@@ -1,4 +1,4 @@
-"""ART on retrace.scheduler: each program is its own task (generate a segment, run its tool,
+"""ART on retrace.engine.scheduler: each program is its own task (generate a segment, run its tool,
 resume), so a program moves on without waiting for the others' segments; the requests and
 rows are those of the round-based runner it replaced."""
 
@@ -16,8 +16,8 @@ from test_scheduler import wait_for
 
 from retrace.art.runner import ProgramRunner
 from retrace.backends.scripted import ScriptedBackend
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
+from retrace.engine.llm import CachedLLM
+from retrace.store.cache import RequestCache
 from retrace.tools._interface import Tool, ToolOutput
 
 PREFIX = "Description: demo\nInput: d\nQ1: [EOQ]\nAns: d\n----\n"
@@ -115,7 +115,7 @@ def test_per_program_and_round_barrier_schedules_give_identical_art_rows(
     from test_refine import _Waves
 
     from retrace.art.baselines import METHOD_FNS
-    from retrace.records import Problem
+    from retrace.util.records import Problem
 
     demo = (
         "Description: Add the numbers.\nInput: What is 2 plus 3?\nQ1: [code generate] Add 2 and 3.\n"

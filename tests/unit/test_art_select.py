@@ -5,7 +5,7 @@ from fake_backend import scripted_llm
 
 from retrace.art import select
 from retrace.art.library import load_library
-from retrace.records import Completion, TokenLogprob
+from retrace.util.records import Completion, TokenLogprob
 
 LIB = load_library(["base"])
 INDEX = {k: (t.cluster, t.description) for k, t in LIB.tasks.items()}
@@ -74,8 +74,8 @@ def test_cluster_selection_keeps_the_best_cluster():
 @pytest.mark.slow
 def test_llm_similarity_on_a_real_model(llamacpp_smollm2, tmp_path):
     """The logprob path end to end on llama.cpp (SmolLM2): every task gets a finite score."""
-    from retrace.cache import RequestCache
-    from retrace.llm import CachedLLM
+    from retrace.engine.llm import CachedLLM
+    from retrace.store.cache import RequestCache
 
     index = {k: INDEX[k] for k in ("kth_letter_concatenation", "arithmetic", "hyperbaton")}
     llm = CachedLLM(

@@ -9,14 +9,14 @@ import pytest
 from retrace.art import baselines
 from retrace.art.metrics import grade
 from retrace.art.program import parse
-from retrace.cache import RequestCache
-from retrace.data import write_problems
-from retrace.llm import CachedLLM
-from retrace.records import Problem
-from retrace.registry import BACKENDS, TASKS
+from retrace.engine.llm import CachedLLM
+from retrace.store.cache import RequestCache
+from retrace.store.data import write_problems
 from retrace.tools import TOOLS
 from retrace.tools._interface import Tool, ToolOutput
 from retrace.tools.code import code_for
+from retrace.util.records import Problem
+from retrace.util.registry import BACKENDS, TASKS
 
 MODEL = {"name": "sim-model", "fingerprint": "sim"}
 SETTINGS = {
@@ -173,7 +173,7 @@ def test_vote_gain_is_what_the_engines_votes_do(tmp_path, problems):
 
 
 def request(p: Problem, seed: int, k: int):
-    from retrace.records import Request, Sampling
+    from retrace.util.records import Request, Sampling
 
     head = f"Description: Unscramble.\nInput: {p.question}\nQ1:"
     sampling = Sampling(temperature=0.7, seed=seed * 1000 + k, max_tokens=64, stop=("\n----",))

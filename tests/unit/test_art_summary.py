@@ -3,12 +3,12 @@
 import csv
 import json
 
-from retrace import data
 from retrace.art import plan
-from retrace.atomic import write_jsonl
-from retrace.provenance import Provenance, audit_results_table
-from retrace.records import Problem
 from retrace.report.sections import load_sections
+from retrace.store import data
+from retrace.store.provenance import Provenance, audit_results_table
+from retrace.util.atomic import write_jsonl
+from retrace.util.records import Problem
 
 CFG = plan.check(
     {
@@ -154,7 +154,7 @@ def test_search_backend_corpus_and_hit_rate_are_reported_and_the_stand_in_flagge
 
 def test_claims_on_unseen_tasks_name_a_near_duplicate_and_the_report_lists_the_check(tmp_path):
     from retrace.art.summary import summarize
-    from retrace.atomic import write_json
+    from retrace.util.atomic import write_json
 
     right = {"fewshot": 3, "autocot": 4, "art": 10, "art_notools": 6, "art_sc": 11}
     runs = [
@@ -195,7 +195,7 @@ def test_art_papers_claims_test_art_against_autocot_on_its_unseen_tasks():
     claims compare the two on its unseen tasks only (every seed, every question pooled), and
     the note names an unseen task that near-duplicates a library task."""
     from retrace.art.summary import claims
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
 
     cfg = plan.check(load_experiment("art_paper")["art"])
     unseen, library = cfg["tasks"]["unseen"], cfg["tasks"]["library"]

@@ -1,4 +1,4 @@
-"""retrace.atomic: an artifact is written whole under its name or not at all."""
+"""retrace.util.atomic: an artifact is written whole under its name or not at all."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from retrace.atomic import atomic_open, write_json, write_jsonl
+from retrace.util.atomic import atomic_open, write_json, write_jsonl
 
 
 def test_a_failed_block_leaves_the_old_file_and_no_temporary(tmp_path):

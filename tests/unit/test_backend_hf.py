@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retrace.backends.base import BackendError
-from retrace.records import Message, Request, Sampling
+from retrace.util.records import Message, Request, Sampling
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +16,7 @@ def chat(text: str, **sampling) -> Request:
 
 def test_registered_under_hf():
     from retrace.backends.hf import HFBackend
-    from retrace.registry import BACKENDS
+    from retrace.util.registry import BACKENDS
 
     assert BACKENDS.get("hf") is HFBackend
 

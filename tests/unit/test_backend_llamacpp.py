@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrace.records import Message, Request, Sampling
+from retrace.util.records import Message, Request, Sampling
 
 pytestmark = pytest.mark.slow
 

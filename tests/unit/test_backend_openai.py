@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from retrace.backends.base import BackendError
-from retrace.records import Message, Request, Sampling
+from retrace.util.records import Message, Request, Sampling
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("openai")

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from retrace.records import Message, Request, Sampling
+from retrace.util.records import Message, Request, Sampling
 
 pytestmark = pytest.mark.slow
 

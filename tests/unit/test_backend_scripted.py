@@ -7,8 +7,8 @@ from fake_backend import chat, manifest
 
 from retrace.backends.base import BackendError
 from retrace.backends.scripted import ScriptedBackend
-from retrace.records import Message, Request, Sampling
-from retrace.registry import BACKENDS
+from retrace.util.records import Message, Request, Sampling
+from retrace.util.registry import BACKENDS
 
 
 def scripted(**engine) -> ScriptedBackend:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from retrace.data import write_problems
-from retrace.records import Message, Problem, Request, Sampling
-from retrace.registry import BACKENDS
+from retrace.store.data import write_problems
 from retrace.tasks._math import last_boxed
+from retrace.util.records import Message, Problem, Request, Sampling
+from retrace.util.registry import BACKENDS
 
 MANIFEST = {"name": "sim-model"}
 
@@ -122,7 +122,7 @@ def test_a_judge_gets_a_coin_not_the_answer(problems):
 
 
 def test_a_simulated_model_has_no_weights(tmp_path):
-    from retrace import models
+    from retrace.store import models
 
     cfg = {"name": "m", "params": 8_000_000_000, "source": {"kind": "simulated"}}
     manifest, sources = models.materialise(cfg, tmp_path)

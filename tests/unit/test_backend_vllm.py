@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from retrace.records import Message, Request, Sampling
+from retrace.util.records import Message, Request, Sampling
 
 
 def chat(text: str, **sampling) -> Request:

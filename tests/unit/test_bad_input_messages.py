@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from retrace import cli
-from retrace.config import ConfigError, check_global, compose, load_experiment
+from retrace.config.compose import ConfigError, check_global, compose, load_experiment
 
 RUN = {"models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smoke_mc"], "methods": ["greedy"]}
 
@@ -18,7 +18,7 @@ RUN = {"models": ["smollm2-135m-q41"], "backend": "llamacpp", "datasets": ["smok
 @pytest.fixture
 def config_dir(tmp_path):
     """A config folder whose experiment/ the test writes; the other groups are the real ones."""
-    from retrace.config import CONFIG_DIR
+    from retrace.config.compose import CONFIG_DIR
 
     root = tmp_path / "config"
     root.mkdir()
@@ -69,7 +69,7 @@ def test_a_bad_choice_lists_the_choices(config_dir):
 
 
 def test_every_experiment_in_the_repository_is_valid():
-    from retrace.config import group_options
+    from retrace.config.compose import group_options
 
     for name in group_options("experiment"):
         assert load_experiment(name)["runs"]

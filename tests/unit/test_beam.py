@@ -13,7 +13,7 @@ from fake_backend import engine_requests
 from judged_backend import is_judge, judged_llm
 from test_methods import ctx, method_cfg, problems  # noqa: F401 - fixture
 
-from retrace.registry import METHODS
+from retrace.util.registry import METHODS
 
 SEP = "\n\n"
 SOLUTION = re.compile(r"(?:Solution|Steps so far):\n(.*)\n\n(?:Is this|Are these)", re.S)

@@ -35,7 +35,7 @@ def test_raw_chains_submit_each_rollouts_next_request_after_its_previous():
     from fake_backend import chat, manifest
 
     from retrace.backends.scripted import ScriptedBackend
-    from retrace.records import Message
+    from retrace.util.records import Message
 
     bench = load("pipeline_vs_engine")
     engine = ScriptedBackend(manifest(), {"script": ["one two three"], "async": True})

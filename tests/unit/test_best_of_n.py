@@ -7,10 +7,10 @@ from fake_backend import FINGERPRINT, engine_requests, scripted_llm
 from judged_backend import is_judge, judged_llm
 from test_methods import ANSWERS, ctx, method_cfg, problems  # noqa: F401 - fixture
 
-from retrace.cache import RequestCache
 from retrace.methods.best_of_n import argmax
-from retrace.registry import METHODS
 from retrace.scoring.selection import chosen_correct
+from retrace.store.cache import RequestCache
+from retrace.util.registry import METHODS
 
 JUDGE_BY_ANSWER = {str(i): i / 10 for i in range(10)}  # the judge likes larger answers
 
@@ -55,7 +55,7 @@ def test_argmax_breaks_ties_towards_the_first_sample():
 
 
 def test_chosen_correct_reads_the_chosen_sample(problems):
-    from retrace.registry import TASKS
+    from retrace.util.registry import TASKS
 
     task, p = TASKS.get("smoke_math"), problems[0]
     right, wrong = f"so \\boxed{{{p.gold}}}", "so \\boxed{-12345}"

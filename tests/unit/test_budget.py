@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrace.config import compose
+from retrace.config.compose import compose
 from retrace.methods.budget import solution_budget
 
 

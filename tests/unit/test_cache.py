@@ -1,4 +1,4 @@
-"""The request cache (retrace.cache): keys, round trips, atomic batches, sharing between processes
+"""The request cache (retrace.store.cache): keys, round trips, atomic batches, sharing between processes
 and hosts (first write wins, set-aside of damaged entries), packed segments (a killed writer loses
 only its batch in flight; a few files, not one per request) and the earlier layout still read."""
 
@@ -12,8 +12,8 @@ import textwrap
 import pytest
 from fake_backend import FINGERPRINT
 
-from retrace.cache import RequestCache, request_key
-from retrace.records import Completion, Message, Request, Sampling, TokenLogprob
+from retrace.store.cache import RequestCache, request_key
+from retrace.util.records import Completion, Message, Request, Sampling, TokenLogprob
 
 IDENTITY = {"backend": "scripted", "chat_template": "embedded"}
 BASE = Request(
@@ -162,8 +162,8 @@ def test_two_handles_on_one_file_see_each_other(tmp_path):
 
 def test_a_write_from_another_process_is_visible(cache):
     code = textwrap.dedent(f"""
-        from retrace.cache import RequestCache
-        from retrace.records import Completion, Request
+        from retrace.store.cache import RequestCache
+        from retrace.util.records import Completion, Request
         c = RequestCache({str(cache.path)!r}, job="other")
         c.put_many([("other-key", Request(), Completion("from child", "stop", 1, 2))])
         c.close()
@@ -192,8 +192,8 @@ def test_hit_log_counts_per_job(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from retrace.cache import RequestCache
-    from retrace.records import Completion, Request
+    from retrace.store.cache import RequestCache
+    from retrace.util.records import Completion, Request
     path, name = sys.argv[1], sys.argv[2]
     c = RequestCache(path, job=name)
     for i in range(40):  # keys shared by every writer, and keys of its own
@@ -351,9 +351,9 @@ def test_a_duplicate_records_when_its_batch_was_looked_up(tmp_path):
 # write and its index lines (SIGKILL: no cleanup runs), i.e. mid-segment.
 KILLED_WRITER = textwrap.dedent("""
     import os, signal, sys
-    from retrace import cache_store
-    from retrace.cache import RequestCache
-    from retrace.records import Completion, Request
+    from retrace.store import cache_store
+    from retrace.store.cache import RequestCache
+    from retrace.util.records import Completion, Request
     real = cache_store.Segments.append
     def append(self, blobs):
         out = real(self, blobs)
@@ -385,7 +385,7 @@ def test_a_writer_killed_mid_segment_loses_only_its_unindexed_batch(tmp_path):
 
 
 def test_a_torn_index_line_is_never_read_and_cut_by_the_next_writer(tmp_path):
-    from retrace.cache_index import shard_of
+    from retrace.store.cache_index import shard_of
 
     a = RequestCache(tmp_path / "r", job="a")
     a.put_many([("k1", BASE, completion("one"))])
@@ -403,8 +403,8 @@ def test_a_torn_index_line_is_never_read_and_cut_by_the_next_writer(tmp_path):
 
 CONCURRENT_WRITER = textwrap.dedent("""
     import sys
-    from retrace.cache import RequestCache
-    from retrace.records import Completion, Request
+    from retrace.store.cache import RequestCache
+    from retrace.util.records import Completion, Request
     path, name = sys.argv[1], sys.argv[2]
     c = RequestCache(path, job=name)
     for b in range(50):  # each batch spreads over every index shard

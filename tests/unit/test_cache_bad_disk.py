@@ -18,11 +18,11 @@ import subprocess
 
 import pytest
 
-from retrace.cache import RequestCache
 from retrace.cli import main
-from retrace.data import write_problems
-from retrace.plan import Job
-from retrace.records import Problem
+from retrace.planning.plan import Job
+from retrace.store.cache import RequestCache
+from retrace.store.data import write_problems
+from retrace.util.records import Problem
 
 BATCH = 2
 JOB = Job(

@@ -18,10 +18,10 @@ import threading
 
 import pytest
 
-from retrace import cache_index, cache_lock
-from retrace.cache import RequestCache
-from retrace.cache_index import Base, shard_of
-from retrace.records import Completion, Request
+from retrace.store import cache_index, cache_lock
+from retrace.store.cache import RequestCache
+from retrace.store.cache_index import Base, shard_of
+from retrace.util.records import Completion, Request
 
 
 def done(text: str = "5") -> Completion:
@@ -32,8 +32,8 @@ def done(text: str = "5") -> Completion:
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from retrace.cache_lock import shard_lock
-    from retrace.stop import stopping
+    from retrace.store.cache_lock import shard_lock
+    from retrace.util.stop import stopping
     with stopping():
         with shard_lock(Path(sys.argv[1])):
             print("held", flush=True)

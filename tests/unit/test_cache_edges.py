@@ -1,4 +1,4 @@
-"""The request cache's edges (retrace.cache): the logs' time filters and the earlier layout's
+"""The request cache's edges (retrace.store.cache): the logs' time filters and the earlier layout's
 duplicate logs, damaged entries of the earlier one-file-per-request layout, the one-line message
 of a cache that cannot be written (compaction too), and the key names in a damaged entry's
 message. Each test states what a user or a later job must see.
@@ -14,9 +14,9 @@ import os
 
 import pytest
 
-from retrace import cache_index
-from retrace.cache import RequestCache, _parse_entry
-from retrace.records import Completion, Request
+from retrace.store import cache_index
+from retrace.store.cache import RequestCache, _parse_entry
+from retrace.util.records import Completion, Request
 
 
 def completion(text: str = "5") -> Completion:

@@ -1,4 +1,4 @@
-"""The request cache's files below RequestCache (retrace.cache_store, cache_index): index lines,
+"""The request cache's files below RequestCache (retrace.store.cache_store, cache_index): index lines,
 segment rollover and file modes, each from what a reader of the files must see (the sharded
 index, its locks and torn logs: tests/unit/test_cache.py, test_cache_cluster.py).
 
@@ -11,9 +11,9 @@ import os
 
 import pytest
 
-from retrace import cache_store
-from retrace.cache_index import Index, _parse
-from retrace.cache_store import Segments
+from retrace.store import cache_store
+from retrace.store.cache_index import Index, _parse
+from retrace.store.cache_store import Segments
 
 
 def test_handles_create_their_folders_with_parents(tmp_path):

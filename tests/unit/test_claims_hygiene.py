@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from retrace.config import ConfigError
-from retrace.hashing import sha256_file
-from retrace.provenance import prov_path
+from retrace.config.compose import ConfigError
 from retrace.stages import claims
+from retrace.store.provenance import prov_path
+from retrace.util.hashing import sha256_file
 
 
 def write_score(tmp_path, label, correct, model="m", seed=0, **facts):
@@ -101,10 +101,10 @@ def test_art_rows_take_their_engine_from_the_run_records():
 def test_a_simulated_part_beside_a_real_backend_is_refused_in_one_line():
     """A drr_paper copy with the simulated SFT-LoRA and a real reasoner: the experiment check
     (every command's load_experiment) names the file and the key; settings.load names the key."""
-    from retrace.config import CONFIG_DIR
+    from retrace.config.compose import CONFIG_DIR
+    from retrace.config.experiment import check
     from retrace.drr import settings
-    from retrace.experiment import check
-    from retrace.yamlfile import load_yaml
+    from retrace.util.yamlfile import load_yaml
 
     raw = load_yaml(CONFIG_DIR / "experiment" / "drr_paper.yaml")
     raw["drr"]["sft_lora"]["hf_model"] = "simulated"

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from retrace.hashing import sha256_file
-from retrace.provenance import prov_path
 from retrace.stages import claims
+from retrace.store.provenance import prov_path
+from retrace.util.hashing import sha256_file
 
 
 def write_score(tmp_path, label, correct, flops, model="m"):
@@ -100,7 +100,7 @@ def test_primary_claims_are_read_and_checked_from_the_experiment():
 def test_a_method_familys_claims_can_be_primary_and_are_judged_in_that_family():
     """DRR's and ART's rows reach claims.csv through their own CSVs; the experiment may still
     pre-register them (drr_paper: the Overall rows), and `adjust` puts them in that family."""
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
     from retrace.scoring.claims import adjust
 
     drr = claims.primary_family(load_experiment("drr_paper"), "drr_paper")

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from retrace import catalog, cli, launch
+from retrace import cli
+from retrace.app import catalog, launch
 from tests.unit.test_provenance import chain, flip_byte  # noqa: F401 (a fixture)
 
 USER = ("run", "list", "plan", "status", "audit", "export", "rehearse")

@@ -1,4 +1,4 @@
-"""Rerun keys from the import closure (retrace.closure): every stage's key changes when a module it
+"""Rerun keys from the import closure (retrace.planning.closure): every stage's key changes when a module it
 imports changes, and only then; a module a stage imports that its key misses fails a test."""
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from retrace import closure, hashing, plan
 from retrace.art import plan as art_plan
 from retrace.art import summary as art_summary
-from retrace.config import load_experiment
+from retrace.config.compose import load_experiment
 from retrace.drr import settings as drr
+from retrace.planning import closure, plan
+from retrace.util import hashing
 
 SRC_FILES = sorted(
     p for p in closure.SRC.joinpath("retrace").rglob("*") if p.is_file() and "__pycache__" not in p.parts
@@ -86,7 +87,7 @@ def test_a_key_changes_exactly_when_a_file_of_its_closure_changes(stage, cfg, ed
 def test_diagnose_and_claims_cover_the_statistics_they_import():
     """The holes issue 29 measured: diagnose runs scoring/stats.py, claims scoring/compute.py."""
     diag = {p.relative_to(plan.PKG).as_posix() for p in plan.stage_sources("diagnose", spine_cases()[0][1])}
-    assert {"scoring/stats.py", "scoring/metrics.py", "data.py", "scoring/refine_diagnostics.py"} <= diag
+    assert {"scoring/stats.py", "scoring/metrics.py", "store/data.py", "scoring/refine_diagnostics.py"} <= diag
     claims = {p.relative_to(plan.PKG).as_posix() for p in plan.stage_sources("claims")}
     assert {"scoring/compute.py", "scoring/stats.py", "scoring/claims.py"} <= claims
 
@@ -96,21 +97,21 @@ def test_diagnose_and_claims_cover_the_statistics_they_import():
 # messages, never an artifact's bytes. Adding a module to EXCLUDED means adding it here too,
 # with the reason its edits cannot change an output.
 MAY_RERUN_NOTHING = {
-    "retrace.provenance",  # writes and audits .prov.json records
-    "retrace.plan",  # expands jobs, computes keys (the config slice it returns is hashed)
-    "retrace.closure",  # computes which code is hashed
-    "retrace.config",  # composes configs (the composed slice is hashed)
-    "retrace.yamlfile",  # reads YAML for composition (the result is hashed)
-    "retrace.registry",  # maps names to plugins (the plugins' code is hashed)
+    "retrace.store.provenance",  # writes and audits .prov.json records
+    "retrace.planning.plan",  # expands jobs, computes keys (the config slice it returns is hashed)
+    "retrace.planning.closure",  # computes which code is hashed
+    "retrace.config.compose",  # composes configs (the composed slice is hashed)
+    "retrace.util.yamlfile",  # reads YAML for composition (the result is hashed)
+    "retrace.util.registry",  # maps names to plugins (the plugins' code is hashed)
     "retrace.cli",  # argument parsing and dispatch
-    "retrace.cluster",  # resources for the scheduler
-    "retrace.estimate",  # the cost estimate printed before a run
-    "retrace.progress",  # progress lines in logs
-    "retrace.drr.settings",  # DRR's keys (retrace.plan's role; the slices are hashed)
+    "retrace.planning.cluster",  # resources for the scheduler
+    "retrace.planning.estimate",  # the cost estimate printed before a run
+    "retrace.util.progress",  # progress lines in logs
+    "retrace.drr.settings",  # DRR's keys (retrace.planning.plan's role; the slices are hashed)
     # split out of the modules above when the families became plugins (issue 44):
-    "retrace.config_groups",  # where config/ is and its groups' options (was retrace.config's)
-    "retrace.devices",  # the GPUs a job asks the scheduler for (was retrace.cluster's)
-    "retrace.family",  # maps family names to their modules (retrace.registry's role, one level up)
+    "retrace.config.groups",  # where config/ is and its groups' options (was retrace.config.compose's)
+    "retrace.planning.devices",  # the GPUs a job asks the scheduler for (was retrace.planning.cluster's)
+    "retrace.config.families",  # maps family names to their modules (retrace.util.registry's role, one level up)
 }
 
 
@@ -270,7 +271,7 @@ def test_an_edit_to_the_statistics_replans_no_art_or_drr_engine_job_of_the_defau
     DRR stage but the summary computes one, so their keys must not follow the file (issue 44:
     once, every ART run hashed it through art.plan naming the summary's entry). The summaries
     do compute statistics: their keys follow it."""
-    from retrace.config import check_global
+    from retrace.config.compose import check_global
     from retrace.drr import settings as drr_settings
 
     stats = closure.SRC / "retrace" / "scoring" / "stats.py"

@@ -1,4 +1,4 @@
-"""Cluster sizing of generation jobs (retrace.cluster) and data-parallel shards in the plan."""
+"""Cluster sizing of generation jobs (retrace.planning.cluster) and data-parallel shards in the plan."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from retrace import cluster
-from retrace.plan import Job
+from retrace.planning import cluster
+from retrace.planning.plan import Job
 from tests import prerequisites
 
 # The benchmark mirror: the paper's problem counts, hence its runtimes, come from it.
@@ -46,13 +46,13 @@ def test_job_resources_of_a_shard_cover_its_share(tmp_path):
     assert whole["gpu"] == 1 and whole["runtime"] >= cluster.RUNTIME_OVERHEAD_MIN
     from dataclasses import replace
 
-    from retrace.estimate import job_tokens
+    from retrace.planning.estimate import job_tokens
 
     assert job_tokens(replace(job, shards=4), job.config(), None) * 4 >= job_tokens(job, job.config(), None)
 
 
 def test_shards_in_an_experiment_expand_to_sharded_jobs(tmp_path, monkeypatch):
-    from retrace import plan
+    from retrace.planning import plan
 
     exp = {
         "runs": [
@@ -88,7 +88,7 @@ def test_plan_check_names_jobs_over_max_runtime_and_counts_their_attempts(tmp_pa
     cfg = {"experiment": "paper", "mirror": str(prerequisites.mirror()), "overrides": [], "max_runtime": 1440}
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 0\n"))
     # one attempt a job: cells are cut into parts of one run each, and a label longer than a day
-    # on its own (refinement on OlympiadBench's long questions, retrace.sizing) fails alone; the
+    # on its own (refinement on OlympiadBench's long questions, retrace.planning.sizing) fails alone; the
     # Maj@N' at nominal compute is split in 3 shards, sized to 3 attempts: with no retry, the
     # longest shards fail too (profiles/slurm allows 4 attempts)
     assert lines and all(fails for _, fails in lines)
@@ -142,7 +142,7 @@ def test_plan_check_fails_naming_each_job_a_short_partition_cannot_fit(tmp_path,
     whose label needs more attempts alone than a part may take (the shipped profile's retries: 3,
     so 4 attempts, one kept for faults)."""
     from retrace.cli import main
-    from retrace.config import CONFIG_DIR
+    from retrace.config.compose import CONFIG_DIR
 
     text = (CONFIG_DIR / "config.yaml").read_text()
     text = text.replace("max_runtime: 1440", "max_runtime: 600").replace(
@@ -172,6 +172,6 @@ def test_plan_check_fails_naming_each_job_a_short_partition_cannot_fit(tmp_path,
 
 
 def cluster_jobs():
-    from retrace.plan import jobs
+    from retrace.planning.plan import jobs
 
     return jobs({"experiment": "paper", "mirror": MIRROR, "overrides": []})

@@ -288,8 +288,8 @@ def test_the_same_program_prints_the_same_on_every_run(ex):
 def test_the_determinism_settings_are_in_the_tool_using_art_jobs_keys(monkeypatch):
     from test_art_plan import CFG
 
-    from retrace import closure
     from retrace.art import plan
+    from retrace.planning import closure
     from retrace.tools import code_exec
 
     art, notools = plan.ArtJob("m", "arithmetic", "art", 0), plan.ArtJob("m", "arithmetic", "art_notools", 0)

@@ -1,4 +1,4 @@
-"""Config composition and checks (retrace.config) and the job plan with rerun keys (retrace.plan)."""
+"""Config composition and checks (retrace.config.compose) and the job plan with rerun keys (retrace.planning.plan)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import shutil
 import pytest
 import yaml
 
-from retrace import plan, templates
-from retrace.config import CONFIG_DIR, ConfigError, check_global, compose
+from retrace.config.compose import CONFIG_DIR, ConfigError, check_global, compose
+from retrace.planning import plan
+from retrace.util import templates
 
 SMOKE = {"model": "smollm2-135m-q41", "dataset": "smoke_math", "method": "majority", "backend": "llamacpp"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrace.config import ConfigError, compose, compose_with_hydra, group_options
+from retrace.config.compose import ConfigError, compose, compose_with_hydra, group_options
 
 OVERRIDES = [
     (),

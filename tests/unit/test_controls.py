@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from retrace.config import check_global
-from retrace.estimate import DEFAULT_CPU_TOK_S, estimate
-from retrace.hashing import sha256_file
-from retrace.plan import jobs
-from retrace.provenance import prov_path
-from retrace.registry import TASKS
+from retrace.config.compose import check_global
+from retrace.planning.estimate import DEFAULT_CPU_TOK_S, estimate
+from retrace.planning.plan import jobs
 from retrace.scoring.claims import CONTROL_CLAIMS
 from retrace.stages import claims
+from retrace.store.provenance import prov_path
+from retrace.util.hashing import sha256_file
+from retrace.util.registry import TASKS
 from tests.unit.test_claims_stage import write_score
 
 
@@ -184,8 +184,8 @@ def test_both_multiple_choice_parsers_agree_at_the_prompts_numbering(text, lette
 
 
 def test_choice_task_numbers_follow_its_letter_prompt():
-    from retrace.records import Problem
     from retrace.tasks._choice import ChoiceTask
+    from retrace.util.records import Problem
 
     # mc_cot.j2 lists A) B) C): "option 2" is the second option, at base 1
     p = Problem(id="x", question="q", gold="B", choices=CHOICES)
@@ -201,8 +201,8 @@ def test_drr_abstention_stays_an_abstention():
 
 
 def test_results_count_each_extraction_path():
-    from retrace.records import Problem
     from retrace.scoring.score import provenance_rates, result_columns, score_problem
+    from retrace.util.records import Problem
 
     task = TASKS.get("asdiv")
     p = Problem(id="asdiv/0", question="q", gold="42")

@@ -1,11 +1,11 @@
-"""retrace.data: prepare, subsetting, fingerprints and the problems file."""
+"""retrace.store.data: prepare, subsetting, fingerprints and the problems file."""
 
 import json
 
 import pytest
 
-from retrace.data import fingerprint, prepare, read_problems, subset, write_problems
-from retrace.records import Problem
+from retrace.store.data import fingerprint, prepare, read_problems, subset, write_problems
+from retrace.util.records import Problem
 
 SMOKE = {"name": "smoke_math", "task": "smoke_math", "source": "bundled", "bundled_path": "smoke_math.jsonl"}
 

@@ -30,7 +30,7 @@ def test_vllm_arguments_in_deterministic_mode():
 def test_openai_client_sends_one_request_at_a_time_and_no_prompt_cache(smollm2_manifest):
     pytest.importorskip("openai")
     from retrace.backends.openai import OpenAIBackend
-    from retrace.records import Message, Request, Sampling
+    from retrace.util.records import Message, Request, Sampling
 
     req = Request(messages=(Message("user", "Hi"),), sampling=Sampling(max_tokens=2))
     det = OpenAIBackend(

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from retrace import deviations
-from retrace.config import CONFIG_DIR, load_experiment
+from retrace.config.compose import CONFIG_DIR, load_experiment
 from retrace.report.paper import NUMBERS
 
 REGISTERS = ("paper", "drr_paper", "art_paper")
@@ -79,8 +79,8 @@ def test_paper_yaml_runs_the_switches_it_registers_as_fixed():
     """A `fixed` entry's switch holds the paper's value where the experiment runs it."""
     import json
 
-    from retrace.config import check_global
-    from retrace.plan import jobs
+    from retrace.config.compose import check_global
+    from retrace.planning.plan import jobs
 
     planned = jobs(check_global({"experiment": "paper"}))
     refine = [j.config()["method"] for j in planned if j.method == "refine" and j.label != "refine_full"]

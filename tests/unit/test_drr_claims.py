@@ -40,7 +40,7 @@ def test_the_default_convention_scores_an_abstention_wrong_under_one_name():
 
 
 def test_drr_paper_writes_both_conventions():
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
     from retrace.drr import settings
 
     cfg = settings.load(load_experiment("drr_paper")["drr"])

@@ -19,7 +19,7 @@ from retrace.drr.dm_data import (  # noqa: E402
     dm_input_segments,
     weighted_cross_entropy,
 )
-from retrace.templates import render  # noqa: E402
+from retrace.util.templates import render  # noqa: E402
 from tests.unit.drr_fakes import cfg  # noqa: E402
 
 OPTS = {"lr": 3e-3, "weight_decay": 0.0, "warmup_steps": 0, "epochs": 25, "batch_size": 8, "max_length": 64}
@@ -260,8 +260,8 @@ def test_starting_weights_are_fingerprinted_as_inputs_of_the_dm(tmp_path, monkey
     """The train stage's provenance lists every file of the backbone it started from."""
     import json
 
-    from retrace.atomic import write_jsonl
     from retrace.drr import stages
+    from retrace.util.atomic import write_jsonl
 
     start = tmp_path / "start"
     start.mkdir()

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from retrace import data
-from retrace.config import compose
+from retrace.config.compose import compose
 from retrace.drr import leak, leak_text, leakcheck
+from retrace.store import data
 from tests import prerequisites
 
 MIRROR = Path(prerequisites.MIRROR or Path(__file__).resolve().parent / "no-mirror")
@@ -95,8 +95,8 @@ def test_real_rows_with_a_planted_gold_are_caught(dataset):
 def test_plan_check_rehearses_the_drr_paper_prompts_with_no_findings():
     """`retrace plan --check --experiment drr_paper`: every evaluation prompt of the four
     datasets is built from the mirror and scanned; none carries its gold."""
-    from retrace import preflight
-    from retrace.config import check_global
+    from retrace.config.compose import check_global
+    from retrace.planning import preflight
 
     if not MIRROR.is_dir():
         prerequisites.missing("MIRROR", f"no benchmark mirror at {MIRROR}")

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from retrace import data
 from retrace.drr import leakcheck, prompts, reasoner, stages
+from retrace.store import data
 from tests.unit.drr_fakes import PROBLEMS, TurnLLM, cfg
 
 

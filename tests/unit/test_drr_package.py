@@ -1,13 +1,13 @@
 """DRR lives in one package, src/retrace/drr/, whose modules import each other without a
 circle (imports inside functions count: they run too), and whose stages' rerun keys cover
-the modules each stage runs (retrace.closure)."""
+the modules each stage runs (retrace.planning.closure)."""
 
 from __future__ import annotations
 
 import ast
 
-from retrace import closure
 from retrace.drr import settings
+from retrace.planning import closure
 
 SRC = closure.SRC / "retrace"
 

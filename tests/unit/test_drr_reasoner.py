@@ -10,9 +10,9 @@ import pytest
 from fake_backend import engine_requests, manifest, scripted_llm
 
 from retrace.backends.scripted import ScriptedBackend
-from retrace.cache import RequestCache
 from retrace.drr import loop, reasoner
-from retrace.llm import CachedLLM
+from retrace.engine.llm import CachedLLM
+from retrace.store.cache import RequestCache
 from tests.unit.drr_fakes import PROBLEMS, TurnLLM, cfg
 
 
@@ -83,7 +83,7 @@ def test_merged_eval_rounds_send_the_same_requests_in_fewer_calls():
     assert [t["answer"] for t in a[0]["t/q1"]["turns"]] == [t["answer"] for t in b[0]["t/q1"]["turns"]]
 
 
-# ---------------------------------------------------------------- scheduling (retrace.scheduler)
+# ---------------------------------------------------------------- scheduling (retrace.engine.scheduler)
 # Replies chosen by (seed, sample_index), so the text of a request never depends on the order
 # in which an engine finishes requests.
 SCRIPT = {

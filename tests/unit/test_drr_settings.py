@@ -107,8 +107,8 @@ def test_drr_paper_distils_openbookqa_on_train_and_keeps_its_test_set(tmp_path):
     """Section 4.1: QA pairs from the training sets; train.tsv's malformed line 3334 is skipped."""
     import yaml
 
-    from retrace import data
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
+    from retrace.store import data
 
     paper = settings.load(load_experiment("drr_paper")["drr"])
     assert {e["name"]: e["train"] for e in settings.entries(paper)}["openbookqa"] == "openbookqa_train"
@@ -126,7 +126,7 @@ def test_drr_paper_distils_openbookqa_on_train_and_keeps_its_test_set(tmp_path):
 
 
 def test_drr_paper_runs_flan_t5_large_on_the_gpu_with_an_explicit_input_length():
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
 
     block = load_experiment("drr_paper")["drr"]
     paper = settings.load(block)
@@ -165,7 +165,7 @@ def test_the_dm_starting_weights_are_files_where_they_exist():
 
 def test_drr_paper_runs_sft_lora_on_the_reasoners_pinned_weights():
     """Table 1's SFT-LoRA row: on in drr_paper, on the same hub commit as the reasoner."""
-    from retrace.config import compose, load_experiment
+    from retrace.config.compose import compose, load_experiment
 
     paper = settings.load(load_experiment("drr_paper")["drr"])
     model = compose({"model": paper["models"][0]})["model"]["hub"]

@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from retrace import data  # noqa: E402
 from retrace.drr import dm, settings, sft  # noqa: E402
+from retrace.store import data  # noqa: E402
 from tests.unit.drr_fakes import PROBLEMS, cfg  # noqa: E402
 
 

@@ -10,10 +10,11 @@ import json
 
 import pytest
 
-from retrace import data, rehearse, rehearse_workflow
+from retrace.app import rehearse, rehearse_workflow
 from retrace.backends.simulated import SimulatedBackend
 from retrace.drr import prompts, settings, simulated_dm
-from retrace.records import Problem, Request, Sampling
+from retrace.store import data
+from retrace.util.records import Problem, Request, Sampling
 
 ENGINE = {"base_accuracy": 0.4, "concentration": 2.0, "correlation": 0.6}
 CHOICES = ("apple", "river", "stone", "cloud")
@@ -90,7 +91,7 @@ def test_the_planted_accuracy_gain_is_met_on_a_seeded_sample(tmp_path, points):
 def test_the_simulated_sft_lora_answers_at_its_planted_accuracy_and_is_labelled(tmp_path, points):
     """`sft_lora.hf_model: simulated` trains nothing: each evaluation question is answered once
     by the simulated engine under the label sft_lora, parsed and scored as a real reply."""
-    from retrace import config
+    from retrace.config import compose as config
     from retrace.drr import sft
 
     effects = tmp_path / "effects.yaml"
@@ -135,7 +136,7 @@ def test_check_effects_refuses_the_reasoner_labels_and_unplantable_points():
 
 
 def test_derive_puts_drr_on_the_simulated_reasoner_dm_and_sft_lora(tmp_path):
-    from retrace.yamlfile import load_yaml
+    from retrace.util.yamlfile import load_yaml
 
     root = rehearse_workflow.derive("drr_paper", 0.1, rehearse.EFFECTS, tmp_path / "run")
     config = root / "config"
@@ -183,9 +184,9 @@ N = 300  # per dataset; half distil, half evaluate
 
 @pytest.fixture(scope="module")
 def drr_run(tmp_path_factory):
-    from retrace import models
     from retrace.drr import episodes, leakcheck, report, stages
     from retrace.stages import claims as claims_stage
+    from retrace.store import models
 
     tmp = tmp_path_factory.mktemp("drr_sim")
     effects = tmp / "effects.yaml"

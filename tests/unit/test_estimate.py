@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from retrace.config import check_global
-from retrace.estimate import estimate
-from retrace.plan import jobs
-from retrace.registry import METHODS
+from retrace.config.compose import check_global
+from retrace.planning.estimate import estimate
+from retrace.planning.plan import jobs
+from retrace.util.registry import METHODS
 
 
 def test_smoke_estimate_counts_every_call():
@@ -15,7 +15,7 @@ def test_smoke_estimate_counts_every_call():
     assert est.jobs == 4 and est.unknown == 0
     assert est.generated_tokens == 2 * 6 * (1 + 4) * 256
     # prompts are counted (each call reads its dataset's longest question), not left out of a "≤"
-    from retrace.preflight import question_tokens
+    from retrace.planning.preflight import question_tokens
 
     assert est.prompt_tokens == sum(
         6 * (1 + 4) * question_tokens(d, None) for d in {j.dataset for j in planned}
@@ -45,9 +45,9 @@ def test_drr_and_art_stages_are_estimated_apart_from_the_spine():
     method bound (art/resources.py) plus its selection jobs; CPU jobs priced at the assumed rate."""
     from retrace.art import plan as art_plan
     from retrace.art import resources
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
     from retrace.drr import settings
-    from retrace.estimate import DEFAULT_CPU_TOK_S, family_lines
+    from retrace.planning.estimate import DEFAULT_CPU_TOK_S, family_lines
 
     drr_line, art_line = family_lines(
         {**load_experiment("drr_plumbing"), **load_experiment("art_plumbing")}, None

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from retrace import cli
-from retrace.hashing import sha256_file
-from retrace.provenance import Provenance, audit_results_table, prov_path
 from retrace.report.sections import load_sections
 from retrace.scoring.claims import claim_row, write_claims_csv
 from retrace.stages import claims
+from retrace.store.provenance import Provenance, audit_results_table, prov_path
+from retrace.util.hashing import sha256_file
 
 
 def family_claims(tmp_path):
@@ -80,7 +80,7 @@ def test_sections_are_checked_and_images_copied(tmp_path):
 
 
 def test_family_commands_dispatch_to_their_module():
-    from retrace.family import FAMILIES, Family
+    from retrace.config.families import FAMILIES, Family
 
     seen = []
 

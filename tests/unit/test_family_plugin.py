@@ -1,5 +1,5 @@
 """A fourth method family, registered from this test alone (docs/development/extending.md): the
-core iterates over retrace.family.FAMILIES, so the toy family's block is accepted, and it gets its
+core iterates over retrace.config.families.FAMILIES, so the toy family's block is accepted, and it gets its
 estimate line, its runtimes checked against the partition limit, its plan checks, its claims,
 its CLI command and its report section without a line of core code knowing it."""
 
@@ -9,10 +9,12 @@ import json
 
 import pytest
 
-from retrace import cli, cluster, estimate, experiment, plan, preflight
-from retrace.cluster import OverLimit
-from retrace.config import ConfigError, check_global, load_experiment
-from retrace.family import FAMILIES, Context, Family
+from retrace import cli
+from retrace.config import experiment
+from retrace.config.compose import ConfigError, check_global, load_experiment
+from retrace.config.families import FAMILIES, Context, Family
+from retrace.planning import cluster, estimate, plan, preflight
+from retrace.planning.cluster import OverLimit
 
 TOY_CLAIM = "toy beats greedy"
 
@@ -95,7 +97,7 @@ def test_it_gets_a_plan_check(toy):
 
 
 def test_its_claims_and_command_and_methods_are_known(toy, capsys):
-    from retrace.catalog import family_methods
+    from retrace.app.catalog import family_methods
     from retrace.stages.claims import known_claims
 
     assert TOY_CLAIM in known_claims()
@@ -134,7 +136,7 @@ class ToyKeys(Toy):
 def test_its_rerun_key_inputs_reach_the_closure():
     """Its data files join the keys of code that imports their module; its unhashed modules are
     neither hashed nor followed — closure.py names no family for either."""
-    from retrace import closure
+    from retrace.planning import closure
 
     closure.modules.cache_clear()
     FAMILIES.register("toy_keys")(ToyKeys)

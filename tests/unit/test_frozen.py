@@ -1,4 +1,4 @@
-"""retrace.frozen: the shared job config (retrace.plan.job_config) refuses changes, and reads,
+"""retrace.util.frozen: the shared job config (retrace.planning.plan.job_config) refuses changes, and reads,
 hashes and copies exactly as the plain config does."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pickle
 
 import pytest
 
-from retrace import plan
-from retrace.config import check_global
-from retrace.frozen import freeze, thaw
-from retrace.hashing import sha256_json
+from retrace.config.compose import check_global
+from retrace.planning import plan
+from retrace.util.frozen import freeze, thaw
+from retrace.util.hashing import sha256_json
 
 
 @pytest.fixture(scope="module")

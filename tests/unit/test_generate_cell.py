@@ -1,4 +1,4 @@
-"""retrace.stages.generate_cell and retrace.cells: one engine per cell, each label's own files.
+"""retrace.stages.generate_cell and retrace.planning.cells: one engine per cell, each label's own files.
 
 - On the simulated engine (no model): a cell job writes every label's generations byte for
   byte as per-label `generate` jobs do, prices a Maj@N' label after its partners, and a rerun
@@ -17,12 +17,12 @@ import pytest
 from fake_backend import manifest as fake_manifest
 
 from retrace.backends.scripted import ScriptedBackend
-from retrace.cells import cell_generate_key, generation_cells
-from retrace.data import write_problems
-from retrace.llm import CachedLLM
-from retrace.plan import Job
-from retrace.records import Problem
+from retrace.engine.llm import CachedLLM
+from retrace.planning.cells import cell_generate_key, generation_cells
+from retrace.planning.plan import Job
 from retrace.stages import generate, generate_cell
+from retrace.store.data import write_problems
+from retrace.util.records import Problem
 
 MODEL = "smollm2-135m-q41"
 OVER = ("method.sampling.max_tokens=4096",)
@@ -86,7 +86,7 @@ def test_a_cell_job_writes_what_per_label_jobs_write(tmp_path):
 
 
 def test_a_part_runs_only_its_labels_and_reads_earlier_partners(tmp_path, monkeypatch):
-    """A cell cut into parts (retrace.parts): the part with the Maj@N' label runs it alone,
+    """A cell cut into parts (retrace.planning.parts): the part with the Maj@N' label runs it alone,
     priced from its partners' generations that an earlier part wrote; an unknown label is refused."""
     results = layout(tmp_path)
     monkeypatch.setattr(generate_cell, "generation_cells", lambda planned: {CELL_KEY: CELL})
@@ -161,7 +161,7 @@ def test_labels_of_a_cell_share_one_engine_and_its_requests(tmp_path, monkeypatc
 
 
 def paper() -> list[Job]:
-    from retrace.plan import jobs
+    from retrace.planning.plan import jobs
 
     return jobs({"experiment": "paper"})
 

@@ -1,4 +1,4 @@
-"""The GGUF tensor-table reader (retrace.gguf_table) against gguf-py's full reader."""
+"""The GGUF tensor-table reader (retrace.store.gguf_table) against gguf-py's full reader."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 gguf = pytest.importorskip("gguf")
 
-from retrace.gguf_table import GGUFError, param_count, tensor_shapes  # noqa: E402
-from retrace.models import gguf_param_count  # noqa: E402
+from retrace.store.gguf_table import GGUFError, param_count, tensor_shapes  # noqa: E402
+from retrace.store.models import gguf_param_count  # noqa: E402
 from tests.unit.test_requantize import tiny_gguf  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Locked hub revisions (retrace.hub_lock) and the hub loaders that use them, offline:
+"""Locked hub revisions (retrace.store.hub_lock) and the hub loaders that use them, offline:
 the dataset loader runs `datasets.load_dataset` on a local directory in the hub layout
 (parquet files built here from the bundled sets); the hub itself is never contacted (the
 commit lookup is a stand-in, the model download is patched)."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from retrace import data, hub_lock, models
+from retrace.store import data, hub_lock, models
 from retrace.tasks.base import BUNDLED_DIR
 
 SHA_A, SHA_B = "a" * 40, "b" * 40

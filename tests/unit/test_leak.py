@@ -4,7 +4,7 @@ import json
 
 from retrace.drr import dm_data as ds
 from retrace.drr import leak, leak_text
-from retrace.records import Problem
+from retrace.util.records import Problem
 
 P = Problem(
     id="q1", question="What is the capital of France?", gold="B", choices=("Lyon", "Paris", "Nice", "Lille")
@@ -140,7 +140,7 @@ def test_a_cue_followed_by_a_short_option_text_is_found_but_not_an_instruction()
 
 def test_a_one_word_gold_in_drr_template_text_is_not_a_leak():
     """Real CommonsenseQA golds "outside" and "choice": words of the fixed system prompts."""
-    from retrace.templates import render
+    from retrace.util.templates import render
 
     for gold_word in ("outside", "choice", "box", "list"):
         p = Problem(id="w", question="Where?", gold="C", choices=("inside", "under", gold_word))

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from retrace import cli
-from retrace.templates import render
+from retrace.util.templates import render
 
 CHOICES = ["Lyon", "Paris", "Nice", "Lille"]  # gold 1 = "Paris" (B; 2 counting from 1)
 LISTING = "Question: What is the capital of France?\nChoices:\n0. Lyon\n1. Paris\n2. Nice\n3. Lille"

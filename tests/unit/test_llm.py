@@ -1,4 +1,4 @@
-"""CachedLLM (retrace.llm): cached requests never reach the engine, batches commit one by one."""
+"""CachedLLM (retrace.engine.llm): cached requests never reach the engine, batches commit one by one."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from fake_backend import chat, engine_requests, manifest, scripted_llm
 
 from retrace.backends.base import BackendError
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
+from retrace.engine.llm import CachedLLM
+from retrace.store.cache import RequestCache
 
 SCRIPT = {"apples": "I count seven apples", "eggs": "thirty eggs", "cats": "two"}
 
@@ -111,7 +111,7 @@ def test_close_releases_and_a_later_miss_reloads(tmp_path):
 def test_a_request_another_job_published_meanwhile_is_not_generated(tmp_path):
     # Two jobs sharing one cache: the lookup is repeated before each batch, so the race
     # window is one batch, not the whole job.
-    from retrace.records import Completion
+    from retrace.util.records import Completion
 
     cache = RequestCache(tmp_path / "requests", job="test")
     llm, engines = scripted_llm(cache, {"script": SCRIPT, "batch_size": 1})

@@ -9,7 +9,7 @@ from judged_backend import is_judge, judged_llm
 from test_beam import SEP, responder, solution_of
 from test_methods import ctx, method_cfg, problems  # noqa: F401 - fixture
 
-from retrace.registry import METHODS
+from retrace.util.registry import METHODS
 
 
 def greedy(t, prefix):

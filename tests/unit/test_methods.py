@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from fake_backend import engine_requests, method_cfg, scripted_llm, smoke_math_problems
 
-from retrace.cache import RequestCache
 from retrace.methods.base import MethodContext, derive_seed
-from retrace.registry import METHODS, TASKS
+from retrace.store.cache import RequestCache
+from retrace.util.registry import METHODS, TASKS
 
 ANSWERS = {"seeded": True, "script": [f"so the answer is \\boxed{{{i}}}" for i in range(10)]}
 

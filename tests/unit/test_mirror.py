@@ -1,12 +1,12 @@
-"""Where the benchmark mirror is (retrace.mirror) and the data bundled for a clone without one."""
+"""Where the benchmark mirror is (retrace.config.mirror) and the data bundled for a clone without one."""
 
 from __future__ import annotations
 
 import pytest
 
-from retrace import mirror
-from retrace.config import compose
-from retrace.data import prepare
+from retrace.config import mirror
+from retrace.config.compose import compose
+from retrace.store.data import prepare
 from retrace.tasks import bundle
 from tests.prerequisites import missing
 

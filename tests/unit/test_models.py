@@ -1,4 +1,4 @@
-"""Model materialisation (retrace.models) on small temp files standing in for weights."""
+"""Model materialisation (retrace.store.models) on small temp files standing in for weights."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from retrace import models
-from retrace.hashing import sha256_json
-from retrace.models import ModelError, materialise
+from retrace.store import models
+from retrace.store.models import ModelError, materialise
+from retrace.util.hashing import sha256_json
 
 
 @pytest.fixture(autouse=True)

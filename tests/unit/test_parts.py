@@ -1,4 +1,4 @@
-"""retrace.parts: cells cut into jobs that fit the partition limit, sized as units, and the
+"""retrace.planning.parts: cells cut into jobs that fit the partition limit, sized as units, and the
 engine loads they cost (pure planning: bounds from configuration, no engine runs)."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from retrace import cluster, parts
-from retrace.cells import engine_identity, generation_cells, shared_memory
-from retrace.cluster import Limit
-from retrace.plan import Job, jobs
-from retrace.sizing import ENGINE_LOAD_S, RUNTIME_OVERHEAD_MIN, SAFETY, Bound, JobBound
+from retrace.planning import cluster, parts
+from retrace.planning.cells import engine_identity, generation_cells, shared_memory
+from retrace.planning.cluster import Limit
+from retrace.planning.plan import Job, jobs
+from retrace.planning.sizing import ENGINE_LOAD_S, RUNTIME_OVERHEAD_MIN, SAFETY, Bound, JobBound
 from tests import prerequisites
 
 DAY = Limit(1440, 4)  # the shipped config's max_runtime and profiles/slurm's retries: 3

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from fake_backend import ExactTask
 
-from retrace.records import Problem
 from retrace.report.plots import (
     accuracy_vs_compute,
     depth_curves,
@@ -18,6 +17,7 @@ from retrace.report.plots import (
     short_labels,
 )
 from retrace.scoring.refine_diagnostics import diagnose
+from retrace.util.records import Problem
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,4 +1,4 @@
-"""`retrace plan --check` (retrace.preflight) on every shipped experiment and on broken ones."""
+"""`retrace plan --check` (retrace.planning.preflight) on every shipped experiment and on broken ones."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from retrace import plan, preflight
-from retrace.config import CONFIG_DIR, check_global
+from retrace.config.compose import CONFIG_DIR, check_global
+from retrace.planning import plan, preflight
 
 EXPERIMENTS = sorted(p.stem for p in (CONFIG_DIR / "experiment").glob("*.yaml"))
 
@@ -176,7 +176,7 @@ def test_random_critique_estimate_covers_its_real_token_count():
 
     from conftest import smollm2_gguf_path
 
-    from retrace.config import compose
+    from retrace.config.compose import compose
     from retrace.methods.base import MethodContext
     from retrace.methods.refine import random_critique
 
@@ -199,7 +199,7 @@ def test_random_critique_estimate_covers_its_real_token_count():
 def test_latest_history_context_is_one_round_on_the_previous_trace_whatever_the_depth():
     """history: full grows by a round per depth; latest holds the longest trace it may start
     from (sample 512 or correction 384) and one round, at any depth."""
-    from retrace.config import compose
+    from retrace.config.compose import compose
 
     roles = [
         "method.sampling.max_tokens=512",
@@ -221,7 +221,7 @@ def test_latest_history_context_is_one_round_on_the_previous_trace_whatever_the_
 def test_a_reward_model_on_gpus_of_its_own_is_sized_against_them():
     """Qwen2.5-Math-RM-72B (~143 GB bf16) on 2 x 80 GB GPUs of its own fits 90 % of them, on 1
     it does not; SLURM is asked for its GPUs beside the policy's."""
-    from retrace.cluster import gpus
+    from retrace.planning.cluster import gpus
 
     scorer = {"name": "hf_reward", "params": 71.5e9, "gpus": 2}
     assert preflight.reward_gpus_problem(scorer, 2 * 71.5e9, 80) is None

@@ -1,4 +1,4 @@
-"""Progress lines in job logs (retrace.progress, tqdm) and `retrace status` reading them."""
+"""Progress lines in job logs (retrace.util.progress, tqdm) and `retrace status` reading them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 from fake_backend import chat, scripted_llm
 
-from retrace.progress import LINE, format_status, last_progress, progress, status
+from retrace.util.progress import LINE, format_status, last_progress, progress, status
 
 
 def test_lines_in_a_log_show_done_total_rate_and_eta(monkeypatch):

@@ -1,4 +1,4 @@
-"""Provenance records and `audit` (retrace.provenance) on a chain source → A → B."""
+"""Provenance records and `audit` (retrace.store.provenance) on a chain source → A → B."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from retrace.hashing import sha256_file
-from retrace.provenance import (
+from retrace.store.provenance import (
     Provenance,
     audit,
     audit_results_table,
@@ -17,6 +16,7 @@ from retrace.provenance import (
     prov_path,
     run_root,
 )
+from retrace.util.hashing import sha256_file
 
 
 def flip_byte(path: Path, offset: int = 0) -> None:
@@ -203,7 +203,7 @@ def test_results_table_goes_stale_when_the_score_is_rewritten(chain, tmp_path):
 
 
 def test_executor_names_the_slurm_job_and_node():
-    from retrace.provenance import executor_info
+    from retrace.store.provenance import executor_info
 
     env = {
         "SLURM_JOB_ID": "4242",
@@ -226,7 +226,7 @@ def test_executor_names_the_slurm_job_and_node():
 
 
 def test_every_record_carries_the_executor(tmp_path, monkeypatch):
-    from retrace.provenance import SLURM_VARS
+    from retrace.store.provenance import SLURM_VARS
 
     for var in SLURM_VARS:  # the test itself may run inside a SLURM job
         monkeypatch.delenv(var, raising=False)

@@ -14,9 +14,9 @@ import json
 import pytest
 import yaml
 
-from retrace.config import CONFIG_DIR
-from retrace.records import Problem
+from retrace.config.compose import CONFIG_DIR
 from retrace.scoring.scorers import ScoreItem, build_scorer
+from retrace.util.records import Problem
 
 REMOTE_CODE = """
 import torch
@@ -117,9 +117,9 @@ def test_rewards_do_not_depend_on_batching_or_padding(tiny_qwen_rm):
 
 
 def test_paper_yaml_scores_qwen2_5_math_7b_rm_at_n_with_it_pinned():
-    from retrace.config import check_global
-    from retrace.plan import jobs
-    from retrace.preflight import SHA1
+    from retrace.config.compose import check_global
+    from retrace.planning.plan import jobs
+    from retrace.planning.preflight import SHA1
 
     rm = [
         j.config()["method"]["scorer"]

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from fake_backend import engine_requests, method_cfg, scripted_llm, smoke_math_problems
 
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
+from retrace.engine.llm import CachedLLM
 from retrace.methods.base import MethodContext
-from retrace.records import Message
-from retrace.registry import METHODS, TASKS
-from retrace.templates import render
+from retrace.store.cache import RequestCache
+from retrace.util.records import Message
+from retrace.util.registry import METHODS, TASKS
+from retrace.util.templates import render
 
 CONTINUE, CRITIQUE = render("refine_continue.j2"), render("refine_critique.j2")
 CORRECT = render("refine_correct.j2", has_critique=True)

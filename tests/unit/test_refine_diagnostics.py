@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrace.records import Problem
 from retrace.scoring.refine_diagnostics import diagnose, rollout_flips, vote_flips
+from retrace.util.records import Problem
 
 
 class ExactTask:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fake_backend import engine_requests, method_cfg, scripted_llm, smoke_math_problems
 from test_refine import SCRIPT, ctx
 
-from retrace.registry import METHODS
+from retrace.util.registry import METHODS
 
 
 def _strip(rows):

@@ -1,8 +1,8 @@
-"""`retrace rehearse` (retrace/rehearse.py): planted effects found, null rows not supported."""
+"""`retrace rehearse` (retrace/app/rehearse.py): planted effects found, null rows not supported."""
 
 from __future__ import annotations
 
-from retrace import rehearse
+from retrace.app import rehearse
 from retrace.cli import main
 from retrace.scoring.claims import PAPER_CLAIMS
 from retrace.scoring.design import Design
@@ -117,8 +117,8 @@ def test_a_smoke_experiment_without_planted_rows_gets_a_power_summary(capsys):
 def test_the_workflow_rehearsal_derives_a_simulated_copy_of_the_experiment(tmp_path):
     import pytest
 
-    from retrace import rehearse_workflow
-    from retrace.yamlfile import load_yaml
+    from retrace.app import rehearse_workflow
+    from retrace.util.yamlfile import load_yaml
 
     root = rehearse_workflow.derive("paper", 0.1, rehearse.EFFECTS, tmp_path / "run")
     config = root / "config"
@@ -153,7 +153,7 @@ def test_the_workflow_rehearsal_derives_a_simulated_copy_of_the_experiment(tmp_p
 
 
 def test_row_truth_is_method_minus_baseline_and_gain_minus_gain():
-    from retrace.rehearse_workflow import row_truth
+    from retrace.app.rehearse_workflow import row_truth
 
     effects = [{"label": "refine", "points": 10, "models": ["weak"]}, {"label": "refine", "points": 4}]
     row = {"model": "weak", "dataset": "d", "method": "refine", "baseline": "greedy"}

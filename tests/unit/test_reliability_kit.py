@@ -10,8 +10,8 @@ from pathlib import Path
 
 from fake_backend import chat, scripted_llm
 
-from retrace.llm import Usage
-from retrace.records import Completion, measured_fields
+from retrace.engine.llm import Usage
+from retrace.util.records import Completion, measured_fields
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import reliability_kit as kit

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from retrace import hashing, models, plan
-from retrace.atomic import portable, write_json
-from retrace.hashing import sha256_file
-from retrace.provenance import Provenance, audit
+from retrace.planning import plan
+from retrace.store import models
+from retrace.store.provenance import Provenance, audit
+from retrace.util import hashing
+from retrace.util.atomic import portable, write_json
+from retrace.util.hashing import sha256_file
 
 
 def flip(path: Path) -> None:

@@ -8,14 +8,14 @@ import re
 import pytest
 from fake_backend import ExactTask
 
-from retrace.atomic import write_json
-from retrace.hashing import sha256_file
-from retrace.provenance import prov_path
-from retrace.records import Problem
 from retrace.report import build_report
 from retrace.report.html import fmt_number
 from retrace.scoring.claims import claim_row, write_claims_csv
 from retrace.scoring.refine_diagnostics import diagnose
+from retrace.store.provenance import prov_path
+from retrace.util.atomic import write_json
+from retrace.util.hashing import sha256_file
+from retrace.util.records import Problem
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -12,11 +12,11 @@ from report_fixture import build_run
 
 from retrace.art.summary import CLAIMS as ART_CLAIMS
 from retrace.drr.claims import CLAIMS as DRR_CLAIMS
-from retrace.hashing import sha256_file
-from retrace.provenance import prov_path
 from retrace.report import build_report
 from retrace.report.paper import load_paper_numbers
 from retrace.scoring.claims import PAPER_CLAIMS
+from retrace.store.provenance import prov_path
+from retrace.util.hashing import sha256_file
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +147,8 @@ def test_provenance_page_shows_record_and_lineage(report):
 
 
 def test_report_stage_records_every_page_and_the_lineage_audits(tmp_path):
-    from retrace.provenance import audit
     from retrace.stages import report as report_stage
+    from retrace.store.provenance import audit
 
     run = build_run(tmp_path)
     out = tmp_path / "out"

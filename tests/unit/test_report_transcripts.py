@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from retrace.provenance import Provenance
 from retrace.report import build_report, transcripts
+from retrace.store.provenance import Provenance
 
 
 def write(path, text, stage, inputs=()):

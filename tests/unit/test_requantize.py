@@ -1,4 +1,4 @@
-"""Requantized models (retrace.requantize, models.materialise with `source.requantize`), on a
+"""Requantized models (retrace.store.requantize, models.materialise with `source.requantize`), on a
 tiny GGUF written here: two Q4_1 matrices, one float32 norm, a few metadata keys."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as Q  # noqa: E402
 from gguf.quants import dequantize, quantize  # noqa: E402
 
-from retrace import models  # noqa: E402
-from retrace.models import ModelError, materialise  # noqa: E402
-from retrace.requantize import requantize  # noqa: E402
+from retrace.store import models  # noqa: E402
+from retrace.store.models import ModelError, materialise  # noqa: E402
+from retrace.store.requantize import requantize  # noqa: E402
 
 
 def tiny_gguf(path: Path) -> dict[str, np.ndarray]:

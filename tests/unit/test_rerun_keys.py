@@ -1,6 +1,6 @@
 """Rerun keys cover what changes a stage's output, stated from the output's side (issue 45).
 
-Each test names, independently of retrace.plan's and retrace.closure's own lists, a change that
+Each test names, independently of retrace.planning.plan's and retrace.planning.closure's own lists, a change that
 must change an artifact (an edit to the code that renders a prompt or extracts an answer, another
 engine version, another engine setting) and checks that the stage's key changes with it. Run:
 
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from retrace import closure, hashing, plan
-from retrace.config import compose, load_experiment
-from retrace.registry import TASKS
+from retrace.config.compose import compose, load_experiment
+from retrace.planning import closure, plan
+from retrace.util import hashing
+from retrace.util.registry import TASKS
 
 SMOKE = {"model": "smollm2-135m-q41", "backend": "llamacpp", "dataset": "smoke_math", "method": "greedy"}
 
@@ -124,7 +125,7 @@ def test_the_ci_stamp_of_the_vllm_workflow_follows_its_rerun_keys(edit, capsys):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
 
-    from retrace import cells
+    from retrace.planning import cells
 
     def printed() -> str:
         plan.job_rerun_key.cache_clear()
@@ -135,13 +136,13 @@ def test_the_ci_stamp_of_the_vllm_workflow_follows_its_rerun_keys(edit, capsys):
     base = printed()
     assert base.count("\ngenerate ") + base.startswith("generate ") >= 6 and "art.run " in base
     # stages/generate_cell.py: the driver of the cell jobs the workflow runs, in no label's key
-    for f in ("backends/served.py", "cache_store.py", "methods/majority.py", "stages/generate_cell.py"):
+    for f in ("backends/served.py", "store/cache_store.py", "methods/majority.py", "stages/generate_cell.py"):
         edit(plan.PKG / f)
         assert printed() != base, f"editing {f} leaves the vLLM workflow's stamp unchanged"
         base = printed()
     ci = (plan.PKG.parents[1] / ".ci" / "run").read_text()
     paths = ci.split('VLLM_PATHS="', 1)[1].split('"', 1)[0].split()
-    assert {"src/retrace/serve.py", "src/retrace/backends/vllm.py"} <= set(paths)
+    assert {"src/retrace/app/serve.py", "src/retrace/backends/vllm.py"} <= set(paths)
 
 
 def test_the_claims_rerun_when_the_pre_registered_comparisons_change():

@@ -92,8 +92,8 @@ def test_engine_load_time_is_summed_apart_from_engine_seconds(tmp_path):
 def test_the_llm_handle_times_the_engine_load_once(tmp_path):
     import time
 
-    from retrace.cache import RequestCache
-    from retrace.llm import CachedLLM
+    from retrace.engine.llm import CachedLLM
+    from retrace.store.cache import RequestCache
 
     def slow_factory():
         time.sleep(0.05)

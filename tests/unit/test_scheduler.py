@@ -1,4 +1,4 @@
-"""retrace.scheduler: per-rollout tasks keep the engine fed without changing any output.
+"""retrace.engine.scheduler: per-rollout tasks keep the engine fed without changing any output.
 
 Deterministic tests only: a custom engine whose Futures the test completes by hand (so
 "a rollout moved on before a slow one finished" is asserted by construction, not by timing),
@@ -13,9 +13,9 @@ import pytest
 from fake_backend import chat, manifest, method_cfg, scripted_llm, smoke_math_problems
 
 from retrace.backends.base import Backend, BackendError
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
-from retrace.records import Completion
+from retrace.engine.llm import CachedLLM
+from retrace.store.cache import RequestCache
+from retrace.util.records import Completion
 
 
 class HandEngine(Backend):
@@ -234,7 +234,7 @@ def test_refinement_gives_the_same_rows_and_requests_on_async_and_wave_engines(t
     from test_refine import SCRIPT
 
     from retrace.methods.base import MethodContext
-    from retrace.registry import METHODS, TASKS
+    from retrace.util.registry import METHODS, TASKS
 
     problems = smoke_math_problems(2)
     rows, seen = {}, {}

@@ -1,4 +1,4 @@
-"""retrace.scheduler: the in-flight bound, the priority of a rollout's next turn, and that
+"""retrace.engine.scheduler: the in-flight bound, the priority of a rollout's next turn, and that
 neither changes a single output.
 
 The engine here answers on its own thread but only once it holds as many requests as the
@@ -15,10 +15,10 @@ import pytest
 from fake_backend import chat, manifest
 
 from retrace.backends.base import Backend
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
-from retrace.records import Completion
-from retrace.scheduler import DEFAULT_IN_FLIGHT, in_flight_bound
+from retrace.engine.llm import CachedLLM
+from retrace.engine.scheduler import DEFAULT_IN_FLIGHT, in_flight_bound
+from retrace.store.cache import RequestCache
+from retrace.util.records import Completion
 
 
 class GatedEngine(Backend):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from retrace.records import Problem
 from retrace.scoring.score import score_generations
+from retrace.util.records import Problem
 
 
 class FakeTask:
@@ -174,7 +174,7 @@ def math_row(texts, reasons=None):
 
 
 def test_paper_faithful_vote_counts_only_explicit_answers():
-    from retrace.registry import TASKS
+    from retrace.util.registry import TASKS
 
     task = TASKS.get("smoke_math")
     texts = [
@@ -196,7 +196,7 @@ def test_paper_faithful_vote_counts_only_explicit_answers():
 
 
 def test_truncated_box_is_no_answer_and_truncation_is_recorded():
-    from retrace.registry import TASKS
+    from retrace.util.registry import TASKS
 
     texts = ["6 x 5 = 30, so \\boxed{3", "\\boxed{30}"]
     s = score_generations(
@@ -210,8 +210,8 @@ def test_truncated_box_is_no_answer_and_truncation_is_recorded():
 
 
 def test_results_columns_carry_source_rates_and_budget():
-    from retrace.registry import TASKS
     from retrace.scoring.score import RESULT_COLUMNS, result_columns
+    from retrace.util.registry import TASKS
 
     s = score_generations(
         [math_row(["\\boxed{30}", "5 boxes"], ["stop", "length"])],

@@ -1,5 +1,5 @@
-"""Scoring one job per model × backend × dataset × seed (retrace.plan.score_groups,
-retrace.stages.score_cell) and the planned file lists of claims/report (retrace.plan.planned_files)."""
+"""Scoring one job per model × backend × dataset × seed (retrace.planning.plan.score_groups,
+retrace.stages.score_cell) and the planned file lists of claims/report (retrace.planning.plan.planned_files)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from retrace import plan
+from retrace.planning import plan
 from retrace.stages import score_cell
 
 M1, M2, D1, D2 = "smollm2-135m-q41", "qwen2.5-coder-0.5b-q4km", "smoke_math", "smoke_mc"

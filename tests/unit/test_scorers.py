@@ -9,8 +9,8 @@ import pytest
 from fake_backend import FINGERPRINT
 from judged_backend import judged_llm
 
-from retrace.records import Completion, Problem, TokenLogprob
 from retrace.scoring.scorers import LLMJudge, ScoreItem, build_scorer, yes_probability
+from retrace.util.records import Completion, Problem, TokenLogprob
 
 YES, NO = {"yes"}, {"no"}
 PROBLEM = Problem(id="p1", question="What is 2+3?", gold="5")
@@ -221,8 +221,8 @@ def test_classifier_scores_in_unit_interval_regardless_of_batching(tiny_models):
 def test_generate_stage_wires_a_judge_only_for_another_model(tmp_path):
     import json as _json
 
-    from retrace.cache import RequestCache
     from retrace.stages.generate import judge_engine, scorer_model
+    from retrace.store.cache import RequestCache
 
     cfg = {
         "model": {"name": "policy"},

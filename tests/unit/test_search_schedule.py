@@ -1,4 +1,4 @@
-"""Beam and lookahead search as one scheduler task per problem (retrace.scheduler fan-outs).
+"""Beam and lookahead search as one scheduler task per problem (retrace.engine.scheduler fan-outs).
 
 Each problem's search moves on as soon as its own step is back (problem B's step 2 does not
 wait for problem A's step 1), and the requests and rows are exactly those of the former
@@ -20,9 +20,9 @@ from test_beam import SEP, responder
 from test_methods import ctx
 from test_scheduler import wait_for
 
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
-from retrace.registry import METHODS
+from retrace.engine.llm import CachedLLM
+from retrace.store.cache import RequestCache
+from retrace.util.registry import METHODS
 
 SETTINGS = {
     "beam": {"width": 2, "expand": 2, "max_steps": 4},

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from test_methods import ctx, method_cfg, problems  # noqa: F401 - fixture
 
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
-from retrace.registry import METHODS
+from retrace.engine.llm import CachedLLM
 from retrace.scoring.scorers import ScoreItem, build_scorer
+from retrace.store.cache import RequestCache
+from retrace.util.registry import METHODS
 
 pytestmark = pytest.mark.slow
 

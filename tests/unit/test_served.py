@@ -16,12 +16,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from retrace import endpoint
-from retrace.atomic import write_json
 from retrace.backends.llamacpp import LlamaCppBackend
 from retrace.backends.served import ServedBackend
-from retrace.cache import request_key
-from retrace.records import Message, Request, Sampling
+from retrace.engine import endpoint
+from retrace.store.cache import request_key
+from retrace.util.atomic import write_json
+from retrace.util.records import Message, Request, Sampling
 
 MANIFEST = {"name": "tiny", "fingerprint": "ab" * 32, "chat_template": None, "params": 1}
 OTHER = {"name": "other", "fingerprint": "cd" * 32, "chat_template": None, "params": 1}
@@ -141,7 +141,7 @@ def test_remove_if_ours_keeps_a_newer_servers_file(tmp_path):
 
 
 def test_engine_settings_take_engine_overrides_only():
-    from retrace.serve import engine_settings
+    from retrace.app.serve import engine_settings
 
     settings = engine_settings("llamacpp", ["engine.deterministic=true", "engine.n_threads=1"])
     assert settings["deterministic"] is True and settings["n_threads"] == 1 and "n_ctx" in settings
@@ -150,14 +150,14 @@ def test_engine_settings_take_engine_overrides_only():
 
 
 def test_llamacpp_server_refuses_a_non_loopback_host():
-    from retrace.serve import LlamaCppServer
+    from retrace.app.serve import LlamaCppServer
 
     with pytest.raises(ValueError, match="loopback only"):
         LlamaCppServer(MANIFEST, {}, "0.0.0.0", 0)
 
 
 def test_vllm_command_carries_the_in_process_engine_arguments():
-    from retrace.serve import VLLM_SERVER, vllm_command
+    from retrace.app.serve import VLLM_SERVER, vllm_command
 
     manifest = {**MANIFEST, "hf_dir": "/m/hf"}
     cmd = vllm_command(
@@ -234,7 +234,7 @@ def test_client_sends_the_api_key_to_a_server_that_takes_one(tmp_path, models_se
 
 
 def test_served_clients_ask_for_no_gpu_and_little_memory():
-    from retrace.cluster import MIN_MEM_MB, gpus, mem_mb
+    from retrace.planning.cluster import MIN_MEM_MB, gpus, mem_mb
 
     cfg = {"backend": {"name": "served", "engine": {}}, "model": {"params": 70_000_000_000}}
     assert gpus(cfg) == 0 and mem_mb(cfg) == MIN_MEM_MB
@@ -261,7 +261,7 @@ def serve_args(tmp_path, **kw):
 def test_serve_publishes_the_endpoint_once_answering_and_removes_it_on_stop(
     tmp_path, models_server, monkeypatch
 ):
-    from retrace import serve
+    from retrace.app import serve
 
     url, served = models_server
     a, manifest = serve_args(tmp_path)
@@ -295,8 +295,8 @@ def test_serve_publishes_the_endpoint_once_answering_and_removes_it_on_stop(
 
 
 def test_serve_refuses_a_folder_or_the_endpoint_of_a_live_server(tmp_path, models_server):
+    from retrace.app.serve import check_endpoint_path
     from retrace.backends.llamacpp import _free_port
-    from retrace.serve import check_endpoint_path
 
     url, served = models_server
     with pytest.raises(ValueError, match="is a folder"):
@@ -310,7 +310,7 @@ def test_serve_refuses_a_folder_or_the_endpoint_of_a_live_server(tmp_path, model
 
 
 def test_the_manifests_chat_template_goes_to_vllm_serve_as_a_file():
-    from retrace.serve import template_file
+    from retrace.app.serve import template_file
 
     assert template_file(MANIFEST) is None  # none named: vllm serve applies the tokenizer's own
     template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}"
@@ -322,7 +322,7 @@ def test_the_manifests_chat_template_goes_to_vllm_serve_as_a_file():
 
 
 def test_gpus_give_one_endpoint_file_per_gpu_in_the_folder(tmp_path):
-    from retrace.serve import endpoint_files
+    from retrace.app.serve import endpoint_files
 
     a, _ = serve_args(tmp_path, backend="vllm", gpus="0,1", endpoint=tmp_path / "serve")
     assert endpoint_files(a) == [
@@ -384,8 +384,8 @@ def dying_server():
 
 
 def test_a_server_that_dies_mid_run_stops_the_job_in_one_line_and_keeps_finished_work(tmp_path, dying_server):
-    from retrace.cache import RequestCache
-    from retrace.llm import CachedLLM
+    from retrace.engine.llm import CachedLLM
+    from retrace.store.cache import RequestCache
 
     url, alive = dying_server
     alive[0] = 3
@@ -446,7 +446,7 @@ def stand_in_engine(url, served, alive=lambda: True):
 
 
 def test_serve_runs_the_command_while_serving_and_returns_its_status(tmp_path, models_server, monkeypatch):
-    from retrace import serve
+    from retrace.app import serve
 
     url, served = models_server
     a, _ = serve_args(tmp_path)
@@ -460,7 +460,7 @@ def test_serve_runs_the_command_while_serving_and_returns_its_status(tmp_path, m
 def test_an_engine_that_dies_while_the_command_runs_stops_it_in_one_line(
     tmp_path, models_server, monkeypatch
 ):
-    from retrace import serve
+    from retrace.app import serve
 
     url, served = models_server
     a, _ = serve_args(tmp_path)

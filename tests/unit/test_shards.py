@@ -1,11 +1,11 @@
-"""Data-parallel shards (retrace.shards): stable assignment, deterministic merge, summed usage."""
+"""Data-parallel shards (retrace.store.shards): stable assignment, deterministic merge, summed usage."""
 
 from __future__ import annotations
 
 import pytest
 
-from retrace.records import Problem
-from retrace.shards import merge_rows, select, shard_of, sum_usage
+from retrace.store.shards import merge_rows, select, shard_of, sum_usage
+from retrace.util.records import Problem
 
 PROBLEMS = [Problem(id=f"p{i}", question=f"q{i}", gold=str(i)) for i in range(30)]
 

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from retrace.data import write_problems
-from retrace.plan import Job
-from retrace.records import Problem
+from retrace.planning.plan import Job
 from retrace.stages import claims, generate, score
+from retrace.store.data import write_problems
+from retrace.util.records import Problem
 
 MODEL = "smollm2-135m-q41"
 OVER = ("method.sampling.max_tokens=4096",)  # above the drawn lengths: answers are not cut

@@ -1,4 +1,4 @@
-"""Per-job bounds (retrace.sizing): each method's own calls and caps, Maj@N' from its partner,
+"""Per-job bounds (retrace.planning.sizing): each method's own calls and caps, Maj@N' from its partner,
 probe rates over stated ones, attempts at a partition limit, and `retrace plan --estimate
 --json` / `--check` on the paper grid (its problem counts need the benchmark mirror)."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from retrace import sizing
-from retrace.config import check_global
-from retrace.plan import Job, jobs
+from retrace.config.compose import check_global
+from retrace.planning import sizing
+from retrace.planning.plan import Job, jobs
 from tests import prerequisites
 
 # The paper's question counts and prompt lengths come from the benchmark mirror.
@@ -124,8 +124,8 @@ def test_paper_estimate_prints_the_equal_compute_bounds_and_writes_per_job_json(
 def test_plan_check_fails_every_job_needing_more_attempts_than_the_retries(tmp_path, capsys, monkeypatch):
     import copy
 
-    from retrace import plan
     from retrace.cli import main
+    from retrace.planning import plan
 
     monkeypatch.setenv("RETRACE_MIRROR", MIRROR)
     shipped = plan.load_experiment("paper")

@@ -2,9 +2,9 @@
 
 import pytest
 
-from retrace.records import Problem
-from retrace.registry import TASKS
 from retrace.tasks._choice import extract_choice
+from retrace.util.records import Problem
+from retrace.util.registry import TASKS
 
 CHOICES = ("bank", "library", "department store", "mall")
 

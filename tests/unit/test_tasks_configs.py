@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from retrace.data import prepare
-from retrace.registry import TASKS
+from retrace.store.data import prepare
 from retrace.tasks._math import parsed
+from retrace.util.registry import TASKS
 from tests import prerequisites
 
 REPO = Path(__file__).resolve().parents[2]

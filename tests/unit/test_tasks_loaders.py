@@ -6,9 +6,9 @@ import types
 
 import pytest
 
-from retrace.records import Problem
-from retrace.registry import TASKS
 from retrace.tasks.base import MirrorMissing
+from retrace.util.records import Problem
+from retrace.util.registry import TASKS
 
 
 def write_lines(path, rows):
@@ -61,7 +61,7 @@ def test_mmlu_bad_row_names_csv_line(tmp_path):
 def test_openbookqa_skips_only_the_listed_malformed_lines(tmp_path, caplog):
     """train.tsv:3334 lists five choices; `skip_lines` leaves it out, naming it in one log line,
     and refuses a list that went stale (a listed line that reads fine or is not in the file)."""
-    from retrace import data
+    from retrace.store import data
 
     head = "ID\tQuestion Stem\tChoices\tComplete Question\tAnswer Key"
     good = "1-1\tSun is a\t(A) star (B) moon (C) rock (D) gas\tx\tA"
@@ -193,7 +193,7 @@ def test_exact_match_normalises_case_and_space(text, ok):
 
 
 def test_registered_tasks_have_templates_and_kinds():
-    from retrace.templates import template_path
+    from retrace.util.templates import template_path
 
     for name in TASKS.names():
         t = TASKS.get(name)
@@ -202,7 +202,7 @@ def test_registered_tasks_have_templates_and_kinds():
 
 
 def test_prompt_renders_choices_and_fails_on_missing_variables():
-    from retrace.templates import render
+    from retrace.util.templates import render
 
     p = Problem(id="x", question="Pick one.", gold="A", choices=("red", "blue"))
     text = TASKS.get("smoke_mc").prompt(p)
@@ -216,7 +216,7 @@ def test_discovery_imports_no_heavy_modules():
     import subprocess
 
     code = (
-        "import sys; from retrace.registry import TASKS; TASKS.names(); "
+        "import sys; from retrace.util.registry import TASKS; TASKS.names(); "
         "heavy = {'datasets', 'math_verify', 'sympy', 'jinja2'} & set(sys.modules); "
         "assert not heavy, heavy"
     )

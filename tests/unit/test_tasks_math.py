@@ -4,9 +4,9 @@ import threading
 
 import pytest
 
-from retrace.records import Problem
-from retrace.registry import TASKS
 from retrace.tasks._math import extract_math, extract_math_answer, last_boxed
+from retrace.util.records import Problem
+from retrace.util.registry import TASKS
 
 
 def problem(gold):

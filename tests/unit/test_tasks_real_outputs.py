@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrace.registry import TASKS
+from retrace.util.registry import TASKS
 
 REAL = {
     "smoke_mc": [

@@ -1,4 +1,4 @@
-"""retrace.yamlfile: YAML read once per content (the no-op rerun's planning reads the same
+"""retrace.util.yamlfile: YAML read once per content (the no-op rerun's planning reads the same
 small files per job), yet an edited file is read again and callers get their own copy."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import pytest
 import yaml
 
-from retrace.yamlfile import _parsed, load_yaml
+from retrace.util.yamlfile import _parsed, load_yaml
 
 
 def test_a_file_is_parsed_once_and_each_caller_gets_its_own_copy(tmp_path):

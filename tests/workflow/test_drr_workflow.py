@@ -94,8 +94,8 @@ def test_dm_rows_keep_the_judged_answer_and_the_report_shows_both_weightings(drr
 
 
 def test_no_stored_prompt_or_dm_row_carries_the_gold(drr_run):
-    from retrace import data
     from retrace.drr import leak
+    from retrace.store import data
 
     problems = [
         p for f in (drr_run / "results/drr/questions").rglob("*.jsonl") for p in data.read_problems(f)

@@ -52,7 +52,7 @@ def test_generation_records_tokens_for_every_sample(pipeline):
 def test_request_cache_packs_requests_into_a_few_files(pipeline):
     """One file per request made millions of files at paper scale; the packed cache keeps a few
     files per job (segments, 16 index shards, hit logs), whatever the number of requests."""
-    from retrace.cache import RequestCache
+    from retrace.store.cache import RequestCache
 
     cache = pipeline / "results/cache/requests"
     files = [p for p in cache.rglob("*") if p.is_file()]

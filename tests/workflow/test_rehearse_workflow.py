@@ -1,4 +1,4 @@
-"""A tiny rehearsal end to end (retrace.rehearse_workflow): the real Snakefile on the simulated
+"""A tiny rehearsal end to end (retrace.app.rehearse_workflow): the real Snakefile on the simulated
 engine, no model. One model, MATH-500 cut to 60 questions, greedy / Maj@3 / refine / always-affirm
 refine; refinement planted 40 points above the rest. The run must carry the planted effect
 through generate -> score -> claims -> report -> audit, and read the null row as not supported.
@@ -19,8 +19,8 @@ import shutil
 
 import pytest
 
-from retrace import rehearse, rehearse_workflow
-from retrace.config import CONFIG_DIR
+from retrace.app import rehearse, rehearse_workflow
+from retrace.config.compose import CONFIG_DIR
 from retrace.drr.claims import WRONG_SUFFIX
 from tests.workflow.conftest import MIRROR
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from retrace.cache import RequestCache
+from retrace.store.cache import RequestCache
 from tests.workflow.conftest import SNAKEMAKE, TIMEOUT_SCALE, copy_repo, env_for, snakemake, write_config
 from tests.workflow.experiments import ONE_THREAD
 

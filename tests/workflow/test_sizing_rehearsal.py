@@ -1,6 +1,6 @@
-"""Every job's bound (retrace.sizing) against what it really did, on the simulated engine.
+"""Every job's bound (retrace.planning.sizing) against what it really did, on the simulated engine.
 
-A small rehearsal (retrace.rehearse_workflow: the real Snakefile, the simulated engine, no
+A small rehearsal (retrace.app.rehearse_workflow: the real Snakefile, the simulated engine, no
 model) of every spine method whose bound has its own rule: greedy, Maj@N, refinement with
 per-role caps, RM@N (judged by the policy in a rehearsal) and Maj@N' at effective and nominal
 compute. Then `retrace plan --estimate --json -` in the run directory bounds each job, and each
@@ -19,11 +19,11 @@ import sys
 
 import pytest
 
-from retrace import rehearse_workflow
-from retrace.config import CONFIG_DIR
-from retrace.data import read_jsonl
-from retrace.provenance import load
+from retrace.app import rehearse_workflow
+from retrace.config.compose import CONFIG_DIR
 from retrace.scoring.compute import structural_usage
+from retrace.store.data import read_jsonl
+from retrace.store.provenance import load
 from tests.workflow.conftest import MIRROR
 
 REFINE = "[method.sampling.max_tokens=96, method.n=3, method.depth=2, method.roles.continue.max_tokens=32, method.roles.critique.max_tokens=48, method.roles.correct.max_tokens=64]"

@@ -49,8 +49,8 @@ GPUX = ("--config", "gpu_partition=gpux", "cpus_per_gpu=6")
 def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     out = dry_run(copy_repo(tmp_path), "paper", *GPUX)
     # the workflow cuts cells into the parts `retrace plan` prices: the same limit and profile
-    from retrace import parts, plan
-    from retrace.cluster import Limit
+    from retrace.planning import parts, plan
+    from retrace.planning.cluster import Limit
 
     sized = parts.sized(plan.jobs({"experiment": "paper"}), MIRROR, limit=Limit(1440, 4))
     n = len(sized.parts)
@@ -67,7 +67,7 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     shard = [r for rule, r in planned if rule == "generate_shard"]
     # generation is one job per model × dataset × seed (60: every label of the cell on one
     # engine, retrace.stages.generate_cell), as scoring is, or per part of one where its labels
-    # need more than 3 attempts of 24 h (retrace.parts); the 32k models' Maj@N' at nominal
+    # need more than 3 attempts of 24 h (retrace.planning.parts); the 32k models' Maj@N' at nominal
     # compute (45 label jobs) runs as 3 shards each and a merge
     assert len(cells) == n > 60 and len(merges) == 45 and len(shard) == 135
     assert re.search(rf"^total\s+{632 - 315 - 60 + n}$", out, re.M)

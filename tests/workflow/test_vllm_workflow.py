@@ -161,13 +161,13 @@ def test_served_vllm_agrees_with_the_in_process_vllm_backend(both_engines, tmp_p
     the in-process keys and would be served back). Prompt tokens must be equal (the server
     applied the same chat template); texts are compared as vLLM is with llama.cpp above (the
     server batched the requests, which on CPU may part a near-tie)."""
+    from retrace.app.serve import engine_settings
     from retrace.backends.vllm import VLLMBackend
-    from retrace.cache import RequestCache
-    from retrace.data import read_problems
-    from retrace.llm import CachedLLM
+    from retrace.engine.llm import CachedLLM
     from retrace.methods.base import MethodContext
-    from retrace.registry import METHODS, TASKS
-    from retrace.serve import engine_settings
+    from retrace.store.cache import RequestCache
+    from retrace.store.data import read_problems
+    from retrace.util.registry import METHODS, TASKS
 
     root = both_engines
     manifest = json.loads((root / f"results/models/{MODEL}/manifest.json").read_text())

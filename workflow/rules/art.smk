@@ -10,7 +10,7 @@ from snakemake.exceptions import IncompleteCheckpointException
 from retrace.art import plan as _art
 from retrace.art import resources as _art_resources
 from retrace.art import summary as _art_summary
-from retrace.atomic import portable  # paths inside the run stay relative: a copied run is current
+from retrace.util.atomic import portable  # paths inside the run stay relative: a copied run is current
 
 ART_CFG = family_config("art")
 if ART_CFG:

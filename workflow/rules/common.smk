@@ -1,4 +1,4 @@
-# Shared helpers for the rules: the job plan and rerun keys come from retrace.plan.
+# Shared helpers for the rules: the job plan and rerun keys come from retrace.planning.plan.
 import functools
 import re
 import shlex
@@ -6,13 +6,13 @@ import sys
 
 from snakemake.utils import validate
 
-from retrace import plan as _plan
-from retrace.config import CONFIG_DIR, check_global, compose
-from retrace.mirror import resolve as resolve_mirror
+from retrace.planning import plan as _plan
+from retrace.config.compose import CONFIG_DIR, check_global, compose
+from retrace.config.mirror import resolve as resolve_mirror
 
 config.update(check_global(config))  # unknown keys are refused, naming the valid ones
 validate(config, "../schemas/config.schema.yaml")
-# the `mirror:` key, else $RETRACE_MIRROR, else ../shared/data if it exists, else None (retrace.mirror)
+# the `mirror:` key, else $RETRACE_MIRROR, else ../shared/data if it exists, else None (retrace.config.mirror)
 config["mirror"] = resolve_mirror(config["mirror"])[0]
 
 PY = sys.executable  # the interpreter running Snakemake also runs the stages
@@ -22,7 +22,7 @@ CACHE = config["request_cache"]  # shared between checkouts if pointed at one di
 # `snakemake --lint` waivers (checked by .ci/snakemake_lint.py in `make lint`). The lint asks for
 # every non-file value a shell command reads to go through params:, so that a change reruns the
 # job. For these globals a rerun would be wrong, because they are not parameters of any result;
-# what is (the job's settings, code, data, model) enters params.key (retrace.plan).
+# what is (the job's settings, code, data, model) enters params.key (retrace.planning.plan).
 # snakemake-lint: PY -- the interpreter of the venv: its packages are recorded in every .prov.json; moving the venv must not rerun finished jobs
 # snakemake-lint: CACHE -- where finished requests are kept: pointing at another cache (to share one) must not rerun finished jobs
 # snakemake-lint: RESULTS -- a constant, the prefix of every output path
@@ -34,10 +34,10 @@ CACHE = config["request_cache"]  # shared between checkouts if pointed at one di
 # snakemake-lint: MIRROR -- where the mirror is, not what it holds: its identity (MANIFEST.sha256) is params.mirror of rule data, so moving the mirror must not rerun finished jobs
 JOBS = _plan.jobs(config)
 # The generation jobs as they run: cells cut into parts that fit the partition limit
-# (max_runtime) in the attempts the SLURM profile beside config/ allows (retrace.parts);
+# (max_runtime) in the attempts the SLURM profile beside config/ allows (retrace.planning.parts);
 # `retrace plan` reads the same limit and profile, so it prices these very jobs.
-from retrace import cluster as _cluster
-from retrace import parts as _parts
+from retrace.planning import cluster as _cluster
+from retrace.planning import parts as _parts
 
 LIMIT = _cluster.limit(config, _cluster.slurm_profile(Path(".").resolve()))
 SIZED = _parts.sized(
@@ -49,10 +49,10 @@ SIZED = _parts.sized(
 )
 if config.get("estimate", True):  # printed before anything runs (also on dry-runs)
     from snakemake.logging import logger
-    from retrace.estimate import estimate_of as _estimate_of
+    from retrace.planning.estimate import estimate_of as _estimate_of
 
-    from retrace.config import load_experiment as _load_experiment
-    from retrace.estimate import family_lines as _family_lines
+    from retrace.config.compose import load_experiment as _load_experiment
+    from retrace.planning.estimate import family_lines as _family_lines
 
     logger.info(_estimate_of(JOBS, SIZED).line())
     logger.info(_parts.engine_loads(SIZED).line())
@@ -85,10 +85,10 @@ def job_of(w):
 
 @functools.lru_cache(maxsize=None)
 def _engine_resources(job):
-    from retrace.cluster import job_resources as sized
+    from retrace.planning.cluster import job_resources as sized
 
     dso = _plan.shared_overrides(config, "dataset")
-    # JOBS: a Maj@N' job is sized from its refinement partner's bound (retrace.sizing)
+    # JOBS: a Maj@N' job is sized from its refinement partner's bound (retrace.planning.sizing)
     # a client of `retrace serve` holds no engine: clients run side by side (the server batches them)
     engine = int(job.backend != "served")
     out = {"engine": engine, **sized(job, config["mirror"], dso, JOBS, Path(f"{RESULTS}/probe"))}
@@ -113,14 +113,14 @@ def gpu_partition(gpus):
 
 
 def capped(minutes):
-    """A runtime no longer than the partition's (`max_runtime`; retrace.cluster.capped)."""
-    from retrace.cluster import capped as cap
+    """A runtime no longer than the partition's (`max_runtime`; retrace.planning.cluster.capped)."""
+    from retrace.planning.cluster import capped as cap
 
     return cap(minutes, config["max_runtime"])
 
 
 def job_resources(w):
-    """engine, gpu, mem_mb, runtime of a job that loads an LLM (retrace.cluster)."""
+    """engine, gpu, mem_mb, runtime of a job that loads an LLM (retrace.planning.cluster)."""
     return _engine_resources(job_of(w))
 
 
@@ -150,7 +150,7 @@ def shared_args(group):
 
 
 # Stages that read many of the plan's files (score-cell, claims, report) are told the experiment
-# and find the files from its plan (retrace.plan.planned_files), as these rules' inputs do: a
+# and find the files from its plan (retrace.planning.plan.planned_files), as these rules' inputs do: a
 # paper-scale grid's paths overflow a command line. Each job's provenance record lists them.
 PLANNED_ARGS = f"--experiment {config['experiment']} --results {RESULTS} " + " ".join(
     f"--override {shlex.quote(o)}" for o in config["overrides"]

@@ -14,7 +14,7 @@ rule data:
         key=lambda w: _plan.shared_key("data", w.dataset, config),
         overrides=shared_args("dataset"),
         # the mirror's identity, not its path: an absolute or relative path to one mirror (or
-        # the same data moved) is the same mirror (retrace.plan.mirror_identity)
+        # the same data moved) is the same mirror (retrace.planning.plan.mirror_identity)
         mirror=lambda w: _plan.data_mirror(
             w.dataset, config["mirror"], _plan.shared_overrides(config, "dataset")
         ),

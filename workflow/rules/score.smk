@@ -3,7 +3,7 @@
 # of its labels (retrace.stages.score_cell): scoring takes seconds, and one job per label was
 # most of the jobs of a paper-scale plan. Each label still gets its own score (and diagnostics)
 # file with its own provenance record. Cells with the same labels share a rule
-# (retrace.plan.score_groups), whose wildcard values are exactly those cells.
+# (retrace.planning.plan.score_groups), whose wildcard values are exactly those cells.
 SCORE_CELLS = {}
 for _j in JOBS:
     SCORE_CELLS.setdefault((_j.model, _j.backend, _j.dataset, str(_j.seed)), []).append(_j)

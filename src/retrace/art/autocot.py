@@ -14,7 +14,7 @@ demonstration per cluster, the representative question nearest its centroid.
    by step"); the first that passes the paper's simple heuristics becomes the cluster's
    demonstration: the question has at most 60 tokens (whitespace words), the rationale at
    most 5 reasoning steps (non-empty lines), and an answer was extracted. A cluster whose
-   candidates all fail gives no demonstration. Each cluster is one retrace.scheduler task:
+   candidates all fail gives no demonstration. Each cluster is one retrace.engine.scheduler task:
    its next candidate is asked as soon as the previous one failed, whatever the other
    clusters are doing (the requests are those of asking in rounds).
 Here the clustered questions are the task's held-out pool (never its test items).

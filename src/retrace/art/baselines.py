@@ -10,7 +10,7 @@
 - art / art_regenerate / art_notools: programs from the selected library demonstrations
   (runner modes pause / regenerate / notools).
 - art_sc: self-consistency, k sampled programs per problem (pause mode), vote on `Ans`.
-Multi-turn work runs as retrace.scheduler tasks, so no request waits for another's turn:
+Multi-turn work runs as retrace.engine.scheduler tasks, so no request waits for another's turn:
 each program (ART methods, art/runner.py) and each AutoCoT cluster's search for a
 demonstration is one task.
 Every row keeps the prompts' tails and the traces; scoring happens in the summary stage.
@@ -26,8 +26,8 @@ from typing import Any
 from retrace.art.metrics import choice_of, format_input, gold_answer, vote
 from retrace.art.runner import END_STOPS, ProgramRunner, cut_after_answer
 from retrace.methods.base import derive_seed
-from retrace.records import Problem, Request, Sampling
-from retrace.templates import render
+from retrace.util.records import Problem, Request, Sampling
+from retrace.util.templates import render
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Settings:
 
 @dataclass
 class Context:
-    llm: Any  # retrace.llm.LLM (generate, run_tasks); not imported: no code of its in the closure
+    llm: Any  # retrace.engine.llm.LLM (generate, run_tasks); not imported: no code of its in the closure
     task: object  # the dataset's task plugin (kind, extract_answer, is_correct)
     problems: list[Problem]  # test problems
     pool: list[Problem]  # held-out problems (demonstrations, AutoCoT seeds)

@@ -1,23 +1,23 @@
-"""ART as a method family (retrace.family): what the core asks of the experiment's `art:` block.
+"""ART as a method family (retrace.config.families): what the core asks of the experiment's `art:` block.
 
     retrace plan --experiment art_paper --estimate   # estimate_lines: run and selection jobs
     retrace plan --experiment art_paper --check      # config_checks: pins and context budget
     retrace art …                                    # commands
 
 Each hook reads the block through art/plan.py and sizes jobs with art/resources.py and the
-core's own tools (retrace.estimate, retrace.preflight); nothing here is imported by the core.
+core's own tools (retrace.planning.estimate, retrace.planning.preflight); nothing here is imported by the core.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from retrace.family import FAMILIES, Context, Family, Rehearsal
+from retrace.config.families import FAMILIES, Context, Family, Rehearsal
 
 
 def context_tokens(c: dict) -> int:
     """Worst-case context of an ART program: the demonstrations and the program being written."""
-    from retrace.preflight import DEFAULT_QUESTION_TOKENS
+    from retrace.planning.preflight import DEFAULT_QUESTION_TOKENS
 
     s = c.get("settings") or {}
     demos = int(c.get("n_tasks", 3)) * int(s.get("demos_per_task", 2)) * int(s.get("program_tokens", 768))
@@ -49,7 +49,7 @@ class Art(Family):
     def estimate_lines(self, ctx: Context) -> list[str]:
         """The run jobs at each method's token bound, and the selection jobs (art/resources.py)."""
         from retrace.art import plan, resources
-        from retrace.estimate import FamilyEstimate
+        from retrace.planning.estimate import FamilyEstimate
 
         cfg, est = plan.check(ctx.block(self)), FamilyEstimate("ART")
         jobs = plan.jobs(cfg)
@@ -65,7 +65,7 @@ class Art(Family):
         return [est.line()]
 
     def config_checks(self, ctx: Context) -> list[tuple[str, str]]:
-        from retrace.preflight import family_problems
+        from retrace.planning.preflight import family_problems
 
         merged = dict(ctx.block(self))
         return family_problems(self.name, merged, context_tokens(merged))

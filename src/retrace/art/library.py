@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrace.art.program import DELIMITER, ProgramError, parse
-from retrace.yamlfile import load_yaml
+from retrace.util.yamlfile import load_yaml
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "library"
 EVAL_TASKS = LIBRARY_DIR / "eval_tasks.yaml"

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 
-from retrace.records import Problem
 from retrace.tasks._exact import normalise
 from retrace.tasks.base import LETTERS
+from retrace.util.records import Problem
 
 # "(B)", "(B) No", "B)", "B.", "B:" or a bare "B"; not "A cat" (a choice text may start so).
 _MARKER = re.compile(r"^\s*(?:\(([A-Z])\)|([A-Z])(?:[.):]|\s*$))")

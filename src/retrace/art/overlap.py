@@ -28,8 +28,8 @@ import re
 from pathlib import Path
 
 from retrace.art.program import ProgramError, parse
-from retrace.records import Problem
 from retrace.tasks._exact import normalise
+from retrace.util.records import Problem
 
 _OPTION = re.compile(r"(?m)^\s*\([A-Z]\)\s.*$")
 
@@ -120,7 +120,7 @@ def check_runs(
 
 
 def load_runs(paths) -> list[dict]:
-    from retrace.provenance import load
+    from retrace.store.provenance import load
 
     runs = []
     for p in paths:

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrace.art.library import EVAL_TASKS, eval_tasks, load_index, resolve
-from retrace.closure import code_files, engine_versions, sandbox_versions
-from retrace.hashing import hash_sources, sha256_json
+from retrace.planning.closure import code_files, engine_versions, sandbox_versions
+from retrace.util.hashing import hash_sources, sha256_json
 
 PKG = Path(__file__).resolve().parent
 SRC = PKG.parent
@@ -85,7 +85,7 @@ TEMPLATES = {
     "autocot": ["art_autocot.j2"],
     "art": ["art_demos.j2", "art_head.j2", "art_code_generate.j2"],
 }
-# The code of ART's stages is the import closure of their entry functions (retrace.closure).
+# The code of ART's stages is the import closure of their entry functions (retrace.planning.closure).
 ENTRIES = {
     "run": ("retrace.art.stages:run",),
     "select": ("retrace.art.stages:select", "retrace.art.stages:run"),  # cluster selection runs ART
@@ -172,7 +172,7 @@ def jobs(cfg: dict) -> list[ArtJob]:
 
 def check_datasets(cfg: dict, where: str) -> None:
     """`datasets:` names tasks of the block and existing dataset configs."""
-    from retrace.config import group_options
+    from retrace.config.compose import group_options
 
     tasks = (cfg.get("tasks") or {}).get("library", []) + (cfg.get("tasks") or {}).get("unseen", [])
     known = group_options("dataset")
@@ -316,7 +316,7 @@ def tool_data(cfg: dict) -> list[Path]:
 def sources(job: ArtJob | None = None) -> list[Path]:
     """Code a run job (or, without a job, a selection job) executes: its entries' closure,
     and every tool's when it constructs the tools."""
-    from retrace.closure import code_files, plugin_modules
+    from retrace.planning.closure import code_files, plugin_modules
 
     entries, tools = ENTRIES["run"] if job else ENTRIES["select"], []
     if job is None or uses_library(job):
@@ -326,7 +326,7 @@ def sources(job: ArtJob | None = None) -> list[Path]:
 
 
 def templates(job: ArtJob) -> list[Path]:
-    from retrace.templates import template_path
+    from retrace.util.templates import template_path
 
     names = TEMPLATES.get(job.method, TEMPLATES["art"])
     return [template_path(n) for n in names]
@@ -347,7 +347,9 @@ def config_slice(cfg: dict, job: ArtJob) -> dict:
         "eval_task": eval_tasks()[job.task],
         "split": split_key(cfg),
     }
-    from retrace.plan import backend_rerun_settings  # retrace.plan imports this module's callers
+    from retrace.planning.plan import (
+        backend_rerun_settings,  # retrace.planning.plan imports this module's callers
+    )
 
     engine = backend_rerun_settings(cfg["backend"], cfg.get("overrides") or ())
     if engine:  # only there: the keys of other jobs stay as they were
@@ -363,7 +365,7 @@ def config_slice(cfg: dict, job: ArtJob) -> dict:
 
 def run_key(cfg: dict, job: ArtJob, library: list[Path]) -> str:
     """Rerun key of one job: settings, code, templates, and exactly the library files it reads;
-    with tools, also the code executor's engine and runtime (retrace.closure.sandbox_versions)."""
+    with tools, also the code executor's engine and runtime (retrace.planning.closure.sandbox_versions)."""
     code = sources(job) + templates(job)
     key = {
         "config": config_slice(cfg, job),

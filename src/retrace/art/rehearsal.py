@@ -1,4 +1,4 @@
-"""ART in a rehearsal (`retrace rehearse --workflow`, retrace.rehearse_workflow): the block on
+"""ART in a rehearsal (`retrace rehearse --workflow`, retrace.app.rehearse_workflow): the block on
 the simulated engine, and the planted truth of its self-consistency rows;
 and ART's part of a claims design (retrace.scoring.design).
 
@@ -54,7 +54,7 @@ def planted_truths(
     from retrace.art import plan
     from retrace.art.simulated import vote_gain
     from retrace.backends.simulated import difficulty_settings, planted_points
-    from retrace.yamlfile import load_yaml
+    from retrace.util.yamlfile import load_yaml
 
     if not any("art_sc" in (r["method"], r["baseline"]) for r in rows):
         return truths  # no self-consistency row (a run without ART): nothing to re-read

@@ -2,9 +2,9 @@
 
     resources(cfg, "arithmetic", "art_sc")     # {"gpu": 0, "mem_mb": 4000, "runtime": 90, "threads": 2}
 
-GPUs and memory come from the model on the ART block's backend (retrace.cluster: vLLM's
+GPUs and memory come from the model on the ART block's backend (retrace.planning.cluster: vLLM's
 tensor_parallel_size, hf on cuda 1, llama.cpp 0); the runtime from an upper bound of the tokens
-the job generates, at the backend's stated throughput (retrace.cluster.runtime_min: x 1.5 + 30
+the job generates, at the backend's stated throughput (retrace.planning.cluster.runtime_min: x 1.5 + 30
 min; 60 min when the backend states none, as llama.cpp's configs do), so an ART experiment on
 vLLM asks SLURM for its GPU and no job falls back to the profile's 30-minute default. The
 workflow caps the runtime at the partition's (`capped`); a longer job resumes from the request
@@ -75,8 +75,8 @@ def select_tokens(cfg: dict) -> int:
 def resources(cfg: dict, model: str, label: str | None = None) -> dict:
     """{gpu, mem_mb, runtime, threads} of an `art run` job of `label` (a method, or method@version), or of
     an `art select` job when `label` is None, for `model` on the block's backend."""
-    from retrace import cluster
-    from retrace.config import compose
+    from retrace.config.compose import compose
+    from retrace.planning import cluster
 
     engine = [o for o in cfg.get("overrides") or () if o.startswith(("backend.", "model."))]
     job = compose({"model": model, "backend": cfg["backend"]}, engine)

@@ -3,7 +3,7 @@
     runner = ProgramRunner(llm, tools, mode="pause", max_steps=6, segment_tokens=96)
     traces = runner.run(prefix, heads)     # prefix: demonstrations; heads: "Description/Input" per item
 
-Each program is its own task of retrace.scheduler (`trace_task`): its next segment goes to
+Each program is its own task of retrace.engine.scheduler (`trace_task`): its next segment goes to
 the engine as soon as its previous one came back and its tool ran, whatever the other
 programs are doing (no round barrier); the requests are those of generating round by round.
 
@@ -30,8 +30,8 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from retrace.art.program import Program, ProgramError, Step, parse, parse_partial
-from retrace.records import Completion, Request, Sampling
 from retrace.tools._interface import ToolCall, ToolOutput, tool_name
+from retrace.util.records import Completion, Request, Sampling
 
 END_STOPS = ("\n----", "\nDescription:", "\nInput:")
 PAUSE_STOPS = ("\n#",) + END_STOPS
@@ -126,7 +126,7 @@ class ProgramRunner:
         return self.llm.run_tasks(self.trace_task(prefix, t) for t in traces)
 
     def trace_task(self, prefix: str, t: Trace):
-        """One program from its head to its end, as a retrace.scheduler task: generate a
+        """One program from its head to its end, as a retrace.engine.scheduler task: generate a
         segment (or the whole program), run the tool it stopped at, resume; at most
         `max_rounds` generations. Returns the finished Trace."""
         for _ in range(self.max_rounds):

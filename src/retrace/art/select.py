@@ -20,8 +20,8 @@
 from __future__ import annotations
 
 from retrace.art.minilm import minilm
-from retrace.records import Message, Request, Sampling
-from retrace.templates import render
+from retrace.util.records import Message, Request, Sampling
+from retrace.util.templates import render
 
 
 def query_text(description: str, examples: list[str]) -> str:

@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from retrace.records import Request
+from retrace.util.records import Request
 
 ART_TAGS = ("art", "art-baseline", "code_generate")
 CODE = "```python\nans = 2 + 2\nprint(ans)\n```"

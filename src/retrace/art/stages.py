@@ -12,16 +12,16 @@ import logging
 import random
 from pathlib import Path
 
-from retrace import data, models
 from retrace.art import overlap, plan, unseen
 from retrace.art.baselines import METHOD_FNS, Context, Settings
 from retrace.art.library import EVAL_TASKS, eval_tasks, load_library
-from retrace.atomic import write_json, write_jsonl
-from retrace.cache import RequestCache
-from retrace.config import compose, load_experiment
-from retrace.llm import CachedLLM
-from retrace.provenance import Provenance
-from retrace.registry import BACKENDS, TASKS
+from retrace.config.compose import compose, load_experiment
+from retrace.engine.llm import CachedLLM
+from retrace.store import data, models
+from retrace.store.cache import RequestCache
+from retrace.store.provenance import Provenance
+from retrace.util.atomic import write_json, write_jsonl
+from retrace.util.registry import BACKENDS, TASKS
 
 log = logging.getLogger(__name__)
 

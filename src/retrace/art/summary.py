@@ -16,13 +16,13 @@ from pathlib import Path
 from retrace.art import plan
 from retrace.art.metrics import grade
 from retrace.art.task_average import task_averaged, task_weights
-from retrace.atomic import write_json
-from retrace.config import compose
-from retrace.hashing import sha256_file
-from retrace.provenance import Provenance, load, prov_path
-from retrace.records import Problem
-from retrace.registry import TASKS
+from retrace.config.compose import compose
 from retrace.scoring.claims import claim_row, write_claims_csv
+from retrace.store.provenance import Provenance, load, prov_path
+from retrace.util.atomic import write_json
+from retrace.util.hashing import sha256_file
+from retrace.util.records import Problem
+from retrace.util.registry import TASKS
 
 CLAIMS = (  # (claim, method, baseline, which tasks)
     ("ART beats few-shot on unseen tasks", "art", "fewshot", "unseen"),
@@ -86,7 +86,7 @@ def score_run(path: Path, problems: dict[str, Problem], task) -> dict:
 
 def _problems(cfg: dict, task: str, data_dir: Path) -> tuple[dict, object]:
     ds = compose({"dataset": plan.dataset_of(task, cfg)})["dataset"]
-    from retrace import data
+    from retrace.store import data
 
     probs = data.read_problems(Path(data_dir) / f"{ds['name']}.jsonl")
     return {p.id: p for p in probs}, TASKS.get(ds["task"])
@@ -464,7 +464,7 @@ def summarize(
     return paths
 
 
-# The summary's code: the closure of `run` (retrace.closure). Here, not in art/plan.py's
+# The summary's code: the closure of `run` (retrace.planning.closure). Here, not in art/plan.py's
 # ENTRIES: every ART stage imports art.plan, so a name there would put this module and the
 # statistics it uses (scoring/claims.py, scoring/stats.py) into every ART job's rerun key.
 ENTRY = ("retrace.art.summary:run",)
@@ -472,8 +472,8 @@ ENTRY = ("retrace.art.summary:run",)
 
 def summary_key(cfg: dict) -> str:
     """Rerun key of the summary stage: the block's tasks, feedback and models, and its code."""
-    from retrace.closure import code_files
-    from retrace.hashing import hash_sources, sha256_json
+    from retrace.planning.closure import code_files
+    from retrace.util.hashing import hash_sources, sha256_json
 
     files = code_files(ENTRY)
     return sha256_json(

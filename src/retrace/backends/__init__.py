@@ -1,4 +1,4 @@
 """Inference engines behind one interface (`Backend`); one file per engine.
 
-`retrace.registry.BACKENDS.get(name)` returns the class; heavy imports happen inside it.
+`retrace.util.registry.BACKENDS.get(name)` returns the class; heavy imports happen inside it.
 """

@@ -1,7 +1,7 @@
 """The Backend interface every engine implements, plus helpers for OpenAI-style replies.
 
 A backend turns Requests into Completions with engine-measured token counts. It is
-built from a materialised model manifest (see retrace.models) and an *engine* config
+built from a materialised model manifest (see retrace.store.models) and an *engine* config
 (threads, slots, context size, dtype) that is kept apart from *sampling* settings,
 which travel inside each Request.
 """
@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from retrace.records import Completion, Request, TokenLogprob
+from retrace.util.records import Completion, Request, TokenLogprob
 
 
 class BackendError(RuntimeError):
@@ -26,7 +26,7 @@ class Backend(ABC):
     device = "cpu"  # where the engine computes; recorded in provenance (hf/vllm set their own)
     # Engine settings that change only how fast an engine runs or how much memory it takes,
     # not what it can serve or generate: labels of a cell that differ only in these share one
-    # engine (retrace.cells.engine_identity). Of those, `memory_settings` are its memory share:
+    # engine (retrace.planning.cells.engine_identity). Of those, `memory_settings` are its memory share:
     # the shared engine takes the smallest any label asks, so what one label keeps free (a
     # reward model beside it) stays free.
     capacity_settings: frozenset[str] = frozenset(
@@ -49,7 +49,7 @@ class Backend(ABC):
 
     def submit(self, request: Request) -> Future | None:
         """Start one request and return its Future, for engines that take requests one by one
-        and keep their own slots busy (retrace.scheduler); None: this engine batches
+        and keep their own slots busy (retrace.engine.scheduler); None: this engine batches
         synchronously, so the scheduler hands it waves of `generate` calls instead."""
         return None
 
@@ -72,7 +72,7 @@ class Backend(ABC):
     @classmethod
     def rerun_settings(cls, engine: dict) -> dict:
         """The engine settings that change what is generated, as opposed to how fast (slots,
-        threads, batch sizes): part of each generation job's rerun key (retrace.plan, the ART
+        threads, batch sizes): part of each generation job's rerun key (retrace.planning.plan, the ART
         and DRR keys), so changing one reruns the jobs. Default: the deterministic mode, when on
         (absent when off, so existing runs keep their keys)."""
         return {"deterministic": True} if is_deterministic(engine) else {}

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from retrace.backends.base import Backend, BackendError
-from retrace.records import Completion, Request, TokenLogprob
-from retrace.registry import BACKENDS
+from retrace.util.records import Completion, Request, TokenLogprob
+from retrace.util.registry import BACKENDS
 
 
 @dataclass

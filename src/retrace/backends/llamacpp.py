@@ -34,8 +34,8 @@ from retrace.backends.base import (
     messages_payload,
     openai_sampling,
 )
-from retrace.records import Completion, Request
-from retrace.registry import BACKENDS
+from retrace.util.records import Completion, Request
+from retrace.util.registry import BACKENDS
 
 
 @BACKENDS.register("llamacpp")

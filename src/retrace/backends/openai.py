@@ -30,8 +30,8 @@ from retrace.backends.base import (
     messages_payload,
     openai_sampling,
 )
-from retrace.records import Completion, Request, TokenLogprob
-from retrace.registry import BACKENDS
+from retrace.util.records import Completion, Request, TokenLogprob
+from retrace.util.registry import BACKENDS
 
 # Fields the openai client takes as arguments; the rest of a body travels in extra_body.
 _CLIENT_FIELDS = {"temperature", "top_p", "max_tokens", "seed", "stop", "logprobs", "top_logprobs"}

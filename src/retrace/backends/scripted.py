@@ -1,6 +1,6 @@
 """A scripted fake engine, for unit tests only: it loads no model and answers from a script.
 
-    from retrace.registry import BACKENDS
+    from retrace.util.registry import BACKENDS
     Scripted = BACKENDS.get("scripted")
     Scripted(manifest, {"script": ["a", "b"]})               # texts handed out in turn
     Scripted(manifest, {"script": {"2+3": r"\\boxed{5}"}})    # first key found in the last
@@ -12,7 +12,7 @@ are whitespace word counts. Stop strings cut the text before the first one found
 (finish_reason "stop"); more than `max_tokens` words are cut to `max_tokens` (finish_reason
 "length"). Engine key `fail_on_call: k` raises BackendError on the k-th generate() call.
 
-Engine key `async: true` adds `submit` (retrace.scheduler's per-request path): submitted
+Engine key `async: true` adds `submit` (retrace.engine.scheduler's per-request path): submitted
 requests are held and finished from a background timer in an order other than submission
 order (ranked by a hash of seed and tag), as a slotted engine's would; results must not
 depend on that order, which is what the scheduler tests check. Counters: `calls` and `requests_seen` per instance; `ScriptedBackend.requests_total`
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 
 from retrace.backends.base import Backend, BackendError
-from retrace.records import Completion, Request, TokenLogprob
-from retrace.registry import BACKENDS
+from retrace.util.records import Completion, Request, TokenLogprob
+from retrace.util.registry import BACKENDS
 
 WORD = re.compile(r"\S+")
 

@@ -1,15 +1,15 @@
 """A client of an engine started by `retrace serve`: service mode for clusters.
 
-One long-lived server per GPU (`python -m retrace serve`, retrace.serve) holds the engine;
+One long-lived server per GPU (`python -m retrace serve`, retrace.app.serve) holds the engine;
 generation jobs are light clients that send their requests through the OpenAI-compatible
-client (retrace.backends.openai). The server's endpoint file (retrace.endpoint) says where it
+client (retrace.backends.openai). The server's endpoint file (retrace.engine.endpoint) says where it
 listens and what it serves; before the first request the client checks that the server serves
 the job's model (fingerprint), chat template, engine and deterministic mode, and that the live
 server at the URL answers to the name the file records (GET /models). Anything else is refused
 with one line: a client never records results of another model.
 
 Engine config keys (config/backend/served.yaml): endpoint (the file `retrace serve
---endpoint` writes, or a folder of such files, one per server: retrace.endpoint.candidates
+--endpoint` writes, or a folder of such files, one per server: retrace.engine.endpoint.candidates
 picks one per job by its route, model/dataset/seed, which the generate stage sets), wait_s
 (how long to wait for the file to appear), server (the engine behind it: llamacpp | vllm), deterministic (must equal
 the server's), concurrency, timeout_s, max_retries, batch_size, api_key_env. The server's own
@@ -18,7 +18,7 @@ settings and package versions are recorded in each job's provenance (`server`).
 Health during the run: every `health_s` seconds (default 30), and after any request that got
 no reply, the client asks the server for GET /models; once it no longer answers, the request
 and every later one fail at once with one line naming the endpoint file and the URL. What
-finished before stays in the request cache (retrace.scheduler commits it), so a rerun against
+finished before stays in the request cache (retrace.engine.scheduler commits it), so a rerun against
 a restarted server generates only the rest.
 """
 
@@ -28,12 +28,12 @@ import threading
 import time
 from pathlib import Path
 
-from retrace import endpoint
 from retrace.backends.base import Backend, BackendError
 from retrace.backends.llamacpp import prompt_cache_on
 from retrace.backends.openai import OpenAIBackend, _api_key
-from retrace.records import Completion, Request
-from retrace.registry import BACKENDS
+from retrace.engine import endpoint
+from retrace.util.records import Completion, Request
+from retrace.util.registry import BACKENDS
 
 
 @BACKENDS.register("served")

@@ -1,6 +1,6 @@
 """A simulated engine: instant answers, correct with a planted probability. NOT a model.
 
-    from retrace.registry import BACKENDS
+    from retrace.util.registry import BACKENDS
     Sim = BACKENDS.get("simulated")
     sim = Sim(manifest, {"problems": "results/data/math500.jsonl", "dataset": "math500",
                          "label": "refine", "effects": "effects.yaml"})
@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from retrace.backends.base import Backend, BackendError
-from retrace.records import Completion, Request
-from retrace.registry import BACKENDS
+from retrace.util.records import Completion, Request
+from retrace.util.registry import BACKENDS
 
 DEFAULTS = {"base_accuracy": 0.4, "concentration": 2.0, "correlation": 0.6, "tokens_mean": 300}
 
@@ -74,7 +74,7 @@ _DECLARED = re.compile(re.escape(MARKER) + r" \((\d+) tokens\)\.?")
 def difficulty_settings(config_dir: Path | None = None) -> dict:
     """The engine's difficulty settings (base_accuracy, concentration, correlation) as the
     config in `config_dir` (default: config/) composes them; what planted truths are read against."""
-    from retrace.config import CONFIG_DIR, compose
+    from retrace.config.compose import CONFIG_DIR, compose
 
     engine = compose({"backend": "simulated"}, config_dir=config_dir or CONFIG_DIR)["backend"]["engine"]
     keys = ("base_accuracy", "concentration", "correlation")
@@ -83,8 +83,8 @@ def difficulty_settings(config_dir: Path | None = None) -> dict:
 
 def family_texts() -> dict[str, Callable[[Any, Request], str]]:
     """Request tag -> text(backend, request) of the method families whose requests have a
-    grammar of their own (retrace.family `simulated_texts`: ART's programs)."""
-    from retrace.family import FAMILIES
+    grammar of their own (retrace.config.families `simulated_texts`: ART's programs)."""
+    from retrace.config.families import FAMILIES
 
     return {tag: fn for family in FAMILIES.all() for tag, fn in family.simulated_texts().items()}
 
@@ -111,7 +111,7 @@ def load_effects(source) -> list[dict]:
     if not source:
         return []
     if isinstance(source, (str, Path)):
-        from retrace.yamlfile import load_yaml
+        from retrace.util.yamlfile import load_yaml
 
         source = load_yaml(Path(source))
     effects = (source or {}).get("effects") or []
@@ -149,7 +149,7 @@ class SimulatedBackend(Backend):
     def _problems(path) -> dict:
         if not path:
             raise BackendError("simulated backend needs engine['problems'] (the problems JSONL)")
-        from retrace.data import read_problems
+        from retrace.store.data import read_problems
 
         return {p.id: p for p in read_problems(path)}
 
@@ -276,7 +276,7 @@ class SimulatedBackend(Backend):
         """Simulated answers never share a cache key with a real engine's; the planted
         settings are part of the key (a new effects file is a new simulation), and so is this
         file (how answers are drawn: an edit must not serve answers drawn the old way)."""
-        from retrace.hashing import sha256_file
+        from retrace.util.hashing import sha256_file
 
         planted = {k: engine.get(k) for k in (*DEFAULTS, "label", "dataset")}
         effects = load_effects(engine.get("effects"))

@@ -3,7 +3,7 @@
 Both wheels import as `vllm`. Engine settings go to the `LLM(...)` constructor once;
 sampling settings become one `SamplingParams` per request, so requests in flight may mix them.
 
-Requests are submitted one by one (`submit(request) -> Future`), so retrace.scheduler keeps
+Requests are submitted one by one (`submit(request) -> Future`), so retrace.engine.scheduler keeps
 the engine busy across the turns of multi-turn methods as it does llama.cpp's slots: one
 engine thread (EngineLoop) owns the engine, adds each new request between two engine steps
 (it joins the running batch: continuous batching) and resolves a request's Future when it
@@ -39,8 +39,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from retrace.backends.base import Backend, BackendError, is_deterministic, messages_payload
-from retrace.records import Completion, Request, TokenLogprob
-from retrace.registry import BACKENDS
+from retrace.util.records import Completion, Request, TokenLogprob
+from retrace.util.registry import BACKENDS
 
 _ENGINE_KEYS = (
     "tensor_parallel_size",

@@ -4,7 +4,7 @@
 - `use.py`: run, list, plan (the porcelain a user starts with);
 - `inspect.py`: status, audit, export (reading and publishing a run);
 - `steps.py`: model, data, generate, score, … report (the plumbing the workflow's rules call).
-Method families add their own (`retrace drr …`, `retrace art …`) through retrace.family.
+Method families add their own (`retrace drr …`, `retrace art …`) through retrace.config.families.
 """
 
 from __future__ import annotations

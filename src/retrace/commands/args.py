@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from retrace.plan import Job
+from retrace.planning.plan import Job
 
 
 def job_args(p: argparse.ArgumentParser) -> None:
@@ -35,8 +35,8 @@ def planned_args(p: argparse.ArgumentParser) -> None:
 def planned_paths(
     p: argparse.ArgumentParser, a: argparse.Namespace, kind: str, suffix: str, only=None
 ) -> list[Path]:
-    """The files given as arguments, or else those of --experiment's plan (retrace.plan.planned_files)."""
-    from retrace.plan import planned_files
+    """The files given as arguments, or else those of --experiment's plan (retrace.planning.plan.planned_files)."""
+    from retrace.planning.plan import planned_files
 
     if a.experiment is None:
         return a.scores if kind == "scores" else a.diagnostics

@@ -24,7 +24,7 @@ def _cache(p: argparse.ArgumentParser) -> Callable:
     p.add_argument("--cache", type=Path, default=Path("results/cache/requests"), help="the cache folder")
 
     def run(a: argparse.Namespace) -> int:
-        from retrace.cache import RequestCache
+        from retrace.store.cache import RequestCache
 
         if not a.cache.is_dir():
             raise ValueError(f"no request cache at {a.cache} (--cache names its folder)")

@@ -27,7 +27,7 @@ def _status(p: argparse.ArgumentParser) -> Callable:
     )
 
     def run(a: argparse.Namespace) -> None:
-        from retrace.progress import format_status, status
+        from retrace.util.progress import format_status, status
 
         print(format_status(status(a.logs, a.stale_after)))
 
@@ -64,7 +64,7 @@ def _audit_command(p: argparse.ArgumentParser) -> Callable:
 
 def audit(paths: list[Path], quiet: bool) -> int:
     """Each path's lineage tree; with `quiet`, only the failing artifacts and a count."""
-    from retrace.provenance import audit, audit_results_table
+    from retrace.store.provenance import audit, audit_results_table
 
     ok, checked, failed = True, set[str](), dict[str, list[str]]()
     for path in paths:

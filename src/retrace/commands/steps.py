@@ -30,7 +30,9 @@ def _model(p: argparse.ArgumentParser) -> Callable:
 @command("data", "prepare a dataset in the canonical schema", step=True)
 def _data(p: argparse.ArgumentParser) -> Callable:
     p.add_argument("--dataset", required=True)
-    p.add_argument("--mirror", default=None, help="benchmark mirror directory; '-': none (retrace.mirror)")
+    p.add_argument(
+        "--mirror", default=None, help="benchmark mirror directory; '-': none (retrace.config.mirror)"
+    )
     p.add_argument("--override", action="append", default=[])
     p.add_argument("--out", type=Path, required=True)
 
@@ -80,7 +82,7 @@ def _report(p: argparse.ArgumentParser) -> Callable:
     planned_args(p)
 
     def run(a: argparse.Namespace) -> None:
-        from retrace.plan import diagnosed
+        from retrace.planning.plan import diagnosed
         from retrace.stages import report
 
         scores = planned_paths(p, a, "scores", ".json")

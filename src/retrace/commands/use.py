@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from retrace.commands import command
 
 if TYPE_CHECKING:
-    from retrace.parts import Sized
+    from retrace.planning.parts import Sized
 
 
 @command(
@@ -51,12 +51,12 @@ def plan(
     """The jobs and the cost estimate of the configured experiment, or (`check`) every check."""
     import yaml
 
-    from retrace.cluster import limit as cluster_limit
-    from retrace.config import check_global, load_experiment
-    from retrace.estimate import estimate_of, family_lines
-    from retrace.mirror import resolve
-    from retrace.parts import engine_loads, sized
-    from retrace.plan import jobs, shared_overrides
+    from retrace.config.compose import check_global, load_experiment
+    from retrace.config.mirror import resolve
+    from retrace.planning.cluster import limit as cluster_limit
+    from retrace.planning.estimate import estimate_of, family_lines
+    from retrace.planning.parts import engine_loads, sized
+    from retrace.planning.plan import jobs, shared_overrides
 
     cfg = check_global(yaml.safe_load(configfile.read_text()))
     cfg["mirror"] = resolve(cfg["mirror"])[0]
@@ -82,12 +82,12 @@ def plan(
 
 
 def _plan_bounds(cfg: dict, planned: list, s: Sized, as_json: Path | None) -> None:
-    """The equal-compute bound ratios line; with --json, each job's bound (retrace.parts: cell
-    parts and shard jobs) and each label's (retrace.sizing)."""
+    """The equal-compute bound ratios line; with --json, each job's bound (retrace.planning.parts: cell
+    parts and shard jobs) and each label's (retrace.planning.sizing)."""
     import json
 
-    from retrace.estimate import equal_compute_line
-    from retrace.plan import shared_overrides
+    from retrace.planning.estimate import equal_compute_line
+    from retrace.planning.plan import shared_overrides
 
     line = equal_compute_line(planned, cfg["mirror"], shared_overrides(cfg, "dataset"))
     if line:
@@ -110,17 +110,17 @@ def _slurm_profile(configfile: Path) -> Path:
     """profiles/slurm beside the config file's config/ (a run directory's own), else this
     checkout's: a config file kept elsewhere (`--configfile /tmp/x.yaml`) is checked against
     the shipped profile's retries, not against none."""
-    from retrace.cluster import slurm_profile
+    from retrace.planning.cluster import slurm_profile
 
     return slurm_profile(configfile.resolve().parents[1])
 
 
 def _check(cfg: dict, configfile: Path) -> int:
-    """`retrace plan --check`: every job and family block (retrace.preflight), and the runtimes
+    """`retrace plan --check`: every job and family block (retrace.planning.preflight), and the runtimes
     against the partition limit with the retries of the SLURM profile beside config/."""
-    from retrace.cluster import runtime_check
-    from retrace.plan import jobs
-    from retrace.preflight import check as preflight
+    from retrace.planning.cluster import runtime_check
+    from retrace.planning.plan import jobs
+    from retrace.planning.preflight import check as preflight
 
     notes: list[str] = []
     failures = preflight(cfg, notes)
@@ -145,7 +145,7 @@ def _check(cfg: dict, configfile: Path) -> int:
     ),
 )
 def _list(p: argparse.ArgumentParser) -> Callable:
-    from retrace import catalog
+    from retrace.app import catalog
 
     kinds = list(catalog.GROUPS)
     # no `choices=`: Python 3.11's argparse checks the empty default of nargs="*" against them
@@ -173,7 +173,7 @@ def _list(p: argparse.ArgumentParser) -> Callable:
     ),
 )
 def _run(p: argparse.ArgumentParser) -> Callable:
-    from retrace import launch
+    from retrace.app import launch
 
     p.add_argument("--experiment", "-e", help="config/experiment/<name>.yaml (`retrace list experiments`)")
     p.add_argument("--limit", type=int, help="at most N questions per dataset (the override dataset.limit=N)")

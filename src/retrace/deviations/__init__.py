@@ -155,7 +155,7 @@ def problems(experiment: str, exp: dict, config_dir: Path, numbers: Path) -> lis
 def for_report(claims: list[dict]) -> list[dict]:
     """The registers to show beside "paper vs ours": a paper's, where a claim row of that paper
     is on a model its experiment runs (so the CPU experiments' reports are unchanged)."""
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
 
     out = []
     for experiment in experiments():

@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from retrace.config import load_experiment
+    from retrace.config.compose import load_experiment
 
     a = _parser().parse_args(argv)
     cfg = settings.load(

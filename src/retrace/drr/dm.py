@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from retrace.drr.dm_data import ACCEPT, SEPARATOR, dm_input_segments
-from retrace.progress import progress
-from retrace.templates import render
+from retrace.util.progress import progress
+from retrace.util.templates import render
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def load_backbone(spec: Mapping, path: str | None = None):
     where = path or backbone_path(spec)
     kwargs = {}
     if spec.get("source") == "hub" and not path:  # pinned, or locked in config/hub.lock
-        from retrace import hub_lock
+        from retrace.store import hub_lock
 
         kwargs = {"revision": hub_lock.resolve("model", spec["repo"], spec.get("revision"))}
     tok = AutoTokenizer.from_pretrained(where, **kwargs)

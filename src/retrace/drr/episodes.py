@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from retrace import data
-from retrace.atomic import read_jsonl, write_jsonl
 from retrace.drr import loop, metrics, prompts, settings
 from retrace.drr.settings import DM_METHODS, METHODS
+from retrace.store import data
+from retrace.util.atomic import read_jsonl, write_jsonl
 
 
 def _path_episode(row: Mapping) -> dict:
@@ -177,7 +177,7 @@ def ran_parts(generations: Path, checkpoint: Path | None) -> dict:
     simulated (its checkpoint). drr/report.py derives claims.csv `engine` from it."""
     import json
 
-    from retrace.provenance import load
+    from retrace.store.provenance import load
 
     out = {"reasoner": str((load(generations).get("engine") or {}).get("name") or "unknown")}
     if checkpoint is not None:

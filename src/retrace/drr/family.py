@@ -1,23 +1,23 @@
-"""DRR as a method family (retrace.family): what the core asks of the experiment's `drr:` block.
+"""DRR as a method family (retrace.config.families): what the core asks of the experiment's `drr:` block.
 
     retrace plan --experiment drr_paper --estimate   # estimate_lines: the reasoner jobs' tokens
     retrace plan --experiment drr_paper --check      # runtimes, config_checks, data_checks
     retrace drr …  /  retrace leakcheck --jsonl FILE # commands
 
 Each hook reads the block through drr/settings.py and sizes jobs with the core's own tools
-(retrace.estimate, retrace.cluster, retrace.preflight); nothing here is imported by the core.
+(retrace.planning.estimate, retrace.planning.cluster, retrace.planning.preflight); nothing here is imported by the core.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from retrace.family import FAMILIES, Context, Family, Rehearsal
+from retrace.config.families import FAMILIES, Context, Family, Rehearsal
 
 
 def context_tokens(c: dict) -> int:
     """Worst-case context of a DRR episode: every turn's reply and feedback stay in the conversation."""
-    from retrace.preflight import CHAT_OVERHEAD, DEFAULT_QUESTION_TOKENS
+    from retrace.planning.preflight import CHAT_OVERHEAD, DEFAULT_QUESTION_TOKENS
 
     turns = max(int(c.get("max_turns_distil", 4)), int(c.get("max_turns_infer", 5)))
     return DEFAULT_QUESTION_TOKENS + turns * (int(c["max_tokens"]) + 2 * CHAT_OVERHEAD + 64)
@@ -71,7 +71,7 @@ class Drr(Family):
     def estimate_lines(self, ctx: Context) -> list[str]:
         """The reasoner jobs (distil, generate) at questions × calls × max_tokens (drr/settings.py)."""
         from retrace.drr import settings
-        from retrace.estimate import FamilyEstimate
+        from retrace.planning.estimate import FamilyEstimate
 
         cfg, est = settings.load(ctx.block(self)), FamilyEstimate("DRR reasoner")
         for model in cfg["models"]:
@@ -88,7 +88,7 @@ class Drr(Family):
         return settings.runtimes(settings.load(ctx.block(self)), ctx.mirror)
 
     def config_checks(self, ctx: Context) -> list[tuple[str, str]]:
-        from retrace.preflight import family_problems, with_defaults
+        from retrace.planning.preflight import family_problems, with_defaults
 
         merged = with_defaults(ctx.block(self), "drr/defaults.yaml")
         return family_problems(self.name, merged, context_tokens(merged))
@@ -133,5 +133,5 @@ class Drr(Family):
 
     def unhashed_modules(self) -> dict[str, str]:
         return {
-            "retrace.drr.settings": "DRR's config block and keys (retrace.plan's role); slices are hashed"
+            "retrace.drr.settings": "DRR's config block and keys (retrace.planning.plan's role); slices are hashed"
         }

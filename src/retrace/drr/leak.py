@@ -37,12 +37,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from retrace.atomic import read_jsonl
 from retrace.drr.dm_data import judged_text
 from retrace.drr.leak_text import INDEX_BASES, MIN_CHARS, names_gold, scan_text, squash
 from retrace.drr.prompts import render_context
-from retrace.records import Problem
 from retrace.tasks.base import LETTERS, iter_jsonl
+from retrace.util.atomic import read_jsonl
+from retrace.util.records import Problem
 
 MODEL_FIELDS = ("answer", "rationale")  # the reasoner's own output: trusted, not scanned
 META_FIELDS = (

@@ -41,8 +41,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from retrace.records import Problem
 from retrace.tasks.base import LETTERS
+from retrace.util.records import Problem
 
 MIN_CHARS = 5  # a gold shorter than this ("no", "box", "list") is searched only behind a cue
 INDEX_BASES = (0, 1)  # DRR numbers choices from 0 (Appendix B); a leak may count from 1
@@ -117,7 +117,7 @@ def gold_text(problem: Problem) -> str:
 def _template_pieces() -> tuple[str, ...]:
     """The fixed text of every DRR prompt template (prompts/drr/*.j2), squashed: each
     template rendered with placeholder variables and cut at them."""
-    from retrace.templates import PROMPTS_DIR, render
+    from retrace.util.templates import PROMPTS_DIR, render
 
     hole = "\x00"
     out: set[str] = set()

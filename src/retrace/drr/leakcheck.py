@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from retrace import data
-from retrace.atomic import write_json
 from retrace.drr import leak, leak_text, settings
-from retrace.records import Problem
+from retrace.store import data
+from retrace.util.atomic import write_json
+from retrace.util.records import Problem
 
 MODES = ("fail", "report")
 
@@ -62,7 +62,7 @@ def rehearsal_records(problem: Problem, strategy: str, turns: int = 3) -> list[d
     that ends on the gold carry their DM input text (`text`) as the DM reads it."""
     from retrace.drr import prompts, stages
     from retrace.drr.dm_data import dm_input_text, rows_from_trace
-    from retrace.templates import render
+    from retrace.util.templates import render
 
     choices = list(problem.choices or ())
     letter = leak_text.gold_letter(problem)
@@ -105,7 +105,7 @@ def rehearse(cfg: Mapping, mirror: str | Path | None) -> list[dict]:
     """The leak check over the evaluation prompts a run of this DRR block would store, built
     from the datasets themselves (rehearsal_records): one {"dataset", "questions", "records",
     "findings", "excerpt"} per evaluation set. Run by `retrace plan --check`."""
-    from retrace.config import compose
+    from retrace.config.compose import compose
     from retrace.drr import stages
 
     out: list[dict] = []

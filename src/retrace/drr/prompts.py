@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from retrace.records import Message, Problem
 from retrace.tasks._choice import extract_choice
 from retrace.tasks.base import LETTERS, after_placeholder
-from retrace.templates import render
+from retrace.util.records import Message, Problem
+from retrace.util.templates import render
 
 INDEX_BASE = 0  # the prompts number choices from 0 (Appendix B: "e.g., 0, 1, 2, etc")
 

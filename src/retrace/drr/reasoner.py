@@ -13,7 +13,7 @@ again (sample once, judge many: the real DM, the shuffled-label DM, always-accep
     paths = rejection_paths(problems, llm, cfg, seed, max_turns, stop=correct_now)
     turn = paths[pid]["turns"][t]   # {"turn", "messages", "text", "answer", "rationale", "letter", ...}
 
-Each question's path, Abstain answer and Self-Critic loop is a task of retrace.scheduler
+Each question's path, Abstain answer and Self-Critic loop is a task of retrace.engine.scheduler
 (`llm.run_tasks`): a question's next turn goes to the engine as soon as its previous turn
 returned, whatever the other questions are doing, so one slow reply holds up only its own
 question. A task builds each request from its own history only, so the requests (and cache
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from retrace.drr import prompts
+from retrace.engine.scheduler import Task, one
 from retrace.methods.base import derive_seed
-from retrace.records import Completion, Problem, Request, Sampling
-from retrace.scheduler import Task, one
+from retrace.util.records import Completion, Problem, Request, Sampling
 
 
 @dataclass(frozen=True)

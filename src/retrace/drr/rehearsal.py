@@ -1,4 +1,4 @@
-"""DRR in a rehearsal (`retrace rehearse --workflow`, retrace.rehearse_workflow): the block on
+"""DRR in a rehearsal (`retrace rehearse --workflow`, retrace.app.rehearse_workflow): the block on
 the simulated reasoner and discriminator, and the planted truth of DRR's claims rows;
 and DRR's part of a claims design (retrace.scoring.design).
 

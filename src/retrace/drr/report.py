@@ -15,12 +15,12 @@ from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 
-from retrace.atomic import read_jsonl, write_json
 from retrace.drr import metrics, settings
 from retrace.drr.claims import OVERALL, claims, decision_view, falsifier_notes, pooled
-from retrace.hashing import sha256_file
-from retrace.provenance import load, prov_path
 from retrace.scoring.claims import write_claims_csv
+from retrace.store.provenance import load, prov_path
+from retrace.util.atomic import read_jsonl, write_json
+from retrace.util.hashing import sha256_file
 
 COLUMNS = [
     "model",

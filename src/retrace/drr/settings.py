@@ -6,7 +6,7 @@ settings.stage_key("distil", cfg)             # hash of config slice + sources +
 settings.dm_resources(cfg)                    # {"gpu", "mem_mb", "gpu_mem_mb"} of a DM job
 settings.reasoner_resources(cfg, model)       # {"gpu", "mem_mb"} of a distil/generate job
 settings.reasoner_runtime(cfg, model, "distil", dataset, mirror)  # minutes, from tokens
-settings.runtimes(cfg, mirror)                # every DRR job's runtime (retrace.cluster.OverLimit)
+settings.runtimes(cfg, mirror)                # every DRR job's runtime (retrace.planning.cluster.OverLimit)
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from retrace.hashing import hash_sources, sha256_json
-from retrace.yamlfile import load_yaml
+from retrace.util.hashing import hash_sources, sha256_json
+from retrace.util.yamlfile import load_yaml
 
 PKG = Path(__file__).resolve().parents[1]
 # The methods `drr infer` makes (drr/episodes.py), and the DM variant each DM method judges with.
 DM_METHODS = {"drr": "weighted", "drr_unweighted": "unweighted", "drr_shuffled": "shuffled"}
 METHODS = tuple(DM_METHODS) + ("cot", "always_accept", "always_reject", "abstain", "selfcritic")
 DEFAULTS = PKG.parents[1] / "config" / "drr" / "defaults.yaml"
-# Each stage's code: the import closure of its entry (retrace.closure; a `module:function`
+# Each stage's code: the import closure of its entry (retrace.planning.closure; a `module:function`
 # entry follows only what that function uses), so moving a module changes no list here.
 ENTRIES = {
     "questions": "retrace.drr.stages:questions",
@@ -40,11 +40,11 @@ ENTRIES = {
 }
 # The simulated discriminator (`backbones: {x: {source: simulated}}`, retrace rehearse) and the
 # label its simulated reasoner answers as: named here, not imported by the stages, so that
-# only a run that uses it has it in its keys (as a backend plugin, retrace.registry).
+# only a run that uses it has it in its keys (as a backend plugin, retrace.util.registry).
 SIMULATED_DM = "retrace.drr.simulated_dm"
 SIMULATED = "simulated"  # sft_lora.hf_model of a rehearsal: the simulated SFT-LoRA (drr/sft.py)
 SIMULATED_REASONER_LABEL = "cot"  # DRR's CoT is its reasoner's first turn (Appendix B)
-# The engine each stage loads (retrace.closure.ENGINE_PACKAGES): its versions join the key.
+# The engine each stage loads (retrace.planning.closure.ENGINE_PACKAGES): its versions join the key.
 ENGINES = {"distil": "backend", "generate": "backend", "train": "hf", "infer": "hf", "sft": "hf"}
 TEMPLATES = {  # prompt files each stage reads (a template edit reruns exactly these)
     "distil": [
@@ -179,7 +179,7 @@ def simulated_dm(cfg: Mapping) -> bool:
 def config_slice(stage: str, cfg: dict) -> dict:
     out = {k: cfg[k] for k in SLICES[stage]}
     if ENGINES.get(stage) == "backend":  # the reasoner's settings that change outputs, if any
-        from retrace.plan import backend_rerun_settings
+        from retrace.planning.plan import backend_rerun_settings
 
         engine = backend_rerun_settings(cfg["backend"])
         if engine:  # only then: the keys of other runs stay as they were
@@ -199,9 +199,9 @@ def config_slice(stage: str, cfg: dict) -> dict:
 def stage_files(stage: str, cfg: dict | None = None) -> list[Path]:
     """Source files (the closure of the stage's entry, with the reasoner's backend plugin
     when `cfg` is given) and the prompt templates a DRR stage reads; a missing one is an error."""
-    from retrace import closure
-    from retrace.registry import BACKENDS
-    from retrace.templates import PROMPTS_DIR
+    from retrace.planning import closure
+    from retrace.util.registry import BACKENDS
+    from retrace.util.templates import PROMPTS_DIR
 
     entries = [ENTRIES[stage]]
     if cfg is not None and ENGINES.get(stage) == "backend":
@@ -220,7 +220,7 @@ def stage_files(stage: str, cfg: dict | None = None) -> list[Path]:
 
 def provenance(stage: str, cfg, inputs, **extra):
     """The provenance record of a DRR stage's output: its config slice, code files and inputs."""
-    from retrace.provenance import Provenance
+    from retrace.store.provenance import Provenance
 
     files = [str(f) for f in stage_files(stage, cfg)]
     p = Provenance(f"drr.{stage}", config_slice(stage, cfg), files, inputs=[str(i) for i in inputs])
@@ -231,7 +231,7 @@ def provenance(stage: str, cfg, inputs, **extra):
 def stage_key(stage: str, cfg: dict, **extra) -> str:
     """Rerun key of a DRR stage: config slice + its source files + the templates it reads
     + the versions of the engine it loads."""
-    from retrace.closure import engine_versions
+    from retrace.planning.closure import engine_versions
 
     engine = ENGINES.get(stage)
     return sha256_json(
@@ -287,7 +287,7 @@ def backbone_digest(cfg: dict) -> str:
     finished: as inputs, paths into the venv differ with the venv's place (issue 45)."""
     import os
 
-    from retrace.hashing import sha256_file
+    from retrace.util.hashing import sha256_file
 
     files = backbone_inputs(cfg)
     base = os.path.commonpath([os.path.dirname(f) for f in files]) if files else ""
@@ -295,11 +295,11 @@ def backbone_digest(cfg: dict) -> str:
 
 
 def reasoner_resources(cfg: dict, model: str) -> dict:
-    """{gpu, mem_mb, threads} of a job that loads the reasoner (distil, generate): retrace.cluster's
+    """{gpu, mem_mb, threads} of a job that loads the reasoner (distil, generate): retrace.planning.cluster's
     sizing of the model on the DRR block's backend; threads are the engine's `n_threads` (2
     when it states none), as the spine's generate jobs ask."""
-    from retrace import cluster
-    from retrace.config import compose
+    from retrace.config.compose import compose
+    from retrace.planning import cluster
 
     job = compose({"model": model, "backend": cfg["backend"]})
     return {"gpu": cluster.gpus(job), "mem_mb": cluster.mem_mb(job), "threads": cluster.threads(job)}
@@ -313,11 +313,11 @@ def _calls(cfg: dict, stage: str) -> int:
 
 
 def reasoner_runtime(cfg: dict, model: str, stage: str, dataset: str, mirror: str | None) -> int:
-    """Minutes of a distil/generate job: retrace.cluster's runtime of its upper-bound tokens
+    """Minutes of a distil/generate job: retrace.planning.cluster's runtime of its upper-bound tokens
     (every question of the dataset: its train file for distillation, when it has one, else
     all of it; × calls per question × max_tokens)."""
-    from retrace import cluster
-    from retrace.config import compose
+    from retrace.config.compose import compose
+    from retrace.planning import cluster
 
     tokens = reasoner_tokens(cfg, stage, dataset, mirror)
     return cluster.runtime_min(compose({"model": model, "backend": cfg["backend"]}), tokens)
@@ -325,7 +325,7 @@ def reasoner_runtime(cfg: dict, model: str, stage: str, dataset: str, mirror: st
 
 def reasoner_tokens(cfg: dict, stage: str, dataset: str, mirror: str | None) -> int | None:
     """Upper-bound generated tokens of a distil/generate job (None: question count unknown)."""
-    from retrace.estimate import problem_count
+    from retrace.planning.estimate import problem_count
 
     train = {e["name"]: e["train"] for e in entries(cfg)}.get(dataset)
     questions = problem_count(train if stage == "distil" and train else dataset, (), mirror)
@@ -333,9 +333,9 @@ def reasoner_tokens(cfg: dict, stage: str, dataset: str, mirror: str | None) -> 
 
 
 def runtimes(cfg: dict, mirror: str | None) -> list:
-    """Every DRR job's estimated runtime as retrace.cluster.OverLimit records (reasoner jobs
+    """Every DRR job's estimated runtime as retrace.planning.cluster.OverLimit records (reasoner jobs
     resume from the request cache; DM training and SFT start over)."""
-    from retrace.cluster import OverLimit
+    from retrace.planning.cluster import OverLimit
 
     out = []
     for model in cfg["models"]:

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from retrace.drr import prompts, settings
-from retrace.records import Problem
 from retrace.tasks.base import LETTERS
+from retrace.util.records import Problem
 
 
 def prompt_text(problem: Problem, tokenizer) -> str:
@@ -154,8 +154,8 @@ def episode(problem: Problem, letter: str | None) -> dict:
 def run(cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, seed: int = 0) -> dict:
     """Stage `drr sft`: one LoRA on every DRR-train question (as the DM is trained once for all
     datasets), then greedy answers on each dataset's evaluation questions -> `outs[i]`."""
-    from retrace import data
     from retrace.drr import dm
+    from retrace.store import data
 
     spec = cfg["sft_lora"]
     if spec.get("hf_model") == settings.SIMULATED:
@@ -198,17 +198,17 @@ def simulated_run(
     cfg: dict, train_files: Sequence, eval_files: Sequence, outs: Sequence, seed: int = 0
 ) -> dict:
     """SFT-LoRA in a rehearsal (`sft_lora.hf_model: simulated`, written by
-    retrace.rehearse_workflow): NOT a model, no weights are tuned. Each evaluation question is
+    retrace.app.rehearse_workflow): NOT a model, no weights are tuned. Each evaluation question is
     answered once, greedily, by the simulated engine (backends/simulated.py) as the reasoner's
     model under the label `sft_lora`: the same question difficulties as the reasoner's own
     turns, planted points from the effects YAML (null without). The reply is parsed and scored
     as a real SFT-LoRA reply is (`prompts.reply_letter`, `episode`), so DRR-vs-SFT-LoRA rows
     reach claims.csv through the real code. Not covered: learning from the train questions
     (read only for provenance)."""
-    from retrace import data
-    from retrace.config import compose
-    from retrace.records import Message, Request, Sampling
-    from retrace.registry import BACKENDS
+    from retrace.config.compose import compose
+    from retrace.store import data
+    from retrace.util.records import Message, Request, Sampling
+    from retrace.util.registry import BACKENDS
 
     engine = compose({"backend": "simulated"})["backend"]["engine"]
     model = {"name": cfg["models"][0]}
@@ -232,7 +232,7 @@ def simulated_run(
 
 def _write(cfg: dict, train_files: Sequence, eval_file, out, eps: list, seed: int, **extra) -> None:
     """One dataset's SFT-LoRA episodes and their provenance record (train files + its eval file)."""
-    from retrace.atomic import write_jsonl
+    from retrace.util.atomic import write_jsonl
 
     write_jsonl(out, eps)
     settings.provenance("sft", cfg, list(train_files) + [eval_file], seeds={"run": seed}, **extra).write(out)

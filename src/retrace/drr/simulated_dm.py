@@ -1,6 +1,6 @@
 """A simulated discriminator (DM) for `retrace rehearse`: planted accept/reject decisions. NOT a model.
 
-    # a DRR block (written by retrace.rehearse_workflow.derive into a rehearsal's own config)
+    # a DRR block (written by retrace.app.rehearse_workflow.derive into a rehearsal's own config)
     backend: simulated                                     # the reasoner: backends/simulated.py
     backbone: simulated
     backbones: {simulated: {source: simulated, effects: effects.yaml}}
@@ -43,9 +43,9 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-from retrace.atomic import read_jsonl, write_json
 from retrace.drr import dm_data as dmdata
 from retrace.drr import settings
+from retrace.util.atomic import read_jsonl, write_json
 
 FILE = "simulated_dm.json"  # the planted settings, in the checkpoint folder
 # Labels whose accuracy comes from the reasoner alone: the rehearsal keeps them null.
@@ -154,7 +154,7 @@ def train(
     out_metrics: Path,
 ) -> dict:
     """`drr train` for the simulated backbone: the planted settings, nothing trained."""
-    from retrace.hashing import sha256_file
+    from retrace.util.hashing import sha256_file
 
     spec = cfg["backbones"][cfg["backbone"]]
     split_dir, ckpt_dir = Path(split_dir), Path(ckpt_dir)
@@ -212,7 +212,7 @@ def judge_paths(
     cut for every turn. The generations' and questions' provenance name the model and dataset
     whose planted points apply."""
     from retrace.backends.simulated import planted_points
-    from retrace.provenance import load
+    from retrace.store.provenance import load
 
     planted = json.loads((Path(info["folder"]) / FILE).read_text())
     model, dataset = load(generations)["model"]["name"], load(problems_path)["dataset"]

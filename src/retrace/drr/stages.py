@@ -14,18 +14,18 @@ import random
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from retrace import data, models
-from retrace.atomic import read_jsonl, write_json, write_jsonl
 from retrace.drr import dm_data as dmdata
 from retrace.drr import loop, prompts, reasoner, settings
-from retrace.hashing import sha256_file
-from retrace.records import Problem
+from retrace.store import data, models
+from retrace.util.atomic import read_jsonl, write_json, write_jsonl
+from retrace.util.hashing import sha256_file
+from retrace.util.records import Problem
 
 log = logging.getLogger(__name__)
 
 
 def _templates(stage: str) -> list[str]:
-    from retrace.templates import PROMPTS_DIR
+    from retrace.util.templates import PROMPTS_DIR
 
     return [str(PROMPTS_DIR / "drr" / t) for t in settings.TEMPLATES.get(stage, ())]
 
@@ -75,10 +75,10 @@ def make_llm(
 ):
     """(CachedLLM, cache, manifest, backend config) of a reasoner job; the simulated engine
     (retrace rehearse) answers from the job's questions (`problems`, `dataset`)."""
-    from retrace.cache import RequestCache
-    from retrace.config import compose
-    from retrace.llm import CachedLLM
-    from retrace.registry import BACKENDS
+    from retrace.config.compose import compose
+    from retrace.engine.llm import CachedLLM
+    from retrace.store.cache import RequestCache
+    from retrace.util.registry import BACKENDS
 
     manifest = models.load_manifest(manifest_path)
     backend_cfg = compose({"backend": backend})["backend"]
@@ -302,7 +302,7 @@ def train(
 # ---------------------------------------------------------------- generate (eval)
 def _dataset_of(problems_path: Path) -> str:
     """The dataset an evaluation questions file belongs to, as its provenance (`drr questions`) names it."""
-    from retrace.provenance import load
+    from retrace.store.provenance import load
 
     return str(load(problems_path).get("dataset", ""))
 

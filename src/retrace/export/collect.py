@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from retrace.hashing import hash_sources, sha256_file
+from retrace.util.hashing import hash_sources, sha256_file
 
 MAX_INCLUDED_BYTES = 20 * 1024 * 1024  # one file larger than this is referenced, not copied
 MAX_TOTAL_BYTES = 40 * 1024 * 1024  # copied artifacts in all: the crate stays under 50 MB

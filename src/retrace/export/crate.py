@@ -23,7 +23,7 @@ from pathlib import Path
 
 from retrace.export.collect import Job, Run, collect
 from retrace.export.entities import COMPLETED, Builder, iso
-from retrace.hashing import sha256_file
+from retrace.util.hashing import sha256_file
 
 PROFILES = {  # conformsTo of the root data entity (Provenance Run Crate 0.5, "Root Data Entity")
     "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",

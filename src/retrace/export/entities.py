@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from retrace.export.collect import Job, Run, crate_path
-from retrace.hashing import canonical_json, sha256_text
+from retrace.util.hashing import canonical_json, sha256_text
 
 TYPES = {str: "Text", bool: "Boolean", int: "Integer", float: "Float"}
 COMPLETED = "http://schema.org/CompletedActionStatus"  # a literal, as Process Run Crate's examples
@@ -61,7 +61,7 @@ class Builder:
 
     # -- files ---------------------------------------------------------------------------------
     def add_files(self) -> None:
-        from retrace.hashing import sha256_file
+        from retrace.util.hashing import sha256_file
 
         for rel, disk in sorted(self.run.files.items()):
             if rel == "Snakefile":
@@ -113,7 +113,7 @@ class Builder:
 
     def request_cache(self):
         """The request cache, referenced by the hash of its `sha256  path` listing (not included)."""
-        from retrace.hashing import sha256_file
+        from retrace.util.hashing import sha256_file
 
         cache = self.run.results / "cache" / "requests"
         if not cache.is_dir():
@@ -135,7 +135,7 @@ class Builder:
     def workflow(self):
         from rocrate.model.computationalworkflow import ComputationalWorkflow
 
-        from retrace.hashing import sha256_file
+        from retrace.util.hashing import sha256_file
 
         disk = self.run.files["Snakefile"]
         wf = self.crate.add_workflow(
@@ -203,7 +203,7 @@ class Builder:
             identifier=h,
             softwareVersion=f"{code.get('commit')}{'+dirty' if code.get('dirty') else ''}",
             description="`python -m retrace " + stage + "`; identifier = "
-            "retrace.hashing.hash_sources of its source files",
+            "retrace.util.hashing.hash_sources of its source files",
         )
         if new:
             parts = [self.file_entity(s) for s in self.run.code.get(h, [])]

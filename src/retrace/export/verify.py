@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import unquote
 
 from retrace.export.crate import MANIFEST, METADATA
-from retrace.hashing import hash_sources, sha256_file
+from retrace.util.hashing import hash_sources, sha256_file
 
 _LINE = re.compile(r"([0-9a-f]{64})  (\S(?:.*\S)?)")
 
@@ -217,7 +217,7 @@ def _check_code(root: Path, graph: dict) -> list[str]:
 
 
 def _check_tables(root: Path, graph: dict) -> list[str]:
-    from retrace.provenance import audit_results_table
+    from retrace.store.provenance import audit_results_table
 
     problems = []
     tables = [i for i in _ids(graph.get("#run", {}).get("result")) if i.endswith(".csv")]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retrace.records import Completion, Message, Problem, Request, Sampling
+from retrace.util.records import Completion, Message, Problem, Request, Sampling
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ the prefix ending in the separator). Each round:
 A candidate ends ("answer") when its step contains one of `done_markers`, ("eos") when its
 step is empty, or ("max_steps") at the last round. Engines report EOS and a stop string
 alike as "stop", so a model that ended its turn shows up as an empty next step.
-Each problem's search is one task of retrace.scheduler: a round's expansions, each
+Each problem's search is one task of retrace.engine.scheduler: a round's expansions, each
 look-ahead depth and the judge calls are each one fan-out (a list of requests answered
 together), and pruning is a barrier of that problem only. So a problem starts its next
 round as soon as its own round is scored, whatever the other problems are doing, and the
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 
 from retrace.methods.base import MethodContext, derive_seed, problem_messages, sampling, tokens_used
 from retrace.methods.best_of_n import argmax
-from retrace.records import Completion, Message, Problem, Request
-from retrace.registry import METHODS
 from retrace.scoring.scorers import Score, ScoreItem, build_scorer
+from retrace.util.records import Completion, Message, Problem, Request
+from retrace.util.registry import METHODS
 
 
 @dataclass(frozen=True)
@@ -313,7 +313,7 @@ def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dic
 
 
 def _calls_per_problem(cfg: dict) -> int:
-    """Upper bound for retrace.estimate: every round expands every beam and scores each candidate."""
+    """Upper bound for retrace.planning.estimate: every round expands every beam and scores each candidate."""
     candidates = int(cfg["width"]) * int(cfg["expand"]) * int(cfg["max_steps"])
     return candidates * (2 + int(cfg.get("lookahead", 0)))
 

@@ -13,9 +13,9 @@ The RM@N answer is samples[chosen]; the plurality vote over samples is plain Maj
 from __future__ import annotations
 
 from retrace.methods.base import MethodContext, row, sample_requests, tokens_used
-from retrace.records import Problem
-from retrace.registry import METHODS
 from retrace.scoring.scorers import ScoreItem, build_scorer
+from retrace.util.records import Problem
+from retrace.util.registry import METHODS
 
 
 def argmax(values: list[float]) -> int:
@@ -54,4 +54,6 @@ def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dic
     return rows
 
 
-run.calls_per_problem = lambda cfg: 2 * int(cfg["n"])  # N rollouts + N judge calls (retrace.estimate)
+run.calls_per_problem = lambda cfg: (
+    2 * int(cfg["n"])
+)  # N rollouts + N judge calls (retrace.planning.estimate)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from retrace.methods.base import MethodContext, problem_messages, row, sampling
-from retrace.records import Problem, Request
-from retrace.registry import METHODS
+from retrace.util.records import Problem, Request
+from retrace.util.registry import METHODS
 
 
 @METHODS.register("greedy")
@@ -22,4 +22,4 @@ def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dic
     return [row(p, "greedy", [c]) for p, c in zip(problems, completions)]
 
 
-run.calls_per_problem = lambda cfg: 1  # for retrace.estimate
+run.calls_per_problem = lambda cfg: 1  # for retrace.planning.estimate

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from retrace.methods.base import MethodContext
 from retrace.methods.beam import run_search
-from retrace.records import Problem
-from retrace.registry import METHODS
+from retrace.util.records import Problem
+from retrace.util.registry import METHODS
 
 
 @METHODS.register("lookahead")

@@ -7,8 +7,8 @@ scoring computes maj@k / pass@k for k = 1, 2, 4 … N from them (config/method/m
 from __future__ import annotations
 
 from retrace.methods.base import MethodContext, row, sample_requests
-from retrace.records import Problem
-from retrace.registry import METHODS
+from retrace.util.records import Problem
+from retrace.util.registry import METHODS
 
 
 @METHODS.register("majority")
@@ -19,4 +19,4 @@ def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dic
     return [row(p, "majority", completions[i * n : (i + 1) * n]) for i, p in enumerate(problems)]
 
 
-run.calls_per_problem = lambda cfg: int(cfg["n"])  # for retrace.estimate
+run.calls_per_problem = lambda cfg: int(cfg["n"])  # for retrace.planning.estimate

@@ -5,7 +5,7 @@ terminal traces happens in scoring, exactly as for Maj@N (config/method/refine.y
 How it runs:
 - Depth 0 is THE Maj@N sample set: `sample_requests` with the config's `sampling` block, so
   after a `majority` run with the same seed and N it costs no engine call at all.
-- Each rollout is one task of retrace.scheduler: its next call (continue, critique,
+- Each rollout is one task of retrace.engine.scheduler: its next call (continue, critique,
   correct of the next round) goes to the engine as soon as its previous one returns, so
   the engine's slots stay full across turns and problems (no turn barrier).
 - What each round is conditioned on (`history`):
@@ -52,9 +52,9 @@ import random
 from dataclasses import dataclass, field, replace
 
 from retrace.methods.base import MethodContext, derive_seed, row, sample_requests, sampling
-from retrace.records import Completion, Message, Problem, Request
-from retrace.registry import METHODS
-from retrace.templates import render
+from retrace.util.records import Completion, Message, Problem, Request
+from retrace.util.registry import METHODS
+from retrace.util.templates import render
 
 CRITICS = ("model", "affirm", "none", "random")
 HISTORIES = ("full", "latest")
@@ -225,7 +225,7 @@ def refine_round(r: Rollout, depth: int, cfg: dict, ctx: MethodContext):
 def rollout_task(problem: Problem, request: Request, cfg: dict, ctx: MethodContext):
     """One rollout from its depth-0 sample through D rounds; returns the Rollout.
 
-    Each rollout is its own task (retrace.scheduler): its next call is sent as soon as its
+    Each rollout is its own task (retrace.engine.scheduler): its next call is sent as soon as its
     previous one returns, whatever the other rollouts are doing."""
     r = start(problem, request, (yield request))
     for depth in range(1, int(cfg["depth"]) + 1):
@@ -278,7 +278,7 @@ def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dic
 
 
 def _calls_per_problem(cfg: dict) -> int:
-    """Model calls per problem (for retrace.estimate): N samples + N × D rounds of 2-3 calls."""
+    """Model calls per problem (for retrace.planning.estimate): N samples + N × D rounds of 2-3 calls."""
     per_round = 3 if cfg["critic"] == "model" else 2  # affirm/random critiques are not model calls
     return int(cfg["n"]) * (1 + int(cfg["depth"]) * per_round)
 

@@ -26,13 +26,13 @@ import retrace.report.lineage as lineage
 import retrace.report.paper as paper
 import retrace.report.transcripts as transcripts
 from retrace import deviations
-from retrace.atomic import atomic_open
 from retrace.report.claims_table import P_ADJ, read_claims
 from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
 from retrace.report.run_summary import run_summary
 from retrace.report.sections import copy_images, load_sections
 from retrace.report.tables import extra_columns, k_columns, result_rows, seed_aggregates, write_csv
+from retrace.util.atomic import atomic_open
 
 TEMPLATES = Path(__file__).parent / "templates"
 SHORT_HASH = 12
@@ -160,7 +160,7 @@ def subset_banner(claims: list[dict]) -> str:
 def smoke_banner(claims: list[dict], probes: Iterable[Path] = ()) -> str:
     """The banner of a run whose claims stand on fewer than MIN_QUESTIONS questions ("" when
     none do): such verdicts are inconclusive by rule, so the page names the command that gives
-    a real one, `make controls`, with its CPU time here (retrace.estimate: the probe's measured
+    a real one, `make controls`, with its CPU time here (retrace.planning.estimate: the probe's measured
     rate when this run has one, else the stated default)."""
     from retrace.scoring.claims import MIN_QUESTIONS
 
@@ -177,9 +177,9 @@ def smoke_banner(claims: list[dict], probes: Iterable[Path] = ()) -> str:
 
 def controls_hours(probes: Iterable[Path] = ()) -> float:
     """CPU hours of the `controls` experiment at this run's probed rate (or the default)."""
-    from retrace.config import check_global
-    from retrace.estimate import estimate
-    from retrace.plan import jobs
+    from retrace.config.compose import check_global
+    from retrace.planning.estimate import estimate
+    from retrace.planning.plan import jobs
 
     probe_dirs = {Path(p).parent.parent for p in probes}  # results/probe/<model>/<backend>.json
     return estimate(

@@ -18,9 +18,9 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from retrace.atomic import atomic_open
-from retrace.hashing import sha256_file
-from retrace.provenance import prov_path
+from retrace.store.provenance import prov_path
+from retrace.util.atomic import atomic_open
+from retrace.util.hashing import sha256_file
 
 PAGE_DIR = "prov"
 SHOWN = ("artifact", "stage", "config", "config_hash", "inputs", "code", "packages", "host", "timing")

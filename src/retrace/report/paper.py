@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from retrace.provenance import prov_path
+from retrace.store.provenance import prov_path
 
 NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 VERDICTS = ("supported", "contradicted", "inconclusive")

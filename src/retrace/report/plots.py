@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from retrace.atomic import atomic_open
+from retrace.util.atomic import atomic_open
 
 TERA = 1e12
 PNG_METADATA = {"Software": None}
@@ -36,7 +36,7 @@ def _figure(n_panels: int, width: float, height: float, **share: bool) -> tuple[
 
 
 def save_png(fig: Any, out_png: Path) -> Path:
-    """Write `fig` to out_png through a temporary sibling (retrace.atomic); return the path."""
+    """Write `fig` to out_png through a temporary sibling (retrace.util.atomic); return the path."""
     out_png = Path(out_png)
     with atomic_open(out_png, "wb") as f:
         fig.savefig(f, format="png", dpi=120, metadata=PNG_METADATA)

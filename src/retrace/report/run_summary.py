@@ -3,7 +3,7 @@
     rows, total = run_summary(lineage.collect(report_inputs), probe_files)
 
 Every job that ran an LLM records its engine accounting in its provenance record (`usage`:
-engine_seconds, engine_generated_tokens, engine_prompt_tokens; retrace.llm.Usage). The
+engine_seconds, engine_generated_tokens, engine_prompt_tokens; retrace.engine.llm.Usage). The
 summary takes the records of the report inputs' lineage (retrace.report.lineage.collect),
 counts each job once, and groups by stage (spine `generate` jobs by method label), model and
 backend. `tok_s` = generated tokens / engine-seconds; `efficiency` = tok_s / the raw

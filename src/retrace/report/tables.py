@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retrace.atomic import atomic_open
-from retrace.hashing import sha256_file
-from retrace.provenance import prov_path
 from retrace.scoring.score import RESULT_COLUMNS, result_columns
+from retrace.store.provenance import prov_path
+from retrace.util.atomic import atomic_open
+from retrace.util.hashing import sha256_file
 
 if TYPE_CHECKING:  # for the annotations only: pandas is imported lazily where a frame is built
     import pandas as pd

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from retrace.atomic import atomic_open
-from retrace.provenance import load, run_root
+from retrace.store.provenance import load, run_root
+from retrace.util.atomic import atomic_open
 
 MAX_QUESTIONS = 20
 MAX_CHARS = 3000

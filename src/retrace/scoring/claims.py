@@ -59,8 +59,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrace.atomic import atomic_open
 from retrace.scoring.stats import holm, holm_levels, paired_mean_ci, sign_flip_exact, stratified_exact
+from retrace.util.atomic import atomic_open
 
 MIN_QUESTIONS = 10
 ALPHA = 0.05  # family-wise level of the exact test, after the correction

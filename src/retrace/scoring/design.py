@@ -12,7 +12,7 @@ stage decides it, from the config (scoring.run_facts.deterministic_by_design: a 
 label is one draw, its seed 0 counted once), `claims.weaker` names the weaker-model pairs,
 and question counts are the dataset configs' own (`questions:`, cut by `limit`), checked
 against the mirror where one is readable (`question_count`): a clone without the data
-plans the same design. Each method family adds its own cells and rows (retrace.family
+plans the same design. Each method family adds its own cells and rows (retrace.config.families
 `claims_design`): DRR's from retrace.drr.claims.claim_list over its settings
 (evaluation questions: the eval file, or 1 - train_fraction of one file), per dataset and
 pooled over them (dataset "all", Table 1's Overall); a DRR seed re-draws the reasoner's
@@ -61,10 +61,10 @@ class Design:
 
 
 def default_mirror() -> str:
-    """The mirror as the workflow would find it (retrace.mirror.resolve), "" where none is."""
-    from retrace.config import CONFIG_DIR
-    from retrace.mirror import resolve
-    from retrace.yamlfile import load_yaml
+    """The mirror as the workflow would find it (retrace.config.mirror.resolve), "" where none is."""
+    from retrace.config.compose import CONFIG_DIR
+    from retrace.config.mirror import resolve
+    from retrace.util.yamlfile import load_yaml
 
     mirror = load_yaml(CONFIG_DIR / "config.yaml").get("mirror")
     if mirror:  # relative to the repository, where Snakemake runs
@@ -77,7 +77,7 @@ def mirror_count(cfg: dict, mirror: str | None) -> int | None:
     they cannot be read here (no mirror, or it lacks the file: planning goes on without)."""
     from pathlib import Path
 
-    from retrace.data import prepare
+    from retrace.store.data import prepare
 
     if cfg.get("source") == "hub" or (
         cfg.get("source") == "mirror" and not (mirror and Path(mirror).is_dir())
@@ -92,7 +92,7 @@ def mirror_count(cfg: dict, mirror: str | None) -> int | None:
 def question_count(dataset: str, mirror: str | None) -> int:
     """Questions the dataset config yields: its `limit`, else its stated `questions:`; the
     statement is checked against the data where they can be read (a mismatch is one line)."""
-    from retrace.config import compose
+    from retrace.config.compose import compose
 
     cfg = compose({"dataset": dataset})["dataset"]
     where = f"config/dataset/{dataset}.yaml"
@@ -117,8 +117,8 @@ def _deterministic(cfg: dict) -> bool:
 
 def spine_design(name: str, mirror: str, d: Design) -> None:
     """The spine's cells (plan.jobs) and its PAPER_CLAIMS and weaker-model rows."""
-    from retrace.config import load_experiment
-    from retrace.plan import jobs
+    from retrace.config.compose import load_experiment
+    from retrace.planning.plan import jobs
     from retrace.stages.claims import primary_family, weaker_pairs
 
     d.primary = primary_family(load_experiment(name), name)
@@ -142,13 +142,13 @@ def spine_design(name: str, mirror: str, d: Design) -> None:
 
 def design(name: str, mirror: str | None = None) -> Design:
     """The claims design of experiment `name` (config/experiment/<name>.yaml)."""
-    from retrace.config import load_experiment
-    from retrace.family import FAMILIES
+    from retrace.config.compose import load_experiment
+    from retrace.config.families import FAMILIES
 
     mirror = mirror or default_mirror()
     exp, d = load_experiment(name), Design(name)
     spine_design(name, mirror, d)
-    for family in FAMILIES.all():  # DRR's rows and ART's (retrace.family `claims_design`)
+    for family in FAMILIES.all():  # DRR's rows and ART's (retrace.config.families `claims_design`)
         if family.block and exp.get(family.block):
             family.claims_design(exp[family.block], mirror, d)
     return d

@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from retrace.hashing import sha256_file, sha256_json
 from retrace.scoring.scorers import Score, ScoreItem, Scorer
+from retrace.util.hashing import sha256_file, sha256_json
 
 AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
     "last": lambda s: s[-1],

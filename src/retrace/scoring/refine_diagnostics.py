@@ -32,11 +32,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrace.records import Problem
 from retrace.scoring.metrics import DEFAULT_BOOT, DEFAULT_SEED, ks_for
 from retrace.scoring.score import check_rows, safe_extract
 from retrace.scoring.stats import mcnemar_exact, paired_bootstrap_diff
 from retrace.scoring.vote import group_answers, plurality_index
+from retrace.util.records import Problem
 
 
 def judge_depths(row: dict, problem: Problem, task: Any) -> list[dict]:

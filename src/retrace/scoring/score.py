@@ -39,7 +39,6 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from retrace.records import Problem
 from retrace.scoring.metrics import (
     DEFAULT_BOOT,
     DEFAULT_LEVEL,
@@ -51,6 +50,7 @@ from retrace.scoring.metrics import (
 )
 from retrace.scoring.vote import plurality_index
 from retrace.tasks.base import EXPLICIT, NO_ANSWER, SOURCES, Extraction, ruled
+from retrace.util.records import Problem
 
 VOTES = ("explicit", "any")
 

@@ -15,7 +15,7 @@ Implementations, chosen by name (no registry: there are two, and one is GPU-only
 - `hf_reward` (scoring/hf_reward.py): a reward model or process reward model from the hub
   through transformers, loaded in-process; for GPU runs.
 
-Inside a task of retrace.scheduler (beam search), `score_task` is the same scoring as one
+Inside a task of retrace.engine.scheduler (beam search), `score_task` is the same scoring as one
 step of the task: a judge on the task's own `llm` yields its requests as one fan-out, so the
 judge calls of one problem run beside the other problems' work; any other scorer (hf_reward,
 or a judge on another model's engine) scores at once, holding the scheduler meanwhile.
@@ -35,9 +35,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retrace.hashing import sha256_file
-from retrace.records import Completion, Message, Problem, Request, Sampling, TokenLogprob
-from retrace.templates import render, template_path
+from retrace.util.hashing import sha256_file
+from retrace.util.records import Completion, Message, Problem, Request, Sampling, TokenLogprob
+from retrace.util.templates import render, template_path
 
 IMPLEMENTATIONS = {
     "llm_judge": "retrace.scoring.scorers:LLMJudge",

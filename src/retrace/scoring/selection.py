@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrace.records import Problem
 from retrace.scoring.score import safe_extract
+from retrace.util.records import Problem
 
 
 def chosen_correct(row: dict, problem: Problem, task: Any) -> bool | None:

@@ -2,16 +2,16 @@
 
 For every generation job of the experiment's `runs:` list: pinned weights (a GGUF-only model
 on vLLM fails too), the worst-case request against the model's and the engine's context, a
-scorer's pins and context, GPU memory (retrace.preflight's helpers, which size every family's
+scorer's pins and context, GPU memory (retrace.planning.preflight's helpers, which size every family's
 jobs); and, in a run with refinement, every baseline's per-solution generation budget
 (retrace.methods.budget) at least refinement's final-answer budget.
 """
 
 from __future__ import annotations
 
-from retrace.config import compose
-from retrace.plan import Job
-from retrace.preflight import (
+from retrace.config.compose import compose
+from retrace.planning.plan import Job
+from retrace.planning.preflight import (
     SHA1,
     engine_context,
     generated_tokens,
@@ -25,7 +25,7 @@ def job_problems(
     job: Job, mirror: str | None, dataset_overrides: tuple = (), share: dict | None = None
 ) -> list[str]:
     """Every reason job `job` would fail on its engine (empty: it passes); `share`: the memory
-    settings of the engine it shares with other labels of its cell (retrace.cells.shared_memory)."""
+    settings of the engine it shares with other labels of its cell (retrace.planning.cells.shared_memory)."""
     cfg = job.config()
     m, model = cfg["method"], cfg["model"]
     out = [p for p in [pin_problem(model)] if p]

@@ -34,7 +34,7 @@ def _generate(p: argparse.ArgumentParser) -> Callable:
         help="manifest of the judge model when the scorer names another model",
     )
     p.add_argument("--shard", type=int, default=None, help="run only data-parallel shard I …")
-    p.add_argument("--shards", type=int, default=1, help="… of K (retrace.shards)")
+    p.add_argument("--shards", type=int, default=1, help="… of K (retrace.store.shards)")
 
     def run(a: argparse.Namespace) -> None:
         from retrace.stages import generate
@@ -117,7 +117,7 @@ def _generate_cell(p: argparse.ArgumentParser) -> Callable:
     p.add_argument(
         "--labels",
         default="",
-        help="comma-separated: only these labels (one part of the cell, retrace.parts)",
+        help="comma-separated: only these labels (one part of the cell, retrace.planning.parts)",
     )
 
     def run(a: argparse.Namespace) -> None:

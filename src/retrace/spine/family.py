@@ -1,17 +1,17 @@
-"""The spine as a method family (retrace.family): what the core asks of the experiment's
+"""The spine as a method family (retrace.config.families): what the core asks of the experiment's
 `runs:` list — the sampling methods and refinement, generated, scored and claimed.
 
     retrace plan --experiment paper --check   # runtimes, config_checks (spine/checks.py)
     retrace generate|score|score-cell|claims …  # its steps (spine/commands.py), registered on import
 
 It has no block of its own (`runs:` is the experiment's spine), so it is always active and
-comes first (order 10). Its jobs are retrace.plan's; its sizes retrace.sizing's.
+comes first (order 10). Its jobs are retrace.planning.plan's; its sizes retrace.planning.sizing's.
 """
 
 from __future__ import annotations
 
 import retrace.spine.commands  # noqa: F401  (registers the spine's steps: generate, score, claims …)
-from retrace.family import FAMILIES, Context, Family
+from retrace.config.families import FAMILIES, Context, Family
 
 
 @FAMILIES.register("spine")
@@ -20,13 +20,13 @@ class Spine(Family):
     summary = "sampling methods and refinement"
 
     def runtimes(self, ctx: Context) -> list:
-        """The generation jobs as the workflow runs them (retrace.parts.sized at ctx.limit): each
+        """The generation jobs as the workflow runs them (retrace.planning.parts.sized at ctx.limit): each
         cell part, which keeps one attempt for faults and names a label too long for any part,
         and each sharded label's shard jobs (one attempt kept for faults too), as OverLimit records."""
-        from retrace.cluster import Limit, OverLimit
-        from retrace.parts import sized
-        from retrace.plan import jobs, shared_overrides
-        from retrace.sizing import RUNTIME_OVERHEAD_MIN
+        from retrace.planning.cluster import Limit, OverLimit
+        from retrace.planning.parts import sized
+        from retrace.planning.plan import jobs, shared_overrides
+        from retrace.planning.sizing import RUNTIME_OVERHEAD_MIN
 
         limit = ctx.limit or Limit()
         dso = shared_overrides(ctx.global_cfg, "dataset")
@@ -45,7 +45,7 @@ class Spine(Family):
     def config_checks(self, ctx: Context) -> list[tuple[str, str]]:
         """Every generation job's engine problems (GPU memory at the share of the engine it
         shares in its cell), then the equal-budget check (spine/checks.py)."""
-        from retrace.plan import jobs, shared_overrides
+        from retrace.planning.plan import jobs, shared_overrides
         from retrace.spine.checks import budget_problems, job_problems
 
         planned = jobs(ctx.global_cfg)
@@ -56,9 +56,9 @@ class Spine(Family):
 
 
 def _shares(planned: list) -> dict[str, dict]:
-    """Each cell label's memory share on the engine it may share (retrace.cells.shared_memory):
+    """Each cell label's memory share on the engine it may share (retrace.planning.cells.shared_memory):
     the smallest any label of its cell with its engine identity asks, whichever part runs it."""
-    from retrace.cells import engine_identity, generation_cells, shared_memory
+    from retrace.planning.cells import engine_identity, generation_cells, shared_memory
 
     out = {}
     for cell in generation_cells(planned).values():

@@ -24,9 +24,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrace.hashing import sha256_file
-from retrace.plan import stage_sources
-from retrace.provenance import Provenance, prov_path
+from retrace.planning.plan import stage_sources
 from retrace.scoring.claims import (
     ALPHA,
     CONTROL_CLAIMS,
@@ -39,6 +37,8 @@ from retrace.scoring.claims import (
 )
 from retrace.scoring.compute import compute_normalised_gain
 from retrace.scoring.run_facts import FULL, check_finite, mark_subset
+from retrace.store.provenance import Provenance, prov_path
+from retrace.util.hashing import sha256_file
 
 
 def load_runs(score_files: list[Path]) -> tuple[dict, dict, dict, dict]:
@@ -275,10 +275,10 @@ def primary_family(experiment: dict, name: str = "experiment") -> Primary | None
 
 def known_claims() -> set[str]:
     """Every claim an experiment's claims.primary may name: the spine's (PAPER_CLAIMS, the
-    weaker-model row, CONTROL_CLAIMS) and each method family's own (DRR, ART: retrace.family
+    weaker-model row, CONTROL_CLAIMS) and each method family's own (DRR, ART: retrace.config.families
     `claim_names`), whose rows reach claims.csv through the family's claims CSV and are
     adjusted in the same families."""
-    from retrace.family import FAMILIES
+    from retrace.config.families import FAMILIES
 
     spine = {c[0] for c in PAPER_CLAIMS + CONTROL_CLAIMS} | {"weaker models gain most"}
     return spine.union(*(f.claim_names() for f in FAMILIES.all()))

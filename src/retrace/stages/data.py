@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrace import data
-from retrace.config import compose
-from retrace.plan import config_slice, stage_sources
-from retrace.provenance import Provenance
+from retrace.config.compose import compose
+from retrace.planning.plan import config_slice, stage_sources
+from retrace.store import data
+from retrace.store.provenance import Provenance
 
 
 def run(dataset: str, mirror: str | None, out: Path, overrides: tuple[str, ...] = ()) -> int:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrace import data
-from retrace.atomic import read_jsonl, write_json
-from retrace.plan import Job, config_slice, stage_sources
-from retrace.provenance import Provenance
-from retrace.registry import TASKS
+from retrace.planning.plan import Job, config_slice, stage_sources
 from retrace.scoring.refine_diagnostics import diagnose
+from retrace.store import data
+from retrace.store.provenance import Provenance
+from retrace.util.atomic import read_jsonl, write_json
+from retrace.util.registry import TASKS
 
 
 def run(job: Job, generations: Path, data_path: Path, out: Path) -> dict:

@@ -6,7 +6,7 @@
 
 The engine is loaded at most once, and only if some request is not in the request cache.
 With `--shard I --shards K` the job runs only the problems of data-parallel shard I (see
-retrace.shards); `merge()` (`python -m retrace merge-shards`) joins the K shard outputs.
+retrace.store.shards); `merge()` (`python -m retrace merge-shards`) joins the K shard outputs.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrace import data, models, shards
-from retrace.atomic import read_jsonl, write_jsonl
-from retrace.cache import RequestCache
-from retrace.llm import CachedLLM
+from retrace.engine.llm import CachedLLM
 from retrace.methods.base import MethodContext
-from retrace.plan import Job, config_slice, stage_sources, templates
-from retrace.provenance import Provenance
-from retrace.registry import BACKENDS, METHODS, TASKS
+from retrace.planning.plan import Job, config_slice, stage_sources, templates
+from retrace.store import data, models, shards
+from retrace.store.cache import RequestCache
+from retrace.store.provenance import Provenance
+from retrace.util.atomic import read_jsonl, write_jsonl
+from retrace.util.registry import BACKENDS, METHODS, TASKS
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,8 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
     """Job with method.n = N', priced from the measured tokens of (refinement, Maj@N) runs."""
     from dataclasses import replace
 
-    from retrace.provenance import load
     from retrace.scoring.compute import equal_compute_n, structural_usage
+    from retrace.store.provenance import load
 
     refine, majority = load(sources[0]), load(sources[1])
     # effective: priced from the request structure (shared prefixes), the same on any engine;
@@ -120,7 +120,7 @@ def run(
 ) -> dict:
     """Run the job's method; `scorer_manifest` = the judge model's manifest when the method's
     scorer names a model other than the job's (its engine is passed as ctx.scorer_llm);
-    `shard` = (I, K): only the problems of data-parallel shard I of K (retrace.shards)."""
+    `shard` = (I, K): only the problems of data-parallel shard I of K (retrace.store.shards)."""
     manifest = models.load_manifest(manifest_path)
     job, priced = price(job, equal_compute_from, manifest)
     cfg = label_config(job, data_path)

@@ -3,10 +3,10 @@
     python -m retrace generate-cell --experiment paper --model M --backend B --dataset D --seed S \
         --results results --cache results/cache/requests [--labels greedy,majority,refine]
 
-The labels (all of the cell's, or one part's: retrace.parts) run one after another
-(retrace.cells.run_order: equal-compute labels after their partners, N' priced as `generate`
+The labels (all of the cell's, or one part's: retrace.planning.parts) run one after another
+(retrace.planning.cells.run_order: equal-compute labels after their partners, N' priced as `generate`
 prices it; a partner in an earlier part is read from its generations) on one engine per
-engine identity (retrace.cells.engine_identity: labels that differ only in speed or memory
+engine identity (retrace.planning.cells.engine_identity: labels that differ only in speed or memory
 settings share one, at the smallest memory share any asks) and one engine per LLM judge on
 another model, each loaded only when a request misses the request cache and closed at the end.
 Each label writes its own `results/generations/<job>.jsonl` and provenance exactly as
@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from retrace import models
-from retrace.cache import RequestCache
-from retrace.cells import Cell, engine_identity, generation_cells, shared_memory
-from retrace.llm import CachedLLM, Usage
-from retrace.plan import Job, jobs, sibling
+from retrace.engine.llm import CachedLLM, Usage
+from retrace.planning.cells import Cell, engine_identity, generation_cells, shared_memory
+from retrace.planning.plan import Job, jobs, sibling
 from retrace.stages.generate import Inputs, engine, execute, label_config, price, scorer_model
+from retrace.store import models
+from retrace.store.cache import RequestCache
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def run_labels(labels: tuple[Job, ...], results: Path, cache_path: Path) -> dict
 
 
 def memory_by_engine(labels: tuple[Job, ...]) -> dict[str, dict]:
-    """Engine identity -> the memory share of the one engine its labels share (retrace.cells)."""
+    """Engine identity -> the memory share of the one engine its labels share (retrace.planning.cells)."""
     by_identity: dict[str, list[Job]] = {}
     for job in labels:
         by_identity.setdefault(engine_identity(job), []).append(job)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrace import models
-from retrace.atomic import write_json
-from retrace.config import compose
-from retrace.plan import config_slice, stage_sources
-from retrace.provenance import Provenance
+from retrace.config.compose import compose
+from retrace.planning.plan import config_slice, stage_sources
+from retrace.store import models
+from retrace.store.provenance import Provenance
+from retrace.util.atomic import write_json
 
 
 def run(model: str, out: Path, overrides: tuple[str, ...] = ()) -> dict:

@@ -32,13 +32,13 @@ import os
 import time
 from pathlib import Path
 
-from retrace import models
-from retrace.atomic import write_json
-from retrace.plan import Job, stage_sources
-from retrace.provenance import Provenance
-from retrace.records import Message, Request, Sampling
-from retrace.registry import BACKENDS
-from retrace.templates import render
+from retrace.planning.plan import Job, stage_sources
+from retrace.store import models
+from retrace.store.provenance import Provenance
+from retrace.util.atomic import write_json
+from retrace.util.records import Message, Request, Sampling
+from retrace.util.registry import BACKENDS
+from retrace.util.templates import render
 
 PROBE_TOKENS = 64
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrace.plan import stage_sources
-from retrace.provenance import Provenance
+from retrace.planning.plan import stage_sources
 from retrace.report.html import build_report
+from retrace.store.provenance import Provenance
 
 
 def run(

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from retrace import data
-from retrace.atomic import read_jsonl, write_json
 from retrace.methods.budget import solution_budget
-from retrace.plan import Job, config_slice, stage_sources
-from retrace.provenance import Provenance, load
-from retrace.registry import TASKS
+from retrace.planning.plan import Job, config_slice, stage_sources
 from retrace.scoring.score import score_generations
+from retrace.store import data
+from retrace.store.provenance import Provenance, load
+from retrace.util.atomic import read_jsonl, write_json
+from retrace.util.registry import TASKS
 
 
 def repeatable(generation_record: dict) -> bool:

@@ -4,7 +4,7 @@ and diagnose its refinement jobs (no generation).
     python -m retrace score-cell --experiment paper --model M --backend B --dataset D --seed S \
         [--override O ...] [--results results]
 
-The jobs are the experiment's (retrace.plan.jobs, with the global overrides), so the files this
+The jobs are the experiment's (retrace.planning.plan.jobs, with the global overrides), so the files this
 writes are exactly the rule's outputs (workflow/rules/score.smk): for each job
 `results/scores/<job>.json` (retrace.stages.score) and, for refinement jobs,
 `results/diagnostics/<job>.json` (retrace.stages.diagnose), each with its own provenance
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrace.plan import cell_jobs, diagnosed, jobs
+from retrace.planning.plan import cell_jobs, diagnosed, jobs
 
 
 def run(experiment: str, overrides: tuple[str, ...], cell: tuple[str, str, str, int], results: Path) -> int:

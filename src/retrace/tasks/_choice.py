@@ -39,8 +39,8 @@ from __future__ import annotations
 
 import re
 
-from retrace.records import Problem
 from retrace.tasks.base import LETTERS, NO_ANSWER, Extraction, Task, after_placeholder, ruled
+from retrace.util.records import Problem
 
 LEAD = re.compile(
     r"(?i)\b(?:answer|(?:correct|best|right)\s+(?:option|choice))\b"

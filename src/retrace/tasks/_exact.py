@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from retrace.records import Problem
 from retrace.tasks.base import NO_ANSWER, Extraction, Task
+from retrace.util.records import Problem
 
 # "Answer: x" / "the answer is x" up to the end of the line; "is" or ":" is required so
 # prose such as "the answer depends on ..." is not taken for a statement.

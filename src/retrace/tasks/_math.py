@@ -25,8 +25,8 @@ import re
 import threading
 from functools import lru_cache
 
-from retrace.records import Problem
 from retrace.tasks.base import NO_ANSWER, Extraction, Task, ruled
+from retrace.util.records import Problem
 
 # GSM8K's own answer marker and clean-up: "#### 1,234" → "1234".
 # https://github.com/openai/grade-school-math/blob/master/grade_school_math/dataset.py

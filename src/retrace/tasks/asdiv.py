@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from retrace.records import Problem
 from retrace.tasks._math import MathTask
 from retrace.tasks.base import iter_jsonl, register, require, source_file
+from retrace.util.records import Problem
 
 UNIT = re.compile(r"\(.*?\)")
 NUMERIC = re.compile(r"^-?\d+(?:\.\d+)?(?:/\d+)?$")

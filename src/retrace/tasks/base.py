@@ -3,7 +3,7 @@
 A task turns a dataset config (a `config/dataset/*.yaml` mapping) into canonical
 `Problem`s and judges model outputs:
 
-    from retrace.registry import TASKS
+    from retrace.util.registry import TASKS
     task = TASKS.get("gsm8k")
     problems, files = task.load(cfg, mirror="/path/to/mirror")
     answer = task.extract_answer(completion_text, problems[0])
@@ -11,7 +11,7 @@ A task turns a dataset config (a `config/dataset/*.yaml` mapping) into canonical
     task.extract(completion_text, problems[0])   # Extraction(answer, source): how it was found
 
 Three sources, chosen by `cfg["source"]`: "mirror" (a file under the mirror directory,
-at `cfg["mirror_path"]`; retrace.mirror says where the mirror is), "bundled" (a file in
+at `cfg["mirror_path"]`; retrace.config.mirror says where the mirror is), "bundled" (a file in
 `retrace/tasks/bundled/`, listed in its MANIFEST.yaml) and "hub" (`datasets.load_dataset` at
 a pinned revision; `datasets` is imported only then).
 """
@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 # MirrorMissing is re-exported: callers of Task.load catch it from here.
-from retrace.mirror import MirrorMissing as MirrorMissing
-from retrace.mirror import require as require_mirror
-from retrace.records import Problem
-from retrace.registry import TASKS
-from retrace.templates import render
+from retrace.config.mirror import MirrorMissing as MirrorMissing
+from retrace.config.mirror import require as require_mirror
+from retrace.util.records import Problem
+from retrace.util.registry import TASKS
+from retrace.util.templates import render
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -254,8 +254,8 @@ def first_of(row: dict, keys: tuple[str, ...], where: str) -> Any:
 
 
 def load_hub_rows(hub: dict) -> tuple[Any, str]:
-    """(rows, commit) from the hub at a pinned or locked revision (retrace.data.load_hub_rows)."""
-    from retrace.data import load_hub_rows as load  # data imports the registry this module fills
+    """(rows, commit) from the hub at a pinned or locked revision (retrace.store.data.load_hub_rows)."""
+    from retrace.store.data import load_hub_rows as load  # data imports the registry this module fills
 
     return load(hub)
 

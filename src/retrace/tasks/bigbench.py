@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from retrace.records import Problem
 from retrace.tasks._choice import ChoiceTask
 from retrace.tasks._exact import ExactTask
 from retrace.tasks.base import LETTERS, register, require, source_file
+from retrace.util.records import Problem
 
 # BIG-bench's default output prefix ("\nA: ") is few-shot scaffolding; task-specific
 # prefixes (e.g. anachronisms' "Does the preceding sentence contain ...?") carry the

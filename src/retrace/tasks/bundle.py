@@ -27,7 +27,7 @@ import random
 import sys
 from pathlib import Path
 
-from retrace.yamlfile import load_yaml
+from retrace.util.yamlfile import load_yaml
 
 BUNDLED = Path(__file__).resolve().parent / "bundled"
 MANIFEST = BUNDLED / "MANIFEST.yaml"

@@ -14,9 +14,9 @@ import logging
 import re
 from pathlib import Path
 
-from retrace.records import Problem
 from retrace.tasks._choice import ChoiceTask
 from retrace.tasks.base import LETTERS, iter_jsonl, register, require, source_file
+from retrace.util.records import Problem
 
 log = logging.getLogger(__name__)
 

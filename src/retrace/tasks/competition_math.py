@@ -6,9 +6,9 @@ and answer encodings, handled here. Mirror files: see config/dataset/<name>.yaml
 
 from __future__ import annotations
 
-from retrace.records import Problem
 from retrace.tasks._math import MathTask
 from retrace.tasks.base import first_of, number_text, register
+from retrace.util.records import Problem
 
 QUESTION_KEYS = ("problem", "question", "Problem")
 ANSWER_KEYS = ("answer", "Answer")

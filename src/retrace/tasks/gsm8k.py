@@ -5,9 +5,9 @@ Mirror file: `gsm8k/test.jsonl` (openai/grade-school-math); hub: `openai/gsm8k`,
 
 from __future__ import annotations
 
-from retrace.records import Problem
 from retrace.tasks._math import MathTask
 from retrace.tasks.base import register, require
+from retrace.util.records import Problem
 
 
 def gsm8k_gold(solution: str, where: str) -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from retrace.records import Problem
 from retrace.tasks._choice import ChoiceTask
 from retrace.tasks.base import LETTERS, register, source_file
+from retrace.util.records import Problem
 
 
 def subject_files(cfg: dict, root: Path, source: str) -> list[tuple[str, Path, str]]:

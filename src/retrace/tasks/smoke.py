@@ -7,10 +7,10 @@ offline with a tiny model. Files: `bundled/smoke_math.jsonl` ({"id", "question",
 
 from __future__ import annotations
 
-from retrace.records import Problem
 from retrace.tasks._choice import ChoiceTask
 from retrace.tasks._math import MathTask
 from retrace.tasks.base import LETTERS, register, require
+from retrace.util.records import Problem
 
 
 @register("smoke_math")

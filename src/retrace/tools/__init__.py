@@ -6,6 +6,6 @@ found by `TOOLS.get("name")`, which imports every module of this package.
 
 from __future__ import annotations
 
-from retrace.registry import Registry
+from retrace.util.registry import Registry
 
 TOOLS = Registry("tool", "retrace.tools")

@@ -1,13 +1,13 @@
 """What an ART tool receives and returns (shared by the tool plugins in this package).
 
-    from retrace.registry import ...; from retrace.tools import TOOLS
+    from retrace.util.registry import ...; from retrace.tools import TOOLS
     tool = TOOLS.get("search")(settings={"top_k": 1})        # one instance per job
     out = tool(ToolCall(tag="search", instruction="When was the telegram invented?"))
     out.text, out.ok, out.error, out.meta                   # meta: hits, collection, version …
 
 A program step `Qi: [code execute] …` names the tool "code execute"; `tool_name(tag)` maps it
 to the registry name "code_execute". Tags that name no tool are skills the LLM fills itself.
-`task(call)` is the call as a retrace.scheduler task (ART's runner runs each program as
+`task(call)` is the call as a retrace.engine.scheduler task (ART's runner runs each program as
 one): a tool that needs the LLM (code generate) yields its request there, so it queues with
 the programs' own requests; `run_batch` sends several calls at once (one generate call).
 """

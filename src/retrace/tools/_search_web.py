@@ -11,7 +11,7 @@ the environment only, never from a config file, and is never stored or hashed.
 
 Web results change over time, so each response is cached, keyed by sha256 of the endpoint and
 the parameters without the key, as one immutable file `<cache_dir>/<key[:2]>/<key>.json`
-published once (retrace.atomic.publish_once: the first writer wins): a rerun reads the same
+published once (retrace.util.atomic.publish_once: the first writer wins): a rerun reads the same
 results the first run saw, and each hit records when it was retrieved and whether it came
 from the cache. Delete the cache folder to search afresh.
 """
@@ -26,7 +26,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from retrace.atomic import publish_once
+from retrace.util.atomic import publish_once
 
 DEFAULT_ENDPOINT = "https://serpapi.com/search.json"
 

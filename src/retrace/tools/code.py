@@ -29,8 +29,6 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from retrace.records import Completion, Message, Request, Sampling
-from retrace.templates import render, template_path
 from retrace.tools import TOOLS
 from retrace.tools._interface import Tool, ToolCall, ToolOutput, tool_name
 from retrace.tools.code_exec import (
@@ -41,6 +39,8 @@ from retrace.tools.code_exec import (
     run_code,
     sandbox_problem,
 )
+from retrace.util.records import Completion, Message, Request, Sampling
+from retrace.util.templates import render, template_path
 
 TEMPLATE = "art_code_generate.j2"
 OUTPUT_CHARS = 1000  # default cap on a `code execute` output written into the program

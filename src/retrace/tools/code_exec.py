@@ -35,7 +35,7 @@ DEFAULT_SANDBOX = "wasm"
 
 # What makes the same program print the same output on every run, in both executors: string
 # hashing (set and dict order of str/bytes) with a fixed seed, and `random` seeded before the
-# program's first line. Part of ART's rerun keys (retrace.closure.sandbox_versions). Not fixed:
+# program's first line. Part of ART's rerun keys (retrace.planning.closure.sandbox_versions). Not fixed:
 # clocks, os.urandom/secrets, object addresses under bwrap (ASLR); docs/design/sandbox.md.
 DETERMINISM = {"PYTHONHASHSEED": "0", "random.seed": "0"}
 

@@ -30,9 +30,9 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from retrace.hashing import sha256_file
 from retrace.tools import TOOLS
 from retrace.tools._interface import Tool, ToolCall, ToolOutput
+from retrace.util.hashing import sha256_file
 
 DEFAULT_WORDS = "pyspellchecker:en"
 # name -> (package, file inside it, pinned sha256, the pin that installs it)

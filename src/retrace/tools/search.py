@@ -44,9 +44,9 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from retrace.hashing import sha256_file
 from retrace.tools import TOOLS
 from retrace.tools._interface import Tool, ToolCall, ToolOutput
+from retrace.util.hashing import sha256_file
 
 DEFAULT_COLLECTION = Path(__file__).resolve().parent / "collections" / "retrace-passages-v1.jsonl"
 BACKENDS = ("bm25", "serpapi", "web")
