@@ -87,7 +87,12 @@ def test_a_key_changes_exactly_when_a_file_of_its_closure_changes(stage, cfg, ed
 def test_diagnose_and_claims_cover_the_statistics_they_import():
     """The holes issue 29 measured: diagnose runs scoring/stats.py, claims scoring/compute.py."""
     diag = {p.relative_to(plan.PKG).as_posix() for p in plan.stage_sources("diagnose", spine_cases()[0][1])}
-    assert {"scoring/stats.py", "scoring/metrics.py", "store/data.py", "scoring/refine_diagnostics.py"} <= diag
+    assert {
+        "scoring/stats.py",
+        "scoring/metrics.py",
+        "store/data.py",
+        "scoring/refine_diagnostics.py",
+    } <= diag
     claims = {p.relative_to(plan.PKG).as_posix() for p in plan.stage_sources("claims")}
     assert {"scoring/compute.py", "scoring/stats.py", "scoring/claims.py"} <= claims
 
