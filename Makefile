@@ -86,9 +86,10 @@ test: test-fast test-slow
 
 # Lint, format and types from their own small pinned venv (envs/lint.txt), so they run in
 # seconds: ruff (lint + format), snakefmt on the rule files, mypy (settings for all three in
-# pyproject.toml), the import contracts (import-linter: the core never imports a method family,
-# the families never each other; .ci/import_shape.py: no import cycle, the family boundary
-# derived from the family modules), dead code (.ci/dead_code.py: vulture and its allow-list),
+# pyproject.toml), the import contracts (import-linter: every module in one layer, each layer
+# imports only those below it, the families never each other; .ci/import_shape.py: no import
+# cycle between modules nor loop between packages, imports inside functions counted, the family
+# boundary derived from the family modules; docs/development/architecture.md), dead code (.ci/dead_code.py: vulture and its allow-list),
 # functions over 80 lines (.ci/function_length.py, with its allow-list),
 # and `snakemake --lint` with the main venv's Snakemake, where each remaining lint is waived by
 # a justified comment (.ci/snakemake_lint.py).

@@ -32,7 +32,7 @@ def rule_words() -> set[str]:
     files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
     files += sorted((ROOT / "src").rglob("*.j2"))
     words = {w for f in files for w in re.findall(r"[A-Za-z_]\w*", f.read_text())}
-    # what a table names as "retrace.module:Name" is imported by name (scoring/scorers.py)
+    # what a table names as "retrace.module:Name" is imported by name (engine/scorers.py)
     named = (re.findall(r"retrace\.[\w.]+:(\w+)", f.read_text()) for f in (ROOT / "src").rglob("*.py"))
     return words | {w for found in named for w in found}
 

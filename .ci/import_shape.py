@@ -4,6 +4,12 @@ graph builder), beside the import-linter contracts of pyproject.toml.
 Run: `make lint` (or `PYTHONPATH=src .venv-lint/bin/python .ci/import_shape.py`). Checks:
 - no import cycle anywhere in retrace: every strongly connected set of modules is printed with
   one import of each module in it (imports inside functions count: they are imports too);
+- no loop between packages either (retrace.stages -> retrace.planning -> retrace.stages through
+  different modules is a loop of the layers, though no module imports itself back): every
+  strongly connected set of retrace's top-level packages and modules is printed with one
+  module import behind each link, inside functions too;
+- every top-level package and module of retrace is in a layer of pyproject.toml's layers
+  contract (import-linter's `exhaustive` says so too; this names the file to edit);
 - the core never imports a method family: the families are the subpackages with a `family`
   module (the same scan retrace.config.families does, so a new family is covered without a list here),
   and no module outside a family package imports one, directly;
@@ -15,10 +21,12 @@ Exit 0 when all hold; else one line per problem and exit 1.
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = "retrace"
 SRC = Path(__file__).resolve().parents[1] / "src" / ROOT
+PYPROJECT = SRC.parents[1] / "pyproject.toml"
 
 
 def edges(graph) -> dict[str, set[str]]:
@@ -76,6 +84,54 @@ def cycles(out: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def top(module: str) -> str:
+    """The top-level package or module of retrace that `module` belongs to (r.a.b -> r.a)."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_edges(out: dict[str, set[str]]) -> dict[str, dict[str, tuple[str, str]]]:
+    """Top-level package -> the packages it imports, each with one module import behind it."""
+    links: dict[str, dict[str, tuple[str, str]]] = {}
+    for importer in sorted(out):
+        for imported in sorted(out[importer]):
+            a, b = top(importer), top(imported)
+            if a != b and a != ROOT and b != ROOT:
+                links.setdefault(a, {}).setdefault(b, (importer, imported))
+    return links
+
+
+def package_loops(out: dict[str, set[str]]) -> list[str]:
+    """One line per loop between top-level packages, naming one module import per link; a loop
+    that is no more than one cycle of modules (already named) is not named twice."""
+    links = package_edges(out)
+    named_cycles = [{top(m) for m in group} for group in cycles(out)]
+    lines = []
+    for group in cycles({p: set(links.get(p, {})) for p in {top(m) for m in out} - {ROOT}}):
+        if set(group) in named_cycles:
+            continue
+        inside = set(group)
+        named = [" -> ".join(links[p][sorted(set(links[p]) & inside)[0]]) for p in group]
+        lines.append(f"import loop between {len(group)} packages {', '.join(group)}: " + "; ".join(named))
+    return lines
+
+
+def layered(path: Path = PYPROJECT) -> set[str]:
+    """Every name in the layers of pyproject.toml's layers contracts on the retrace container."""
+    contracts = tomllib.loads(path.read_text())["tool"]["importlinter"]["contracts"]
+    names = set()
+    for c in contracts:
+        if c.get("type") == "layers" and ROOT in c.get("containers", []):
+            for layer in c["layers"]:
+                names |= {n.strip() for part in layer.split("|") for n in part.split(":")}
+    return {f"{ROOT}.{n}" for n in names if n}
+
+
+def unlayered(modules, names: set[str]) -> list[str]:
+    """One line per top-level package or module of retrace in no layer of `names`."""
+    tops = sorted({top(m) for m in modules} - {ROOT} - names)
+    return [f"{t} is in no layer: add it to the layers contract in pyproject.toml" for t in tops]
+
+
 def families() -> list[str]:
     """The method family packages: subpackages of retrace with a family.py (retrace.config.families)."""
     return sorted(f"{ROOT}.{p.parent.name}" for p in SRC.glob("*/family.py"))
@@ -85,15 +141,20 @@ def family_of(module: str, packages: list[str]) -> str | None:
     return next((p for p in packages if module == p or module.startswith(p + ".")), None)
 
 
-def problems(graph, packages: list[str] | None = None) -> list[str]:
-    """Every cycle, and every import of a family package from outside it (`packages`: the
-    family packages, default: found by their family.py)."""
+def problems(graph, packages: list[str] | None = None, layers: set[str] | None = None) -> list[str]:
+    """Every cycle of modules, every loop of packages, every top-level module in no layer
+    (`layers`: default pyproject.toml's; None there means unchecked in a made-up graph's test),
+    and every import of a family package from outside it (`packages`: the family packages,
+    default: found by their family.py)."""
     out = edges(graph)
     lines = []
     for group in cycles(out):
         inside = set(group)
         links = [f"{m} -> {sorted(out[m] & inside)[0]}" for m in group]
         lines.append(f"import cycle of {len(group)} modules: " + "; ".join(links))
+    lines += package_loops(out)
+    if layers is not None:
+        lines += unlayered(out, layers)
     packages = families() if packages is None else packages
     for importer in sorted(out):
         mine = family_of(importer, packages)
@@ -109,7 +170,7 @@ def main() -> int:
     import grimp  # the lint venv's (envs/lint.txt); the functions above take any graph
 
     graph = grimp.build_graph(ROOT, cache_dir=None)
-    found = problems(graph)
+    found = problems(graph, layers=layered())
     for line in found:
         print(line)
     print(f"import shape: {len(graph.modules)} modules, {len(families())} families, {len(found)} problems")

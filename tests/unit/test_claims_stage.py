@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from retrace.scoring import preregistered
 from retrace.stages import claims
 from retrace.store.provenance import prov_path
 from retrace.util.hashing import sha256_file
@@ -75,12 +76,12 @@ def test_the_weak_model_comes_from_the_experiment_not_the_data(tmp_path):
 
 
 def test_weaker_pairs_are_read_and_checked_from_the_experiment():
-    assert claims.weaker_pairs({"claims": {"weaker": [["a", "b"]]}}) == [("a", "b")]
-    assert claims.weaker_pairs({}) == []
+    assert preregistered.weaker_pairs({"claims": {"weaker": [["a", "b"]]}}) == [("a", "b")]
+    assert preregistered.weaker_pairs({}) == []
     with pytest.raises(ValueError, match=r"paper: claims.weaker\[0\]"):
-        claims.weaker_pairs({"claims": {"weaker": [["a"]]}}, "paper")
+        preregistered.weaker_pairs({"claims": {"weaker": [["a"]]}}, "paper")
     with pytest.raises(ValueError, match="unknown key"):
-        claims.weaker_pairs({"claims": {"weakest": []}}, "paper")
+        preregistered.weaker_pairs({"claims": {"weakest": []}}, "paper")
     assert claims.parse_pair("a,b") == ("a", "b")
     with pytest.raises(ValueError, match="WEAK,STRONG"):
         claims.parse_pair("a")
@@ -88,13 +89,15 @@ def test_weaker_pairs_are_read_and_checked_from_the_experiment():
 
 def test_primary_claims_are_read_and_checked_from_the_experiment():
     block = {"claims": ["beats greedy"], "datasets": ["math500"], "alpha": 0.04}
-    primary = claims.primary_family({"claims": {"primary": block}})
+    primary = preregistered.primary_family({"claims": {"primary": block}})
     assert primary.claims == ("beats greedy",) and primary.datasets == ("math500",) and primary.alpha == 0.04
-    assert claims.primary_family({"claims": {"weaker": []}}) is None
+    assert preregistered.primary_family({"claims": {"weaker": []}}) is None
     with pytest.raises(ValueError, match="unknown claim"):
-        claims.primary_family({"claims": {"primary": {**block, "claims": ["beats everything"]}}}, "paper")
+        preregistered.primary_family(
+            {"claims": {"primary": {**block, "claims": ["beats everything"]}}}, "paper"
+        )
     with pytest.raises(ValueError, match=r"alpha must lie in \(0, 0.05\)"):
-        claims.primary_family({"claims": {"primary": {**block, "alpha": 0.05}}}, "paper")
+        preregistered.primary_family({"claims": {"primary": {**block, "alpha": 0.05}}}, "paper")
 
 
 def test_a_method_familys_claims_can_be_primary_and_are_judged_in_that_family():
@@ -103,9 +106,9 @@ def test_a_method_familys_claims_can_be_primary_and_are_judged_in_that_family():
     from retrace.config.compose import load_experiment
     from retrace.scoring.claims import adjust
 
-    drr = claims.primary_family(load_experiment("drr_paper"), "drr_paper")
+    drr = preregistered.primary_family(load_experiment("drr_paper"), "drr_paper")
     assert "DRR beats CoT on accuracy" in drr.claims and drr.datasets == ("all",)
-    assert claims.primary_family(load_experiment("art_paper"), "art_paper").datasets == ()
+    assert preregistered.primary_family(load_experiment("art_paper"), "art_paper").datasets == ()
     rows = [
         {
             "claim": "DRR beats CoT on accuracy",

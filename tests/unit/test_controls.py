@@ -10,6 +10,7 @@ import pytest
 from retrace.config.compose import check_global
 from retrace.planning.estimate import DEFAULT_CPU_TOK_S, estimate
 from retrace.planning.plan import jobs
+from retrace.scoring import preregistered
 from retrace.scoring.claims import CONTROL_CLAIMS
 from retrace.stages import claims
 from retrace.store.provenance import prov_path
@@ -109,11 +110,11 @@ def test_a_real_difference_between_the_two_samples_is_called(tmp_path):
 
 
 def test_controls_flag_is_read_and_checked():
-    assert claims.controls_flag({"claims": {"controls": True}}) is True
-    assert claims.controls_flag({}) is False
+    assert preregistered.controls_flag({"claims": {"controls": True}}) is True
+    assert preregistered.controls_flag({}) is False
     with pytest.raises(ValueError, match="controls must be true or false"):
-        claims.controls_flag({"claims": {"controls": "yes"}})
-    assert claims.weaker_pairs({"claims": {"controls": True}}) == []
+        preregistered.controls_flag({"claims": {"controls": "yes"}})
+    assert preregistered.weaker_pairs({"claims": {"controls": True}}) == []
 
 
 def test_cpu_jobs_are_priced_in_cpu_hours_at_the_probe_rate_or_the_default(tmp_path):

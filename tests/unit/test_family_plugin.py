@@ -98,7 +98,7 @@ def test_it_gets_a_plan_check(toy):
 
 def test_its_claims_and_command_and_methods_are_known(toy, capsys):
     from retrace.app.catalog import family_methods
-    from retrace.stages.claims import known_claims
+    from retrace.scoring.preregistered import known_claims
 
     assert TOY_CLAIM in known_claims()
     assert cli.main(["toy", "a", "b"]) == 2

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from retrace.config.compose import CONFIG_DIR
-from retrace.scoring.scorers import ScoreItem, build_scorer
+from retrace.engine.scorers import ScoreItem, build_scorer
 from retrace.util.records import Problem
 
 REMOTE_CODE = """

@@ -1,4 +1,4 @@
-"""Scorers (retrace.scoring.scorers, retrace.scoring.hf_reward): the judge's P(yes) arithmetic,
+"""Scorers (retrace.engine.scorers, retrace.engine.hf_reward): the judge's P(yes) arithmetic,
 garbage handling, identity, and the hf_reward plumbing on a tiny random model built here."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from fake_backend import FINGERPRINT
 from judged_backend import judged_llm
 
-from retrace.scoring.scorers import LLMJudge, ScoreItem, build_scorer, yes_probability
+from retrace.engine.scorers import LLMJudge, ScoreItem, build_scorer, yes_probability
 from retrace.util.records import Completion, Problem, TokenLogprob
 
 YES, NO = {"yes"}, {"no"}
@@ -221,7 +221,8 @@ def test_classifier_scores_in_unit_interval_regardless_of_batching(tiny_models):
 def test_generate_stage_wires_a_judge_only_for_another_model(tmp_path):
     import json as _json
 
-    from retrace.stages.generate import judge_engine, scorer_model
+    from retrace.planning.cells import scorer_model
+    from retrace.stages.generate import judge_engine
     from retrace.store.cache import RequestCache
 
     cfg = {

@@ -6,7 +6,7 @@ import pytest
 from test_methods import ctx, method_cfg, problems  # noqa: F401 - fixture
 
 from retrace.engine.llm import CachedLLM
-from retrace.scoring.scorers import ScoreItem, build_scorer
+from retrace.engine.scorers import ScoreItem, build_scorer
 from retrace.store.cache import RequestCache
 from retrace.util.registry import METHODS
 

@@ -16,9 +16,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from retrace.backends import endpoint
 from retrace.backends.llamacpp import LlamaCppBackend
 from retrace.backends.served import ServedBackend
-from retrace.engine import endpoint
 from retrace.store.cache import request_key
 from retrace.util.atomic import write_json
 from retrace.util.records import Message, Request, Sampling

@@ -7,7 +7,7 @@
 
 Loads the model's engine once (the manifest `results/models/<model>/manifest.json`, written by
 the workflow's `model` stage; its weights are verified), waits until the server answers, then
-writes the endpoint file (retrace.engine.endpoint) atomically and serves until SIGTERM or SIGINT,
+writes the endpoint file (retrace.backends.endpoint) atomically and serves until SIGTERM or SIGINT,
 when it stops the engine and removes the endpoint file. Experiments reach it with
 `backend: served` and `backend.engine.endpoint=FILE` (config/backend/served.yaml).
 
@@ -22,7 +22,7 @@ when it exits (its exit status is ours); a server that dies first stops it with 
         --endpoint results/serve/llama -- python -m retrace run --experiment paper …
 
 `--gpus` starts one `vllm serve` per GPU (CUDA_VISIBLE_DEVICES), each writing
-`<endpoint folder>/gpu<i>.json`; the clients spread over them (retrace.engine.endpoint.candidates).
+`<endpoint folder>/gpu<i>.json`; the clients spread over them (retrace.backends.endpoint.candidates).
 
 Engines: `llamacpp` runs xllamacpp's HTTP server in this process (the same server code the
 in-process llamacpp backend calls), `vllm` starts `vllm serve` (this interpreter's
@@ -52,7 +52,7 @@ import threading
 import time
 from pathlib import Path
 
-from retrace.engine import endpoint
+from retrace.backends import endpoint
 from retrace.util.atomic import write_json
 
 log = logging.getLogger("retrace.app.serve")

@@ -2,14 +2,14 @@
 
 One long-lived server per GPU (`python -m retrace serve`, retrace.app.serve) holds the engine;
 generation jobs are light clients that send their requests through the OpenAI-compatible
-client (retrace.backends.openai). The server's endpoint file (retrace.engine.endpoint) says where it
+client (retrace.backends.openai). The server's endpoint file (retrace.backends.endpoint) says where it
 listens and what it serves; before the first request the client checks that the server serves
 the job's model (fingerprint), chat template, engine and deterministic mode, and that the live
 server at the URL answers to the name the file records (GET /models). Anything else is refused
 with one line: a client never records results of another model.
 
 Engine config keys (config/backend/served.yaml): endpoint (the file `retrace serve
---endpoint` writes, or a folder of such files, one per server: retrace.engine.endpoint.candidates
+--endpoint` writes, or a folder of such files, one per server: retrace.backends.endpoint.candidates
 picks one per job by its route, model/dataset/seed, which the generate stage sets), wait_s
 (how long to wait for the file to appear), server (the engine behind it: llamacpp | vllm), deterministic (must equal
 the server's), concurrency, timeout_s, max_retries, batch_size, api_key_env. The server's own
@@ -28,10 +28,10 @@ import threading
 import time
 from pathlib import Path
 
+from retrace.backends import endpoint
 from retrace.backends.base import Backend, BackendError
 from retrace.backends.llamacpp import prompt_cache_on
 from retrace.backends.openai import OpenAIBackend, _api_key
-from retrace.engine import endpoint
 from retrace.util.records import Completion, Request
 from retrace.util.registry import BACKENDS
 

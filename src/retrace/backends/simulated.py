@@ -23,7 +23,7 @@ the same bytes and no state is kept):
 - The text is the gold answer (\\boxed{gold}, or "Answer: X" for multiple choice) or the
   question's one wrong answer (`wrong_answer`); the gold comes from the problems file
   (`problems`), the question id from the tag.
-- A judge's request (tag `judge:<id>`, scoring/scorers.py) is answered "Yes" or "No" by a
+- A judge's request (tag `judge:<id>`, engine/scorers.py) is answered "Yes" or "No" by a
   fair coin on the judged text: an uninformative verifier, so RM@N and beam search pick
   among their samples at random (no planted verifier skill).
 - ART's requests (tags `art`, `art-baseline`, `code_generate`) get texts in ART's program

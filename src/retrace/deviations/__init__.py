@@ -5,7 +5,7 @@
 
 One YAML per paper experiment beside this file (paper.yaml, drr_paper.yaml, art_paper.yaml):
 `experiment` (config/experiment/<name>.yaml), `paper` (its key in
-report/paper_numbers.yaml) and `deviations`, each with
+config/paper_numbers.yaml) and `deviations`, each with
     id, area        a short name and what it concerns;
     paper, quote    the paper's choice and the paper's own words, with `source` (where);
     ours, why       retrace's choice and the reason;
@@ -17,7 +17,7 @@ report/paper_numbers.yaml) and `deviations`, each with
     verdict         yes | no: whether the difference can change a claim's verdict.
 
 Checks (`problems`, run by `retrace plan --check`): each switch names a file that exists and
-a key that exists in it; each reference of the paper in report/paper_numbers.yaml names a
+a key that exists in it; each reference of the paper in config/paper_numbers.yaml names a
 model and dataset the experiment runs (pooled sets such as "all" are not dataset names).
 Not covered: whether `paper` is a valid value of the key (the config's own checks say that
 when the switch is used), and whether the register is complete (a reviewer's job).

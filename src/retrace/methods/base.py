@@ -20,7 +20,7 @@ class MethodContext:
     seed: int  # the run seed (one job per seed)
     task: Any  # the dataset's Task plugin (prompt rendering)
     template: str  # the prompt template file for the dataset
-    # The engine of a scorer whose model differs from the job's (retrace.scoring.scorers);
+    # The engine of a scorer whose model differs from the job's (retrace.engine.scorers);
     # None = score with the job's own llm. Shared helper added for the search baselines.
     scorer_llm: Any = None
 

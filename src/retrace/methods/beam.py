@@ -33,9 +33,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from retrace.engine.scorers import Score, ScoreItem, build_scorer
 from retrace.methods.base import MethodContext, derive_seed, problem_messages, sampling, tokens_used
 from retrace.methods.best_of_n import argmax
-from retrace.scoring.scorers import Score, ScoreItem, build_scorer
 from retrace.util.records import Completion, Message, Problem, Request
 from retrace.util.registry import METHODS
 

@@ -2,7 +2,7 @@
 
 The N rollouts are THE sample set of `sample_requests` (same requests, same cache keys
 as majority.yaml, provided the `sampling` blocks agree), so after a Maj@N run only the
-scorer's calls reach an engine. Scorer: `cfg["scorer"]` (retrace.scoring.scorers).
+scorer's calls reach an engine. Scorer: `cfg["scorer"]` (retrace.engine.scorers).
 
 Row: "samples" = the N rollouts; "extra" = {"scores": [N floats], "valid": [N bools],
 "chosen": argmax (the first of equal scores), "scorer": scorer identity, "score_keys",
@@ -12,8 +12,8 @@ The RM@N answer is samples[chosen]; the plurality vote over samples is plain Maj
 
 from __future__ import annotations
 
+from retrace.engine.scorers import ScoreItem, build_scorer
 from retrace.methods.base import MethodContext, row, sample_requests, tokens_used
-from retrace.scoring.scorers import ScoreItem, build_scorer
 from retrace.util.records import Problem
 from retrace.util.registry import METHODS
 

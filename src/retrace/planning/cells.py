@@ -70,10 +70,17 @@ def shared_memory(labels: tuple[Job, ...]) -> dict:
     return out
 
 
+def scorer_model(cfg: dict) -> str | None:
+    """The judge model of a method whose scorer runs on another model than the job's, else None."""
+    scorer = cfg["method"].get("scorer") or {}
+    wanted = scorer.get("model")
+    if scorer.get("name", "llm_judge") != "llm_judge" or wanted in (None, cfg["model"]["name"]):
+        return None
+    return wanted
+
+
 def judge_models(cell: tuple[Job, ...]) -> list[str]:
     """LLM judges on another model than the policy that the cell's labels use (one engine each)."""
-    from retrace.stages.generate import scorer_model
-
     return list(dict.fromkeys(m for j in cell if (m := scorer_model(job_config(j)))))
 
 

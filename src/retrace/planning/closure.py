@@ -9,7 +9,7 @@ Rerun keys (retrace.planning.plan, and each method family's own keys) and proven
 files, so a stage's key covers every module it may execute — a hand-kept list drifts the day
 someone adds an import (STYLE.md habit 13). The graph is read from the source (`ast`), not by
 importing: imports inside functions count, and so does a string naming a retrace module
-(`"retrace.scoring.hf_reward:HfRewardScorer"`, the executors' table), which is how this tree
+(`"retrace.engine.hf_reward:HfRewardScorer"`, the executors' table), which is how this tree
 imports lazily by name. Not covered: a module name assembled at run time from pieces; the
 test tests/unit/test_closure.py fails when an imported module escapes the closure.
 Plugins found by name through a registry are added by the caller (retrace.planning.plan), then closed
@@ -55,7 +55,7 @@ EXCLUDED = {
 DATA_FILES = {
     "retrace.report.html": ["templates/*.j2"],
     "retrace.report.lineage": ["templates/prov.html.j2"],
-    "retrace.report.paper": ["paper_numbers.yaml"],
+    "retrace.config.papers": ["paper_numbers.yaml"],
     "retrace.stages.probe": ["../prompts/probe.j2", "../prompts/probe_prefill.j2"],
 }
 

@@ -232,8 +232,8 @@ def family_problems(name: str, merged: dict, need: int) -> list[tuple[str, str]]
 def register_problems(experiment: str, exp: dict) -> list[tuple[str, str]]:
     """The deviations register's switches and the paper's references (retrace.deviations)."""
     from retrace.config.compose import CONFIG_DIR
+    from retrace.config.papers import NUMBERS
     from retrace.deviations import problems
-    from retrace.report.paper import NUMBERS
 
     return problems(experiment, exp, CONFIG_DIR, NUMBERS)
 

@@ -5,7 +5,7 @@ diagnostics per depth, figures, and a provenance page behind every number.
 - `tables.py` reads score JSONs and their provenance records into rows (pandas), aggregates
   seeds (mean +- sd) and writes `results.csv`
 - `claims_table.py` reads claims.csv (scoring/claims.py) for the Claims section
-- `paper.py` puts the papers' numbers (`paper_numbers.yaml`) beside the claims, compares
+- `paper.py` puts the papers' numbers (`config/paper_numbers.yaml`) beside the claims, compares
   the settings and writes the per-paper summary
 - `lineage.py` renders one page per provenance record (`prov/*.html`), linked up the lineage
 - `diagnostics_table.py` reads refinement diagnostics JSONs into per-depth rows

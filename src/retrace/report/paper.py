@@ -1,4 +1,4 @@
-"""Paper vs ours: the papers' reported numbers (paper_numbers.yaml) beside claims.csv rows,
+"""Paper vs ours: the papers' reported numbers (config/paper_numbers.yaml) beside claims.csv rows,
 whether the settings match, and the per-paper summary at the top of the report.
 
     refs = load_paper_numbers()                       # the data file, checked
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import yaml
 
+from retrace.config.papers import NUMBERS
 from retrace.store.provenance import prov_path
 
-NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 VERDICTS = ("supported", "contradicted", "inconclusive")
 REF_KEYS = {
     "model",

@@ -63,7 +63,7 @@ def _by_k(metric: dict, prefix: str) -> dict[str, float]:
 
 
 def scorer_name(scorer: object) -> str:
-    """The scorer's name from its identity dict (scoring/scorers.py); "" when none chose."""
+    """The scorer's name from its identity dict (engine/scorers.py); "" when none chose."""
     if isinstance(scorer, dict):
         return str(scorer.get("name", ""))
     return "" if scorer is None else str(scorer)

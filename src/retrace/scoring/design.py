@@ -119,7 +119,7 @@ def spine_design(name: str, mirror: str, d: Design) -> None:
     """The spine's cells (plan.jobs) and its PAPER_CLAIMS and weaker-model rows."""
     from retrace.config.compose import load_experiment
     from retrace.planning.plan import jobs
-    from retrace.stages.claims import primary_family, weaker_pairs
+    from retrace.scoring.preregistered import primary_family, weaker_pairs
 
     d.primary = primary_family(load_experiment(name), name)
     for job in jobs({"experiment": name}):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from retrace.engine.llm import CachedLLM
 from retrace.methods.base import MethodContext
+from retrace.planning.cells import scorer_model
 from retrace.planning.plan import Job, config_slice, stage_sources, templates
 from retrace.store import data, models, shards
 from retrace.store.cache import RequestCache
@@ -69,15 +70,6 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
         info["ratio"],
     )
     return replace(job, overrides=job.overrides + (f"method.n={info['n_prime']}",)), info
-
-
-def scorer_model(cfg: dict) -> str | None:
-    """The judge model of a method whose scorer runs on another model than the job's, else None."""
-    scorer = cfg["method"].get("scorer") or {}
-    wanted = scorer.get("model")
-    if scorer.get("name", "llm_judge") != "llm_judge" or wanted in (None, cfg["model"]["name"]):
-        return None
-    return wanted
 
 
 def engine(manifest: dict, cfg: dict, cache: RequestCache) -> CachedLLM:

@@ -22,9 +22,9 @@ import logging
 from pathlib import Path
 
 from retrace.engine.llm import CachedLLM, Usage
-from retrace.planning.cells import Cell, engine_identity, generation_cells, shared_memory
+from retrace.planning.cells import Cell, engine_identity, generation_cells, scorer_model, shared_memory
 from retrace.planning.plan import Job, jobs, sibling
-from retrace.stages.generate import Inputs, engine, execute, label_config, price, scorer_model
+from retrace.stages.generate import Inputs, engine, execute, label_config, price
 from retrace.store import models
 from retrace.store.cache import RequestCache
 

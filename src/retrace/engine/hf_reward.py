@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from retrace.scoring.scorers import Score, ScoreItem, Scorer
+from retrace.engine.scorers import Score, ScoreItem, Scorer
 from retrace.util.hashing import sha256_file, sha256_json
 
 AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {

@@ -1,6 +1,6 @@
 """Scorers: a number for "how likely is this (partial) solution correct", for RM@N and search.
 
-    from retrace.scoring.scorers import ScoreItem, build_scorer
+    from retrace.engine.scorers import ScoreItem, build_scorer
     scorer = build_scorer(method_cfg, llm, ctx)            # method_cfg["scorer"]["name"] picks one
     scores = scorer.score([ScoreItem(problem, text, partial=False), ...])   # list[Score]
     scorer.identity()   # {"name", "model", ...}: stored beside every score it produced
@@ -12,7 +12,7 @@ Implementations, chosen by name (no registry: there are two, and one is GPU-only
   logprobs of the first answer token: p(yes) / (p(yes) + p(no)), summing the top-k
   alternatives whose stripped, lower-cased text is in the `yes` / `no` lists (" Yes",
   "Yes" and "yes" are all one vote). Runs on CPU with the embedded models.
-- `hf_reward` (scoring/hf_reward.py): a reward model or process reward model from the hub
+- `hf_reward` (engine/hf_reward.py): a reward model or process reward model from the hub
   through transformers, loaded in-process; for GPU runs.
 
 Inside a task of retrace.engine.scheduler (beam search), `score_task` is the same scoring as one
@@ -40,8 +40,8 @@ from retrace.util.records import Completion, Message, Problem, Request, Sampling
 from retrace.util.templates import render, template_path
 
 IMPLEMENTATIONS = {
-    "llm_judge": "retrace.scoring.scorers:LLMJudge",
-    "hf_reward": "retrace.scoring.hf_reward:HFReward",
+    "llm_judge": "retrace.engine.scorers:LLMJudge",
+    "hf_reward": "retrace.engine.hf_reward:HFReward",
 }
 
 
