@@ -244,3 +244,34 @@ def test_a_scorer_of_unknown_size_is_reported_unpriced_not_free():
     }
     s = score_generations(rows, PROBLEMS, FakeTask(), params=100, n_boot=10)
     assert s["flops"]["nominal"] == 2 * 100 * 15 and s["flops"]["unpriced_tokens"] == 40
+
+
+def test_a_method_that_chooses_for_some_rows_only_is_refused_naming_the_job():
+    # Before: one row without extra.chosen switched the whole job to the plurality vote, so
+    # these rows scored 0.5 (vote) where the chosen row alone scored 1.0.
+    chose = row("p1", ["ANSWER: 5", "ANSWER: 1", "ANSWER: 5"])
+    chose["extra"] = {"chosen": 1}
+    silent = row("p2", ["ANSWER: 2"])
+    with pytest.raises(
+        ValueError, match=r"^m/b/d/best_of_n/seed0: the method chose .* for 1 of 2 problems .*'p2'"
+    ):
+        score_generations(
+            [chose, silent], PROBLEMS, FakeTask(), params=1, n_boot=10, job="m/b/d/best_of_n/seed0"
+        )
+    silent["extra"] = {"chosen": 0}
+    s = score_generations([chose, silent], PROBLEMS, FakeTask(), params=1, n_boot=10)
+    assert s["selection"] == "chosen by scorer" and s["accuracy"]["value"] == 1.0
+    s = score_generations(
+        [row("p1", ["ANSWER: 1"]), row("p2", ["x"])], PROBLEMS, FakeTask(), params=1, n_boot=10
+    )
+    assert s["selection"] == "plurality vote"
+
+
+@pytest.mark.parametrize("bad", [3, -1, "1", True, 1.0])
+def test_a_chosen_index_that_names_no_sample_is_one_clear_error(bad):
+    r = row("p1", ["ANSWER: 1", "ANSWER: 2"])
+    r["extra"] = {"chosen": bad}
+    with pytest.raises(
+        ValueError, match=r"problem_id 'p1': extra.chosen must be the index of one of its 2 samples"
+    ):
+        score_generations([r], PROBLEMS, FakeTask(), params=1, n_boot=10)

@@ -17,8 +17,8 @@ labelled so in the score record. Per run: `answer_sources` (share of samples per
 
 accuracy is the correctness of the plurality vote over all N samples of each problem
 (plain accuracy when N = 1), or, for methods that select one sample themselves (RM@N,
-beam and lookahead search put its index in `extra["chosen"]`), of the selected sample;
-`selection` says which, and `scorer` names the scorer that made the choice. Such rows also
+beam and lookahead search put its index in `extra["chosen"]`, in every row: a job where some
+rows chose and some did not is refused, method_chose), of the selected sample; `selection` says which, and `scorer` names the scorer that made the choice. Such rows also
 carry `extra["compute"]` = {"policy": tokens, "scorer": tokens}: their samples are not their
 whole cost (pruned candidates, judge calls), so tokens and FLOPs come from there. FLOPs use the 2 x params per token approximation of the
 forward pass (Kaplan et al. 2020, "Scaling Laws for Neural Language Models",
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from numbers import Integral
 from typing import Any
 
 from retrace.scoring.metrics import (
@@ -112,8 +113,28 @@ def score_problem(row: dict, problem: Problem, task: Any, vote: str = "explicit"
         "extract_exceptions": errors,
     }
     if chosen is not None:
-        out["chosen"], out["chosen_correct"] = int(chosen), correct[int(chosen)]
+        index = int(chosen) if isinstance(chosen, Integral) and not isinstance(chosen, bool) else -1
+        if not 0 <= index < len(correct):
+            raise ValueError(
+                f"generation row for problem_id {problem.id!r}: extra.chosen must be the index of one "
+                f"of its {len(correct)} samples, got {chosen!r}"
+            )
+        out["chosen"], out["chosen_correct"] = index, correct[index]
     return out
+
+
+def method_chose(per_problem: list[dict], job: str) -> bool:
+    """Whether the method chose the sample to score (`extra.chosen`) for every problem (True)
+    or for none (False). A mix is refused: scoring it either way would count some problems
+    by a rule their method did not use (docs/development/extending.md, "The chosen contract")."""
+    without = [p["id"] for p in per_problem if "chosen" not in p]
+    if 0 < len(without) < len(per_problem):
+        raise ValueError(
+            f"{job}: the method chose a sample (extra.chosen) for {len(per_problem) - len(without)} of "
+            f"{len(per_problem)} problems but not for {len(without)} (first: {without[0]!r}); a method "
+            "chooses for every row or for none"
+        )
+    return not without
 
 
 def provenance_rates(per_problem: list[dict]) -> dict:
@@ -231,8 +252,10 @@ def score_generations(
     n_boot: int = DEFAULT_BOOT,
     seed: int = DEFAULT_SEED,
     vote: str = "explicit",
+    job: str = "generation rows",
 ) -> dict:
-    """The score dict of one job (see module docstring); raises ValueError on bad rows."""
+    """The score dict of one job (see module docstring); raises ValueError on bad rows, the
+    ones of a job (`job`: its name in the error) whose method chose for some rows only among them."""
     rows = list(rows)
     check_rows(rows, problems)
     per_problem = [score_problem(r, problems[str(r["problem_id"])], task, vote) for r in rows]
@@ -240,7 +263,7 @@ def score_generations(
     tokens, flops, reasons, hits = token_totals(rows, params)
     flops = structural_flops(rows, params, flops)
     maj, pas = k_metrics(per_problem, task.same_answer, n_boot, seed)
-    chosen = all("chosen" in p for p in per_problem)
+    chosen = method_chose(per_problem, job)
     flags = [p["chosen_correct"] if chosen else p["vote_correct"] for p in per_problem]
     scorer = next((r["extra"]["scorer"] for r in rows if (r.get("extra") or {}).get("scorer")), None)
     return {

@@ -56,6 +56,7 @@ def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: 
         n_boot=int(scoring.get("n_boot", 2000)),
         seed=int(scoring.get("seed", 0)),
         vote=scoring.get("vote", "explicit"),
+        job=job.path,
     )
     result["job"] = {
         "model": job.model,
