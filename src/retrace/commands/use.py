@@ -137,26 +137,29 @@ def _check(cfg: dict, configfile: Path) -> int:
 
 @command(
     "list",
-    "experiments, models, datasets and methods, one line each",
+    "experiments, models, datasets and methods, one line each; plugins and where each is defined",
     (
-        "retrace list               # everything",
+        "retrace list               # everything a run can name",
         "retrace list datasets      # [bundled] ones run from a clone alone; [mirror] ones need the mirror",
         "retrace list experiments models",
+        "retrace list plugins       # every registered method, backend, task, tool, family: file:line",
     ),
 )
 def _list(p: argparse.ArgumentParser) -> Callable:
     from retrace.app import catalog
 
-    kinds = list(catalog.GROUPS)
+    kinds = list(catalog.KINDS)
     # no `choices=`: Python 3.11's argparse checks the empty default of nargs="*" against them
     # and refuses a bare `retrace list` (fixed in 3.12, gh-72795)
-    p.add_argument("kinds", nargs="*", metavar="KIND", help=f"any of {', '.join(kinds)} (default: all)")
+    p.add_argument(
+        "kinds", nargs="*", metavar="KIND", help=f"any of {', '.join(kinds)} (default: all but plugins)"
+    )
 
     def run(a: argparse.Namespace) -> None:
         unknown = [k for k in a.kinds if k not in kinds]
         if unknown:
             p.error(f"unknown KIND {unknown[0]!r} (choose from {', '.join(kinds)})")
-        print(catalog.render(a.kinds or kinds))
+        print(catalog.render(a.kinds or list(catalog.GROUPS)))
 
     return run
 

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import inspect
 import pkgutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrace.util.registry import Registry
+from retrace.util.registry import Registry, RegistryError, defined_at, described, instance_of
 
 
 @dataclass(frozen=True)
@@ -148,16 +149,21 @@ class Family:
         return {}
 
 
-class FamilyRegistry(Registry):
-    """Families by name; registering a class registers one instance of it."""
+class FamilyRegistry(Registry[Family]):
+    """Families by name; registering a class (a subclass of Family) registers one instance of it."""
 
     def __init__(self) -> None:
-        super().__init__("method family", "retrace")
+        super().__init__("method family", "retrace", instance_of("retrace.config.families:Family"))
 
     def register(self, name: str) -> Callable[[Any], Any]:
         add = super().register(name)
 
         def decorator(cls: type[Family]) -> type[Family]:
+            if not (inspect.isclass(cls) and issubclass(cls, Family)):
+                raise RegistryError(
+                    f"{defined_at(cls)}: method family {name!r} must be a subclass of "
+                    f"retrace.config.families:Family, got {described(cls)}"
+                )
             if name in self._items and type(self._items[name]) is cls:
                 return cls  # the same module imported twice (a reload): nothing new
             family = cls()

@@ -6,6 +6,8 @@ found by `TOOLS.get("name")`, which imports every module of this package.
 
 from __future__ import annotations
 
-from retrace.util.registry import Registry
+from typing import Any
 
-TOOLS = Registry("tool", "retrace.tools")
+from retrace.util.registry import Registry, subclass_of
+
+TOOLS: Registry[Any] = Registry("tool", "retrace.tools", subclass_of("retrace.tools._interface:Tool"))
