@@ -90,7 +90,8 @@ test: test-fast test-slow
 # imports only those below it, the families never each other; .ci/import_shape.py: no import
 # cycle between modules nor loop between packages, imports inside functions counted, the family
 # boundary derived from the family modules; docs/development/architecture.md), dead code (.ci/dead_code.py: vulture and its allow-list),
-# functions over 80 lines (.ci/function_length.py, with its allow-list),
+# functions over 80 lines (.ci/function_length.py, with its allow-list), settings defaults
+# written into code (.ci/settings_defaults.py: `cfg.get("key", 2000)`, with today's sites listed),
 # and `snakemake --lint` with the main venv's Snakemake, where each remaining lint is waived by
 # a justified comment (.ci/snakemake_lint.py).
 LINT_VENV ?= .venv-lint
@@ -110,6 +111,7 @@ lint: $(LINT_VENV)/.installed setup
 	PYTHONPATH=$(CURDIR)/src $(LINT_VENV)/bin/python .ci/import_shape.py
 	$(LINT_VENV)/bin/python .ci/dead_code.py
 	$(LINT_VENV)/bin/python .ci/function_length.py
+	$(LINT_VENV)/bin/python .ci/settings_defaults.py
 	PYTHONPATH=$(CURDIR)/src $(PY) .ci/snakemake_lint.py
 
 # The vLLM venv is built once per machine and kept outside the clone, under a name that is the
