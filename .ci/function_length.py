@@ -1,4 +1,4 @@
-"""No function in src/retrace longer than LIMIT lines (STYLE.md habit 10: small units).
+"""No function in src/retrace longer than LIMIT lines (docs/development/style.md, "Small units").
 
 Run: `make lint` (or `python .ci/function_length.py`). A function's length is from its `def`
 (or first decorator) to its last line, docstring and comments included. What stays longer is

@@ -115,7 +115,8 @@ def test_record_writes_nothing_for_a_failed_command(tmp_path):
 
 
 def test_the_readme_stays_a_front_door():
-    # STYLE.md item 14: what, why, two commands, reading the output, where next; details in docs/
+    # docs/development/style.md, "Docs: a front door and details": what, why, two commands,
+    # reading the output, where next; details in docs/
     text = (figures.ROOT / "README.md").read_text()
     assert len(text) <= 8000, f"README.md is {len(text)} characters (at most 8,000: move details to docs/)"
     assert "make run" in text and "make test" in text

@@ -13,7 +13,7 @@ package with a `family` module that registers a `Family` subclass instance:
 The core (plan, cluster, estimate, preflight, cli, catalog, closure, the claims stage) asks
 every registered family for its part — jobs, cost bounds, runtimes, plan checks, claim names,
 report sections, CLI subcommands, rerun-key inputs — and never imports a family by name
-(STYLE.md habit 17).
+(docs/development/style.md, "The shape of the house").
 Families are found by a scan: every subpackage of `retrace` with a `family` module, then the
 `retrace.config.families` entry points of other installed distributions (their pyproject.toml
 `[project.entry-points."retrace.config.families"]`), then

@@ -1,4 +1,4 @@
-"""DRR, Distillation-Reinforcement-Reasoning (issue 4; ../shared/papers/drr.paper.txt), in the
+"""DRR, Distillation-Reinforcement-Reasoning (issue 4; the DRR paper, titled in retrace/config/paper_numbers.yaml), in the
 order the method runs:
 
     python -m retrace drr questions|distil|split|train|generate|infer|sft|leakcheck|summarise ...

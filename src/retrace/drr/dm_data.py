@@ -1,4 +1,4 @@
-"""Distillation traces → discriminator (DM) training data, as drr.paper.txt prepares it.
+"""Distillation traces → discriminator (DM) training data, as the DRR paper prepares it.
 
 A trace is what Algorithm 1 (`loop.distil`) recorded for one training question:
 
@@ -11,7 +11,7 @@ A trace is what Algorithm 1 (`loop.distil`) recorded for one training question:
     data["train"], data["dev"], data["weights"]     # weights {0: 1.0, 1: 3.0}
     falsifier = build_dataset(traces, seed=0, shuffled_labels=True)
 
-Paper rules implemented (section numbers of drr.paper.txt):
+Paper rules implemented (section numbers of the DRR paper):
 - x = {Q, C, A', r}, y ∈ {Accept, Reject} (Section 3.2); Accept ↦ 1, Reject ↦ 0 (Appendix A,
   "Training Setting").
 - Reject rows are downsampled to keep all Accept rows, per dataset, turns of one id NOT kept

@@ -1,6 +1,6 @@
 """The two DRR loops as pure functions over injected callables (no model in here).
 
-- `distil` is Algorithm 1 (Section 3.1, drr.paper.txt): the reasoner answers; a wrong
+- `distil` is Algorithm 1 (Section 3.1, the DRR paper): the reasoner answers; a wrong
   answer is recorded as Reject and the reasoner is re-prompted with the history C, until an
   answer is right (recorded as Accept, stop) or `max_turns` attempts were made (4 for
   generation, Appendix A "Maximum Turns").

@@ -1,7 +1,7 @@
 """DRR's metrics: Formula Score FS(k), accuracy (two labelled variants), Acc(D), and the
 discriminator's turn-level precision/recall/false-positive rate.
 
-Source: Distillation-Reinforcement-Reasoning (DRR), ../shared/papers/drr.paper.txt,
+Source: Distillation-Reinforcement-Reasoning (DRR), the paper (titled in retrace/config/paper_numbers.yaml),
 Section 4.1 "Evaluation" (Acc, FS, Acc(D)), Section 6 "Qualitative Examples" (abstentions
 count as not correct for Acc) and Appendix A "Maximum Turns" (still rejected after the last
 inference turn = abstention).

@@ -353,7 +353,7 @@ def summarise(
     section = {
         "title": "DRR: discriminator-guided reasoning",
         "intro": (
-            "Distillation-Reinforcement-Reasoning (drr.paper.txt): the reasoner's own accept/reject "
+            "Distillation-Reinforcement-Reasoning (the DRR paper): the reasoner's own accept/reject "
             "behaviour on training questions (Algorithm 1) trains a small discriminator that then "
             "stops or re-prompts the reasoner at inference. All methods share the reasoner and the "
             "questions; CoT is the first DRR turn (Appendix B); always-accept/always-reject and a "

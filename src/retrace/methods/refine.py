@@ -13,7 +13,7 @@ How it runs:
             call's messages plus its answer plus the new role prompt, append-only across
             rounds, so the engine's prefix cache reuses the shared prefix;
     latest  the paper's description ("the generator extends or rewrites the previous trace
-            ... the corrector revises the trace conditioned on both", review.json
+            ... the corrector revises the trace conditioned on both", the review,
             pith_extraction.key_machinery): each round starts again from the question and
             the previous depth's trace (as the assistant's answer), then appends its own
             continue, critique and correct. The context stays one round long whatever D is.

@@ -7,7 +7,7 @@
 
 Rerun keys (retrace.planning.plan, and each method family's own keys) and provenance records hash these
 files, so a stage's key covers every module it may execute — a hand-kept list drifts the day
-someone adds an import (STYLE.md habit 13). The graph is read from the source (`ast`), not by
+someone adds an import (docs/development/style.md, "Derive, don't list"). The graph is read from the source (`ast`), not by
 importing: imports inside functions count, and so does a string naming a retrace module
 (`"retrace.engine.hf_reward:HfRewardScorer"`, the executors' table), which is how this tree
 imports lazily by name. Not covered: a module name assembled at run time from pieces; the
