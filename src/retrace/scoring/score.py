@@ -18,7 +18,8 @@ labelled so in the score record. Per run: `answer_sources` (share of samples per
 accuracy is the correctness of the plurality vote over all N samples of each problem
 (plain accuracy when N = 1), or, for methods that select one sample themselves (RM@N,
 beam and lookahead search put its index in `extra["chosen"]`, in every row: a job where some
-rows chose and some did not is refused, method_chose), of the selected sample; `selection` says which, and `scorer` names the scorer that made the choice. Such rows also
+rows chose and some did not is refused, method_chose), of the selected sample; `selection`
+says which, and `scorer` names the scorer that made the choice. Such rows also
 carry `extra["compute"]` = {"policy": tokens, "scorer": tokens}: their samples are not their
 whole cost (pruned candidates, judge calls), so tokens and FLOPs come from there. FLOPs use the 2 x params per token approximation of the
 forward pass (Kaplan et al. 2020, "Scaling Laws for Neural Language Models",
