@@ -78,27 +78,23 @@ def lines(experiment: str) -> list[str]:
     return [line(d) for d in load(experiment).get("deviations") or []]
 
 
-def _has_key(data, dotted: str) -> bool:
-    for part in dotted.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return False
-        data = data[part]
-    return True
-
-
 def switch_problems(experiment: str, config_dir: Path) -> list[tuple[str, str]]:
-    """(file: entry, reason) for each switch whose file or key does not exist."""
+    """(file: entry, reason) for each switch that does not do what its entry says: its file or
+    key does not exist, its value is not one of the key's, or setting it changes no resolved
+    job of the experiment (retrace.deviations.effect)."""
+    from retrace.deviations.effect import entry_problem, resolved_jobs
+
     out = []
+    base = None
     for i, d in enumerate(load(experiment).get("deviations") or []):
-        sw = d.get("switch")
-        if not sw:
+        if not d.get("switch"):
             continue
         where = f"{path_of(experiment)}: deviations[{i}] ({d['id']}).switch"
-        target = config_dir / str(sw["file"]).removeprefix("config/")
-        if not target.exists():
-            out.append((where, f"file {sw['file']} does not exist"))
-        elif not _has_key(yaml.safe_load(target.read_text()), str(sw["key"])):
-            out.append((where, f"key {sw['key']!r} does not exist in {sw['file']}"))
+        if base is None:
+            base = resolved_jobs(experiment, config_dir)
+        why = entry_problem(experiment, d, config_dir, base)
+        if why:
+            out.append((where, why))
     return out
 
 
