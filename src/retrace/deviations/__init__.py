@@ -16,11 +16,17 @@ report/paper_numbers.yaml) and `deviations`, each with
                     in the data mirror, or a question the paper leaves open);
     verdict         yes | no: whether the difference can change a claim's verdict.
 
-Checks (`problems`, run by `retrace plan --check`): each switch names a file that exists and
-a key that exists in it; each reference of the paper in report/paper_numbers.yaml names a
+    retrace deviations --experiment paper --check   # the checks below; exit 1 on any problem
+    retrace deviations --experiment paper --claims  # the claims map (deviations/claims_map.py)
+
+A switch may also carry `ours` (the value the fix replaced: required where status is fixed) and
+`labels` (for a key of an experiment's method overrides: the method entries it governs).
+Checks (`problems`, run by `retrace plan --check`): each switch does what its entry says, by
+effect: every job of the experiment is resolved with and without it (retrace.deviations.effect;
+an unknown file or key, or a value not of the key's kind, is one line); the claims map names
+rows and entries that exist (retrace.deviations.claims_map); each reference of the paper in report/paper_numbers.yaml names a
 model and dataset the experiment runs (pooled sets such as "all" are not dataset names).
-Not covered: whether `paper` is a valid value of the key (the config's own checks say that
-when the switch is used), and whether the register is complete (a reviewer's job).
+Not covered: whether the register is complete (a reviewer's job).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ HERE = Path(__file__).parent
 KEYS = {"id", "area", "paper", "quote", "source", "ours", "why", "switch", "status", "verdict"}
 STATUSES = ("fixed", "switchable", "registered")
 # Ref "datasets" that name a pooled set or a task group, not a config/dataset file.
-POOLED = {"all", "unseen tasks", "library tasks"}
+POOLED = {"all", "unseen tasks", "library tasks", "all tasks", "mmlu tasks"}
 
 
 def path_of(experiment: str) -> Path:
@@ -140,11 +146,18 @@ def reference_problems(paper_key: str, exp: dict, numbers: Path) -> list[tuple[s
 
 
 def problems(experiment: str, exp: dict, config_dir: Path, numbers: Path) -> list[tuple[str, str]]:
-    """Everything wrong with `experiment`'s register and its paper references (none without a register)."""
+    """Everything wrong with `experiment`'s register, its claims map and its paper references
+    (none without a register)."""
+    from retrace.deviations import claims_map
+
     if not path_of(experiment).exists():
         return []
-    return switch_problems(experiment, config_dir) + reference_problems(
-        load(experiment)["paper"], exp, numbers
+    register = load(experiment)
+    ids = {d["id"] for d in register.get("deviations") or []}
+    return (
+        switch_problems(experiment, config_dir)
+        + claims_map.problems(experiment, ids)
+        + reference_problems(register["paper"], exp, numbers)
     )
 
 
