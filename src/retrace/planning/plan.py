@@ -93,7 +93,9 @@ def _shards(value: object, experiment: str) -> int:
 def jobs(global_cfg: dict, config_dir: Path = CONFIG_DIR) -> list[Job]:
     """All jobs of the experiment named in the global config, in a stable order (read from
     `config_dir`: retrace.deviations.effect resolves them from a switched copy)."""
-    exp = load_experiment(global_cfg["experiment"], config_dir)
+    name = global_cfg["experiment"]
+    # the one-argument call where config/ is the repository's (what tests replace it with)
+    exp = load_experiment(name) if config_dir == CONFIG_DIR else load_experiment(name, config_dir)
     extra = tuple(global_cfg.get("overrides") or ())
     out: list[Job] = []
     for run in exp["runs"]:
