@@ -195,6 +195,7 @@ def test_the_report_shows_a_register_only_for_runs_on_its_experiments_models():
     }
     page = render_html([], [], claims=[row])
     assert "Where this run differs from the paper (paper)" in page and "refinement conditioning" in page
+    assert "The paper's headline claims and what tests them (paper)" in page and "wtl-counts" in page
     smoke = render_html([], [], claims=[{**row, "model": "qwen2.5-coder-0.5b-q4km"}])
     assert "Where this run differs" not in smoke
 

@@ -163,8 +163,10 @@ def problems(experiment: str, exp: dict, config_dir: Path, numbers: Path) -> lis
 
 def for_report(claims: list[dict]) -> list[dict]:
     """The registers to show beside "paper vs ours": a paper's, where a claim row of that paper
-    is on a model its experiment runs (so the CPU experiments' reports are unchanged)."""
+    is on a model its experiment runs (so the CPU experiments' reports are unchanged), each with
+    its claims map (retrace.deviations.claims_map)."""
     from retrace.config.compose import load_experiment
+    from retrace.deviations import claims_map
 
     out = []
     for experiment in experiments():
@@ -175,6 +177,11 @@ def for_report(claims: list[dict]) -> list[dict]:
             continue
         if any(c.get("paper_key") == register["paper"] and c.get("model") in models for c in claims):
             out.append(
-                {"experiment": experiment, "paper": register["paper"], "deviations": register["deviations"]}
+                {
+                    "experiment": experiment,
+                    "paper": register["paper"],
+                    "deviations": register["deviations"],
+                    "claims": claims_map.load(experiment) if claims_map.path_of(experiment).exists() else [],
+                }
             )
     return out
