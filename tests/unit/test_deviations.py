@@ -33,10 +33,13 @@ def test_every_paper_experiment_has_a_register_naming_its_paper():
 
 @pytest.mark.parametrize("name", REGISTERS)
 def test_every_switch_names_a_key_that_exists_in_the_configs(name):
-    """Read from the YAML files themselves, not through deviations' own checker."""
+    """Read from the YAML files themselves, not through deviations' own checker: a dotted key,
+    or (in an experiment file) the key of an override its runs set."""
     for d in deviations.load(name)["deviations"]:
         sw = d["switch"]
-        if sw:
+        if sw and sw["file"].startswith("config/experiment/") and sw["key"].startswith("method."):
+            assert f"{sw['key']}=" in (CONFIG_DIR / sw["file"].removeprefix("config/")).read_text()
+        elif sw:
             data = yaml.safe_load((CONFIG_DIR / sw["file"].removeprefix("config/")).read_text())
             _value(data, sw["key"])  # KeyError names the missing key
 
@@ -123,7 +126,8 @@ def test_a_switch_that_does_not_exist_is_one_line_naming_file_and_key(tmp_path, 
     }
     monkeypatch.setattr(deviations, "HERE", _broken(tmp_path, entry))
     [(where, why)] = deviations.switch_problems("paper", CONFIG_DIR)
-    assert where.endswith("paper.yaml: deviations[11] (x).switch") and str(tmp_path) in where
+    n = len(deviations.load("paper")["deviations"]) - 1
+    assert where.endswith(f"paper.yaml: deviations[{n}] (x).switch") and str(tmp_path) in where
     assert why == "key 'histroy' does not exist in config/method/refine.yaml"
     entry["switch"]["file"] = "config/method/nothing.yaml"
     monkeypatch.setattr(deviations, "HERE", _broken(tmp_path, entry))
@@ -162,8 +166,9 @@ def test_plan_check_fails_on_a_broken_register(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(deviations, "HERE", _broken(tmp_path, entry))
     assert main(["plan", "--experiment", "paper", "--check"]) == 1
     fails = [line for line in capsys.readouterr().out.splitlines() if "FAIL" in line]
+    n = len(deviations.load("paper")["deviations"]) - 1
     assert fails == [
-        f"check: FAIL {tmp_path / 'paper.yaml'}: deviations[11] (x).switch: "
+        f"check: FAIL {tmp_path / 'paper.yaml'}: deviations[{n}] (x).switch: "
         "key 'histroy' does not exist in config/method/refine.yaml"
     ]
 
@@ -190,5 +195,78 @@ def test_the_report_shows_a_register_only_for_runs_on_its_experiments_models():
     }
     page = render_html([], [], claims=[row])
     assert "Where this run differs from the paper (paper)" in page and "refinement conditioning" in page
+    assert "The paper's headline claims and what tests them (paper)" in page and "wtl-counts" in page
     smoke = render_html([], [], claims=[{**row, "model": "qwen2.5-coder-0.5b-q4km"}])
     assert "Where this run differs" not in smoke
+
+
+@pytest.mark.parametrize("name", REGISTERS)
+def test_the_shipped_registers_pass_the_check_by_effect(name, capsys):
+    from retrace.cli import main
+
+    assert main(["deviations", "--experiment", name, "--check"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"check: ok register of {name} (0 problems)"
+
+
+def _entry(switch: dict, status: str = "switchable") -> dict:
+    return {"id": "x", "area": "a", "ours": "o", "status": status, "verdict": "yes", "switch": switch}
+
+
+def test_a_switch_at_a_key_the_experiment_overrides_fails_the_check(tmp_path, monkeypatch, capsys):
+    """config/method/refine.yaml's history exists, but paper.yaml sets method.history in every
+    refinement label: setting the file's key changes no resolved job, and the check says so."""
+    from retrace.cli import main
+
+    switch = {"file": "config/method/refine.yaml", "key": "history", "paper": "latest"}
+    monkeypatch.setattr(deviations, "HERE", _broken(tmp_path, _entry(switch)))
+    [(where, why)] = deviations.switch_problems("paper", CONFIG_DIR)
+    assert where.endswith("(x).switch")
+    assert why == "config/method/refine.yaml: history='latest' changes no resolved job of paper"
+    assert main(["deviations", "--experiment", "paper", "--check"]) == 1
+    assert "changes no resolved job" in capsys.readouterr().out
+
+
+def test_a_fixed_switch_must_hold_the_papers_value_and_govern(tmp_path, monkeypatch):
+    """status fixed: `paper` must change nothing (the experiment runs it), `ours` must change
+    some job; the override switch with an unknown key or a value of another kind is one line."""
+    from retrace.deviations.effect import entry_problem, resolved_jobs
+
+    base = resolved_jobs("paper", CONFIG_DIR)
+    labels = ["refine"]
+    ok = {
+        "file": "config/experiment/paper.yaml",
+        "key": "method.depth",
+        "paper": 4,
+        "ours": 2,
+        "labels": labels,
+    }
+    assert entry_problem("paper", _entry(ok, "fixed"), CONFIG_DIR, base) is None
+    wrong = {**ok, "paper": 3}  # not what the experiment runs
+    assert "status fixed, but" in entry_problem("paper", _entry(wrong, "fixed"), CONFIG_DIR, base)
+    idle = {**ok, "key": "method.history", "paper": "latest", "ours": "latest"}
+    assert entry_problem("paper", _entry(idle, "fixed"), CONFIG_DIR, base).endswith(
+        "changes no resolved job of paper"
+    )
+    bad_kind = {**ok, "paper": "n/a"}
+    assert "is not a value of the key" in entry_problem("paper", _entry(bad_kind), CONFIG_DIR, base)
+    unknown = {**ok, "key": "method.dpeth"}
+    assert entry_problem("paper", _entry(unknown), CONFIG_DIR, base) == (
+        "key 'method.dpeth' does not exist in config/experiment/paper.yaml"
+    )
+
+
+def test_no_switch_names_a_value_that_does_not_exist():
+    """The issue's three: RM-32B (never released), a DRR train fraction 'n/a', history at refine.yaml."""
+    for name in REGISTERS:
+        for d in deviations.load(name)["deviations"]:
+            sw = d["switch"] or {}
+            assert "never released" not in str(sw.get("paper")) and "n/a" not in str(sw.get("paper"))
+            assert (sw.get("file"), sw.get("key")) != ("config/method/refine.yaml", "history")
+
+
+def test_drr_register_lists_none_of_the_above_scoring(capsys):
+    from retrace.cli import main
+
+    assert main(["deviations", "--experiment", "drr_paper"]) == 0
+    [nota] = [line for line in capsys.readouterr().out.splitlines() if "nota-scoring" in line]
+    assert "none of the above" in nota and "nota=abstain" in nota and "can change a verdict: yes" in nota

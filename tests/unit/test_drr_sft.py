@@ -110,3 +110,25 @@ def test_sft_stage_writes_scored_episodes_per_dataset(tmp_path, monkeypatch):
     # trainable parameters, beside the DM's (the paper matches the two; retrace registers both)
     assert prov["trainable_params"] == 4 * (32 + 32) * 2
     assert prov["dm_params"] == c["backbones"][c["backbone"]]["params"]
+
+
+def _loss_drop(r: int, alpha: int) -> float:
+    """How far 6 AdamW steps move the training loss of a fresh tiny model with a LoRA of rank r."""
+    tok, model = make_tiny()
+    lora = sft.add_lora(model, r=r, alpha=alpha)
+    losses = sft.train_lora(lora, (sft.sft_examples(PROBLEMS, tok) * 6)[:6], lr=5e-3, epochs=1)
+    return losses[0] - losses[-1]
+
+
+def test_sft_lora_at_the_papers_matched_rank_trains_like_rank_8():
+    """The register's switch sft_lora.r=1840 (drr_paper sft-lora-parameters) with the config's
+    alpha: the adapter's scale alpha/r drops 230-fold, yet AdamW's first steps move B by ~lr per
+    entry whatever the scale, and B·A sums r terms, so (alpha/r)·r = alpha sets the update of
+    W: rank 1840 moves the loss as rank 8 does (within 25 %). Scaling alpha with the rank (the
+    fix once proposed) moves it tens of times further, so it is not applied: it would change the
+    baseline, not restore it."""
+    alpha = int(settings.defaults()["sft_lora"]["alpha"])
+    small, matched = _loss_drop(8, alpha), _loss_drop(1840, alpha)
+    assert small > 0 and matched > 0
+    assert 0.8 < matched / small < 1.25, (small, matched)
+    assert _loss_drop(1840, alpha * 1840 // 8) > 5 * small

@@ -70,6 +70,13 @@ class Art(Family):
         merged = dict(ctx.block(self))
         return family_problems(self.name, merged, context_tokens(merged))
 
+    def resolved_jobs(self, block: dict, config_dir: Path) -> dict:
+        """Each ART job's config slice (its rerun key's config; ART has no defaults file)."""
+        from retrace.art import plan
+
+        cfg = plan.check(block)
+        return {job.path: plan.config_slice(cfg, job) for job in plan.jobs(cfg)}
+
     def claim_names(self) -> set[str]:
         from retrace.art.summary import CLAIMS, FEEDBACK_CLAIM
 

@@ -82,11 +82,11 @@ def add_design(block: dict, d) -> None:
     model × task (`examples` questions), each claim pooled over its task group; a label's
     seeds are one draw or draws as art.summary.one_draw says."""
     from retrace.art.plan import check
-    from retrace.art.summary import CLAIMS, FEEDBACK_CLAIM, one_draw
+    from retrace.art.summary import CLAIMS, FEEDBACK_CLAIM, mmlu_tasks, one_draw
 
     cfg = check(block)
     lib, unseen = cfg["tasks"].get("library", []), cfg["tasks"].get("unseen", [])
-    groups = {"library": lib, "unseen": unseen, "all": lib + unseen}
+    groups = {"library": lib, "unseen": unseen, "all": lib + unseen, "mmlu": sorted(mmlu_tasks(unseen))}
     fb = cfg.get("feedback") or {}
     methods = list(cfg["methods"]) + ([f"art@{fb['version']}"] if fb else [])
     labels = {m: (len(cfg["seeds"]), one_draw(m)) for m in methods}
@@ -95,7 +95,8 @@ def add_design(block: dict, d) -> None:
             d.cells[(model, task)] = {"n": int(cfg["examples"]), "labels": labels}
         for claim, a, b, group in CLAIMS:
             keys = [(model, t) for t in groups[group]]
-            d.rows.append((claim, model, f"{group} tasks", a, b, "greater", "acc", 1, keys, "pooled"))
+            if keys:  # a group the block does not run (no MMLU subject) has no row, as in art/summary
+                d.rows.append((claim, model, f"{group} tasks", a, b, "greater", "acc", 1, keys, "pooled"))
         if fb:
             keys = [(model, t) for t in fb.get("tasks", [])]
             row = (FEEDBACK_CLAIM, model, "edited tasks", methods[-1], "art")

@@ -207,14 +207,39 @@ def _run(p: argparse.ArgumentParser) -> Callable:
     (
         "retrace deviations --experiment paper       # the refinement paper's register",
         "retrace deviations --experiment drr_paper | grep 'can change a verdict: yes'",
+        "retrace deviations --experiment art_paper --claims   # each headline claim: its rows or entry",
+        "retrace deviations --experiment paper --check        # every switch checked by its effect",
     ),
 )
 def _deviations(p: argparse.ArgumentParser) -> Callable:
     from retrace import deviations
 
     p.add_argument("--experiment", "-e", required=True, choices=deviations.experiments())
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--claims", action="store_true", help="print the claims map, one `claim:` line each")
+    what.add_argument(
+        "--check", action="store_true", help="check the register and claims map; exit 1 on a problem"
+    )
 
-    def run(a: argparse.Namespace) -> None:
-        print("\n".join(deviations.lines(a.experiment)))
+    def run(a: argparse.Namespace) -> int:
+        from retrace.deviations import claims_map
+
+        if a.check:
+            return _check_register(a.experiment)
+        print("\n".join(claims_map.lines(a.experiment) if a.claims else deviations.lines(a.experiment)))
+        return 0
 
     return run
+
+
+def _check_register(experiment: str) -> int:
+    """`retrace deviations --check`: one `check: FAIL where: why` line per problem."""
+    from retrace import deviations
+    from retrace.config.compose import CONFIG_DIR, load_experiment
+    from retrace.report.paper import NUMBERS
+
+    found = deviations.problems(experiment, load_experiment(experiment), CONFIG_DIR, NUMBERS)
+    for where, why in found:
+        print(f"check: FAIL {where}: {why}")
+    print(f"check: {'FAIL' if found else 'ok'} register of {experiment} ({len(found)} problems)")
+    return 1 if found else 0

@@ -101,6 +101,11 @@ class Family:
         what was checked and passed goes to `notes`."""
         return []
 
+    def resolved_jobs(self, block: Any, config_dir: Path) -> dict[str, Any]:
+        """Job name -> the config its stages read, for the block with defaults from `config_dir`
+        (retrace.deviations.effect: a register switch must change one of them)."""
+        return {}
+
     def claim_names(self) -> set[str]:
         """Every claim of this family an experiment's claims.primary may name."""
         return set()

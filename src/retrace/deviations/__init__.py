@@ -16,11 +16,17 @@ config/paper_numbers.yaml) and `deviations`, each with
                     in the data mirror, or a question the paper leaves open);
     verdict         yes | no: whether the difference can change a claim's verdict.
 
-Checks (`problems`, run by `retrace plan --check`): each switch names a file that exists and
-a key that exists in it; each reference of the paper in config/paper_numbers.yaml names a
+    retrace deviations --experiment paper --check   # the checks below; exit 1 on any problem
+    retrace deviations --experiment paper --claims  # the claims map (deviations/claims_map.py)
+
+A switch may also carry `ours` (the value the fix replaced: required where status is fixed) and
+`labels` (for a key of an experiment's method overrides: the method entries it governs).
+Checks (`problems`, run by `retrace plan --check`): each switch does what its entry says, by
+effect: every job of the experiment is resolved with and without it (retrace.deviations.effect;
+an unknown file or key, or a value not of the key's kind, is one line); the claims map names
+rows and entries that exist (retrace.deviations.claims_map); each reference of the paper in config/paper_numbers.yaml names a
 model and dataset the experiment runs (pooled sets such as "all" are not dataset names).
-Not covered: whether `paper` is a valid value of the key (the config's own checks say that
-when the switch is used), and whether the register is complete (a reviewer's job).
+Not covered: whether the register is complete (a reviewer's job).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ HERE = Path(__file__).parent
 KEYS = {"id", "area", "paper", "quote", "source", "ours", "why", "switch", "status", "verdict"}
 STATUSES = ("fixed", "switchable", "registered")
 # Ref "datasets" that name a pooled set or a task group, not a config/dataset file.
-POOLED = {"all", "unseen tasks", "library tasks"}
+POOLED = {"all", "unseen tasks", "library tasks", "all tasks", "mmlu tasks"}
 
 
 def path_of(experiment: str) -> Path:
@@ -78,27 +84,23 @@ def lines(experiment: str) -> list[str]:
     return [line(d) for d in load(experiment).get("deviations") or []]
 
 
-def _has_key(data, dotted: str) -> bool:
-    for part in dotted.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return False
-        data = data[part]
-    return True
-
-
 def switch_problems(experiment: str, config_dir: Path) -> list[tuple[str, str]]:
-    """(file: entry, reason) for each switch whose file or key does not exist."""
+    """(file: entry, reason) for each switch that does not do what its entry says: its file or
+    key does not exist, its value is not one of the key's, or setting it changes no resolved
+    job of the experiment (retrace.deviations.effect)."""
+    from retrace.deviations.effect import entry_problem, resolved_jobs
+
     out = []
+    base = None
     for i, d in enumerate(load(experiment).get("deviations") or []):
-        sw = d.get("switch")
-        if not sw:
+        if not d.get("switch"):
             continue
         where = f"{path_of(experiment)}: deviations[{i}] ({d['id']}).switch"
-        target = config_dir / str(sw["file"]).removeprefix("config/")
-        if not target.exists():
-            out.append((where, f"file {sw['file']} does not exist"))
-        elif not _has_key(yaml.safe_load(target.read_text()), str(sw["key"])):
-            out.append((where, f"key {sw['key']!r} does not exist in {sw['file']}"))
+        if base is None:
+            base = resolved_jobs(experiment, config_dir)
+        why = entry_problem(experiment, d, config_dir, base)
+        if why:
+            out.append((where, why))
     return out
 
 
@@ -144,18 +146,27 @@ def reference_problems(paper_key: str, exp: dict, numbers: Path) -> list[tuple[s
 
 
 def problems(experiment: str, exp: dict, config_dir: Path, numbers: Path) -> list[tuple[str, str]]:
-    """Everything wrong with `experiment`'s register and its paper references (none without a register)."""
+    """Everything wrong with `experiment`'s register, its claims map and its paper references
+    (none without a register)."""
+    from retrace.deviations import claims_map
+
     if not path_of(experiment).exists():
         return []
-    return switch_problems(experiment, config_dir) + reference_problems(
-        load(experiment)["paper"], exp, numbers
+    register = load(experiment)
+    ids = {d["id"] for d in register.get("deviations") or []}
+    return (
+        switch_problems(experiment, config_dir)
+        + claims_map.problems(experiment, ids)
+        + reference_problems(register["paper"], exp, numbers)
     )
 
 
 def for_report(claims: list[dict]) -> list[dict]:
     """The registers to show beside "paper vs ours": a paper's, where a claim row of that paper
-    is on a model its experiment runs (so the CPU experiments' reports are unchanged)."""
+    is on a model its experiment runs (so the CPU experiments' reports are unchanged), each with
+    its claims map (retrace.deviations.claims_map)."""
     from retrace.config.compose import load_experiment
+    from retrace.deviations import claims_map
 
     out = []
     for experiment in experiments():
@@ -166,6 +177,11 @@ def for_report(claims: list[dict]) -> list[dict]:
             continue
         if any(c.get("paper_key") == register["paper"] and c.get("model") in models for c in claims):
             out.append(
-                {"experiment": experiment, "paper": register["paper"], "deviations": register["deviations"]}
+                {
+                    "experiment": experiment,
+                    "paper": register["paper"],
+                    "deviations": register["deviations"],
+                    "claims": claims_map.load(experiment) if claims_map.path_of(experiment).exists() else [],
+                }
             )
     return out

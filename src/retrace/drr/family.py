@@ -96,6 +96,14 @@ class Drr(Family):
     def data_checks(self, ctx: Context, notes: list[str]) -> list[tuple[str, str]]:
         return leak_problems(ctx.block(self), ctx.mirror, notes)
 
+    def resolved_jobs(self, block: dict, config_dir: Path) -> dict:
+        """Each DRR stage's config slice (its rerun key's config), and what the claims read."""
+        from retrace.drr import settings
+
+        cfg = settings.load(block, defaults_file=config_dir / "drr" / "defaults.yaml")
+        out = {stage: settings.config_slice(stage, cfg) for stage in settings.SLICES}
+        return {**out, "claims": {"acc_abstention": cfg["acc_abstention"]}}
+
     def claim_names(self) -> set[str]:
         from retrace.drr.claims import CLAIMS
 

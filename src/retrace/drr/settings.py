@@ -93,13 +93,13 @@ def _merge(base: dict, over: dict, where: str) -> dict:
     return out
 
 
-def defaults() -> dict:
-    return load_yaml(DEFAULTS)
+def defaults(path: Path = DEFAULTS) -> dict:
+    return load_yaml(path)
 
 
-def load(block: dict | None, where: str = "drr") -> dict:
+def load(block: dict | None, where: str = "drr", defaults_file: Path = DEFAULTS) -> dict:
     """The effective DRR settings; checks the strategy, backbone and variants."""
-    cfg = _merge(defaults(), block or {}, where)
+    cfg = _merge(defaults(defaults_file), block or {}, where)
     if cfg["strategy"] not in ("exploration", "gradual"):
         raise ValueError(f"{where}.strategy: {cfg['strategy']!r} (exploration | gradual)")
     if cfg["backbone"] not in cfg["backbones"]:

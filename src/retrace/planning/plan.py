@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrace.config.compose import compose, load_experiment
+from retrace.config.compose import CONFIG_DIR, compose, load_experiment
 from retrace.planning import closure
 from retrace.util.hashing import hash_sources, sha256_json
 
@@ -90,9 +90,12 @@ def _shards(value: object, experiment: str) -> int:
     return value
 
 
-def jobs(global_cfg: dict) -> list[Job]:
-    """All jobs of the experiment named in the global config, in a stable order."""
-    exp = load_experiment(global_cfg["experiment"])
+def jobs(global_cfg: dict, config_dir: Path = CONFIG_DIR) -> list[Job]:
+    """All jobs of the experiment named in the global config, in a stable order (read from
+    `config_dir`: retrace.deviations.effect resolves them from a switched copy)."""
+    name = global_cfg["experiment"]
+    # the one-argument call where config/ is the repository's (what tests replace it with)
+    exp = load_experiment(name) if config_dir == CONFIG_DIR else load_experiment(name, config_dir)
     extra = tuple(global_cfg.get("overrides") or ())
     out: list[Job] = []
     for run in exp["runs"]:
