@@ -122,8 +122,12 @@ def _check(cfg: dict, configfile: Path) -> int:
     from retrace.planning.plan import jobs
     from retrace.planning.preflight import check as preflight
 
+    from retrace.config.compose import load_experiment
+    from retrace.deviations import register_problems
+
     notes: list[str] = []
     failures = preflight(cfg, notes)
+    failures += register_problems(cfg["experiment"], load_experiment(cfg["experiment"]))
     for line in notes:
         print(f"check: {line}")
     for where, why in failures:

@@ -185,3 +185,12 @@ def for_report(claims: list[dict]) -> list[dict]:
                 }
             )
     return out
+
+
+def register_problems(experiment: str, exp: dict) -> list[tuple[str, str]]:
+    """`problems` for the experiment with the repository's config/ and the papers' numbers
+    (`retrace plan --check` runs it after retrace.planning.preflight's checks)."""
+    from retrace.config.compose import CONFIG_DIR
+    from retrace.config.papers import NUMBERS
+
+    return problems(experiment, exp, CONFIG_DIR, NUMBERS)

@@ -11,7 +11,7 @@ One YAML per experiment in claims/ beside this file: `experiment` and `claims`, 
     entry          the id of a deviations-register entry (retrace/deviations/<experiment>.yaml):
                    required where `rows` is empty.
 Checks (`problems`, run by `retrace deviations --check` and `retrace plan --check`): every row
-is a claim name some family writes (retrace.stages.claims.known_claims), every entry exists in
+is a claim name some family writes (retrace.scoring.preregistered.known_claims), every entry exists in
 the experiment's register, every claim has a row or an entry. Not covered: whether the map is
 complete (a reviewer's job: the issue that asked for it listed the claims).
 """
@@ -56,7 +56,7 @@ def lines(experiment: str) -> list[str]:
 def problems(experiment: str, entries: set[str]) -> list[tuple[str, str]]:
     """(file: claim, reason) for each row that no family writes, each entry not in the register
     (`entries`: its ids) and each claim with neither."""
-    from retrace.stages.claims import known_claims
+    from retrace.scoring.preregistered import known_claims
 
     if not path_of(experiment).exists():
         return []

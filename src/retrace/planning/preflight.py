@@ -229,15 +229,6 @@ def family_problems(name: str, merged: dict, need: int) -> list[tuple[str, str]]
     return out
 
 
-def register_problems(experiment: str, exp: dict) -> list[tuple[str, str]]:
-    """The deviations register's switches and the paper's references (retrace.deviations)."""
-    from retrace.config.compose import CONFIG_DIR
-    from retrace.config.papers import NUMBERS
-    from retrace.deviations import problems
-
-    return problems(experiment, exp, CONFIG_DIR, NUMBERS)
-
-
 def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """(job or block, reason) for everything in the experiment that would fail; what was
     checked and passed is appended to `notes` where one is given."""
@@ -248,7 +239,6 @@ def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, s
     out: list[tuple[str, str]] = []
     for family in families:  # the spine's generation jobs first (its order), then DRR's, ART's
         out += family.config_checks(ctx)
-    out += register_problems(global_cfg["experiment"], ctx.experiment)
     for family in families:  # the data checks after every config check (they read datasets)
         out += family.data_checks(ctx, notes if notes is not None else [])
     return out
