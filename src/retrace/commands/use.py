@@ -54,7 +54,7 @@ def plan(
     from retrace.config.compose import check_global, load_experiment
     from retrace.config.mirror import resolve
     from retrace.planning.cluster import limit as cluster_limit
-    from retrace.planning.estimate import estimate_of, family_lines
+    from retrace.planning.estimate import estimate_of, family_lines, load_share_line, rate_lines
     from retrace.planning.parts import engine_loads, sized
     from retrace.planning.plan import jobs, shared_overrides
 
@@ -75,6 +75,7 @@ def plan(
     loads = engine_loads(s)
     print(loads.line())
     print(loads.per_label_line())
+    print("\n".join([load_share_line(s), *rate_lines(s)]))
     _plan_bounds(cfg, planned, s, as_json)
     for line in family_lines(load_experiment(cfg["experiment"]), cfg["mirror"], Path("results/probe")):
         print(line)
