@@ -67,7 +67,9 @@ def synthetic(problems: int, n_prime: int, seed: int = 0) -> tuple[list, list[di
                 text = f"{FILLER}\nSo the answer is $\\boxed{{{rng.choice(forms(x, y))}}}$."
             else:
                 text = FILLER
-            samples.append({"text": text, "finish_reason": "stop", "prompt_tokens": 120, "generated_tokens": 700})
+            samples.append(
+                {"text": text, "finish_reason": "stop", "prompt_tokens": 120, "generated_tokens": 700}
+            )
         probs.append(Problem(id=f"p{i}", question=f"Simplify {a}/{b}.", gold=gold))
         rows.append({"problem_id": f"p{i}", "method": "majority", "samples": samples, "extra": {}})
     return probs, rows
@@ -83,7 +85,11 @@ def one(problems: int, n_prime: int) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     score = score_generations(rows, {p.id: p for p in probs}, task, 1_540_000_000)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"wall_s": wall, "cpu_s": cpu, "accuracy": score["accuracy"]["value"] if isinstance(score["accuracy"], dict) else score["accuracy"]}
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "accuracy": score["accuracy"]["value"] if isinstance(score["accuracy"], dict) else score["accuracy"],
+    }
 
 
 def main() -> int:
@@ -105,7 +111,9 @@ def main() -> int:
                 text=True,
                 check=True,
                 env={"PYTHONPATH": str(REPO / "src"), "PATH": ""},
-            ).stdout.strip().splitlines()[-1]
+            )
+            .stdout.strip()
+            .splitlines()[-1]
         )
         label_min = found["cpu_s"] / a.problems * a.paper_problems / 60
         base = label_min if base is None else base

@@ -82,3 +82,43 @@ def test_the_reward_model_is_kept_off_the_policys_gpus():
     gib = 2**30
     assert memory_map(2, [80 * gib] * 3) == {1: int(72 * gib), 2: int(72 * gib)}  # GPU 0: vLLM's
     assert memory_map(0, [80 * gib] * 3) == {} and memory_map(4, [80 * gib] * 3) == {}
+
+
+def test_an_rm_at_n_run_killed_mid_scoring_resumes_where_it_stopped(tiny_models, tmp_path, monkeypatch):
+    """RM@N (retrace.methods.best_of_n) with hf_reward through the job's CachedLLM: the scorer
+    shares the job's request cache, so the rerun of a killed run scores only what is missing
+    and writes the rows an uninterrupted run writes."""
+    from fake_backend import method_cfg, scripted_llm, smoke_math_problems
+    from test_methods import ANSWERS, ctx
+
+    from retrace.scoring.hf_reward import HFReward
+    from retrace.util.registry import METHODS
+
+    problems = smoke_math_problems(3)
+    cfg = method_cfg("best_of_n")
+    cfg["scorer"] = {"name": "hf_reward", "path": str(tiny_models["classifier"]), "kind": "classifier"}
+    cfg["scorer"] |= {"device": "cpu", "dtype": "float32", "batch_size": 2}
+    real, scored, kill_after = HFReward.score_batch, [], None
+
+    def counted(self, batch):
+        if len(scored) == kill_after:
+            raise Killed
+        scored.append(len(batch))
+        return real(self, batch)
+
+    monkeypatch.setattr(HFReward, "score_batch", counted)
+    clean, _ = scripted_llm(tmp_path / "clean", ANSWERS)
+    expected = METHODS.get("best_of_n")(problems, cfg, clean, ctx(seed=2))
+    total, scored[:] = sum(scored), []
+    kill_after = 2
+    first, _ = scripted_llm(tmp_path / "run", ANSWERS)
+    with pytest.raises(Killed):
+        METHODS.get("best_of_n")(problems, cfg, first, ctx(seed=2))
+    assert sum(scored) == 4
+    kill_after, scored[:] = None, []
+    again, _ = scripted_llm(tmp_path / "run", ANSWERS)
+    rows = METHODS.get("best_of_n")(problems, cfg, again, ctx(seed=2))
+    assert sum(scored) == total - 4  # nothing scored twice
+    flat = [v for r in rows for v in r["extra"]["scores"]]
+    assert flat == pytest.approx([v for r in expected for v in r["extra"]["scores"]], abs=1e-6)
+    assert [r["extra"]["chosen"] for r in rows] == [r["extra"]["chosen"] for r in expected]
