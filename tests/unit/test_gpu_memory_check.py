@@ -69,3 +69,17 @@ def test_a_gpu_type_smaller_than_the_sizing_fails(monkeypatch):
             "set it to 24 or ask for a larger GPU type",
         )
     ]
+
+
+def test_the_check_says_when_no_pilot_has_run(monkeypatch, tmp_path):
+    fake(monkeypatch, [{"label": "greedy", "overrides": ["method.sampling.max_tokens=1024"]}])
+    monkeypatch.chdir(tmp_path)
+    notes: list[str] = []
+    preflight.check(check_global({"experiment": "x"}), notes)
+    [line] = [n for n in notes if n.startswith("no pilot has run")]
+    assert "1 of 1 GPU models (qwen2.5-1.5b-instruct/vllm;" in line and "retrace pilot --experiment x" in line
+    (tmp_path / "results/pilot/qwen2.5-1.5b-instruct").mkdir(parents=True)
+    (tmp_path / "results/pilot/qwen2.5-1.5b-instruct/vllm.json").write_text("{}")
+    notes = []
+    preflight.check(check_global({"experiment": "x"}), notes)
+    assert not [n for n in notes if n.startswith("no pilot has run")]

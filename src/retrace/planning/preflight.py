@@ -307,23 +307,23 @@ def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, s
     out += register_problems(global_cfg["experiment"], ctx.experiment)
     for family in families:  # the data checks after every config check (they read datasets)
         out += family.data_checks(ctx, notes if notes is not None else [])
-    sized = gpu_memory_sized(global_cfg)
-    if sized:
-        line, fails = gpu_type_line(global_cfg.get("gpu_model"), sized)
-        out += [("gpu_model", line)] if fails else []
-        if notes is not None and not fails:
-            notes.append(line)
-    return out
+    return out + gpu_checks(global_cfg, notes)
 
 
-def gpu_memory_sized(global_cfg: dict) -> float | None:
-    """The largest `gpu_memory_gb` the experiment's GPU generation jobs were sized for (None: none)."""
+def gpu_checks(global_cfg: dict, notes: list[str] | None) -> list[tuple[str, str]]:
+    """The GPU type the memory checks assumed (a failure where `gpu_model` is smaller), and a
+    note naming the GPU models no pilot has measured (retrace.planning.rates)."""
     from retrace.planning.devices import gpus
     from retrace.planning.plan import job_config, jobs
+    from retrace.planning.rates import missing_pilot_line
 
-    sizes = [
-        float((cfg["backend"].get("engine") or {}).get("gpu_memory_gb") or 0)
-        for cfg in (job_config(j) for j in jobs(global_cfg))
-        if gpus(cfg)
-    ]
-    return max(sizes, default=0.0) or None
+    on_gpu = [(j, cfg) for j, cfg in ((j, job_config(j)) for j in jobs(global_cfg)) if gpus(cfg)]
+    if not on_gpu:
+        return []
+    sized = max(float((cfg["backend"].get("engine") or {}).get("gpu_memory_gb") or 0) for _, cfg in on_gpu)
+    line, fails = gpu_type_line(global_cfg.get("gpu_model"), sized)
+    pairs = list(dict.fromkeys((j.model, j.backend) for j, _ in on_gpu))
+    pilot = missing_pilot_line(global_cfg["experiment"], pairs)
+    if notes is not None:
+        notes += [x for x in ([] if fails else [line]) + [pilot] if x]
+    return [("gpu_model", line)] if fails else []

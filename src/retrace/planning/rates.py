@@ -59,6 +59,20 @@ def pilot_dir(probe_dir: Path | None) -> Path | None:
     return None if probe_dir is None else Path(probe_dir).parent / "pilot"
 
 
+def missing_pilot_line(
+    experiment: str, pairs: list[tuple[str, str]], folder: Path = Path("results/pilot")
+) -> str | None:
+    """The GPU (model, backend) pairs with no pilot result, in one line (None: every one has)."""
+    missing = [f"{m}/{b}" for m, b in pairs if not (folder / m / f"{b}.json").is_file()]
+    if not missing:
+        return None
+    return (
+        f"no pilot has run for {len(missing)} of {len(pairs)} GPU models ({', '.join(missing)}; "
+        f"{folder}/<model>/<backend>.json): their runtimes are priced at assumed rates; run "
+        f"`retrace pilot --experiment {experiment}` on a GPU allocation first"
+    )
+
+
 def pilot(folder: Path | None, model: str, backend: str, engine: dict) -> list[dict]:
     """The rates of the pilot result for (model, backend), [] if none or not this job's."""
     if folder is None:
