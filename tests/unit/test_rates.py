@@ -130,3 +130,30 @@ def test_maj_n_prime_cannot_exceed_its_bound_however_short_the_samples():
     capped = equal_compute_n(refine_usage, short, 8, 1, "nominal", samples=8 * 30, min_generated=floor)
     assert capped["floored"] and not free["floored"] and capped["n_prime"] < free["n_prime"]
     assert capped["n_prime"] <= 8 + (1_500_000 - 8 * 30 * floor) * 8 // (8 * 30 * floor)
+
+
+def test_the_paper_estimate_prints_each_rate_with_its_source_and_the_load_share(tmp_path):
+    from retrace.planning import parts
+    from retrace.planning.cluster import Limit
+    from retrace.planning.estimate import load_share_line, rate_lines
+    from retrace.planning.plan import jobs
+
+    path = tmp_path / "results" / "pilot" / "qwen2.5-math-7b" / "vllm.json"
+    path.parent.mkdir(parents=True)
+    body = {"model": "qwen2.5-math-7b", "backend": "vllm", "engine": {}, "device": "H100"}
+    rates = at(3000.0, 8_192) + [{"role": "reward", "context_tokens": 4_096, "prefill_tok_s": 900.0}]
+    path.write_text(json.dumps({**body, "measured_at": "2026-12-06T12:00:00Z", "rates": rates}))
+    s = parts.sized(jobs({"experiment": "paper"}), None, (), tmp_path / "results" / "probe", Limit(1440, 4))
+    lines = {line.split(":")[0]: line for line in rate_lines(s)}
+    assert "rates Qwen/Qwen2.5-Math-RM-72B" in lines and "rates qwen2.5-1.5b-instruct" in lines
+    assert (
+        "reward ≤ 2,048 prompt tokens: 900 tok/s read (pilot (reward @ 4,096))"
+        in lines["rates Qwen/Qwen2.5-Math-RM-72B"]
+    )
+    assert (
+        "correct ≤ 7,248 prompt tokens: 3,000 tok/s decode, 30,000 tok/s prefill (pilot (correct @ 8,192))"
+        in lines["rates qwen2.5-math-7b"]
+    )
+    assert lines["rates qwen2.5-1.5b-instruct"].count("(assumed)") == 4  # sample, continue, critique, correct
+    share = load_share_line(s)
+    assert share.startswith("engine-load share of GPU time: ") and " % (" in share

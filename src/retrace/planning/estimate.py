@@ -156,7 +156,9 @@ def load_share_line(s: Sized) -> str:
     total = sum(p.gpu_seconds(s.limit) for p in s.parts) + sum(
         b.gpu_seconds(s.limit.minutes) or 0.0 for _, b in s.shards
     )
-    share = 100 * loading / total if total else 0.0
+    if not total:
+        return "engine-load share of GPU time: no GPU jobs"
+    share = 100 * loading / total
     return f"engine-load share of GPU time: {share:.1f} % ({loading / 3600:,.0f} of {total / 3600:,.0f} GPU-hours)"
 
 

@@ -262,9 +262,9 @@ def _priced(job: Job, cfg: dict, tokens: Bound, probe_dir: Path | None, q: int) 
     if not gpus(cfg):
         from retrace.planning.workload import DEFAULT_CPU_TOK_S, probe_rate
 
-        rate = probe_rate(probe_dir, job.model, job.backend)
-        how = "measured by probe" if rate else "assumed"
-        return tokens.generated / (rate or DEFAULT_CPU_TOK_S), [(job.model, "sample", q, rate, None, how)]
+        measured = probe_rate(probe_dir, job.model, job.backend)
+        rate, how = (measured, "measured by probe") if measured else (DEFAULT_CPU_TOK_S, "assumed")
+        return tokens.generated / rate, [(job.model, "sample", q, rate, None, how)]
     roles = [("sample", 1, q)] if job.equal_compute else role_tokens(cfg["method"], q)
     share = sum(gen for _, gen, _ in roles) or 1
     seconds, prefill_rate = 0.0, None
