@@ -63,7 +63,9 @@ class Estimate:
     def line(self) -> str:
         times = []
         if self.gpu_jobs or not self.cpu_jobs:
-            how = {"assumed": "rates assumed (the backends' stated throughput; no probe yet)"}
+            how = {
+                "assumed": "rates assumed (the backends' stated throughput; no pilot result yet; the `rates` lines below say per role)"
+            }
             rates = "; ".join(how.get(h, f"rates {h}") for h in sorted(self.gpu_rates)) or "no rates"
             times.append(
                 f"≈ {self.gpu_hours:,.1f} GPU-hours (decode, prefill, engine loads, reward scoring; {rates})"
