@@ -157,3 +157,20 @@ def test_the_paper_estimate_prints_each_rate_with_its_source_and_the_load_share(
     assert lines["rates qwen2.5-1.5b-instruct"].count("(assumed)") == 4  # sample, continue, critique, correct
     share = load_share_line(s)
     assert share.startswith("engine-load share of GPU time: ") and " % (" in share
+
+
+def test_a_pilot_prices_the_parts_but_never_moves_a_label(tmp_path):
+    """As the probe's (tests/unit/test_parts.py): a job's own Snakemake must find its DAG."""
+    from retrace.planning import parts
+    from retrace.planning.cluster import Limit
+    from retrace.planning.plan import jobs
+
+    planned = jobs({"experiment": "paper"})
+    probe, _ = pilot(tmp_path, at(50.0, 60_000))
+    stated, piloted = (
+        parts.sized(planned, None, limit=Limit(1440, 4)),
+        parts.sized(planned, None, (), probe, Limit(1440, 4)),
+    )
+    assert [p.part for p in piloted.parts] == [p.part for p in stated.parts]
+    mine = [p for p in piloted.parts if p.part.cell[0] == MODEL]
+    assert sum(p.work_s for p in mine) > 10 * sum(p.work_s for p in stated.parts if p.part.cell[0] == MODEL)
