@@ -83,7 +83,7 @@ def test_check_global_refuses_unknown_key_and_names_valid_ones():
         check_global({"experiment": "smoke", "mirorr": "/data"})
     assert "'mirorr'" in str(
         err.value
-    ) and "estimate, experiment, gpu_partition, max_runtime, mirror, overrides" in str(err.value)
+    ) and "estimate, experiment, gpu_model, gpu_partition, max_runtime, mirror, overrides" in str(err.value)
 
 
 def test_check_global_fills_defaults():
@@ -96,6 +96,7 @@ def test_check_global_fills_defaults():
         "request_cache": "results/cache/requests",
         "max_runtime": 1440,  # minutes: no job may ask a partition for more (profiles/slurm)
         "gpu_partition": None,  # GPU jobs' SLURM partition (null: the default one)
+        "gpu_model": None,  # GPU jobs' GPU type (null: any; --check assumes gpu_memory_gb)
         "cpus_per_gpu": 8,
     }
 

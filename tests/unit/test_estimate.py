@@ -34,7 +34,9 @@ def test_refinement_calls_follow_the_critic_variant():
 def test_paper_grid_has_gpu_hours_at_the_stated_throughput():
     est = estimate(jobs(check_global({"experiment": "paper"})), "/nonexistent-mirror")
     # 4 models x 5 datasets x 3 seeds x 11 labels, + refine_full on one model (5 x 3)
-    assert est.jobs == 675 and est.unknown == 675  # without a mirror the sizes are unknown
+    # without a mirror every label is sized from its dataset config's stated question count
+    assert est.jobs == 675 and est.unknown == 0 and est.stated == 675 and est.gpu_hours > 1000
+    assert "675 labels sized from their dataset configs' stated question counts" in est.line()
     # no limit, so a cell is cut by GPU count only: one job per cell, two in Qwen2.5-Math-7B's 15
     # (its RM@N needs 3 GPUs, its other labels 1): 75; 3 shard jobs and a merge per sharded label
     assert "675 labels in 255 generation jobs (75 cell jobs, 135 shard jobs, 45 merges)" in est.line()

@@ -192,5 +192,6 @@ def test_a_probe_result_prices_the_parts_but_never_moves_a_label(tmp_path):
         (tmp_path / model / "vllm.json").write_text('{"tok_s": 10.0}')
     stated, probed = parts.sized(planned, mirror, limit=DAY), parts.sized(planned, mirror, (), tmp_path, DAY)
     assert [p.part for p in probed.parts] == [p.part for p in stated.parts]
-    assert sum(p.work_s for p in probed.parts) > 5 * sum(p.work_s for p in stated.parts)
+    # the probe's rates price only the roles whose prompts stay short (retrace.planning.rates)
+    assert sum(p.work_s for p in probed.parts) > 3 * sum(p.work_s for p in stated.parts)
     assert max(p.attempts(DAY) for p in probed.parts) > 3  # so --check fails, naming the part

@@ -19,7 +19,10 @@ def test_unknown_config_key_names_it_and_the_valid_ones(repo):
     proc = snakemake(repo, "-n", check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "'mirorr'" in out and "estimate, experiment, gpu_partition, max_runtime, mirror, overrides" in out
+    assert (
+        "'mirorr'" in out
+        and "estimate, experiment, gpu_model, gpu_partition, max_runtime, mirror, overrides" in out
+    )
 
 
 def test_unknown_override_names_the_key(repo):

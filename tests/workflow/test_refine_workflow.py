@@ -17,7 +17,7 @@ GEN = "results/generations/smollm2-135m-q40/llamacpp/smoke_math_mini"
 
 
 def test_equal_compute_extends_the_stored_sample_set(refined):
-    from retrace.scoring.compute import equal_compute_n, structural_usage
+    from retrace.scoring.compute import equal_compute_n, min_sample_tokens, structural_usage
 
     prov = json.loads((refined / f"{GEN}/majority_eq/seed0.jsonl.prov.json").read_text())
     eq = prov["equal_compute"]
@@ -28,7 +28,14 @@ def test_equal_compute_extends_the_stored_sample_set(refined):
         for lab in ("refine", "majority")
     }
     params = json.loads((refined / "results/models/smollm2-135m-q40/manifest.json").read_text())["params"]
-    want = equal_compute_n(structural_usage(rows["refine"]), structural_usage(rows["majority"]), 2, params)
+    majority = json.loads((refined / f"{GEN}/majority/seed0.jsonl.prov.json").read_text())
+    floor = {  # each Maj@N sample counted as at least the minimum sample length, as the run prices it
+        "samples": sum(len(r["samples"]) for r in rows["majority"]),
+        "min_generated": min_sample_tokens(majority["config"]["method"]),
+    }
+    want = equal_compute_n(
+        structural_usage(rows["refine"]), structural_usage(rows["majority"]), 2, params, **floor
+    )
     assert eq["effective_basis"] == "request structure" and eq["n_prime"] == want["n_prime"] > 2
     nominal = json.loads((refined / f"{GEN}/majority_eq_nominal/seed0.jsonl.prov.json").read_text())[
         "equal_compute"

@@ -108,3 +108,12 @@ def test_the_equal_compute_baselines_bound_is_within_20_percent_of_its_refinemen
         p = bounds[partner]
         base = p["computed_tokens"] if kind == "effective" else p["prompt_tokens"] + p["generated_tokens"]
         assert 0.8 <= b["computed_tokens"] / base <= 1.2, (b, p)
+
+
+@pytest.mark.slow
+def test_the_rehearsal_reports_no_bound_violations(sized_run):
+    root, bounds = sized_run
+    line = rehearse_workflow.bound_line(root, "sizing_tiny")
+    assert line.startswith(
+        f"bound violations: 0 (calls, prompt and generated tokens of {len(bounds)} labels)"
+    ), line

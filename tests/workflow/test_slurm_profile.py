@@ -35,15 +35,18 @@ def jobs(out: str) -> list[tuple[str, dict]]:
 
 def gpu_jobs_go_to_the_gpu_partition(planned: list[tuple[str, dict]]) -> set[str]:
     """Asserts that each job whose `gpu` > 0 asks for the partition the dry-run configured
-    (gpu_partition=gpux) and cpus_per_gpu=6, and no job without a GPU for that partition;
-    the rules of the GPU jobs. Derived from the jobs, not from a list of rules."""
+    (gpu_partition=gpux), the GPU type (gpu_model=h100: sbatch --gpus=h100:N) and cpus_per_gpu=6,
+    and no job without a GPU for that partition or type; the rules of the GPU jobs. Derived from
+    the jobs, not from a list of rules."""
     on_gpu = [(rule, r) for rule, r in planned if int(r.get("gpu", "0")) > 0]
     assert all(r.get("slurm_partition") == "gpux" and r.get("cpus_per_gpu") == "6" for _, r in on_gpu)
-    assert not [rule for rule, r in planned if int(r.get("gpu", "0")) == 0 and "slurm_partition" in r]
+    assert all(r.get("gpu_model") == "h100" for _, r in on_gpu)
+    cpu = [r for _, r in planned if int(r.get("gpu", "0")) == 0]
+    assert not [r for r in cpu if "slurm_partition" in r or "gpu_model" in r]
     return {rule for rule, _ in on_gpu}
 
 
-GPUX = ("--config", "gpu_partition=gpux", "cpus_per_gpu=6")
+GPUX = ("--config", "gpu_partition=gpux", "gpu_model=h100", "cpus_per_gpu=6")
 
 
 def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):

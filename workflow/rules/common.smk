@@ -112,6 +112,17 @@ def gpu_partition(gpus):
     return partition
 
 
+def gpu_model(gpus):
+    """gpu_model of a rule's jobs (the SLURM plugin's `--gpus=<type>:N`): the configured GPU
+    type for a job that asks for GPUs, else none (a CPU job must not ask for `<type>:0`)."""
+
+    def model(w):
+        wanted = gpus(w) if callable(gpus) else gpus
+        return (config.get("gpu_model") or None) if wanted else None
+
+    return model
+
+
 def capped(minutes):
     """A runtime no longer than the partition's (`max_runtime`; retrace.planning.cluster.capped)."""
     from retrace.planning.cluster import capped as cap

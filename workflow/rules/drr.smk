@@ -83,6 +83,7 @@ if _DRR_BLOCK:
             mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
             gpu=reasoner_gpus,
             slurm_partition=gpu_partition(reasoner_gpus),
+            gpu_model=gpu_model(reasoner_gpus),
             cpus_per_gpu=CPUS_PER_GPU,
             engine=1,
             runtime=lambda w: capped(_drr.reasoner_runtime(DRR, w.model, "distil", w.dataset, MIRROR)),
@@ -133,6 +134,7 @@ if _DRR_BLOCK:
             mem_mb=_drr.dm_resources(DRR)["mem_mb"],
             gpu=_drr.dm_resources(DRR)["gpu"],
             slurm_partition=gpu_partition(_drr.dm_resources(DRR)["gpu"]),
+            gpu_model=gpu_model(_drr.dm_resources(DRR)["gpu"]),
             cpus_per_gpu=CPUS_PER_GPU,
             runtime=capped(DRR["runtime"]["train"]),
         params:
@@ -162,6 +164,7 @@ if _DRR_BLOCK:
             mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
             gpu=reasoner_gpus,
             slurm_partition=gpu_partition(reasoner_gpus),
+            gpu_model=gpu_model(reasoner_gpus),
             cpus_per_gpu=CPUS_PER_GPU,
             engine=1,
             runtime=lambda w: capped(_drr.reasoner_runtime(DRR, w.model, "generate", w.dataset, MIRROR)),
@@ -200,6 +203,7 @@ if _DRR_BLOCK:
             ),
             gpu=infer_gpus,
             slurm_partition=gpu_partition(infer_gpus),
+            gpu_model=gpu_model(infer_gpus),
             cpus_per_gpu=CPUS_PER_GPU,
             runtime=capped(DRR["runtime"]["infer"]),
         params:
@@ -232,6 +236,7 @@ if _DRR_BLOCK:
                 mem_mb=lambda w: _drr.reasoner_resources(DRR, w.model)["mem_mb"],
                 gpu=int(DRR["sft_lora"]["device"] == "cuda"),
                 slurm_partition=gpu_partition(int(DRR["sft_lora"]["device"] == "cuda")),
+                gpu_model=gpu_model(int(DRR["sft_lora"]["device"] == "cuda")),
                 cpus_per_gpu=CPUS_PER_GPU,
                 runtime=capped(DRR["runtime"]["sft"]),
             params:

@@ -104,6 +104,7 @@ for _i, _g in enumerate(_parts.part_groups([p.part for p in SIZED.parts])):
             engine=1,
             gpu=part_resource(_g.suffix, "gpu"),
             slurm_partition=gpu_partition(part_resource(_g.suffix, "gpu")),
+            gpu_model=gpu_model(part_resource(_g.suffix, "gpu")),
             cpus_per_gpu=CPUS_PER_GPU,
             runtime=part_resource(_g.suffix, "runtime"),
         params:
@@ -208,6 +209,7 @@ rule generate:
         engine=engine_resource("engine"),
         gpu=engine_resource("gpu"),
         slurm_partition=gpu_partition(engine_resource("gpu")),
+        gpu_model=gpu_model(engine_resource("gpu")),
         cpus_per_gpu=CPUS_PER_GPU,
         runtime=engine_resource("runtime", 30),
     params:
@@ -233,6 +235,7 @@ rule generate_shard:
         engine=1,
         gpu=engine_resource("gpu"),
         slurm_partition=gpu_partition(engine_resource("gpu")),
+        gpu_model=gpu_model(engine_resource("gpu")),
         cpus_per_gpu=CPUS_PER_GPU,
         runtime=engine_resource("runtime"),
     params:

@@ -63,6 +63,7 @@ rule probe:
         engine=1,
         gpu=lambda w: _engine_resources(PROBES[(w.model, w.backend)])["gpu"],
         slurm_partition=gpu_partition(lambda w: _engine_resources(PROBES[(w.model, w.backend)])["gpu"]),
+        gpu_model=gpu_model(lambda w: _engine_resources(PROBES[(w.model, w.backend)])["gpu"]),
         cpus_per_gpu=CPUS_PER_GPU,
         mem_mb=lambda w: _engine_resources(PROBES[(w.model, w.backend)])["mem_mb"],
     params:

@@ -195,7 +195,7 @@ def workflow_rows(a) -> tuple[list[tuple[dict, float]], str]:
         f"({a.cores} cores, {root}); cached requests: {rw.cached_requests(root)}"
     )
     exp = load_yaml(root / "config" / "experiment" / f"{a.experiment}.yaml")
-    line = "\n".join([*rw.notes(exp), line])
+    line = "\n".join([*rw.notes(exp), line, rw.bound_line(root, a.experiment)])
     return rw.check_claims(root, a.effects), line
 
 

@@ -237,6 +237,33 @@ def run_workflow(root: Path, cores: int = 2, log=None) -> dict:
     }
 
 
+def bound_line(root: Path, experiment: str) -> str:
+    """`bound violations: N`: each label's calls, prompt and generated tokens against its bound
+    (retrace.app.bound_check), the bounds planned from the rehearsal's own config in `root`."""
+    import json
+
+    from retrace.app.bound_check import line, violations
+
+    _, env = _snakemake(root)
+    out = (root / "bounds.json").resolve()
+    cmd = [
+        sys.executable,
+        "-m",
+        "retrace",
+        "plan",
+        "--experiment",
+        experiment,
+        "--estimate",
+        "--json",
+        str(out),
+    ]
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        why = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"bound violations: not checked (retrace plan in {root}: {why})"
+    return line(*violations(json.loads(out.read_text())["labels"], root / "results"))
+
+
 def cached_requests(root: Path) -> int:
     """Finished requests in the rehearsal's request cache (its index's keys, retrace.store.cache)."""
     from retrace.store.cache import RequestCache

@@ -54,7 +54,7 @@ def plan(
     from retrace.config.compose import check_global, load_experiment
     from retrace.config.mirror import resolve
     from retrace.planning.cluster import limit as cluster_limit
-    from retrace.planning.estimate import estimate_of, family_lines
+    from retrace.planning.estimate import estimate_of, family_lines, load_share_line, rate_lines
     from retrace.planning.parts import engine_loads, sized
     from retrace.planning.plan import jobs, shared_overrides
 
@@ -75,6 +75,7 @@ def plan(
     loads = engine_loads(s)
     print(loads.line())
     print(loads.per_label_line())
+    print("\n".join([load_share_line(s), *rate_lines(s)]))
     _plan_bounds(cfg, planned, s, as_json)
     for line in family_lines(load_experiment(cfg["experiment"]), cfg["mirror"], Path("results/probe")):
         print(line)
@@ -118,12 +119,11 @@ def _slurm_profile(configfile: Path) -> Path:
 def _check(cfg: dict, configfile: Path) -> int:
     """`retrace plan --check`: every job and family block (retrace.planning.preflight), and the runtimes
     against the partition limit with the retries of the SLURM profile beside config/."""
+    from retrace.config.compose import load_experiment
+    from retrace.deviations import register_problems
     from retrace.planning.cluster import runtime_check
     from retrace.planning.plan import jobs
     from retrace.planning.preflight import check as preflight
-
-    from retrace.config.compose import load_experiment
-    from retrace.deviations import register_problems
 
     notes: list[str] = []
     failures = preflight(cfg, notes)

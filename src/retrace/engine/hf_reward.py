@@ -23,10 +23,13 @@ Two kinds:
   with `squash: none`. `auto_class: AutoModel` plus `trust_remote_code: true` loads
   remote-code RMs such as Qwen2.5-Math-RM-72B, whose first output is the reward.
 
-The model is loaded on first use (torch and transformers are imported only then).
-Does not cover: the request cache (scores are recomputed on a rerun; only the forward
-pass's prompt tokens are reported), and sharding a model over several GPUs (it sits on one
-device).
+The model is loaded on first use (torch and transformers are imported only then). Given the
+job's request cache (build_scorer passes the CachedLLM's), scores are cached like generations
+(retrace.engine.reward_cache: keyed by reward model, revision, scoring settings, question and
+solution), so a killed RM@N job's rerun scores only what is missing and one that finds every
+score never loads the model. With `device_map` and `gpus: k` (GPUs of its own beside the
+policy's, which vLLM takes first), the model is placed on the last k visible GPUs only
+(`max_memory`, REWARD_GPU_SHARE of each), never on the policy's.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from retrace.engine.reward_cache import cached_scores
 from retrace.engine.scorers import Score, ScoreItem, Scorer
 from retrace.util.hashing import sha256_file, sha256_json
 
@@ -56,8 +60,8 @@ def split_steps(solution: str, separator: str = "\n\n") -> list[str]:
 class HFReward(Scorer):
     name = "hf_reward"
 
-    def __init__(self, cfg: dict):
-        self.cfg = cfg
+    def __init__(self, cfg: dict, cache: Any = None):
+        self.cfg, self.cache = cfg, cache
         self.kind = cfg.get("kind", "prm")
         if self.kind not in ("prm", "classifier"):
             raise ValueError(f"hf_reward kind {self.kind!r}: expected prm or classifier")
@@ -83,6 +87,7 @@ class HFReward(Scorer):
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, **kwargs)
         if self.cfg.get("device_map"):  # accelerate places (and may shard) the model itself
             kwargs["device_map"] = self.cfg["device_map"]
+            kwargs.update(own_gpus_memory(int(self.cfg.get("gpus") or 0)))
         self.model = auto.from_pretrained(
             source, dtype=dtype if dtype == "auto" else getattr(torch, dtype), **kwargs
         )
@@ -100,18 +105,40 @@ class HFReward(Scorer):
     def _weights_fingerprint(self, source: str) -> str:
         """sha256 of a local directory's files, or the hub repo at its resolved commit."""
         if self.cfg.get("path"):
-            files = sorted(p for p in Path(source).iterdir() if p.is_file())
-            return sha256_json({p.name: sha256_file(p) for p in files})
+            return self._known_fingerprint() or ""
         commit = getattr(self.model.config, "_commit_hash", None) or self.cfg.get("revision")
         return f"hub:{source}@{commit}"
 
+    def _known_fingerprint(self) -> str | None:
+        """The weights' fingerprint without loading them: a local folder's file hashes, or a hub
+        repo at its pinned revision (None: unpinned, known only once loaded)."""
+        if self._fingerprint is None and self.cfg.get("path"):
+            files = sorted(p for p in Path(self.cfg["path"]).iterdir() if p.is_file())
+            self._fingerprint = sha256_json({p.name: sha256_file(p) for p in files})
+        if self._fingerprint is None and self.cfg.get("revision"):
+            return f"hub:{self.cfg['repo']}@{self.cfg['revision']}"
+        return self._fingerprint
+
+    def reward_id(self) -> dict:
+        """What a score depends on besides its question and solution (the cache key's part)."""
+        from retrace.engine.reward_cache import SCORE_SETTINGS
+
+        settings = {k: self.cfg[k] for k in SCORE_SETTINGS if k in self.cfg}
+        pinned = f"hub:{self.cfg.get('repo')}@{self.cfg.get('revision')}"  # unpinned: "@None"
+        return {"model": self._known_fingerprint() if self.cfg.get("path") else pinned, **settings}
+
     def identity(self) -> dict:
-        self.load()
+        known = self._known_fingerprint()
+        if self.model is None and known and self.cfg.get("params"):  # every score cached: no load
+            params = int(self.cfg["params"])
+        else:
+            self.load()
+            known, params = self._fingerprint, sum(p.numel() for p in self.model.parameters())
         return {
             "name": self.name,
-            "model": self._fingerprint,
+            "model": known,
             "model_name": self.cfg.get("repo") or self.cfg.get("path"),
-            "params": sum(p.numel() for p in self.model.parameters()),
+            "params": params,
             "kind": self.kind,
             "aggregate": self.cfg.get("aggregate", "last"),
         }
@@ -119,13 +146,15 @@ class HFReward(Scorer):
     def score(self, items: Sequence[ScoreItem]) -> list[Score]:
         if not items:
             return []
-        self.load()
         size = max(1, int(self.cfg.get("batch_size", 4)))
-        out: list[Score] = []
-        for i in range(0, len(items), size):
-            batch = items[i : i + size]
-            out.extend(self._prm(batch) if self.kind == "prm" else self._classify(batch))
-        return out
+        if self.cache is not None:
+            return cached_scores(self.cache, self.reward_id(), items, self.score_batch, size)
+        return [s for i in range(0, len(items), size) for s in self.score_batch(items[i : i + size])]
+
+    def score_batch(self, batch: Sequence[ScoreItem]) -> list[Score]:
+        """One forward pass's scores (the model loaded on first use)."""
+        self.load()
+        return self._prm(batch) if self.kind == "prm" else self._classify(batch)
 
     # --- prm -------------------------------------------------------------------------
 
@@ -206,6 +235,26 @@ class HFReward(Scorer):
         mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in batch], device=self.device)
         with torch.inference_mode():
             return pick(self.model(input_ids=ids, attention_mask=mask))
+
+
+def own_gpus_memory(k: int) -> dict:
+    """`max_memory` for from_pretrained: the last `k` visible GPUs (the reward model's own; the
+    policy's engine takes the first ones), REWARD_GPU_SHARE of each; {} when k is 0 or the
+    node has fewer GPUs (then accelerate places it as before)."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    found = memory_map(k, [torch.cuda.get_device_properties(i).total_memory for i in range(count)])
+    return {"max_memory": found} if found else {}
+
+
+def memory_map(k: int, totals: list[int]) -> dict:
+    """{GPU index: bytes} over the last `k` of GPUs with `totals` bytes (empty: k > len)."""
+    from retrace.planning.preflight import REWARD_GPU_SHARE
+
+    if not k or k > len(totals):
+        return {}
+    return {i: int(totals[i] * REWARD_GPU_SHARE) for i in range(len(totals) - k, len(totals))}
 
 
 def _pad_id(tokenizer) -> int:

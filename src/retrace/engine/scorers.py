@@ -100,8 +100,8 @@ def build_scorer(method_cfg: dict, llm: Any, ctx: Any = None) -> Scorer:
         raise ValueError(f"unknown scorer {name!r}; known: {', '.join(sorted(IMPLEMENTATIONS))}")
     module, cls_name = IMPLEMENTATIONS[name].split(":")
     cls = getattr(importlib.import_module(module), cls_name)  # lazy: hf_reward pulls in torch
-    if name == "hf_reward":
-        return cls(cfg)
+    if name == "hf_reward":  # its scores in the job's request cache (retrace.engine.reward_cache)
+        return cls(cfg, getattr(llm, "cache", None))
     templates = method_cfg.get("templates") or {}
     return cls(cfg, templates.get("judge", "judge_correct.j2"), judge_llm(cfg, llm, ctx))
 

@@ -58,7 +58,9 @@ def runtime_min(cfg: dict, tokens: int | None) -> int:
     throughput = (cfg["backend"].get("engine") or {}).get("throughput_tok_s")
     if not tokens or not throughput:
         return DEFAULT_RUNTIME_MIN
-    seconds = tokens / (float(throughput) * max(1, gpus(cfg)))
+    from retrace.planning.devices import reward_gpus
+
+    seconds = tokens / (float(throughput) * max(1, gpus(cfg) - reward_gpus(cfg)))  # tensor-parallel GPUs only
     return math.ceil(seconds * 1.5 / 60) + RUNTIME_OVERHEAD_MIN
 
 

@@ -47,6 +47,7 @@ class Estimate:
     shard_jobs: int = 0  # data-parallel shard jobs of the sharded labels
     merges: int = 0  # one merge of each sharded label's shards
     unknown: int = 0  # jobs whose problem count could not be known
+    stated: int = 0  # jobs sized from their dataset config's stated `questions` (data not read)
     generated_tokens: int = 0
     prompt_tokens: int = 0
     flops: float = 0.0
@@ -62,7 +63,9 @@ class Estimate:
     def line(self) -> str:
         times = []
         if self.gpu_jobs or not self.cpu_jobs:
-            how = {"assumed": "rates assumed (the backends' stated throughput; no probe yet)"}
+            how = {
+                "assumed": "rates assumed (the backends' stated throughput; no pilot result yet; the `rates` lines below say per role)"
+            }
             rates = "; ".join(how.get(h, f"rates {h}") for h in sorted(self.gpu_rates)) or "no rates"
             times.append(
                 f"≈ {self.gpu_hours:,.1f} GPU-hours (decode, prefill, engine loads, reward scoring; {rates})"
@@ -80,6 +83,11 @@ class Estimate:
             f"≤ {self.prompt_tokens:,} prompt tokens, ≤ {self.flops / 1e12:,.1f} TFLOPs (prompts included), "
             + "; ".join(times)
             + (f"; {self.unknown} jobs of unknown size" if self.unknown else "")
+            + (
+                f"; {self.stated} labels sized from their dataset configs' stated question counts (data not read)"
+                if self.stated
+                else ""
+            )
         )
 
 
@@ -121,6 +129,7 @@ def estimate_of(jobs: list[Job], s: Sized) -> Estimate:
         if not b.known:
             est.unknown += 1
             continue
+        est.stated += b.stated
         est.generated_tokens += b.tokens.generated
         est.prompt_tokens += b.tokens.prompt
         est.flops += 2 * float(job_config(job)["model"]["params"]) * (b.tokens.generated + b.tokens.prompt)
@@ -135,6 +144,51 @@ def estimate_of(jobs: list[Job], s: Sized) -> Estimate:
     )
     est.gpu_hours = gpu_s / 3600
     return est
+
+
+def load_share_line(s: Sized) -> str:
+    """`engine-load share of GPU time: X %`: the GPU-seconds of loading engines (every attempt
+    of every part and shard job) over all GPU-seconds as sized."""
+    from retrace.planning.sizing import ENGINE_LOAD_S
+
+    loading = sum(ENGINE_LOAD_S * p.loads(s.limit) * p.gpus for p in s.parts if p.gpus)
+    loading += sum(
+        ENGINE_LOAD_S * b.attempts(s.limit.minutes) * b.shards * b.gpus for _, b in s.shards if b.gpus
+    )
+    total = sum(p.gpu_seconds(s.limit) for p in s.parts) + sum(
+        b.gpu_seconds(s.limit.minutes) or 0.0 for _, b in s.shards
+    )
+    if not total:
+        return "engine-load share of GPU time: no GPU jobs"
+    share = 100 * loading / total
+    return f"engine-load share of GPU time: {share:.1f} % ({loading / 3600:,.0f} of {total / 3600:,.0f} GPU-hours)"
+
+
+def rate_lines(s: Sized) -> list[str]:
+    """One line per model (and reward model): each role's rate at the longest context it
+    prices, with its source (pilot, probe or assumed; retrace.planning.rates)."""
+    found: dict[str, dict[tuple, int]] = {}
+    for b in s.labels:
+        for what, role, context, decode, prefill, source in b.rate_detail:
+            key = (role, decode, prefill, source)
+            mine = found.setdefault(what, {})
+            mine[key] = max(mine.get(key, 0), int(context))
+    out = []
+    for what, rates in found.items():
+        parts = [
+            f"{role} ≤ {context:,} prompt tokens: {_tok_s(decode)}"
+            + (f" decode, {_tok_s(prefill)} prefill" if prefill else (" read" if role == "reward" else ""))
+            + f" ({source})"
+            for (role, decode, prefill, source), context in sorted(
+                rates.items(), key=lambda kv: (kv[0][0], kv[1])
+            )
+        ]
+        out.append(f"rates {what}: " + "; ".join(parts))
+    return out
+
+
+def _tok_s(rate: float | None) -> str:
+    return f"{rate:,.0f} tok/s" if rate else "? tok/s"
 
 
 def _cpu_rate(probe_dir: Path | None, job: Job) -> float:

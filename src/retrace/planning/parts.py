@@ -191,9 +191,10 @@ def sized(
     limit = limit or Limit()
     bounds = job_bounds(jobs, mirror, dso, probe_dir)
     by_path = {b.path: b for b in bounds}
-    # the cut at the stated rates, whatever the probe measured: the probe stage writes its result
-    # during a run, and a job's own Snakemake (on a SLURM node) must find the DAG it was given
-    measured = any(b.rates == "measured by probe" for b in bounds)  # else: the stated ones already
+    # the cut at the stated rates, whatever the probe (or a pilot) measured: the probe stage writes
+    # its result during a run, and a job's own Snakemake (on a SLURM node) must find the DAG it
+    # was given; a pilot's rates price the parts as the probe's do (retrace.planning.rates)
+    measured = any(b.rates.startswith("measured") for b in bounds)  # else: the stated ones already
     stated = {b.path: b for b in job_bounds(jobs, mirror, dso, None)} if measured else by_path
     parts = []
     for cell, labels in generation_cells(jobs).items():

@@ -39,6 +39,17 @@ CHAT_OVERHEAD = 16
 DEFAULT_QUESTION_TOKENS = 1024
 SHA1 = re.compile(r"^[0-9a-f]{40}$")
 REWARD_GPU_SHARE = 0.9  # of a reward model's own GPUs its weights may fill (activations need the rest)
+# GiB of each GPU type `gpu_model` may name (vendor data sheets; a100 is the 80 GB part)
+GPU_MEMORY_GB = {
+    "h100": 80,
+    "h200": 141,
+    "a100": 80,
+    "a100_40": 40,
+    "l40s": 48,
+    "l4": 24,
+    "a10": 24,
+    "v100": 32,
+}
 
 
 def tokens(text: str) -> int:
@@ -195,6 +206,51 @@ def reward_gpus_problem(scorer: dict, rm: float, gpu_gb: float) -> str | None:
     return None
 
 
+def gpu_type_line(gpu_model: str | None, sized_gb: float) -> tuple[str, bool]:
+    """(what GPU the memory checks assumed, whether that fails): the configured `gpu_model`
+    (every GPU job asks SLURM for it) against the `gpu_memory_gb` the jobs were sized for."""
+    if not gpu_model:
+        return (
+            f"GPU memory sized for {sized_gb:g} GiB GPUs (backend.engine.gpu_memory_gb, assumed); no GPU "
+            "type is asked for (config gpu_model: null), so a job may land on a smaller one: set "
+            "gpu_model (e.g. --config gpu_model=h100)",
+            False,
+        )
+    known = GPU_MEMORY_GB.get(str(gpu_model).lower())
+    if known is None:
+        return (
+            f"GPU type {gpu_model} (config gpu_model): memory not known here, sized for {sized_gb:g} GiB "
+            "(backend.engine.gpu_memory_gb, assumed)",
+            False,
+        )
+    if known < sized_gb:
+        return (
+            f"GPU type {gpu_model} has {known} GiB but the jobs were sized for {sized_gb:g} GiB "
+            f"(backend.engine.gpu_memory_gb): set it to {known} or ask for a larger GPU type",
+            True,
+        )
+    return (
+        f"GPU type {gpu_model} ({known} GiB; config gpu_model, asked by every GPU job): memory sized for {sized_gb:g} GiB",
+        False,
+    )
+
+
+def coresident_problem(engines: dict[str, float], reward_gb: float, gpu_gb: float) -> str | None:
+    """The models resident at once on a job's policy GPU: every vLLM engine it keeps loaded
+    (`engines`: name -> gpu_memory_utilization; each reserves that share of the whole GPU)
+    and a reward model placed beside them (its bf16 weights, GiB) within `gpu_gb`."""
+    reserved = sum(engines.values()) * gpu_gb
+    if reserved + reward_gb <= gpu_gb:
+        return None
+    names = ", ".join(f"{k} {v:g}" for k, v in engines.items())
+    rm = f" + a reward model's {reward_gb:.1f} GiB" if reward_gb else ""
+    return (
+        f"GPU memory per GPU: {len(engines)} vLLM engines at once ({names} of {gpu_gb:g} GiB) "
+        f"reserve {reserved:.1f} GiB{rm} > {gpu_gb:g} GiB; give them one engine setting or lower "
+        "backend.engine.gpu_memory_utilization"
+    )
+
+
 def with_defaults(block: dict, defaults_file: str) -> dict:
     """A family's experiment block over its defaults file (relative to config/)."""
     import yaml
@@ -241,4 +297,23 @@ def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, s
         out += family.config_checks(ctx)
     for family in families:  # the data checks after every config check (they read datasets)
         out += family.data_checks(ctx, notes if notes is not None else [])
-    return out
+    return out + gpu_checks(global_cfg, notes)
+
+
+def gpu_checks(global_cfg: dict, notes: list[str] | None) -> list[tuple[str, str]]:
+    """The GPU type the memory checks assumed (a failure where `gpu_model` is smaller), and a
+    note naming the GPU models no pilot has measured (retrace.planning.rates)."""
+    from retrace.planning.devices import gpus
+    from retrace.planning.plan import job_config, jobs
+    from retrace.planning.rates import missing_pilot_line
+
+    on_gpu = [(j, cfg) for j, cfg in ((j, job_config(j)) for j in jobs(global_cfg)) if gpus(cfg)]
+    if not on_gpu:
+        return []
+    sized = max(float((cfg["backend"].get("engine") or {}).get("gpu_memory_gb") or 0) for _, cfg in on_gpu)
+    line, fails = gpu_type_line(global_cfg.get("gpu_model"), sized)
+    pairs = list(dict.fromkeys((j.model, j.backend) for j, _ in on_gpu))
+    pilot = missing_pilot_line(global_cfg["experiment"], pairs)
+    if notes is not None:
+        notes += [x for x in ([] if fails else [line]) + [pilot] if x]
+    return [("gpu_model", line)] if fails else []

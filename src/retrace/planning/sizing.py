@@ -10,28 +10,34 @@ calls its roles at their own caps (`method.roles.<role>.max_tokens`), every call
 rollout's history so far; best-of-N makes N judge calls only when the policy (or another model)
 judges, and a reward model reads the N rollouts instead (`reward` tokens, no generation);
 search methods (beam, lookahead) and any other method: calls x max_tokens. A Maj@N' job
-(`equal_compute`) is bounded by its partners: it spends about what its refinement spent, in
-the pair's FLOP kind, so its tokens are at most the refinement's bound plus one rollout of Maj@N
-(all priced as generated tokens; N' at these bounds is reported beside it). Its extra samples
-are drawn as its first N are, so their mean length is theirs: a bound in that sense, not against
-extra samples all far longer than the first N.
+(`equal_compute`) is bounded by its partners: its generated tokens by the refinement's bound in
+the pair's FLOP kind plus one rollout of Maj@N (its extra samples are drawn as its first N are,
+so their mean length is theirs: a bound in that sense); its calls and prompt tokens by N'_max
+samples a problem, the N' pricing gives when refinement spends its whole bound and every Maj@N
+sample counts as the minimum sample length (retrace.scoring.compute.min_sample_tokens, the same
+floor the run prices N' with), so N' cannot exceed it however short the samples.
 
-Time: generated tokens at the decode rate, prompt tokens not reused (structural prefix reuse,
-retrace.scoring.compute) at the prefill rate, reward tokens at REWARD_TOK_S, plus one engine load
+Problem counts: the dataset's (mirror or bundled) where it loads, else the dataset config's
+stated `questions` (a clone without the mirror; `JobBound.stated`, and the estimate says so).
+
+Time (`_priced`): each role's generated tokens (`role_tokens`: sample, continue, critique,
+correct, judge) at that role's decode rate at its longest prompt, prompt tokens not reused
+(structural prefix reuse, retrace.scoring.compute) at the longest role's prefill rate, all over
+the policy's tensor-parallel GPUs only; then reward tokens at the reward model's own rate,
+undivided (retrace.planning.rates: a pilot's measurement at a long enough context, the probe's
+for short contexts, else assumed; `rate_detail` says which per rate); plus one engine load
 (ENGINE_LOAD_S) per attempt at max_runtime. These are each label's bounds (`--json`'s
 `labels`); the jobs the workflow runs, cell parts that sum their labels' and shard jobs, are
-sized from them by retrace.planning.parts (`--json`'s `jobs`, the estimate, `--check`). Rates come from a `retrace probe` result of the model and backend
-(results/probe/<model>/<backend>.json: `tok_s`, `prefill_tok_s`) when one exists, else from the
-backend's stated `throughput_tok_s` (prefill PREFILL_X times that): `rates.how` says which.
-A job's wall time is its GPU time over its tensor-parallel GPUs; with SAFETY it is what the job
-asks SLURM for, and `attempts(limit)` how many runs of at most `limit` minutes it needs (each
-attempt loads the engine again and resumes from the request cache). Not covered: time waiting
-in the queue, and a cache shared with other jobs (a bound assumes nothing is cached).
+sized from them by retrace.planning.parts (`--json`'s `jobs`, the estimate, `--check`). A job's
+GPU time is its wall time on all its GPUs (the reward model's included); with SAFETY it is what
+the job asks SLURM for, and `attempts(limit)` how many runs of at most `limit` minutes it needs
+(each attempt loads the engine again and resumes from the request cache, reward scores
+included). Not covered: time waiting in the queue, and a cache shared with other jobs (a bound
+assumes nothing is cached).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,8 +47,6 @@ from retrace.planning.plan import Job, job_config
 SAFETY = 1.5  # asked runtime over the bound's wall time (a shared node, stragglers)
 RUNTIME_OVERHEAD_MIN = 30  # per attempt: engine load, CUDA graphs, the first batch's warm-up
 ENGINE_LOAD_S = 600.0  # assumed: weights from shared disk + vLLM's CUDA graph capture
-PREFILL_X = 8.0  # assumed prefill rate over the stated decode rate (vLLM on one GPU: 5-20x)
-REWARD_TOK_S = 2000.0  # assumed: an 8B reward model in transformers, batch 4, bf16
 
 
 @dataclass
@@ -74,9 +78,10 @@ def majority_bound(m: dict, q: int) -> Bound:
     return Bound(n * mt, n * q, q + n * mt, n)  # the N samples share one prompt
 
 
-def refine_bound(m: dict, q: int) -> Bound:
-    """N rollouts: a sample, then D rounds of continue, critique (a call only for critic=model)
-    and correct, each call reading the rollout's history so far (retrace.planning.preflight's templates)."""
+def refine_calls(m: dict, q: int) -> tuple[list[tuple[str, int, int]], int]:
+    """One rollout's calls, (role, prompt tokens, generated cap) each: a sample, then D rounds of
+    continue, critique (a call only for critic=model) and correct, each reading the rollout's
+    history so far (retrace.planning.preflight's templates); and the final history's length."""
     from retrace.planning.preflight import _random_critique_tokens, _role, _template_tokens
 
     t, critic = m["templates"], m["critic"]
@@ -89,17 +94,22 @@ def refine_bound(m: dict, q: int) -> Bound:
         ("correct", _template_tokens(t["correct"], has_critique=critic != "none"), _role(m, "correct"), True)
     )
     history = int(m["sampling"]["max_tokens"])
-    one = Bound(history, q, 0, 1)
+    calls = [("sample", q, history)]
     for _ in range(int(m["depth"])):
-        for _role_name, template, out, call in steps:
+        for role, template, out, call in steps:
             if call:
-                one.prompt += q + history + template
-                one.generated += out
-                one.calls += 1
+                calls.append((role, q + history + template, out))
             history += template + out
+    return calls, history
+
+
+def refine_bound(m: dict, q: int) -> Bound:
+    """N rollouts of `refine_calls`; every prompt is a prefix of its rollout's final history."""
+    calls, history = refine_calls(m, q)
+    one = Bound(sum(g for _, _, g in calls), sum(p for _, p, _ in calls), 0, len(calls))
     n = int(m["n"])
     total = one.scaled(n)
-    total.computed = q + n * history  # every prompt is a prefix of the rollout's final history
+    total.computed = q + n * history
     return total
 
 
@@ -145,32 +155,27 @@ def problem_bound(m: dict, q: int) -> Bound:
     return METHOD_BOUNDS.get(m["name"], generic_bound)(m, q)
 
 
-# ---------------------------------------------------------------- rates
-@dataclass(frozen=True)
-class Rates:
-    decode: float  # generated tok/s of one engine per GPU
-    prefill: float
-    how: str  # "measured by probe" | "assumed" (the backend's stated throughput)
+# ---------------------------------------------------------------- what prices each call
+def role_tokens(m: dict, q: int) -> list[tuple[str, int, int]]:
+    """(role, generated tokens per problem, longest prompt of its calls) of a method: each role
+    is priced at its own rate at that context (retrace.planning.rates.role_rate)."""
+    from retrace.planning.preflight import generated_tokens
 
-
-def rates(cfg: dict, probe_dir: Path | None, model: str, backend: str) -> Rates | None:
-    """The probe's measured rates for (model, backend), else the stated ones (None: none stated)."""
-    probe = _probe(probe_dir, model, backend)
-    if probe.get("tok_s"):
-        decode = float(probe["tok_s"])
-        return Rates(decode, float(probe.get("prefill_tok_s") or decode * PREFILL_X), "measured by probe")
-    stated = (cfg["backend"].get("engine") or {}).get("throughput_tok_s")
-    return Rates(float(stated), float(stated) * PREFILL_X, "assumed") if stated else None
-
-
-def _probe(probe_dir: Path | None, model: str, backend: str) -> dict:
-    if probe_dir is None:
-        return {}
-    try:
-        found = json.loads((Path(probe_dir) / model / f"{backend}.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
+    mt, n = int(m["sampling"]["max_tokens"]), int(m.get("n", 1))
+    if m["name"] == "refine":
+        calls, _ = refine_calls(m, q)
+        roles: dict[str, list[int]] = {}
+        for role, prompt, out in calls:
+            found = roles.setdefault(role, [0, 0])
+            found[0], found[1] = found[0] + out, max(found[1], prompt)
+        return [(role, gen, ctx) for role, (gen, ctx) in roles.items()]
+    if m["name"] == "best_of_n":
+        b = best_of_n_bound(m, q)
+        judged = b.calls - n
+        return [("sample", n * mt, q)] + ([("judge", b.generated - n * mt, q + mt)] if judged else [])
+    if m["name"] in ("greedy", "majority"):
+        return [("sample", mt, q)]
+    return [("sample", mt, q + generated_tokens(m))]  # search: each step reads the steps so far
 
 
 # ---------------------------------------------------------------- per job
@@ -183,8 +188,10 @@ class JobBound:
     n_prime: int | None = None  # Maj@N': N' at these bounds
     equal_compute: list = field(default_factory=list)  # [refine path, kind]
     work_s: float | None = None  # engine seconds (decode + prefill + reward) on its GPUs; None: no rate
-    rates: str = "none stated"
-    known: bool = True  # False: its problem count is unknown (no mirror), its tokens are 0
+    rates: str = "none stated"  # "assumed" | "measured by pilot" | "measured by probe" | "none stated"
+    rate_detail: list = field(default_factory=list)  # (what, role, context, decode, prefill, source)
+    known: bool = True  # False: its problem count is unknown, its tokens are 0
+    stated: bool = False  # its problem count is the dataset config's `questions` (data not read)
     compute: int | None = None  # Maj@N': its bound in the pair's FLOP kind (tokens)
     shards: int = 1  # data-parallel shard jobs (generate_shard): each does 1/shards of the work
 
@@ -236,30 +243,60 @@ class JobBound:
         }
 
 
-def _problems(job: Job, mirror: str | None, dso: tuple) -> int | None:
-    from retrace.planning.workload import problem_count
+def _problems(job: Job, mirror: str | None, dso: tuple) -> tuple[int | None, bool]:
+    """The job's problems (shards round up) and whether the count is the config's stated one."""
+    from retrace.planning.workload import problem_count_of
 
-    n = problem_count(job.dataset, dso, mirror)
-    return None if n is None else -(-n // job.shards) * job.shards  # shards round up
+    n, stated = problem_count_of(job.dataset, dso, mirror)
+    return (None if n is None else -(-n // job.shards) * job.shards), stated
 
 
-def _priced(job: Job, cfg: dict, tokens: Bound, probe_dir: Path | None) -> tuple[float | None, str]:
-    """Engine seconds of a job on its GPUs (CPU jobs: wall seconds at the CPU rate)."""
-    from retrace.planning.devices import gpus
+def _priced(job: Job, cfg: dict, tokens: Bound, probe_dir: Path | None, q: int) -> tuple[float | None, list]:
+    """Engine seconds of a job (CPU jobs: wall seconds at the CPU rate) and the rates that
+    priced them: each role's generated tokens at its rate at its longest context, prefill at
+    the longest role's; the policy's work over its tensor-parallel GPUs, reward scoring at the
+    reward model's rate undivided (retrace.planning.rates)."""
+    from retrace.planning.devices import gpus, reward_gpus
+    from retrace.planning.rates import reward_rate, role_rate
 
-    g = gpus(cfg)
-    if not g:
+    if not gpus(cfg):
         from retrace.planning.workload import DEFAULT_CPU_TOK_S, probe_rate
 
-        rate = probe_rate(probe_dir, job.model, job.backend)
-        how = "measured by probe" if rate else "assumed"
-        return tokens.generated / (rate or DEFAULT_CPU_TOK_S), how
-    r = rates(cfg, probe_dir, job.model, job.backend)
-    if r is None:
-        return None, "none stated"
-    prefill = max(0, tokens.computed - tokens.generated)
-    seconds = tokens.generated / r.decode + prefill / r.prefill + tokens.reward / REWARD_TOK_S
-    return seconds / g, r.how
+        measured = probe_rate(probe_dir, job.model, job.backend)
+        rate, how = (measured, "measured by probe") if measured else (DEFAULT_CPU_TOK_S, "assumed")
+        return tokens.generated / rate, [(job.model, "sample", q, rate, None, how)]
+    roles = [("sample", 1, q)] if job.equal_compute else role_tokens(cfg["method"], q)
+    share = sum(gen for _, gen, _ in roles) or 1
+    seconds, prefill_rate = 0.0, None
+    detail: list[tuple] = []
+    for role, gen, context in sorted(roles, key=lambda r: r[2]):  # the longest context's prefill last
+        r = role_rate(cfg, probe_dir, job.model, job.backend, role, context)
+        if r is None:
+            return None, []
+        seconds += tokens.generated * gen / share / r.decode
+        detail.append((job.model, role, context, r.decode, r.prefill, r.source))
+        prefill_rate = r.prefill
+    seconds += max(0, tokens.computed - tokens.generated) / (prefill_rate or 1.0)
+    seconds /= gpus(cfg) - reward_gpus(cfg)  # the policy's tensor-parallel GPUs only
+    if tokens.reward:
+        scorer, mt = cfg["method"]["scorer"], int(cfg["method"]["sampling"]["max_tokens"])
+        engine = cfg["backend"].get("engine") or {}
+        rr = reward_rate(scorer, probe_dir, job.model, job.backend, engine, q + mt)
+        seconds += tokens.reward / rr.decode  # its layers in sequence: one GPU at a time
+        detail.append(
+            (str(scorer.get("repo") or scorer.get("path")), "reward", q + mt, rr.decode, None, rr.source)
+        )
+    return seconds, detail
+
+
+def summary(detail: list) -> str:
+    """One word for a job's rates: any pilot's, else any probe's, else assumed."""
+    sources = {d[5] for d in detail}
+    if not sources:
+        return "none stated"
+    if any(x.startswith("pilot") for x in sources):
+        return "measured by pilot"
+    return "measured by probe" if "measured by probe" in sources else "assumed"
 
 
 def job_bounds(
@@ -271,16 +308,18 @@ def job_bounds(
 
     out: dict[str, JobBound] = {}
     for job in sorted(jobs, key=lambda j: bool(j.equal_compute)):  # partners first
-        cfg, n = job_config(job), _problems(job, mirror, dso)
+        cfg, (n, stated) = job_config(job), _problems(job, mirror, dso)
         rule = "generate_shard" if job.shards > 1 else "generate"
         if n is None:
             out[job.path] = JobBound(job.path, rule, gpus(cfg), Bound(), known=False, shards=job.shards)
             continue
         q = question_tokens(job.dataset, mirror, tuple(dso))
         b = JobBound(job.path, rule, gpus(cfg), problem_bound(cfg["method"], q).scaled(n), shards=job.shards)
+        b.stated = stated
         if job.equal_compute:
-            _equal_compute(job, cfg, b, out)
-        b.work_s, b.rates = _priced(job, cfg, b.tokens, probe_dir)
+            _equal_compute(job, cfg, b, out, q)
+        b.work_s, b.rate_detail = _priced(job, cfg, b.tokens, probe_dir, q)
+        b.rates = summary(b.rate_detail)
         out[job.path] = b
     return [out[j.path] for j in jobs]
 
@@ -299,18 +338,26 @@ def partner_path(job: Job) -> str:
     return Job(job.model, job.backend, job.dataset, job.equal_compute[0], "", job.seed).path
 
 
-def _equal_compute(job: Job, cfg: dict, b: JobBound, done: dict) -> None:
-    """A Maj@N' job's bound: its refinement partner's in the pair's kind plus one Maj@N rollout
-    (it stops adding samples once it spent the refinement's measured compute); all of it
-    priced as generated tokens, as N' samples each reading the shared prompt once."""
+def _equal_compute(job: Job, cfg: dict, b: JobBound, done: dict, q: int) -> None:
+    """A Maj@N' job's bound from its refinement partner's in the pair's kind. Generated tokens:
+    the partner's plus one Maj@N rollout (it adds samples until it spent the refinement's
+    compute; extra samples drawn as its first N are, so their mean length is theirs). Calls and
+    prompts: at most N'_max samples of each problem, N'_max the N' that pricing would give if
+    refinement spent its whole bound and every Maj@N sample were only the minimum sample length
+    (retrace.scoring.compute.min_sample_tokens, the floor N' is priced with at run time)."""
+    from retrace.scoring.compute import min_sample_tokens
+
     kind, partner = job.equal_compute[2], partner_path(job)
     if partner not in done:  # not planned: priced as Maj@N (never in a planned experiment)
         return
     majority, n = b.tokens, int(cfg["method"]["n"])
-    total = done[partner].tokens.counted(kind) + majority.counted(kind) // n
-    b.n_prime = math.ceil(n * total / max(1, majority.counted(kind)))
-    calls = b.n_prime * (majority.calls // n)  # N' samples of each problem
-    b.tokens = Bound(total, calls * (majority.prompt // max(1, majority.calls)), total, calls)
+    refine = done[partner].tokens.counted(kind)
+    problems = majority.calls // n
+    least = max(1, problems * n * min_sample_tokens(cfg["method"]))  # Maj@N's cost, floored
+    b.n_prime = n + max(0, (refine - least) * n // least)
+    calls = b.n_prime * problems
+    total = refine + majority.counted(kind) // n
+    b.tokens = Bound(total, calls * q, total, calls)
     b.compute, b.equal_compute = total, [partner, kind]
 
 

@@ -15,17 +15,28 @@ from pathlib import Path
 
 @functools.cache
 def problem_count(dataset: str, overrides: tuple, mirror: str | None) -> int | None:
-    """Problems a dataset config yields (its limit, or the source file's count; None: unknown)."""
+    """Problems a dataset config yields (its limit, or the source file's count, or the config's
+    stated `questions` where the file cannot be read; None: unknown)."""
+    return problem_count_of(dataset, overrides, mirror)[0]
+
+
+@functools.cache
+def problem_count_of(dataset: str, overrides: tuple, mirror: str | None) -> tuple[int | None, bool]:
+    """(problems, True when the count is the config's stated one: the data was not read). From a
+    clone alone (no mirror) every dataset config states its `questions`, so nothing is sized 0."""
     from retrace.config.compose import compose
     from retrace.store.data import prepare
 
     cfg = compose({"dataset": dataset}, overrides)["dataset"]
-    if cfg.get("source") == "hub":
-        return cfg.get("limit")
-    try:
-        return len(prepare(cfg, mirror)[0])
-    except (OSError, ValueError):
-        return cfg.get("limit")
+    if cfg.get("source") != "hub":
+        try:
+            return len(prepare(cfg, mirror)[0]), False
+        except (OSError, ValueError):
+            pass
+    limit, stated = cfg.get("limit"), cfg.get("questions")
+    if stated is None:
+        return limit, limit is not None
+    return (int(stated) if limit is None else min(int(limit), int(stated))), True
 
 
 # Assumed decode rate (generated tok/s) of a CPU engine with no probe result: the embedded

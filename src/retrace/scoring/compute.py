@@ -62,17 +62,47 @@ def flops(usage: Mapping, params: int, kind: str = "effective") -> int:
     return 2 * int(params) * counted
 
 
+MIN_SAMPLE_DIVISOR = 16  # the minimum sample length N' is priced with: max_tokens / this
+
+
+def min_sample_tokens(method: Mapping) -> int:
+    """The length every Maj@N sample counts as at least when N' is priced (`method.
+    min_sample_tokens`, else max_tokens / MIN_SAMPLE_DIVISOR): without a floor, samples far
+    shorter than their cap would make N' unbounded, and no job could be sized before it ran.
+    Where Maj@N's samples are shorter than this on average, Maj@N' spends less than refinement
+    (`floored` in the pricing record says so)."""
+    stated = method.get("min_sample_tokens")
+    if stated:
+        return int(stated)
+    return max(1, -(-int(method["sampling"]["max_tokens"]) // MIN_SAMPLE_DIVISOR))
+
+
+def floored(usage: Mapping, samples: int, min_generated: int) -> dict:
+    """`usage` as (prompt, cached_prompt, generated) with its generated tokens at least
+    samples x min_generated (what each sample counts as, at least)."""
+    prompt, cached, generated = token_counts(usage)
+    return {"prompt": prompt, "cached_prompt": cached, "generated": max(generated, samples * min_generated)}
+
+
 def equal_compute_n(
-    refine_usage: Mapping, majority_usage: Mapping, n: int, params: int, kind: str = "effective"
+    refine_usage: Mapping,
+    majority_usage: Mapping,
+    n: int,
+    params: int,
+    kind: str = "effective",
+    samples: int = 0,
+    min_generated: int = 0,
 ) -> dict:
-    """N' such that Maj@N' costs about what refinement cost (never less than N).
+    """N' such that Maj@N' costs about what refinement cost (never less than N), each of Maj@N's
+    `samples` samples counted as at least `min_generated` tokens (min_sample_tokens).
 
     Returns {"kind", "n", "n_prime", "c_refine", "c_majority", "per_rollout", "extra_rollouts",
-    "ratio"} where ratio = C_refine / C_MajN and costs are FLOPs over all problems.
+    "ratio", "floored"} where ratio = C_refine / C_MajN and costs are FLOPs over all problems.
     """
     if n < 1:
         raise ValueError(f"Maj@N needs n >= 1, got {n}")
-    c_refine, c_maj = flops(refine_usage, params, kind), flops(majority_usage, params, kind)
+    floor = floored(majority_usage, samples, min_generated)
+    c_refine, c_maj = flops(refine_usage, params, kind), flops(floor, params, kind)
     if c_maj <= 0:
         raise ValueError("Maj@N cost is zero: no measured tokens to price a rollout with")
     per_rollout = c_maj / n
@@ -87,6 +117,7 @@ def equal_compute_n(
         "per_rollout": per_rollout,
         "extra_rollouts": extra,
         "ratio": c_refine / c_maj,
+        "floored": floor["generated"] > token_counts(majority_usage)[2],
     }
 
 

@@ -13,6 +13,7 @@ from retrace.config.compose import compose
 from retrace.planning.plan import Job
 from retrace.planning.preflight import (
     SHA1,
+    coresident_problem,
     engine_context,
     generated_tokens,
     memory_problem,
@@ -77,6 +78,49 @@ def scorer_problems(m: dict, prompt: int, generated: int) -> list[str]:
         judge = compose({"model": scorer["model"]}, ())["model"]
         out += [p for p in [pin_problem(judge)] if p]
     return out
+
+
+def coresident_problems(planned: list[Job], shares: dict[str, dict]) -> list[tuple[str, str]]:
+    """Per cell and GPU count (labels on different GPU counts never share a job, retrace.planning
+    .parts.by_gpus): the vLLM engines a job keeps loaded at once on its policy GPU (one per
+    engine identity at its shared memory share, one per LLM judge on another model) and a
+    reward model without GPUs of its own, within the GPU (retrace.planning.preflight)."""
+    from retrace.planning.cells import engine_identity, generation_cells, judge_models
+    from retrace.planning.devices import gpus
+
+    out = []
+    for (model, backend, dataset, seed), cell in generation_cells(planned).items():
+        groups: dict[int, list[Job]] = {}
+        for j in cell:
+            groups.setdefault(gpus(j.config()), []).append(j)
+        for n, labels in groups.items():
+            cfgs = {j.path: j.config() for j in labels}
+            engine = cfgs[labels[0].path]["backend"].get("engine") or {}
+            if not n or cfgs[labels[0].path]["backend"]["name"] != "vllm" or not engine.get("gpu_memory_gb"):
+                continue
+            util = {
+                f"engine {k + 1}": float(
+                    {**engine, **shares.get(j.path, {})}.get("gpu_memory_utilization", 0.9)
+                )
+                for k, j in enumerate({engine_identity(j): j for j in labels}.values())
+            }
+            util |= {
+                f"judge {m}": float(engine.get("gpu_memory_utilization", 0.9))
+                for m in judge_models(tuple(labels))
+            }
+            rm = max((_shared_reward_gb(c) for c in cfgs.values()), default=0.0)
+            problem = coresident_problem(util, rm, float(engine["gpu_memory_gb"]))
+            if problem:
+                out.append((f"{model}/{backend}/{dataset}/seed{seed} ({n} GPUs)", problem))
+    return out
+
+
+def _shared_reward_gb(cfg: dict) -> float:
+    """GiB of a hub reward model that shares the policy's GPU (no `gpus` of its own)."""
+    scorer = cfg["method"].get("scorer") or {}
+    if scorer.get("name") != "hf_reward" or scorer.get("gpus"):
+        return 0.0
+    return 2.0 * float(scorer.get("params") or 0) / 2**30
 
 
 def budget_problems(jobs: list[Job]) -> list[tuple[str, str]]:

@@ -46,13 +46,13 @@ class Spine(Family):
         """Every generation job's engine problems (GPU memory at the share of the engine it
         shares in its cell), then the equal-budget check (spine/checks.py)."""
         from retrace.planning.plan import jobs, shared_overrides
-        from retrace.spine.checks import budget_problems, job_problems
+        from retrace.spine.checks import budget_problems, coresident_problems, job_problems
 
         planned = jobs(ctx.global_cfg)
         dso = shared_overrides(ctx.global_cfg, "dataset")
         shares = _shares(planned)
         out = [(j.path, p) for j in planned for p in job_problems(j, ctx.mirror, dso, shares.get(j.path))]
-        return out + budget_problems(planned)
+        return out + coresident_problems(planned, shares) + budget_problems(planned)
 
 
 def _shares(planned: list) -> dict[str, dict]:

@@ -45,7 +45,7 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
     """Job with method.n = N', priced from the measured tokens of (refinement, Maj@N) runs."""
     from dataclasses import replace
 
-    from retrace.scoring.compute import equal_compute_n, structural_usage
+    from retrace.scoring.compute import equal_compute_n, min_sample_tokens, structural_usage
     from retrace.store.provenance import load
 
     refine, majority = load(sources[0]), load(sources[1])
@@ -61,6 +61,8 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
         int(majority["config"]["method"]["n"]),
         manifest["params"],
         kind=job.equal_compute[2],
+        samples=int(majority["usage"].get("requests", 0)),
+        min_generated=min_sample_tokens(majority["config"]["method"]),
     )
     info["effective_basis"] = "request structure" if None not in shapes else "engine cache"
     log.info(
