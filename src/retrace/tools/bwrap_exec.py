@@ -90,6 +90,7 @@ import tempfile
 import time
 
 from retrace.tools import _uid_slots
+from retrace.tools._sandbox_init import kill_init, open_init
 from retrace.tools._seccomp import filter_bytes
 from retrace.tools._uid_slots import UID_SLOTS
 from retrace.tools.code_exec import (
@@ -161,22 +162,47 @@ def _python_roots() -> list[str]:
     return roots
 
 
-def _bwrap_command(
-    bwrap: str, limits: Limits, fds: tuple[int, int, int, int], host_uid: int | None
-) -> list[str]:
+def _interpreter(roots: list[str]) -> str:
+    """The path to run this interpreter by inside the sandbox: sys.executable when the binds
+    reach it, else the venv's own `bin/python*` that is the same file. A caller started
+    through a link outside the venv (~/bin/python -> ~/clone/.venv/bin/python) made bwrap
+    fail with "execvp ...: No such file or directory" (red team round 4)."""
+    exe = os.path.abspath(sys.executable)
+    if any(exe.startswith(r + "/") for r in ["/usr", *roots]):
+        return exe
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for name in ("python3", "python", version):
+        candidate = os.path.join(os.path.abspath(sys.prefix), "bin", name)
+        try:
+            if os.path.samefile(candidate, exe):
+                return candidate
+        except OSError:
+            continue
+    return os.path.realpath(exe)  # the interpreter itself, inside its bound installation
+
+
+def _bwrap_command(bwrap: str, limits: Limits, fds: tuple[int, ...], host_uid: int | None) -> list[str]:
     """The command line; `host_uid`: as root, the uid the program runs as (None: rootless).
-    Read top to bottom: namespaces, the read-only system, scratch, environment, the uid drop
-    (as root) and the launcher; each part keeps its binds beside the reason for them."""
-    ans_fd, status_fd, seccomp_fd, program_fd = fds
+    `fds`: the ans and status pipes, the seccomp filter, the program, bwrap's info pipe and
+    the contents of the masked /proc files (MASKED_PROC). Read top to bottom: namespaces, the
+    read-only system, scratch, what is masked, environment, the uid drop (as root) and the
+    launcher; each part keeps its binds beside the reason for them."""
+    ans_fd, status_fd, seccomp_fd, program_fd, info_fd, *mask_fds = fds
     roots = _python_roots()
     tmp_holds_python = any(r == "/tmp" or r.startswith("/tmp/") for r in roots)
     return [
         *_namespaces(bwrap, rootless=host_uid is None),
+        "--info-fd",
+        str(info_fd),
         *_system_binds(),
         *_python_binds(roots, limits, tmp_holds_python),
-        *_scratch(limits, tmp_holds_python, seccomp_fd),
+        *_scratch(limits, tmp_holds_python),
+        *_masks(mask_fds),
+        "--seccomp",
+        str(seccomp_fd),
         *_environment(),
         *_uid_drop(host_uid),
+        _interpreter(roots),
         *_launcher(limits, ans_fd, status_fd, program_fd),
     ]
 
@@ -231,24 +257,41 @@ def _python_binds(roots: list[str], limits: Limits, tmp_holds_python: bool) -> l
     return cmd
 
 
-def _scratch(limits: Limits, tmp_holds_python: bool, seccomp_fd: int) -> list[str]:
-    """/proc, /dev, the capped scratch tmpfs (and /tmp pointing there), / read-only, seccomp."""
+def _scratch(limits: Limits, tmp_holds_python: bool) -> list[str]:
+    """/proc, /dev, the capped scratch tmpfs (and /tmp pointing there), / read-only."""
     cmd = ["--proc", "/proc", "--dev", "/dev"]
     cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH]
     if not tmp_holds_python:
         cmd += ["--symlink", SCRATCH, "/tmp"]
     # Rootless, the tmpfs bwrap builds / and /dev on belongs to the program's own uid: made
     # read-only, they cannot hold files outside the scratch cap.
-    return cmd + [
-        "--remount-ro",
-        "/dev",
-        "--remount-ro",
-        "/",
-        "--chdir",
-        SCRATCH,
-        "--seccomp",
-        str(seccomp_fd),
-    ]
+    return cmd + ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH]
+
+
+# /proc files whose contents the program gets from us instead of the kernel: the keys it could
+# see (their descriptions; the keyring system calls are refused, tools/_seccomp.py) and one CPU
+# (glibc counts the "cpuN" lines of /proc/stat when /sys is absent, as here), so os.cpu_count()
+# is 1 on every host, as under WASM.
+MASKED_PROC = {
+    "/proc/keys": b"",
+    "/proc/key-users": b"",
+    "/proc/stat": b"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n",
+}
+# Empty read-only folders over: the PID-namespace init (bwrap, pid 1; as an ordinary user it
+# runs as the program's own uid, and a program that wrote its memory disarmed its parent-death
+# signal, red team round 4), and devpts (ptys are a host-wide count, kernel.pty.max; a run took
+# ~460): no /dev/pts, so /dev/ptmx leads nowhere.
+HIDDEN = ("/proc/1", "/dev/pts")
+
+
+def _masks(mask_fds: list[int]) -> list[str]:
+    """MASKED_PROC's files (read from `mask_fds`, in its order) and the HIDDEN folders."""
+    cmd: list[str] = []
+    for path, fd in zip(MASKED_PROC, mask_fds, strict=True):
+        cmd += ["--perms", "0444", "--ro-bind-data", str(fd), path]  # else 0600: root's, as root
+    for path in HIDDEN:
+        cmd += ["--perms", "0555", "--size", "4096", "--tmpfs", path, "--remount-ro", path]
+    return cmd
 
 
 def _environment() -> list[str]:
@@ -283,9 +326,8 @@ def _uid_drop(host_uid: int | None) -> list[str]:
 
 
 def _launcher(limits: Limits, ans_fd: int, status_fd: int, program_fd: int) -> list[str]:
-    """The interpreter running _LAUNCHER with the limits and the pipes' descriptors."""
+    """The interpreter's arguments: _LAUNCHER with the limits and the pipes' descriptors."""
     return [
-        sys.executable,
         *("-s", "-P", "-B"),  # -I without its -E, which would ignore PYTHONHASHSEED (env is ours)
         "-c",
         _LAUNCHER,
@@ -374,7 +416,7 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
     # No job folder: the program reaches the sandbox as a descriptor (nothing is left on the
     # host's disk, readable by others, when the caller is killed) and the launcher as `-c`.
     fds: list[int] = []
-    proc = None
+    proc = init = None
     try:
         host_uid: int | None = None
         lock: tuple[int, ...] = ()
@@ -382,14 +424,12 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
             host_uid, lock_fd = _uid_slots.acquire()
             fds.append(lock_fd)
             lock = (lock_fd,)
-        ans_r, ans_w = os.pipe()
-        status_r, status_w = os.pipe()
-        fds += [ans_r, ans_w, status_r, status_w]
-        seccomp_fd = _data_fd("retrace-seccomp", filter_bytes() or b"")
-        fds.append(seccomp_fd)
-        program_fd = _data_fd("retrace-program", code.encode("utf-8"))
-        fds.append(program_fd)
-        passed = (ans_w, status_w, seccomp_fd, program_fd)
+        ans_r, ans_w = _pipe(fds)
+        status_r, status_w = _pipe(fds)
+        info_r, info_w = _pipe(fds)
+        data = [filter_bytes() or b"", code.encode("utf-8"), *MASKED_PROC.values()]
+        data_fds = [_data_fd("retrace-sandbox", d, fds) for d in data]
+        passed = (ans_w, status_w, data_fds[0], data_fds[1], info_w, *data_fds[2:])
         start = time.monotonic()
         proc = subprocess.Popen(
             _bwrap_command(bwrap, limits, passed, host_uid),
@@ -405,19 +445,29 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
         for fd in passed:
             os.close(fd)
             fds.remove(fd)
+        # bwrap writes the init's pid before it lets the sandbox start (tools/_sandbox_init.py)
+        init = open_init(proc, info_r, start + limits.wall_s)
         (out, err, ans, status), truncated, reason = _collect(proc, ans_r, status_r, limits, start)
         _reap(proc, time.monotonic() + 30)
         wall = time.monotonic() - start
     finally:
-        if proc is not None:  # whatever happened above, nothing of the run outlives it
+        kill_init(init)  # whatever happened above, nothing of the run outlives it
+        if proc is not None:
             _kill(proc)
             proc.wait()
             for pipe in (proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
-        for fd in fds:
+        for fd in fds + ([init] if init is not None else []):
             os.close(fd)
     return _result(proc.returncode, _cpu_s(status), limits, reason, truncated, out, err, ans, wall)
+
+
+def _pipe(fds: list[int]) -> tuple[int, int]:
+    """A pipe whose two ends `fds` records (closed when the run ends)."""
+    r, w = os.pipe()
+    fds += [r, w]
+    return r, w
 
 
 def _cpu_s(status: str) -> float:
@@ -428,13 +478,15 @@ def _cpu_s(status: str) -> float:
         return 0.0
 
 
-def _data_fd(name: str, data: bytes) -> int:
+def _data_fd(name: str, data: bytes, fds: list[int]) -> int:
     """A readable descriptor holding `data` from its start, for the sandbox (bwrap reads the
-    filter whole before it runs the program; the launcher reads the program)."""
+    filter and the masked /proc files whole before it runs the program; the launcher reads
+    the program); `fds` records it."""
     fd = os.memfd_create(name) if hasattr(os, "memfd_create") else None
     if fd is None:  # pragma: no cover - Linux always has memfd_create
         fd, path = tempfile.mkstemp()
         os.unlink(path)
+    fds.append(fd)
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
