@@ -15,7 +15,15 @@ What it refuses (a deny-list, not an allow-list: every other system call reaches
   of SysV IPC: message queues (`msgget`, `msgsnd`, `msgrcv`, `msgctl`), semaphores (`semget`,
   `semop`, `semtimedop`, `semctl`) and shared memory (`shmget`, `shmat`, `shmdt`, `shmctl`)
   (EPERM); plus `mount` and the new mount API, `io_uring_setup`,
-  `userfaultfd`, `bpf`, `perf_event_open` (EPERM).
+  `userfaultfd`, `bpf`, `perf_event_open` (EPERM);
+- other processes' memory and descriptors: `ptrace`, `process_vm_readv`, `process_vm_writev`,
+  `pidfd_getfd` (EPERM; with /proc/1 hidden, the sandbox's init is out of reach) and
+  `umount2` (nothing of the sandbox's mounts may be taken away);
+- the kernel keyrings: `add_key`, `request_key`, `keyctl` (EPERM): no key of the caller's
+  session or user keyring can be read, linked or searched, and none added (a key would
+  outlive the run: a channel between runs and kernel memory never freed);
+- per-uid kernel counters a run could exhaust for its whole user: `inotify_init`,
+  `inotify_init1` (max_user_instances) and `mq_open` (RLIMIT_MSGQUEUE) (EPERM);
 - any other ABI (i386 via int 0x80, x32): the process is killed.
 Layout of `struct seccomp_data` and the return values: linux/seccomp.h, linux/filter.h.
 """

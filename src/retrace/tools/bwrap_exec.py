@@ -17,12 +17,19 @@ binary (`apt-get install bubblewrap`; the first on PATH, or the `bwrap` option /
 
 How it isolates:
 - new network, PID, IPC and UTS namespaces: only a loopback device of its own; it cannot
-  see or signal processes outside; killing the outer bwrap (`--die-with-parent`) kills
-  every process the program started (the PID namespace dies with its init).
+  see or signal processes outside. The PID namespace dies with its init (bwrap, pid 1): the
+  caller holds a pidfd on that init (its pid from `--info-fd`, tools/_sandbox_init.py) and
+  SIGKILLs it on every exit path; a caller killed outright takes the outer bwrap with it and
+  the init's parent-death signal (`--die-with-parent`) the rest. The program cannot reach
+  the init to disarm that signal (as an ordinary user the init is its own uid): ptrace and
+  process_vm_* are refused and /proc/1 is an empty read-only folder.
 - a seccomp filter (tools/_seccomp.py): sockets of any family but AF_UNIX, new namespaces
   (so no nested user namespace and no tmpfs of its own), `memfd_create`, SysV IPC (message
   queues, semaphores and shared memory: kernel memory no rlimit caps), mounts, io_uring,
-  userfaultfd, bpf and perf_event_open are refused; other ABIs killed.
+  userfaultfd, bpf and perf_event_open are refused; so are ptrace and process_vm_*, the
+  kernel keyrings (add_key, request_key, keyctl: no key is read, added or left behind, and
+  /proc/keys is empty), inotify and POSIX message queues (counted per uid: one run could
+  starve its user); other ABIs killed. No /dev/pts (ptys are a host-wide count).
 - a new mount namespace whose root is an empty tmpfs (remounted read-only, as is /dev)
   holding only, read-only: /usr (with the /bin, /lib, /lib64, /sbin links),
   /etc/ld.so.cache, the Python installation and the virtual environment, and the program;
@@ -43,10 +50,13 @@ How it isolates:
   BLAS/OpenMP (so a numpy import does not trip NPROC) and PYTHONHASHSEED; no secrets of the caller.
 - the same program prints the same on every run: PYTHONHASHSEED=0 (the interpreter runs with
   `-s -P -B`: `-I` would imply `-E`, which ignores it) and `random` seeded with 0
-  (code_exec.DETERMINISM, part of ART's rerun keys); code text with a NUL byte or a lone
-  surrogate is refused (`killed_reason="refused"`), never raised.
+  (code_exec.DETERMINISM, part of ART's rerun keys); os.cpu_count() is 1 (MASKED_PROC), as
+  under WASM; code text with a NUL byte or a lone surrogate is refused
+  (`killed_reason="refused"`), never raised.
 - a killed caller: bwrap runs with `--die-with-parent`, so the sandbox and every process in
-  it die with the process that called `run_code`.
+  it die with the process that called `run_code`, even by SIGKILL (see above).
+- the interpreter is run by a path inside the binds (the venv's own `bin/python*` when the
+  caller was started through a link elsewhere), wherever the venv lives.
 - wall-clock limit and output caps enforced by the caller: stdout, stderr and `ans` are read
   incrementally; past `Limits.output_bytes` or the wall limit the whole process group is
   SIGKILLed (a program cannot ignore it).
@@ -72,7 +82,8 @@ What it does NOT protect against:
 - faked results: the program can write to the `ans` channel, print whatever it likes, kill
   its launcher or exit with 128+n (reported as killed by signal n, as bwrap reports one).
 - as root, the program's uid owns nothing on the host: it reads in the mounted paths what
-  "others" may read. As an ordinary user, the program is that user on the host: what it can
+  "others" may read. That uid is its run's slot, so it differs from run to run (a program
+  printing os.getuid() prints something else each time; rootless it is always 65534). As an ordinary user, the program is that user on the host: what it can
   reach through the read-only mounts is what the caller can read there.
 """
 
