@@ -3,10 +3,9 @@ imports changes, and only then; a module a stage imports that its key misses fai
 
 from __future__ import annotations
 
-import platform
-
 import importlib.metadata
 import json
+import platform
 import subprocess
 import sys
 import textwrap
