@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import platform
 import subprocess
 import sys
 import textwrap
@@ -364,6 +365,9 @@ def test_the_wasm_sandbox_key_carries_its_runtime_digest_and_bwrap_none():
 
     assert closure.sandbox_versions("wasm")["runtime_sha256"] == RUNTIME_SHA256
     assert "runtime_sha256" not in closure.sandbox_versions("bwrap")
+    # the executor is named, and bwrap's host Python (issue 54: the two are different Pythons)
+    assert closure.sandbox_versions("wasm")["executor"] == "wasm"
+    assert closure.sandbox_versions("bwrap")["python"] == platform.python_version()
 
 
 def test_a_function_entry_follows_the_imports_its_modules_top_level_statements_use(tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sandbox_suite import REPO, ex  # noqa: F401  (ex: the fixture)
 
-from retrace.tools import TOOLS, bwrap_exec, code_exec, wasm_exec
+from retrace.tools import TOOLS, _bwrap_args, bwrap_exec, code_exec, wasm_exec
 from retrace.tools.code_exec import Limits, SandboxUnavailable, run_code
 from tests import prerequisites
 
@@ -205,7 +205,7 @@ def test_cannot_read_host_files_problems_or_the_data_mirror(ex):
         secret.unlink()
     assert r.ans == "['FileNotFoundError']", r  # not mounted / not preopened at all
     # /home holds at most the (empty) parents bwrap made for a Python installation there
-    made = sorted({Path(p).parts[2] for p in bwrap_exec._python_roots() if p.startswith("/home/")})
+    made = sorted({Path(p).parts[2] for p in _bwrap_args._python_roots() if p.startswith("/home/")})
     assert r.stdout.strip() == ex.pick(
         bwrap=str(made) if made else "FileNotFoundError", wasm="FileNotFoundError"
     ), r
@@ -240,7 +240,7 @@ def test_cannot_write_outside_scratch(ex):
     # Under bwrap with the venv under /tmp (a CI clone there), /tmp is the sandbox's own
     # size-capped tmpfs holding the venv's parents: a write below them stays in that tmpfs.
     under_tmp = ex.name == "bwrap" and any(
-        r == "/tmp" or r.startswith("/tmp/") for r in bwrap_exec._python_roots()
+        r == "/tmp" or r.startswith("/tmp/") for r in _bwrap_args._python_roots()
     )
     assert r.ok and all(under_tmp and p.startswith("/tmp/") for p in ast.literal_eval(r.ans)), r
     assert not any(os.path.exists(p) for p in targets)  # on the host: nothing written anywhere

@@ -171,11 +171,16 @@ def test_sweep_leaves_folders_of_live_callers_and_of_others(tmp_path, monkeypatc
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     mine = _jobdirs.make("retrace-wasm-")
     dead = _jobdirs.make("retrace-wasm-")
-    Path(dead, "owner").write_text("999999999 1\n")  # no such process
+    record = Path(dead, "owner").read_text().split()
+    Path(dead, "owner").write_text(" ".join(["999999999", *record[1:]]) + "\n")  # no such process
+    os.close(_jobdirs._HELD.pop(dead))  # as if its maker had died: the lock goes with it
     unowned = tmp_path / "retrace-wasm-unowned"  # maybe being made right now: left alone
     unowned.mkdir()
+    older = tmp_path / "retrace-wasm-older"  # an owner record of the old format: cannot judge
+    older.mkdir()
+    (older / "owner").write_text("999999999 1\n")
     assert _jobdirs.sweep("retrace-wasm-") == [dead]
-    assert gone([dead]) and os.path.isdir(mine) and unowned.is_dir()
+    assert gone([dead]) and os.path.isdir(mine) and unowned.is_dir() and older.is_dir()
 
 
 # --- cleanup -------------------------------------------------------------------------------

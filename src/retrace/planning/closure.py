@@ -25,6 +25,7 @@ import ast
 import functools
 import importlib.metadata
 import json
+import platform
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -334,6 +335,12 @@ def sandbox_versions(sandbox: str) -> dict[str, str | None]:
             f"sandbox {sandbox!r} is not in retrace.planning.closure.SANDBOX_PACKAGES; add its packages"
         )
     out = _versions(SANDBOX_PACKAGES[sandbox])
+    # which executor ran, and for bwrap the host Python it runs: the two executors are
+    # different Pythons (docs/design/sandbox.md lists what differs), so a program's output
+    # depends on both
+    out["executor"] = sandbox
+    if sandbox == "bwrap":
+        out["python"] = platform.python_version()
     from retrace.tools.code_exec import determinism_settings
 
     # the settings that make a program's output the same on every run (its hash seed): a

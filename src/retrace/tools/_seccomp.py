@@ -15,7 +15,15 @@ What it refuses (a deny-list, not an allow-list: every other system call reaches
   of SysV IPC: message queues (`msgget`, `msgsnd`, `msgrcv`, `msgctl`), semaphores (`semget`,
   `semop`, `semtimedop`, `semctl`) and shared memory (`shmget`, `shmat`, `shmdt`, `shmctl`)
   (EPERM); plus `mount` and the new mount API, `io_uring_setup`,
-  `userfaultfd`, `bpf`, `perf_event_open` (EPERM).
+  `userfaultfd`, `bpf`, `perf_event_open` (EPERM);
+- other processes' memory and descriptors: `ptrace`, `process_vm_readv`, `process_vm_writev`,
+  `pidfd_getfd` (EPERM; with /proc/1 hidden, the sandbox's init is out of reach) and
+  `umount2` (nothing of the sandbox's mounts may be taken away);
+- the kernel keyrings: `add_key`, `request_key`, `keyctl` (EPERM): no key of the caller's
+  session or user keyring can be read, linked or searched, and none added (a key would
+  outlive the run: a channel between runs and kernel memory never freed);
+- per-uid kernel counters a run could exhaust for its whole user: `inotify_init`,
+  `inotify_init1` (max_user_instances) and `mq_open` (RLIMIT_MSGQUEUE) (EPERM);
 - any other ABI (i386 via int 0x80, x32): the process is killed.
 Layout of `struct seccomp_data` and the return values: linux/seccomp.h, linux/filter.h.
 """
@@ -43,6 +51,7 @@ _COMMON = {
     "io_uring_setup": 425,
     "clone3": 435,
     "memfd_secret": 447,
+    "pidfd_getfd": 438,
 }
 # SysV IPC (message queues, semaphores, shared memory): kernel memory outside every rlimit
 # (msgsnd grew it by 525 MB in one run, red team 2026-12). The IPC namespace hides other
@@ -77,6 +86,39 @@ _SYSV_GENERIC = {
     "shmdt": 197,
 }
 SYSV_IPC = tuple(_SYSV_X86_64)
+# Reaching other processes' memory or descriptors: the sandbox's PID-namespace init (bwrap, pid
+# 1) runs as the program's own uid when the caller is an ordinary user, and a program that
+# could ptrace it or write its memory could disarm its parent-death signal and outlive its
+# caller (red team round 4). /proc/1 itself is hidden by a mount (tools/bwrap_exec.py).
+# Kernel keyrings: a caller's session and user keyrings would be readable and writable, and
+# keys left by a run would outlive it (a channel between runs, kernel memory never freed).
+# inotify: instances count per uid (fs.inotify.max_user_instances, 128): one run took all of
+# its user's, so a host process of that user could make none. POSIX message queues count
+# against the uid's RLIMIT_MSGQUEUE. Numbers: each architecture's unistd.h.
+_X86_64_ONLY = {
+    "ptrace": 101,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "add_key": 248,
+    "request_key": 249,
+    "keyctl": 250,
+    "inotify_init": 253,
+    "inotify_init1": 294,
+    "mq_open": 240,
+}
+_GENERIC_ONLY = {
+    "ptrace": 117,
+    "process_vm_readv": 270,
+    "process_vm_writev": 271,
+    "add_key": 217,
+    "request_key": 218,
+    "keyctl": 219,
+    "inotify_init1": 26,
+    "mq_open": 180,
+}
+OTHER_PROCESSES = ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd")
+KEYRINGS = ("add_key", "request_key", "keyctl")
+PER_UID_COUNTERS = ("inotify_init", "inotify_init1", "mq_open")
 _TABLES = {
     "x86_64": (
         0xC000003E,
@@ -91,7 +133,9 @@ _TABLES = {
             "userfaultfd": 323,
             "bpf": 321,
             "perf_event_open": 298,
+            "umount2": 166,
             **_SYSV_X86_64,
+            **_X86_64_ONLY,
         },
     ),
     "aarch64": (
@@ -107,7 +151,9 @@ _TABLES = {
             "userfaultfd": 282,
             "bpf": 280,
             "perf_event_open": 241,
+            "umount2": 39,
             **_SYSV_GENERIC,
+            **_GENERIC_ONLY,
         },
     ),
 }
@@ -127,6 +173,10 @@ _DENY = [
     "userfaultfd",
     "bpf",
     "perf_event_open",
+    "umount2",
+    *OTHER_PROCESSES,
+    *KEYRINGS,
+    *PER_UID_COUNTERS,
 ]
 
 
@@ -155,7 +205,7 @@ def _program(arch: int, nr: dict[str, int]) -> list[bytes]:
             _ins(_RET, _ALLOW),
         ]
     prog += [_ins(_JEQ, nr["clone3"], 0, 1), _ins(_RET, _ERRNO | errno.ENOSYS)]
-    for name in _DENY:
+    for name in (n for n in _DENY if n in nr):  # aarch64 has no inotify_init
         prog += [_ins(_JEQ, nr[name], 0, 1), _ins(_RET, _ERRNO | errno.EPERM)]
     return prog + [_ins(_RET, _ALLOW)]
 

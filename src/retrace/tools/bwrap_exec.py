@@ -17,17 +17,24 @@ binary (`apt-get install bubblewrap`; the first on PATH, or the `bwrap` option /
 
 How it isolates:
 - new network, PID, IPC and UTS namespaces: only a loopback device of its own; it cannot
-  see or signal processes outside; killing the outer bwrap (`--die-with-parent`) kills
-  every process the program started (the PID namespace dies with its init).
+  see or signal processes outside. The PID namespace dies with its init (bwrap, pid 1): the
+  caller holds a pidfd on that init (its pid from `--info-fd`, tools/_sandbox_init.py) and
+  SIGKILLs it on every exit path; a caller killed outright takes the outer bwrap with it and
+  the init's parent-death signal (`--die-with-parent`) the rest. The program cannot reach
+  the init to disarm that signal (as an ordinary user the init is its own uid): ptrace and
+  process_vm_* are refused and /proc/1 is an empty read-only folder.
 - a seccomp filter (tools/_seccomp.py): sockets of any family but AF_UNIX, new namespaces
   (so no nested user namespace and no tmpfs of its own), `memfd_create`, SysV IPC (message
   queues, semaphores and shared memory: kernel memory no rlimit caps), mounts, io_uring,
-  userfaultfd, bpf and perf_event_open are refused; other ABIs killed.
+  userfaultfd, bpf and perf_event_open are refused; so are ptrace and process_vm_*, the
+  kernel keyrings (add_key, request_key, keyctl: no key is read, added or left behind, and
+  /proc/keys is empty), inotify and POSIX message queues (counted per uid: one run could
+  starve its user); other ABIs killed. No /dev/pts (ptys are a host-wide count).
 - a new mount namespace whose root is an empty tmpfs (remounted read-only, as is /dev)
   holding only, read-only: /usr (with the /bin, /lib, /lib64, /sbin links),
   /etc/ld.so.cache, the Python installation and the virtual environment, and the program;
   plus a fresh /proc and a minimal /dev. The repository, /root, /home, the data mirror,
-  the rest of /etc and the host's /tmp are not there.
+  the rest of /etc and the host's /tmp are not there (the command line: tools/_bwrap_args.py).
 - the only writable place is /scratch, a tmpfs capped at `Limits.scratch_bytes`, also
   reachable as /tmp and $HOME (when the Python installation itself lives under /tmp, /tmp
   is instead a second capped tmpfs holding that read-only installation); files the program
@@ -43,10 +50,13 @@ How it isolates:
   BLAS/OpenMP (so a numpy import does not trip NPROC) and PYTHONHASHSEED; no secrets of the caller.
 - the same program prints the same on every run: PYTHONHASHSEED=0 (the interpreter runs with
   `-s -P -B`: `-I` would imply `-E`, which ignores it) and `random` seeded with 0
-  (code_exec.DETERMINISM, part of ART's rerun keys); code text with a NUL byte or a lone
-  surrogate is refused (`killed_reason="refused"`), never raised.
+  (code_exec.DETERMINISM, part of ART's rerun keys); os.cpu_count() is 1 (_bwrap_args.MASKED_PROC), as
+  under WASM; code text with a NUL byte or a lone surrogate is refused
+  (`killed_reason="refused"`), never raised.
 - a killed caller: bwrap runs with `--die-with-parent`, so the sandbox and every process in
-  it die with the process that called `run_code`.
+  it die with the process that called `run_code`, even by SIGKILL (see above).
+- the interpreter is run by a path inside the binds (the venv's own `bin/python*` when the
+  caller was started through a link elsewhere), wherever the venv lives.
 - wall-clock limit and output caps enforced by the caller: stdout, stderr and `ans` are read
   incrementally; past `Limits.output_bytes` or the wall limit the whole process group is
   SIGKILLed (a program cannot ignore it).
@@ -72,7 +82,8 @@ What it does NOT protect against:
 - faked results: the program can write to the `ans` channel, print whatever it likes, kill
   its launcher or exit with 128+n (reported as killed by signal n, as bwrap reports one).
 - as root, the program's uid owns nothing on the host: it reads in the mounted paths what
-  "others" may read. As an ordinary user, the program is that user on the host: what it can
+  "others" may read. That uid is its run's slot, so it differs from run to run (a program
+  printing os.getuid() prints something else each time; rootless it is always 65534). As an ordinary user, the program is that user on the host: what it can
   reach through the read-only mounts is what the caller can read there.
 """
 
@@ -85,15 +96,15 @@ import selectors
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
 from retrace.tools import _uid_slots
+from retrace.tools._bwrap_args import MASKED_PROC, SANDBOX_UID, bwrap_command
+from retrace.tools._sandbox_init import kill_init, open_init
 from retrace.tools._seccomp import filter_bytes
 from retrace.tools._uid_slots import UID_SLOTS
 from retrace.tools.code_exec import (
-    DETERMINISM,
     PROBE_WALL_S,
     ExecResult,
     Limits,
@@ -101,207 +112,6 @@ from retrace.tools.code_exec import (
     probe_failure,
     refused,
 )
-
-SANDBOX_UID = 65534  # nobody / nogroup on Debian; the uid the program sees rootless
-SCRATCH = "/scratch"
-
-
-# Runs inside the sandbox as the run's uid (`python -c`): set the rlimits, fork; the child reads the
-# program from the descriptor argv[5], runs it and
-# sends str(ans) down the pipe whose fd is argv[2]; the parent waits and reports how the
-# child ended and its CPU time on the pipe argv[4] (a kill at the hard CPU limit is a SIGKILL
-# that only the CPU time tells apart). Limits are set here rather than in a preexec_fn so
-# they bind the program and not bwrap (root, exempt from NPROC anyway).
-_LAUNCHER = """\
-import json, os, resource, signal, sys
-for _name, _value in json.loads(sys.argv[1]).items():
-    resource.setrlimit(getattr(resource, _name), tuple(_value))
-_fd, _cap, _st, _prog = (int(a) for a in sys.argv[2:6])
-_pid = os.fork()
-if _pid:
-    os.close(_fd)
-    os.close(_prog)
-    for _s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(_s, signal.SIG_IGN)
-    _null = os.open("/dev/null", os.O_RDWR)
-    for _i in (0, 1, 2):
-        os.dup2(_null, _i)
-    _, _status, _ru = os.wait4(_pid, 0)
-    _code = os.waitstatus_to_exitcode(_status)
-    os.write(_st, json.dumps({"status": _code, "cpu": _ru.ru_utime + _ru.ru_stime}).encode())
-    os._exit(128 - _code if _code < 0 else _code)
-os.close(_st)
-_src = b"".join(iter(lambda: os.read(_prog, 1 << 20), b""))
-os.close(_prog)
-_code = compile(_src.decode("utf-8"), "program.py", "exec")
-del _src
-import random
-random.seed(0)  # code_exec.DETERMINISM; the hash seed comes from PYTHONHASHSEED
-_g = {"__name__": "__main__", "__file__": "program.py", "__builtins__": __builtins__}
-exec(_code, _g)
-if "ans" in _g:
-    # "=" marks that ans exists (it may be ""); one byte over the cap tells the caller
-    os.write(_fd, b"=" + str(_g["ans"]).encode("utf-8", "replace")[:_cap + 1])
-"""
-
-
-def _python_roots() -> list[str]:
-    """Directories the sandbox needs to run this interpreter with this venv's packages."""
-    paths = [
-        sys.prefix,
-        sys.exec_prefix,
-        sys.base_prefix,
-        sys.base_exec_prefix,
-        os.path.dirname(os.path.realpath(sys.executable)),
-    ]
-    roots: list[str] = []
-    for p in sorted({os.path.realpath(p) for p in paths} | {os.path.abspath(sys.prefix)}):
-        if not any(p == r or p.startswith(r + "/") for r in ["/usr", *roots]):
-            roots.append(p)
-    return roots
-
-
-def _bwrap_command(
-    bwrap: str, limits: Limits, fds: tuple[int, int, int, int], host_uid: int | None
-) -> list[str]:
-    """The command line; `host_uid`: as root, the uid the program runs as (None: rootless).
-    Read top to bottom: namespaces, the read-only system, scratch, environment, the uid drop
-    (as root) and the launcher; each part keeps its binds beside the reason for them."""
-    ans_fd, status_fd, seccomp_fd, program_fd = fds
-    roots = _python_roots()
-    tmp_holds_python = any(r == "/tmp" or r.startswith("/tmp/") for r in roots)
-    return [
-        *_namespaces(bwrap, rootless=host_uid is None),
-        *_system_binds(),
-        *_python_binds(roots, limits, tmp_holds_python),
-        *_scratch(limits, tmp_holds_python, seccomp_fd),
-        *_environment(),
-        *_uid_drop(host_uid),
-        *_launcher(limits, ans_fd, status_fd, program_fd),
-    ]
-
-
-def _namespaces(bwrap: str, rootless: bool) -> list[str]:
-    """New network, pid, ipc, uts and cgroup namespaces, an empty environment, a new session."""
-    cmd = [
-        bwrap,
-        "--unshare-net",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--die-with-parent",
-        "--new-session",
-        "--clearenv",
-    ]
-    if rootless:  # the caller's uid, seen as 65534 inside; no nested namespaces (and seccomp)
-        cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-        cmd += ["--disable-userns"] if _has_option(bwrap, "--disable-userns") else []
-    return cmd
-
-
-def _system_binds() -> list[str]:
-    """/usr read-only, the merged-/usr links, and the dynamic loader's cache."""
-    cmd = ["--ro-bind", "/usr", "/usr"]
-    for link in ("bin", "lib", "lib64", "sbin"):  # merged-/usr links of Debian 12
-        if os.path.islink(f"/{link}"):
-            cmd += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
-    if os.path.exists("/etc/ld.so.cache"):
-        cmd += ["--perms", "0755", "--dir", "/etc", "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    return cmd
-
-
-def _python_binds(roots: list[str], limits: Limits, tmp_holds_python: bool) -> list[str]:
-    """The interpreter's and its packages' folders, read-only, each parent readable."""
-    cmd: list[str] = []
-    made: set[str] = set()
-    if tmp_holds_python:
-        # A venv under /tmp (e.g. a CI checkout there) must be bound inside /tmp, so /tmp
-        # cannot be the symlink to /scratch: it becomes its own capped tmpfs instead.
-        cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp"]
-        made.add("/tmp")
-    for root in roots:
-        parts = root.strip("/").split("/")
-        for i in range(1, len(parts)):  # bwrap would make parents 0700: unreadable to the program
-            parent = "/" + "/".join(parts[:i])
-            if parent not in made:
-                made.add(parent)
-                cmd += ["--perms", "0755", "--dir", parent]
-        cmd += ["--ro-bind", root, root]
-    return cmd
-
-
-def _scratch(limits: Limits, tmp_holds_python: bool, seccomp_fd: int) -> list[str]:
-    """/proc, /dev, the capped scratch tmpfs (and /tmp pointing there), / read-only, seccomp."""
-    cmd = ["--proc", "/proc", "--dev", "/dev"]
-    cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH]
-    if not tmp_holds_python:
-        cmd += ["--symlink", SCRATCH, "/tmp"]
-    # Rootless, the tmpfs bwrap builds / and /dev on belongs to the program's own uid: made
-    # read-only, they cannot hold files outside the scratch cap.
-    return cmd + [
-        "--remount-ro",
-        "/dev",
-        "--remount-ro",
-        "/",
-        "--chdir",
-        SCRATCH,
-        "--seccomp",
-        str(seccomp_fd),
-    ]
-
-
-def _environment() -> list[str]:
-    """The program's whole environment: one thread per library, the fixed hash seed."""
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "HOME": SCRATCH,
-        "TMPDIR": SCRATCH,
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "PYTHONHASHSEED": DETERMINISM["PYTHONHASHSEED"],
-    }
-    return [arg for key, value in env.items() for arg in ("--setenv", key, value)]
-
-
-def _uid_drop(host_uid: int | None) -> list[str]:
-    """As root outside (a `host_uid`): drop to the run's own host uid for real (setpriv)."""
-    if host_uid is None:
-        return []
-    uid = str(host_uid)
-    return [
-        "setpriv",
-        f"--reuid={uid}",
-        f"--regid={uid}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-        "--no-new-privs",
-        "--",
-    ]
-
-
-def _launcher(limits: Limits, ans_fd: int, status_fd: int, program_fd: int) -> list[str]:
-    """The interpreter running _LAUNCHER with the limits and the pipes' descriptors."""
-    return [
-        sys.executable,
-        *("-s", "-P", "-B"),  # -I without its -E, which would ignore PYTHONHASHSEED (env is ours)
-        "-c",
-        _LAUNCHER,
-        json.dumps(limits.rlimits()),
-        str(ans_fd),
-        str(limits.output_bytes),
-        str(status_fd),
-        str(program_fd),
-    ]
-
-
-@functools.lru_cache(maxsize=8)
-def _has_option(bwrap: str, option: str) -> bool:
-    """Whether this bwrap knows `option` (--disable-userns came with 0.8.0; seccomp covers
-    nested user namespaces without it)."""
-    return option in subprocess.run([bwrap, "--help"], capture_output=True, text=True).stdout
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -374,7 +184,7 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
     # No job folder: the program reaches the sandbox as a descriptor (nothing is left on the
     # host's disk, readable by others, when the caller is killed) and the launcher as `-c`.
     fds: list[int] = []
-    proc = None
+    proc = init = None
     try:
         host_uid: int | None = None
         lock: tuple[int, ...] = ()
@@ -382,17 +192,15 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
             host_uid, lock_fd = _uid_slots.acquire()
             fds.append(lock_fd)
             lock = (lock_fd,)
-        ans_r, ans_w = os.pipe()
-        status_r, status_w = os.pipe()
-        fds += [ans_r, ans_w, status_r, status_w]
-        seccomp_fd = _data_fd("retrace-seccomp", filter_bytes() or b"")
-        fds.append(seccomp_fd)
-        program_fd = _data_fd("retrace-program", code.encode("utf-8"))
-        fds.append(program_fd)
-        passed = (ans_w, status_w, seccomp_fd, program_fd)
+        ans_r, ans_w = _pipe(fds)
+        status_r, status_w = _pipe(fds)
+        info_r, info_w = _pipe(fds)
+        data = [filter_bytes() or b"", code.encode("utf-8"), *MASKED_PROC.values()]
+        data_fds = [_data_fd("retrace-sandbox", d, fds) for d in data]
+        passed = (ans_w, status_w, data_fds[0], data_fds[1], info_w, *data_fds[2:])
         start = time.monotonic()
         proc = subprocess.Popen(
-            _bwrap_command(bwrap, limits, passed, host_uid),
+            bwrap_command(bwrap, limits, passed, host_uid),
             env={},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -405,19 +213,29 @@ def _execute(code: str, limits: Limits, bwrap: str, rootless: bool) -> ExecResul
         for fd in passed:
             os.close(fd)
             fds.remove(fd)
+        # bwrap writes the init's pid before it lets the sandbox start (tools/_sandbox_init.py)
+        init = open_init(proc, info_r, start + limits.wall_s)
         (out, err, ans, status), truncated, reason = _collect(proc, ans_r, status_r, limits, start)
         _reap(proc, time.monotonic() + 30)
         wall = time.monotonic() - start
     finally:
-        if proc is not None:  # whatever happened above, nothing of the run outlives it
+        kill_init(init)  # whatever happened above, nothing of the run outlives it
+        if proc is not None:
             _kill(proc)
             proc.wait()
             for pipe in (proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
-        for fd in fds:
+        for fd in fds + ([init] if init is not None else []):
             os.close(fd)
     return _result(proc.returncode, _cpu_s(status), limits, reason, truncated, out, err, ans, wall)
+
+
+def _pipe(fds: list[int]) -> tuple[int, int]:
+    """A pipe whose two ends `fds` records (closed when the run ends)."""
+    r, w = os.pipe()
+    fds += [r, w]
+    return r, w
 
 
 def _cpu_s(status: str) -> float:
@@ -428,13 +246,15 @@ def _cpu_s(status: str) -> float:
         return 0.0
 
 
-def _data_fd(name: str, data: bytes) -> int:
+def _data_fd(name: str, data: bytes, fds: list[int]) -> int:
     """A readable descriptor holding `data` from its start, for the sandbox (bwrap reads the
-    filter whole before it runs the program; the launcher reads the program)."""
+    filter and the masked /proc files whole before it runs the program; the launcher reads
+    the program); `fds` records it."""
     fd = os.memfd_create(name) if hasattr(os, "memfd_create") else None
     if fd is None:  # pragma: no cover - Linux always has memfd_create
         fd, path = tempfile.mkstemp()
         os.unlink(path)
+    fds.append(fd)
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

@@ -46,7 +46,8 @@ store:
 - the job folder (0700, naming its owner's pid and start time) is removed whatever tree the
   program left in it, in time linear in its entries; the caller waits at most
   `_jobdirs.CLEANUP_S` for it and a background thread removes the rest. A folder left by a
-  killed caller is removed at this user's next run (tools/_jobdirs.py).
+  killed caller is removed at this user's next run on the same host and PID namespace; a
+  live caller's folder (its owner lock held) never is (tools/_jobdirs.py).
 - the same program prints the same on every run: PYTHONHASHSEED=0 (the interpreter runs with
   `-s -P -B`: `-I` would imply `-E`, which ignores it) and `random` seeded with 0
   (code_exec.DETERMINISM, part of ART's rerun keys).
