@@ -43,6 +43,8 @@ from retrace.engine.reward_cache import cached_scores
 from retrace.engine.scorers import Score, ScoreItem, Scorer
 from retrace.util.hashing import sha256_file, sha256_json
 
+REWARD_GPU_SHARE = 0.9  # of a reward model's own GPUs its weights may fill (activations need the rest)
+
 AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
     "last": lambda s: s[-1],
     "min": min,
@@ -250,8 +252,6 @@ def own_gpus_memory(k: int) -> dict:
 
 def memory_map(k: int, totals: list[int]) -> dict:
     """{GPU index: bytes} over the last `k` of GPUs with `totals` bytes (empty: k > len)."""
-    from retrace.planning.preflight import REWARD_GPU_SHARE
-
     if not k or k > len(totals):
         return {}
     return {i: int(totals[i] * REWARD_GPU_SHARE) for i in range(len(totals) - k, len(totals))}

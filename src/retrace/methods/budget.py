@@ -35,3 +35,18 @@ def solution_budget(cfg: dict, n_solutions: int | None = None) -> dict:
         text = None
     n = int(n_solutions) if n_solutions is not None else n
     return {"solutions": n, "tokens_per_solution": per, "text": text or f"N={n} x {per} tok"}
+
+
+MIN_SAMPLE_DIVISOR = 16  # the minimum sample length N' is priced with: max_tokens / this
+
+
+def min_sample_tokens(method: dict) -> int:
+    """The length every Maj@N sample counts as at least when N' is priced (`method.
+    min_sample_tokens`, else max_tokens / MIN_SAMPLE_DIVISOR): without a floor, samples far
+    shorter than their cap would make N' unbounded, and no job could be sized before it ran.
+    Where Maj@N's samples are shorter than this on average, Maj@N' spends less than refinement
+    (`floored` in the pricing record says so)."""
+    stated = method.get("min_sample_tokens")
+    if stated:
+        return int(stated)
+    return max(1, -(-int(method["sampling"]["max_tokens"]) // MIN_SAMPLE_DIVISOR))

@@ -33,12 +33,13 @@ from math import ceil
 
 from retrace.config.compose import compose
 from retrace.config.families import FAMILIES, Context
+from retrace.engine.hf_reward import REWARD_GPU_SHARE  # the reward model's share of its own GPUs
 
 CHARS_PER_TOKEN = 3.0
 CHAT_OVERHEAD = 16
 DEFAULT_QUESTION_TOKENS = 1024
 SHA1 = re.compile(r"^[0-9a-f]{40}$")
-REWARD_GPU_SHARE = 0.9  # of a reward model's own GPUs its weights may fill (activations need the rest)
+
 # GiB of each GPU type `gpu_model` may name (vendor data sheets; a100 is the 80 GB part)
 GPU_MEMORY_GB = {
     "h100": 80,

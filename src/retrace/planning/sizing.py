@@ -14,7 +14,7 @@ search methods (beam, lookahead) and any other method: calls x max_tokens. A Maj
 the pair's FLOP kind plus one rollout of Maj@N (its extra samples are drawn as its first N are,
 so their mean length is theirs: a bound in that sense); its calls and prompt tokens by N'_max
 samples a problem, the N' pricing gives when refinement spends its whole bound and every Maj@N
-sample counts as the minimum sample length (retrace.scoring.compute.min_sample_tokens, the same
+sample counts as the minimum sample length (retrace.methods.budget.min_sample_tokens, the same
 floor the run prices N' with), so N' cannot exceed it however short the samples.
 
 Problem counts: the dataset's (mirror or bundled) where it loads, else the dataset config's
@@ -344,8 +344,8 @@ def _equal_compute(job: Job, cfg: dict, b: JobBound, done: dict, q: int) -> None
     compute; extra samples drawn as its first N are, so their mean length is theirs). Calls and
     prompts: at most N'_max samples of each problem, N'_max the N' that pricing would give if
     refinement spent its whole bound and every Maj@N sample were only the minimum sample length
-    (retrace.scoring.compute.min_sample_tokens, the floor N' is priced with at run time)."""
-    from retrace.scoring.compute import min_sample_tokens
+    (retrace.methods.budget.min_sample_tokens, the floor N' is priced with at run time)."""
+    from retrace.methods.budget import min_sample_tokens
 
     kind, partner = job.equal_compute[2], partner_path(job)
     if partner not in done:  # not planned: priced as Maj@N (never in a planned experiment)

@@ -62,19 +62,10 @@ def flops(usage: Mapping, params: int, kind: str = "effective") -> int:
     return 2 * int(params) * counted
 
 
-MIN_SAMPLE_DIVISOR = 16  # the minimum sample length N' is priced with: max_tokens / this
-
-
-def min_sample_tokens(method: Mapping) -> int:
-    """The length every Maj@N sample counts as at least when N' is priced (`method.
-    min_sample_tokens`, else max_tokens / MIN_SAMPLE_DIVISOR): without a floor, samples far
-    shorter than their cap would make N' unbounded, and no job could be sized before it ran.
-    Where Maj@N's samples are shorter than this on average, Maj@N' spends less than refinement
-    (`floored` in the pricing record says so)."""
-    stated = method.get("min_sample_tokens")
-    if stated:
-        return int(stated)
-    return max(1, -(-int(method["sampling"]["max_tokens"]) // MIN_SAMPLE_DIVISOR))
+# The minimum sample length N' is priced with lives beside the other budgets (retrace.methods.budget),
+# where sizing (planning) reads it too.
+from retrace.methods.budget import MIN_SAMPLE_DIVISOR as MIN_SAMPLE_DIVISOR  # noqa: E402
+from retrace.methods.budget import min_sample_tokens as min_sample_tokens  # noqa: E402
 
 
 def floored(usage: Mapping, samples: int, min_generated: int) -> dict:

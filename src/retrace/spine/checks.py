@@ -99,14 +99,11 @@ def coresident_problems(planned: list[Job], shares: dict[str, dict]) -> list[tup
             if not n or cfgs[labels[0].path]["backend"]["name"] != "vllm" or not engine.get("gpu_memory_gb"):
                 continue
             util = {
-                f"engine {k + 1}": float(
-                    {**engine, **shares.get(j.path, {})}.get("gpu_memory_utilization", 0.9)
-                )
+                f"engine {k + 1}": float({**engine, **shares.get(j.path, {})}["gpu_memory_utilization"])
                 for k, j in enumerate({engine_identity(j): j for j in labels}.values())
             }
             util |= {
-                f"judge {m}": float(engine.get("gpu_memory_utilization", 0.9))
-                for m in judge_models(tuple(labels))
+                f"judge {m}": float(engine["gpu_memory_utilization"]) for m in judge_models(tuple(labels))
             }
             rm = max((_shared_reward_gb(c) for c in cfgs.values()), default=0.0)
             problem = coresident_problem(util, rm, float(engine["gpu_memory_gb"]))
