@@ -49,7 +49,16 @@ def executor_options(name: str) -> dict:
 
 @pytest.fixture(params=["wasm", "bwrap"])
 def ex(request, monkeypatch):
-    name = request.param
+    yield from _executor(request.param, monkeypatch)
+
+
+@pytest.fixture
+def bwrap_ex(monkeypatch):
+    """The bubblewrap executor alone, for attacks that need a host interpreter (ctypes)."""
+    yield from _executor("bwrap", monkeypatch)
+
+
+def _executor(name: str, monkeypatch):
     options = executor_options(name)
     problem = code_exec.sandbox_problem(name, **options)
     if problem is not None:

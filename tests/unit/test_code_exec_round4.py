@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sandbox_suite import REPO, ex, gone  # noqa: F401  (the fixtures)
+from sandbox_suite import REPO, bwrap_ex, ex, gone  # noqa: F401  (the fixtures)
 
 from retrace.tools import _jobdirs
 from retrace.tools.code_exec import Limits
@@ -135,9 +135,9 @@ run_code(sys.argv[3], Limits(wall_s=120, cpu_s=2), sandbox=sys.argv[1], **eval(s
 """
 
 
-def test_a_disarmed_init_dies_with_its_sigkilled_caller(ex):
-    if ex.name == "wasm":  # no ctypes, so no attack (a killed caller: test_code_exec_harm.py)
-        pytest.skip("bwrap only")
+def test_a_disarmed_init_dies_with_its_sigkilled_caller(bwrap_ex):
+    """bwrap only: WASM has no ctypes, so no attack (a killed caller: test_code_exec_harm.py)."""
+    ex = bwrap_ex
     tag = _tag()
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     code = f"TAG = {tag!r}\n" + DISARM
@@ -214,7 +214,7 @@ print(json.dumps({"ok": r.ok, "ans": r.ans, "stderr": r.stderr, "keys_after": n 
 """
 
 
-@pytest.mark.skipif(platform.machine() not in NR, reason="no system call numbers for this machine")
+@pytest.mark.skipif(platform.machine() not in NR, reason="[SANDBOX] no system call numbers for this machine")
 def test_keyrings_are_refused_and_the_callers_secret_stays_hidden(ex):
     nr = NR[platform.machine()]
     code = KEYS.replace("NR", repr(nr))
@@ -277,9 +277,10 @@ def test_the_cpu_count_is_one_and_the_rootless_uid_is_stable(ex):
         assert counts_and_uids[0][1] == counts_and_uids[1][1], counts_and_uids
 
 
-def test_bwrap_runs_for_a_caller_started_through_a_link_outside_its_venv(ex, tmp_path):
-    if ex.name == "wasm":  # runs no host interpreter in its sandbox; and Python started through
-        pytest.skip("bwrap only")  # such a link does not see its venv's wasmtime
+def test_bwrap_runs_for_a_caller_started_through_a_link_outside_its_venv(bwrap_ex, tmp_path):
+    """bwrap only: WASM runs no host interpreter in its sandbox (and Python started through such
+    a link does not see its venv's wasmtime)."""
+    ex = bwrap_ex
     link = tmp_path / "bin" / "python"
     link.parent.mkdir()
     link.symlink_to(sys.executable)
@@ -305,12 +306,12 @@ def _in_new_pid_namespace() -> list[str]:
     in a user namespace too); a skip where that cannot be made."""
     tool = shutil.which("unshare")
     if tool is None:
-        pytest.skip("util-linux unshare not found")
+        pytest.skip("[SANDBOX] util-linux unshare not found")
     args = [tool, "--pid", "--fork", "--mount-proc", "--kill-child"]
     if os.geteuid() != 0:
         args[1:1] = ["--user", "--map-current-user"]
     if subprocess.run([*args, "true"], capture_output=True).returncode != 0:
-        pytest.skip("cannot make a PID namespace here")
+        pytest.skip("[SANDBOX] cannot make a PID namespace here")
     return args
 
 

@@ -1,5 +1,5 @@
 # Stage claims: each paper claim as a gate (paired Δ, CI, test, verdict, evidence hashes).
-from retrace.stages import claims as _claims_stage
+from retrace.scoring import preregistered as _claims_stage
 
 
 def primary_args():
