@@ -35,70 +35,180 @@ GSM8K_ANSWER = re.compile(r"####\s*\$?\s*(-?[0-9.,]+)")
 # The "flexible-extract" fallback of lm-evaluation-harness's gsm8k task takes the last
 # number in the output (group_select: -1):
 # https://github.com/EleutherAI/lm-evaluation-harness/blob/main/lm_eval/tasks/gsm8k/gsm8k.yaml
-# Ours only treats a comma as a thousands separator when it is one ("1,000", not "1,2").
-NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?")
+# Ours only treats a comma as a thousands separator when it is one ("1,000", not "1,2"), and
+# a number after a letter ("AZYUK2A", "x2") is no number (Math-Verify tests/test_all.py
+# test_number_extraction: ("2", "AZYUK2A", 0)); a unit may follow it ("1,000.99m²").
+NUMBER = re.compile(r"(?<![\w.])-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:/\d+)?(?!\d)")
+THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+BRACE = re.compile(r"[{}]")
+# A box whose content runs longer than this is no answer (a runaway "\\boxed{" that swallowed
+# the rest of a degenerate output); statements and the fallback read at most this much of a
+# value, and the fallback only the output's last FALLBACK_WINDOW characters (the end is where
+# an answer is; it also bounds the work on an output of megabytes).
+MAX_BOX = 4000
+FALLBACK_WINDOW = 8000
 # "The answer is 42", "final answer: $-3.5$", "Answer: 1,200" (the statement forms of
 # lm-eval's gsm8k "strict-match" ("The answer is (\-?[0-9\.\,]+).") and of simple-evals'
-# "Answer:" lines), the value a number. Two forms of chat models are statements too (issue 31):
-# the value in markdown bold ("The answer is **42**.", how chat-tuned models such as Qwen2.5
-# mark a final answer), and the value after the prompt's echoed format placeholder
-# ("Answer: [Provide the answer here] 3", base.ECHOED_PLACEHOLDER).
+# "Answer:" lines). Two forms of chat models are statements too (issue 31): the value in
+# markdown bold ("The answer is **42**.", how chat-tuned models such as Qwen2.5 mark a final
+# answer), and the value after the prompt's echoed format placeholder ("Answer: [Provide the
+# answer here] 3", base.ECHOED_PLACEHOLDER). The value itself is read by `_statement_value`.
 STATEMENT = re.compile(
-    r"(?i)\banswer\s*(?:is|:|=)\s*:?\s*"
+    r"(?i)\banswer\s*(?:is|:|=)\s*:?[ \t]*"
     r"(?P<placeholder>\[[^\]\n]*\b(?:provide|your|answer|here)\b[^\]\n]*\]\s*|<[^<>\n]*>\s*)?"
-    r"(?P<bold>\*\*)?\s*\$?\s*(?P<value>-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?)"
+    r"(?P<bold>\*\*)?[ \t]*"
 )
-PERCENT = re.compile(r"\s*\\?%\s*$")
+FINAL = re.compile(r"(?i)final\s+$")
+# A plain (not $-delimited) value: a number, with whatever LaTeX is glued to it ("2\\sqrt{3}",
+# "3\\pi", "2^{10}", "14{,}916", "10,\\!000"), up to a space or sentence punctuation, so the
+# answer is never a shorter number cut out of a longer value (issue 53).
+PLAIN_VALUE = re.compile(r"-?(?:\d|\\(?:d|t)?frac|\\sqrt|\\pi)(?:[^\s.,;:!?*]|[.,;:](?=[^\s*]))*")
+# Math spans, as Math-Verify's `make_latex_env_pattern` (src/math_verify/parser.py) finds
+# them: $$...$$, \\[...\\], $...$ (one line, not after a digit: "2$" is money), \\(...\\).
+MATH_SPAN = re.compile(
+    r"(?<!\\)\$\$(?P<dd>(?:[^$]|\$(?!\$))+?)(?<!\\)\$\$"
+    r"|(?<!\\)\\\[(?P<db>(?:[^\\]|\\(?!\]))+?)(?<!\\)\\\]"
+    r"|(?<![\\\d])\$(?P<d>(?:\\[$]|[^\n$])+?)(?<!\\)\$"
+    r"|(?<!\\)\\\((?P<p>(?:[^\\\n]|\\(?!\)))+?)(?<!\\)\\\)",
+    re.DOTALL,
+)
+# Percent as a sign or a word is dropped, so "25\\%", "25%" and "25 percent" equal a gold "25":
+# Hendrycks MATH's `_strip_string` removes "\\%" (https://github.com/hendrycks/math,
+# modeling/math_equivalence.py, "remove percentage"); Math-Verify reads the words "percent",
+# "percentage" and "pct" as the sign (src/math_verify/parser.py, percent_re_group).
+PERCENT = re.compile(r"\s*(?:\\?%|\\text\{\s*\\?%\s*\}|\b(?:percent(?:age)?|pct))\s*$", re.IGNORECASE)
+# Thousands separated by a space or a LaTeX thin/normal space ("1 000", "1\\,000", "1\\ 000"):
+# without this math-verify reads "1 000" as the product 1*000 = 0. Only groups of exactly
+# three digits count, so "2 3" stays two numbers.
+SPACE_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:(?: |\\,|\\ |~)\d{3})+)(?![\d])")
+# A bare "\\frac{10}{9}" outside any span is one value (Math-Verify's latexFraction pattern).
+FRACTION = r"-?\\[dt]?frac\{-?\d+(?:\.\d+)?\}\{-?\d+(?:\.\d+)?\}"
+FALLBACK = re.compile(
+    rf"(?P<span>{MATH_SPAN.pattern})|(?P<frac>{FRACTION})|(?P<num>{NUMBER.pattern})", re.DOTALL
+)
 
 
 def last_boxed(text: str) -> str | None:
     """Content of the last \\boxed{...} with balanced braces, as in Hendrycks MATH's
     `last_boxed_only_string` (https://github.com/hendrycks/math, modeling/math_equivalence.py
     and modeling/dataset/util.py)."""
-    found = [content for _, content in _boxes(text) if content is not None]
+    found = [content for _, _, content in _boxes(text) if content is not None]
     return found[-1] if found else None
 
 
-def _boxes(text: str) -> list[tuple[int, str | None]]:
-    """(position, stripped content or None when the box never closes) of every box."""
+def _boxes(text: str) -> list[tuple[int, int, str | None]]:
+    """(start, end, stripped content) of every box; content None when the box never closes
+    or holds more than MAX_BOX characters (no answer either way)."""
+    closes = _matching_braces(text)
     out = []
     for match in BOX_OPEN.finditer(text):
-        content = _balanced_group(text, match.end() - 1)
-        out.append((match.start(), None if content is None else content.strip()))
+        open_at = match.end() - 1
+        close = closes.get(open_at)
+        if close is None or close - open_at > MAX_BOX:
+            out.append((match.start(), len(text) if close is None else close + 1, None))
+        else:
+            out.append((match.start(), close + 1, text[open_at + 1 : close].strip()))
     return out
 
 
-def _balanced_group(text: str, open_at: int) -> str | None:
-    """The text inside the {...} group opening at `open_at`, or None if it never closes."""
-    depth = 0
-    for i in range(open_at, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[i], 0)
-        if depth == 0:
-            return text[open_at + 1 : i]
-    return None
+def _matching_braces(text: str) -> dict[int, int]:
+    """{position of "{": position of its "}"} in one pass (linear even in a degenerate
+    output of megabytes of unclosed boxes)."""
+    stack: list[int] = []
+    pairs = {}
+    for m in BRACE.finditer(text):
+        if m[0] == "{":
+            stack.append(m.start())
+        elif stack:
+            pairs[stack.pop()] = m.start()
+    return pairs
 
 
-def extract_math(text: str) -> Extraction:
-    """The final answer of a maths completion and how it was found (module docstring)."""
+def _span_content(m: re.Match) -> str:
+    """The inside of a MATH_SPAN match (whichever delimiter matched)."""
+    return next(m[k] for k in ("dd", "db", "d", "p") if m[k] is not None).strip()
+
+
+def _statement_value(tail: str) -> str | None:
+    """The whole value a statement's remainder `tail` gives: a math span at its start whole
+    ("$2\\sqrt{3}$", not 2), else a plain value (PLAIN_VALUE); None for a box (the box rule
+    reads it) or anything else ("the answer is correct")."""
+    tail = tail.lstrip()
+    span = MATH_SPAN.match(tail)
+    if span:
+        value = _span_content(span)
+        return None if BOX_OPEN.search(value) else value.rstrip(".").strip() or None
+    plain = PLAIN_VALUE.match(tail)
+    if not plain:
+        return None
+    value = plain[0].rstrip("*")
+    return value.replace(",", "") if THOUSANDS.match(value) else value
+
+
+def _statements(text: str) -> list[tuple[int, str, str, bool]]:
+    """(position, value, rule, whether it says "final answer") of every answer statement."""
+    out = []
+    for m in STATEMENT.finditer(text):
+        value = _statement_value(text[m.end() : m.end() + MAX_BOX])
+        if value is None:
+            continue
+        rule = "after-placeholder" if m["placeholder"] else "bold" if m["bold"] else "answer-is"
+        final = bool(FINAL.search(text[max(0, m.start() - 12) : m.start()]))
+        out.append((m.start(), value, rule, final))
+    return out
+
+
+def _fallback(text: str) -> Extraction:
+    """The last math span or standalone number, whichever comes later (a number inside a span
+    is read with its span: "$\\frac{1+\\sqrt{5}}{2}$" is not 2)."""
+    # Spans come first in the alternation, so they swallow the numbers inside them.
+    found = next(reversed(list(FALLBACK.finditer(text[-FALLBACK_WINDOW:]))), None)
+    if found is None:
+        return NO_ANSWER
+    if found["span"] is not None:
+        return ruled(_span_content(found), "fallback", "fallback:last-span")
+    if found["frac"] is not None:
+        return ruled(found["frac"], "fallback", "fallback:last-number")
+    value = found["num"]
+    return ruled(
+        value.replace(",", "") if THOUSANDS.match(value) else value, "fallback", "fallback:last-number"
+    )
+
+
+def _final_response(text: str) -> str:
+    """The text after a reasoning model's closing </think>, where its answer is (all of it
+    when there is none)."""
+    head, sep, tail = text.rpartition("</think>")
+    return tail if sep and tail.strip() else text
+
+
+def extract_math(text: str, multiple: bool = False) -> Extraction:
+    """The final answer of a maths completion and how it was found (module docstring);
+    `multiple`: the item asks for several answers, and every box of the final response is
+    collected into one comma list (a set answer)."""
     if not text:
         return NO_ANSWER
-    boxes = [(at, c) for at, c in _boxes(text) if c != ""]  # "\\boxed{}": the format placeholder
+    boxes = [b for b in _boxes(text) if b[2] != ""]  # "\\boxed{}": the format placeholder
+    stated = _statements(text)
     if boxes:
-        at, content = boxes[-1]
+        start, end, content = boxes[-1]
         if content is None:  # an unclosed box after every closed one: cut off mid-answer
-            return NO_ANSWER
+            return ruled(None, "none", "none:unclosed-box")
+        later = [s for s in stated if s[3] and s[0] >= end]
+        if later:  # "The final answer is X" after the last box wins, as in Math-Verify
+            return ruled(later[-1][1], "statement", "statement:final-after-box")
+        if multiple:
+            found = list(dict.fromkeys(c for _, _, c in _boxes(_final_response(text)) if c))
+            if len(found) > 1:
+                return ruled(", ".join(found), "boxed", "boxed:every-box")
         return Extraction(content, "boxed")
     marks = GSM8K_ANSWER.findall(text)
     if marks and marks[-1].replace(",", "").rstrip("."):
         return ruled(marks[-1].replace(",", "").rstrip("."), "statement", "statement:####")
-    stated = list(STATEMENT.finditer(text))
     if stated:
-        m = stated[-1]
-        rule = "after-placeholder" if m["placeholder"] else "bold" if m["bold"] else "answer-is"
-        return ruled(m["value"].replace(",", ""), "statement", f"statement:{rule}")
-    numbers = NUMBER.findall(text)
-    return ruled(numbers[-1].replace(",", ""), "fallback", "fallback:last-number") if numbers else NO_ANSWER
+        return ruled(stated[-1][1], "statement", f"statement:{stated[-1][2]}")
+    return _fallback(text)
 
 
 def extract_math_answer(text: str) -> str | None:
@@ -122,6 +232,7 @@ def parsed(answer: str) -> tuple:
     # A sentence-final "." (OlympiadBench gold "(-\\infty, 0) \\cup\\{1\\}.") makes
     # math-verify fall back to the first number; it is never part of a maths answer.
     answer = PERCENT.sub("", answer.strip().rstrip(".").rstrip())
+    answer = SPACE_THOUSANDS.sub(lambda m: m[1] + re.sub(r"\D", "", m[2]), answer)
     return tuple(parse(f"\\boxed{{{answer}}}", parsing_timeout=_timeout()))
 
 
@@ -130,7 +241,7 @@ def equivalent(gold: str, answer: str) -> bool:
     """math-verify equivalence; argument order matters (gold first, as in `verify`). Cached:
     votes and Maj@k compare the same few answer strings over and over (a Maj@N' job of
     hundreds of samples per question spent minutes in sympy re-deciding one pair)."""
-    if gold.strip() == answer.strip():
+    if "".join(gold.split()) == "".join(answer.split()):  # also for golds math-verify cannot parse
         return True
     g, a = parsed(gold), parsed(answer)
     if not g or not a:
@@ -140,6 +251,21 @@ def equivalent(gold: str, answer: str) -> bool:
     return bool(verify(list(g), list(a), timeout_seconds=_timeout()))
 
 
+def wants_several(problem: Problem) -> bool:
+    """Whether an item asks for several answers: the dataset flags it (OlympiadBench's
+    `is_multiple_answer`), or its gold is a list (a comma outside any brackets: "-2, 1",
+    not "(3, \\frac{\\pi}{2})" and not the thousands of "1,000")."""
+    if problem.metadata.get("is_multiple_answer"):
+        return True
+    gold = re.sub(r"^\\?\{(.*)\\?\}$", r"\1", problem.gold.strip())  # a set gold "\\{1, 2\\}" is a list
+    depth = 0
+    for i, ch in enumerate(gold):
+        depth += 1 if ch in "([{" else -1 if ch in ")]}" else 0
+        if ch == "," and depth == 0 and not re.match(r"\d{3}(?!\d)", gold[i + 1 :]):
+            return True
+    return False
+
+
 class MathTask(Task):
     """Open-ended maths: boxed answers judged by math-verify."""
 
@@ -147,7 +273,7 @@ class MathTask(Task):
     default_template = "math_cot.j2"
 
     def extract(self, text: str, problem: Problem) -> Extraction:
-        return extract_math(text)
+        return extract_math(text, multiple=wants_several(problem))
 
     def is_correct(self, answer: str | None, problem: Problem) -> bool:
         return answer is not None and equivalent(problem.gold, answer)
