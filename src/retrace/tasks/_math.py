@@ -1,20 +1,27 @@
 """Answer extraction and equivalence for open-ended maths tasks (kind "math").
 
-Extraction (`extract_math`, an Extraction(answer, source)) takes, in order:
+Extraction (`extract_math`, an Extraction(answer, source) whose `path` names the rule) takes,
+in order (docs/scoring.md states each convention with its source):
 - "boxed": the last complete `\\boxed{...}` (or `\\fbox{...}`) that is not the prompt's
   empty format placeholder (`\\boxed{}` echoed from "put your final answer within \\boxed{}");
-- "none" when a box opens after it and never closes: the output stopped (finish_reason
-  "length") while writing its answer, and a truncated "\\boxed{3" of "\\boxed{36}" is no answer;
+  on a multi-answer item (`wants_several`) every distinct box of the final response, joined
+  into one comma list that math-verify compares as a set ("boxed:every-box");
+- "statement" instead of that box when a "final answer is X" statement comes after it
+  (Math-Verify's rightmost-wins rule; "statement:final-after-box");
+- "none" when a box opens after it and never closes (the output stopped mid-answer: a
+  truncated "\\boxed{3" of "\\boxed{36}" is no answer) or holds over MAX_BOX characters;
 - "statement": the last GSM8K-style `#### x`, else the last "the (final) answer is x" /
-  "Answer: x" whose value is a number, also in bold ("**42**") or after an echoed format
-  placeholder ("Answer: [Provide the answer here] 3");
-- "fallback": the last number anywhere (lm-eval's flexible-extract), which the paper-faithful
-  vote does not count: in "The solution is correct." after a restated question it is noise;
+  "Answer: x", also in bold ("**42**") or after an echoed format placeholder ("Answer:
+  [Provide the answer here] 3"); its value is whole: a `$...$` span entire, a plain number
+  with the LaTeX glued to it ("2\\sqrt{3}", never 2);
+- "fallback": the last math span or standalone number (lm-eval's flexible-extract, Math-
+  Verify's unanchored LaTeX), which the paper-faithful vote does not count: in "The solution
+  is correct." after a restated question it is noise;
 - "none": nothing.
 Equivalence is math-verify's (https://github.com/huggingface/Math-Verify), not a
-hand-written normaliser, after dropping a percent sign as Hendrycks MATH's `_strip_string`
-does (https://github.com/hendrycks/math, modeling/math_equivalence.py: "remove percentage",
-`string.replace("\\%", "")`): "25\\%" and "25%" equal a gold "25".
+hand-written normaliser, after dropping a percent sign or word (PERCENT) and joining
+space-separated thousands (SPACE_THOUSANDS); gold and answer equal up to whitespace match
+even where math-verify cannot parse the gold.
 
 Not covered: answers a model states only in words ("twelve").
 """
@@ -101,7 +108,7 @@ def _boxes(text: str) -> list[tuple[int, int, str | None]]:
     """(start, end, stripped content) of every box; content None when the box never closes
     or holds more than MAX_BOX characters (no answer either way)."""
     closes = _matching_braces(text)
-    out = []
+    out: list[tuple[int, int, str | None]] = []
     for match in BOX_OPEN.finditer(text):
         open_at = match.end() - 1
         close = closes.get(open_at)
@@ -249,6 +256,12 @@ def equivalent(gold: str, answer: str) -> bool:
     from math_verify import verify
 
     return bool(verify(list(g), list(a), timeout_seconds=_timeout()))
+
+
+def unparsable(problems: list[Problem]) -> list[Problem]:
+    """The problems whose gold math-verify cannot parse (it then compares it as text only;
+    `retrace plan --check` lists them, retrace.planning.preflight)."""
+    return [p for p in problems if all(isinstance(x, str) for x in parsed(p.gold))]
 
 
 def wants_several(problem: Problem) -> bool:
