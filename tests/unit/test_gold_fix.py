@@ -50,13 +50,13 @@ def test_malformed_table_names_the_entry(table):
 
 
 def test_unparsable_golds_are_listed(monkeypatch):
-    good, bad = Problem("a", "q", "n^{2}-n-1"), Problem("b", "q", "m_{\\max }=n^{2}-n-1")
+    good, bad = Problem("a", "q", "n^{2}-n-1"), Problem("b", "q", "\\begin{cases} x")
     assert unparsable([good, bad]) == [bad]
     monkeypatch.setattr(preflight, "compose", lambda sel: {"dataset": {"task": "math500", "name": "x"}})
     monkeypatch.setattr("retrace.planning.plan.jobs", lambda cfg: [type("J", (), {"dataset": "x"})])
     monkeypatch.setattr("retrace.store.data.prepare", lambda cfg, mirror: ([good, bad], []))
     [line] = preflight.gold_notes({"experiment": "e"})
-    assert line.startswith("x: 1 of 2 golds math-verify cannot parse: b 'm_{\\\\max }=n^{2}-n-1'")
+    assert line == "x: 1 of 2 golds math-verify cannot parse: b '\\\\begin{cases} x'"
 
 
 def test_olympiadbench_golds_fixed_at_loading_match_their_answers(tmp_path):
@@ -74,3 +74,25 @@ def test_olympiadbench_golds_fixed_at_loading_match_their_answers(tmp_path):
     assert not task.is_correct("(0, 4)", t_range)
     prov = json.loads((tmp_path / "ob.jsonl.prov.json").read_text())
     assert [f["id"] for f in prov["data"]["gold_fixes"]] == ["olympiadbench/1782", "olympiadbench/2045"]
+
+
+@pytest.mark.parametrize(
+    "pid, right, wrong, needed",
+    [
+        # the `name = value` rule of _math.parsed already reads this gold's value; the fix
+        # states it in the data
+        ("olympiadbench/1782", ["n^2-n-1", "m_{\\max} = n^2 - n - 1", "n(n-1)-1"], ["n^2-n", "1"], False),
+        ("olympiadbench/2045", ["(0,4]", "t \\in (0, 4]", "(0, 4]"], ["(0,4)", "[0,4]", "4"], True),
+    ],
+)
+def test_the_shipped_table_fixes_match_their_answers(pid, right, wrong, needed):
+    """Without the mirror: the shipped OlympiadBench fixes, applied to the golds the data
+    holds, accept the right answers and refuse near misses (issue 53)."""
+    gold_fix.fixes.cache_clear()
+    fix = gold_fix.fixes("olympiadbench")[pid]
+    task = TASKS.get("olympiadbench")
+    problem = gold_fix.apply_fix("olympiadbench", Problem(pid, "q", fix["gold"]), "row")
+    assert [task.is_correct(a, problem) for a in right] == [True] * len(right)
+    assert [task.is_correct(a, problem) for a in wrong] == [False] * len(wrong)
+    unfixed = Problem(pid, "q", fix["gold"])
+    assert task.is_correct(right[0], unfixed) is not needed  # what the fix is for

@@ -91,6 +91,8 @@ PERCENT = re.compile(r"\s*(?:\\?%|\\text\{\s*\\?%\s*\}|\b(?:percent(?:age)?|pct)
 SPACE_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:(?: |\\,|\\ |~)\d{3})+)(?![\d])")
 # A bare "\\frac{10}{9}" outside any span is one value (Math-Verify's latexFraction pattern).
 FRACTION = r"-?\\[dt]?frac\{-?\d+(?:\.\d+)?\}\{-?\d+(?:\.\d+)?\}"
+# The left side of a `name = value` answer: a letter with sub/superscripts and LaTeX names.
+NAME = re.compile(r"^\s*\\?[A-Za-z]+(?:\s*[_^]\s*(?:\{[^{}=]*\}|\w))*\s*$")
 FALLBACK = re.compile(
     rf"(?P<span>{MATH_SPAN.pattern})|(?P<frac>{FRACTION})|(?P<num>{NUMBER.pattern})", re.DOTALL
 )
@@ -240,7 +242,21 @@ def parsed(answer: str) -> tuple:
     # math-verify fall back to the first number; it is never part of a maths answer.
     answer = PERCENT.sub("", answer.strip().rstrip(".").rstrip())
     answer = SPACE_THOUSANDS.sub(lambda m: m[1] + re.sub(r"\D", "", m[2]), answer)
-    return tuple(parse(f"\\boxed{{{answer}}}", parsing_timeout=_timeout()))
+    found = tuple(parse(f"\\boxed{{{answer}}}", parsing_timeout=_timeout()))
+    name, eq, value = answer.partition("=")
+    if eq and "=" not in value and NAME.match(name) and not _relation(found):
+        # "m_{\\max} = n^2-n-1": math-verify reads "x = v" as an equation and compares its
+        # value, but a name it cannot parse derails it (that one parses as 1); a bare name
+        # (no operators) is only a label, so read v.
+        return parsed(value)
+    return found
+
+
+def _relation(found: tuple) -> bool:
+    """Whether math-verify read an answer as an equation or inequality (a sympy Relational)."""
+    from sympy.core.relational import Relational
+
+    return any(isinstance(x, Relational) for x in found)
 
 
 @lru_cache(maxsize=65536)
