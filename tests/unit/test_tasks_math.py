@@ -182,3 +182,20 @@ def test_multi_answer_collects_every_box_single_keeps_the_last():
     # the thinking before </think> is not the final response
     thought = "<think>maybe \\boxed{3}</think> So \\boxed{-2} and \\boxed{1}."
     assert t.extract(thought, multi).answer == "-2, 1"
+
+
+def test_multi_answer_last_box_holding_the_list_wins_over_earlier_boxes():
+    t = TASKS.get("olympiadbench")
+    multi = Problem("p", "q", "-2, 1", metadata={"is_multiple_answer": True})
+    text = "The discriminant is \\boxed{9}, so the roots are \\boxed{-2, 1}."
+    assert t.extract(text, multi).answer == "-2, 1"
+
+
+@pytest.mark.parametrize(
+    "gold, several",
+    [("1,-2", True), ("\\{1\\pm\\sqrt{5},-2\\}", True), ("10,\\!080", False), ("11,\\! 111,\\! 100", False)],
+)
+def test_list_golds_from_math500(gold, several):
+    assert TASKS.get("math500").extract("\\boxed{1} \\boxed{-2}", problem(gold)).answer == (
+        "1, -2" if several else "-2"
+    )

@@ -46,6 +46,7 @@ GSM8K_ANSWER = re.compile(r"####\s*\$?\s*(-?[0-9.,]+)")
 # a number after a letter ("AZYUK2A", "x2") is no number (Math-Verify tests/test_all.py
 # test_number_extraction: ("2", "AZYUK2A", 0)); a unit may follow it ("1,000.99m²").
 NUMBER = re.compile(r"(?<![\w.])-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:/\d+)?(?!\d)")
+THOUSANDS_AFTER = re.compile(r"(?:\\!)?\s*\d{3}(?!\d)")  # what follows a thousands comma
 THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 BRACE = re.compile(r"[{}]")
@@ -207,7 +208,7 @@ def extract_math(text: str, multiple: bool = False) -> Extraction:
         later = [s for s in stated if s[3] and s[0] >= end]
         if later:  # "The final answer is X" after the last box wins, as in Math-Verify
             return ruled(later[-1][1], "statement", "statement:final-after-box")
-        if multiple:
+        if multiple and not is_list(content):  # a last box holding the whole list is the answer
             found = list(dict.fromkeys(c for _, _, c in _boxes(_final_response(text)) if c))
             if len(found) > 1:
                 return ruled(", ".join(found), "boxed", "boxed:every-box")
@@ -282,15 +283,18 @@ def unparsable(problems: list[Problem]) -> list[Problem]:
 
 def wants_several(problem: Problem) -> bool:
     """Whether an item asks for several answers: the dataset flags it (OlympiadBench's
-    `is_multiple_answer`), or its gold is a list (a comma outside any brackets: "-2, 1",
-    not "(3, \\frac{\\pi}{2})" and not the thousands of "1,000")."""
-    if problem.metadata.get("is_multiple_answer"):
-        return True
-    gold = re.sub(r"^\\?\{(.*)\\?\}$", r"\1", problem.gold.strip())  # a set gold "\\{1, 2\\}" is a list
+    `is_multiple_answer`), or its gold is a list (`is_list`)."""
+    return bool(problem.metadata.get("is_multiple_answer")) or is_list(problem.gold)
+
+
+def is_list(value: str) -> bool:
+    """A comma outside any brackets ("-2, 1", a set "\\{1, 2\\}"), not a tuple
+    "(3, \\frac{\\pi}{2})" nor thousands ("1,000", "10,\\!080", "11,\\! 111")."""
+    value = re.sub(r"^\\?\{(.*)\\?\}$", r"\1", value.strip())
     depth = 0
-    for i, ch in enumerate(gold):
+    for i, ch in enumerate(value):
         depth += 1 if ch in "([{" else -1 if ch in ")]}" else 0
-        if ch == "," and depth == 0 and not re.match(r"\d{3}(?!\d)", gold[i + 1 :]):
+        if ch == "," and depth == 0 and not THOUSANDS_AFTER.match(value, i + 1):
             return True
     return False
 
