@@ -156,17 +156,17 @@ def _statement_value(tail: str) -> str | None:
     return value.replace(",", "") if THOUSANDS.match(value) else value
 
 
-def _statements(text: str) -> list[tuple[int, str, str, bool]]:
-    """(position, value, rule, whether it says "final answer") of every answer statement."""
-    out = []
-    for m in STATEMENT.finditer(text):
-        value = _statement_value(text[m.end() : m.end() + MAX_BOX])
-        if value is None:
+def _last_statement(text: str, start: int = 0, final: bool = False) -> tuple[str, str] | None:
+    """(value, rule) of the last answer statement from `start` on that has a value (and says
+    "final answer" where `final`); values are read from the end back, so an output that
+    repeats "The answer is 5." for megabytes costs one read."""
+    for m in reversed(list(STATEMENT.finditer(text, start))):
+        if final and not FINAL.search(text, max(0, m.start() - 12), m.start()):
             continue
-        rule = "after-placeholder" if m["placeholder"] else "bold" if m["bold"] else "answer-is"
-        final = bool(FINAL.search(text[max(0, m.start() - 12) : m.start()]))
-        out.append((m.start(), value, rule, final))
-    return out
+        value = _statement_value(text[m.end() : m.end() + MAX_BOX])
+        if value is not None:
+            return value, "after-placeholder" if m["placeholder"] else "bold" if m["bold"] else "answer-is"
+    return None
 
 
 def _fallback(text: str) -> Extraction:
@@ -200,14 +200,13 @@ def extract_math(text: str, multiple: bool = False) -> Extraction:
     if not text:
         return NO_ANSWER
     boxes = [b for b in _boxes(text) if b[2] != ""]  # "\\boxed{}": the format placeholder
-    stated = _statements(text)
     if boxes:
         start, end, content = boxes[-1]
         if content is None:  # an unclosed box after every closed one: cut off mid-answer
             return ruled(None, "none", "none:unclosed-box")
-        later = [s for s in stated if s[3] and s[0] >= end]
+        later = _last_statement(text, end, final=True)
         if later:  # "The final answer is X" after the last box wins, as in Math-Verify
-            return ruled(later[-1][1], "statement", "statement:final-after-box")
+            return ruled(later[0], "statement", "statement:final-after-box")
         if multiple and not is_list(content):  # a last box holding the whole list is the answer
             found = list(dict.fromkeys(c for _, _, c in _boxes(_final_response(text)) if c))
             if len(found) > 1:
@@ -216,8 +215,9 @@ def extract_math(text: str, multiple: bool = False) -> Extraction:
     marks = GSM8K_ANSWER.findall(text)
     if marks and marks[-1].replace(",", "").rstrip("."):
         return ruled(marks[-1].replace(",", "").rstrip("."), "statement", "statement:####")
+    stated = _last_statement(text)
     if stated:
-        return ruled(stated[-1][1], "statement", f"statement:{stated[-1][2]}")
+        return ruled(stated[0], "statement", f"statement:{stated[1]}")
     return _fallback(text)
 
 
