@@ -199,3 +199,9 @@ def test_list_golds_from_math500(gold, several):
     assert TASKS.get("math500").extract("\\boxed{1} \\boxed{-2}", problem(gold)).answer == (
         "1, -2" if several else "-2"
     )
+
+
+def test_spaces_matter_where_the_gold_parses():
+    t = TASKS.get("math500")
+    assert not t.is_correct("1 2", problem("12"))
+    assert t.is_correct("\\begin{cases}x", problem("\\begin{cases} x"))  # unparsable: spaces aside

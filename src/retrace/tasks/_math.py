@@ -20,8 +20,8 @@ in order (docs/scoring.md states each convention with its source):
 - "none": nothing.
 Equivalence is math-verify's (https://github.com/huggingface/Math-Verify), not a
 hand-written normaliser, after dropping a percent sign or word (PERCENT) and joining
-space-separated thousands (SPACE_THOUSANDS); gold and answer equal up to whitespace match
-even where math-verify cannot parse the gold.
+space-separated thousands (SPACE_THOUSANDS), reading a bare-name `label = value` as its
+value (NAME); a gold math-verify cannot parse is compared as text, whitespace aside.
 
 Not covered: answers a model states only in words ("twelve").
 """
@@ -265,11 +265,13 @@ def equivalent(gold: str, answer: str) -> bool:
     """math-verify equivalence; argument order matters (gold first, as in `verify`). Cached:
     votes and Maj@k compare the same few answer strings over and over (a Maj@N' job of
     hundreds of samples per question spent minutes in sympy re-deciding one pair)."""
-    if "".join(gold.split()) == "".join(answer.split()):  # also for golds math-verify cannot parse
+    if gold.strip() == answer.strip():
         return True
     g, a = parsed(gold), parsed(answer)
     if not g or not a:
         return False
+    if all(isinstance(x, str) for x in g):  # a gold math-verify cannot parse: text, spaces aside
+        return "".join(gold.split()) == "".join(answer.split())
     from math_verify import verify
 
     return bool(verify(list(g), list(a), timeout_seconds=_timeout()))
