@@ -263,6 +263,7 @@ def gold_notes(global_cfg: dict) -> list[str]:
     from retrace.planning.plan import jobs
     from retrace.store.data import prepare
     from retrace.tasks._math import unparsable
+    from retrace.tasks.gold_fix import apply_fixes
     from retrace.util.registry import TASKS
 
     out = []
@@ -271,7 +272,7 @@ def gold_notes(global_cfg: dict) -> list[str]:
         if TASKS.get(cfg["task"]).kind != "math":
             continue
         try:
-            problems = prepare(cfg, global_cfg.get("mirror"))[0]
+            problems = apply_fixes(cfg["task"], prepare(cfg, global_cfg.get("mirror"))[0])
         except (OSError, ValueError, ImportError):
             continue
         bad = unparsable(problems)

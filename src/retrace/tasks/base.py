@@ -27,7 +27,6 @@ from typing import Any, NamedTuple
 # MirrorMissing is re-exported: callers of Task.load catch it from here.
 from retrace.config.mirror import MirrorMissing as MirrorMissing
 from retrace.config.mirror import require as require_mirror
-from retrace.tasks.gold_fix import apply_fix
 from retrace.util.records import Problem
 from retrace.util.registry import TASKS
 from retrace.util.templates import render
@@ -126,14 +125,13 @@ class Task:
         self, row: dict, index: int, where: str, meta: dict, reader: Callable | None = None
     ) -> Problem:
         """`row_problem`, with a field of the wrong type reported at `where` (file:line)
-        instead of failing later, far from the row, or being written out as is; the gold
-        fixed where the dataset's gold-fix table lists it (retrace.tasks.gold_fix)."""
+        instead of failing later, far from the row, or being written out as is."""
         try:
             problem = (reader or self.row_problem)(row, index, where, meta)
         except (TypeError, AttributeError, KeyError) as e:
             raise ValueError(f"{where}: malformed row ({type(e).__name__}: {e})") from None
         check_types(problem, where)
-        return apply_fix(self.name, problem, where)
+        return problem
 
     def load_hub(self, cfg: dict) -> list[Problem]:
         hub = cfg.get("hub") or {}

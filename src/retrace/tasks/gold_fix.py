@@ -3,10 +3,14 @@
 A table is `src/retrace/tasks/gold_fixes/<task>.yaml`, `fixes:` a list of
 {id, row, gold, fixed, reason}: the problem id, the source row's field as the data has it,
 the gold as the loader builds it, the corrected gold, and why (a typo, a `name = value`
-gold reduced to its value). `Task.checked_problem` applies it to every problem it builds:
+gold reduced to its value). The data stage (retrace.stages.data) applies it to every
+problem it loads, before anything downstream reads a gold:
 
-    from retrace.tasks.gold_fix import apply_fix
-    problem = apply_fix("olympiadbench", problem, "olympiadbench/test.jsonl:412")
+    from retrace.tasks.gold_fix import apply_fixes
+    problems = apply_fixes("olympiadbench", problems)
+
+Only the data stage imports this module, so editing a table re-keys the data stage alone
+(and, through the data's content, the jobs of that dataset), not every generation job.
 
 A fixed problem keeps the original gold and the reason in `metadata["gold_fix"]`, so the
 prepared data (and its fingerprint) say what was changed; the data stage lists the fixes in
@@ -57,6 +61,16 @@ def apply_fix(task: str, problem: Problem, where: str) -> Problem:
         problem.metadata, gold_fix={"from": problem.gold, "reason": " ".join(str(fix["reason"]).split())}
     )
     return Problem(problem.id, problem.question, str(fix["fixed"]), problem.choices, meta)
+
+
+def apply_fixes(task: str, problems: list[Problem]) -> list[Problem]:
+    """`apply_fix` to each problem, an error naming its source row (metadata source:line)."""
+    return [apply_fix(task, p, _where(p)) for p in problems]
+
+
+def _where(p: Problem) -> str:
+    meta = p.metadata or {}
+    return f"{meta.get('source', '?')}:{meta.get('line', meta.get('index', p.id))}"
 
 
 def fixed_golds(problems: list[Problem]) -> list[dict]:
