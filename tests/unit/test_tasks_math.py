@@ -205,3 +205,20 @@ def test_spaces_matter_where_the_gold_parses():
     t = TASKS.get("math500")
     assert not t.is_correct("1 2", problem("12"))
     assert t.is_correct("\\begin{cases}x", problem("\\begin{cases} x"))  # unparsable: spaces aside
+
+
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ("She has $18 left, so the answer is $18.", "18"),
+        ("The answer is $18. Then she spends $5 more.", "18"),  # the "span" between is prose
+        ("The answer is $1,000 in total.", "1000"),
+        ("The answer is \\$18.", "18"),
+        ("The final answer is $14 {, }916$. I hope it is correct.", "14 {, }916"),
+        ("The answer is 10,\\!000.", "10,\\!000"),
+        ("The final answer is x=5.", "x=5"),
+    ],
+)
+def test_statement_money_and_named_values(text, answer):
+    found = extract_math(text)
+    assert (found.answer, found.source) == (answer, "statement")

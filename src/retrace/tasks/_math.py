@@ -71,7 +71,13 @@ FINAL = re.compile(r"(?i)final\s+$")
 # A plain (not $-delimited) value: a number, with whatever LaTeX is glued to it ("2\\sqrt{3}",
 # "3\\pi", "2^{10}", "14{,}916", "10,\\!000"), up to a space or sentence punctuation, so the
 # answer is never a shorter number cut out of a longer value (issue 53).
-PLAIN_VALUE = re.compile(r"-?(?:\d|\\(?:d|t)?frac|\\sqrt|\\pi)(?:[^\s.,;:!?*]|[.,;:](?=[^\s*]))*")
+PLAIN_VALUE = re.compile(
+    r"(?:[A-Za-z](?:_\{?\w+\}?)?\s*=\s*)?"  # "x = 5", "a_1=3": math-verify compares the value
+    r"-?(?:\d|\\(?:d|t)?frac|\\sqrt|\\pi)(?:\\!|[^\s.,;:!?*$]|[.,;:](?=[^\s*$]))*"
+)
+CURRENCY = re.compile(r"\\?\$\s*(?=-?\d)")
+# Two words in a row outside LaTeX commands: a "$...$" that is prose between two amounts of money.
+PROSE = re.compile(r"(?<![\\\w])[A-Za-z]{2,}\s+[A-Za-z]{2,}\b")
 # Math spans, as Math-Verify's `make_latex_env_pattern` (src/math_verify/parser.py) finds
 # them: $$...$$, \\[...\\], $...$ (one line, not after a digit: "2$" is money), \\(...\\).
 MATH_SPAN = re.compile(
@@ -142,17 +148,21 @@ def _span_content(m: re.Match) -> str:
 
 def _statement_value(tail: str) -> str | None:
     """The whole value a statement's remainder `tail` gives: a math span at its start whole
-    ("$2\\sqrt{3}$", not 2), else a plain value (PLAIN_VALUE); None for a box (the box rule
-    reads it) or anything else ("the answer is correct")."""
+    ("$2\\sqrt{3}$", not 2), else a plain value (PLAIN_VALUE, after a currency "$": in "the
+    answer is $18. Then she spends $5." the "span" is prose, the answer 18); None for a box
+    (the box rule reads it) or anything else ("the answer is correct")."""
     tail = tail.lstrip()
     span = MATH_SPAN.match(tail)
-    if span:
+    if span and not PROSE.search(_span_content(span)):
         value = _span_content(span)
         return None if BOX_OPEN.search(value) else value.rstrip(".").strip() or None
-    plain = PLAIN_VALUE.match(tail)
-    if not plain:
-        return None
-    value = plain[0].rstrip("*")
+    money = CURRENCY.match(tail)
+    plain = PLAIN_VALUE.match(tail, money.end() if money else 0)
+    return _plain(plain[0]) if plain else None
+
+
+def _plain(value: str) -> str:
+    value = value.rstrip("*")
     return value.replace(",", "") if THOUSANDS.match(value) else value
 
 
