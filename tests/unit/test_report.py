@@ -299,3 +299,20 @@ def test_n_by_d_grid_table(tmp_path):
     assert rows[0][1] == fmt_number(0.5)
     # all three rollouts at depth 1: a 1, b 2, c 1, d 1 -> 0.75
     assert rows[2][2] == fmt_number(0.75)
+
+
+def test_extraction_path_shares_section(tmp_path):
+    sources = {"boxed": 0.5, "statement": 0.25, "fallback": 0.125, "none": 0.125}
+    paths = {"boxed": 4, "statement:final-after-box": 2, "fallback:last-span": 1, "none": 1}
+    f = make_score(
+        tmp_path, "qwen", "math500", "greedy", 0, 0.625, answer_sources=sources, answer_paths=paths
+    )
+    old = make_score(tmp_path, "qwen", "math500", "majority", 0, 0.5)  # a score without the record
+    build_report([f, old], tmp_path / "report")
+    html = (tmp_path / "report" / "index.html").read_text()
+    section = html.split('<h2 id="extraction">Answer extraction paths</h2>', 1)[1].split("</table>", 1)[0]
+    assert [fmt_number(v) for v in sources.values()] == ["0.500", "0.250", "0.125", "0.125"]
+    assert all(f">{fmt_number(v)}<" in section for v in sources.values())
+    assert "statement:final-after-box=2" in section and "majority" not in section
+    build_report([old], tmp_path / "bare")
+    assert "Answer extraction paths" not in (tmp_path / "bare" / "index.html").read_text()

@@ -89,3 +89,36 @@ def test_exact_placeholder_echo_is_not_an_answer():
     assert x("Answer: dog\nformat: Answer: <your answer>") == ("dog", "statement")
     assert x("Answer: <your answer>") == (None, "none")
     assert x("thinking...\ncat") == ("cat", "fallback")
+
+
+# The multiple-choice forms public graders test (issue 53), each counted by the rule named;
+# docs/scoring.md ("Multiple choice") lists them and the forms not counted.
+# lm-eval MultiChoiceRegexFilter (lm_eval/filters/extraction.py): "(A)" and a bare "A." line;
+# simple-evals common.py ANSWER_PATTERN_MULTICHOICE: "Answer: A"; AMC-style LaTeX letters
+# ("\\mathrm{(D)}", "\\textbf{(D) }") as the MATH/AMC solutions write them.
+@pytest.mark.parametrize(
+    "text, letter, path",
+    [
+        ("A.", "A", "fallback:line-marker"),
+        ("(A)", "A", "fallback:line-marker"),
+        ("A. bank", "A", "fallback:line-marker"),
+        ("Answer: A", "A", "statement:answer"),
+        ("**Answer:** B", "B", "statement:answer"),
+        ("The correct answer is (B) library.", "B", "statement:answer"),
+        ("The answer is $\\mathrm{(D)}$", "D", "statement:answer"),
+        ("The answer is $\\textbf{(D) }mall$", "D", "statement:answer"),
+        ("$\\mathrm{(D)}$", "D", "fallback:paren"),
+        ("Final Answer: The final answer is $\\boxed{\\text{(C)}}$", "C", "boxed"),
+        ("\\boxed{\\textbf{(C)}}", "C", "boxed"),
+        ("The answer is mall.", "D", "statement:answer"),
+        ("mall", "D", "fallback:choice-text"),
+    ],
+)
+def test_peer_forms_are_counted(text, letter, path):
+    found = TASKS.get("commonsenseqa").extract(text, Problem("p", "q", "A", CHOICES))
+    assert (found.answer, found.path) == (letter, path)
+
+
+@pytest.mark.parametrize("text", ["I would go with the big store", "A common mistake is the bank"])
+def test_paraphrase_and_prose_letters_are_not_counted(text):
+    assert extract_choice(text, CHOICES) is None

@@ -118,3 +118,107 @@ def test_works_outside_main_thread():
     th.start()
     th.join()
     assert out == [True]
+
+
+# Bad input (issue 53): one clear outcome each, never a crash, never a silent "correct".
+@pytest.mark.parametrize(
+    "text, path",
+    [
+        ("The answer is \\boxed{}.", "none"),  # the empty box is the prompt's placeholder
+        ("So the answer is \\boxed{5", "none:unclosed-box"),
+        ("\\boxed{" + "1" * 5000 + "}", "none:unclosed-box"),  # absurdly long: no answer
+        ("\\boxed{5} " + "\\boxed{" * 50_000, "none:unclosed-box"),
+    ],
+)
+def test_bad_boxes_are_no_answer(text, path):
+    found = extract_math(text)
+    assert found.answer is None and found.path == path
+    assert TASKS.get("math500").is_correct(found.answer, problem("5")) is False
+
+
+def test_output_of_megabytes_reads_its_final_box():
+    text = "Let me think. " * 300_000 + "x = $2$ and {" * 10_000 + " so \\boxed{42}"
+    assert len(text) > 4_000_000
+    assert extract_math(text) == ("42", "boxed")
+    assert extract_math(text[: -len(" so \\boxed{42}")]).source == "fallback"
+
+
+def test_gold_the_checker_cannot_parse_matches_itself_only():
+    t, gold = TASKS.get("olympiadbench"), problem("m_{\\max }=n^{2}-n-1")
+    assert t.is_correct("m_{\\max}=n^{2}-n-1", gold)  # one space less
+    assert not t.is_correct("n^2-n", gold)
+    assert not t.is_correct("garbage }{ \\frac", gold)
+
+
+@pytest.mark.parametrize(
+    "text, answer, path",
+    [
+        ("The final answer is $2\\sqrt{3}$.", "2\\sqrt{3}", "statement:answer-is"),
+        ("So the answer is 3\\pi.", "3\\pi", "statement:answer-is"),
+        ("The answer is **14{,}916**.", "14{,}916", "statement:bold"),
+        ("We get \\boxed{255}; the final answer is $10,455$.", "10,455", "statement:final-after-box"),
+        ("Answer: $5$, but checking gives \\boxed{7}", "7", "boxed"),
+        ("Answer: 7 and later Answer: $5$... so \\boxed{7}", "7", "boxed"),
+        ("ratio $\\frac{1+\\sqrt{5}}{2}$", "\\frac{1+\\sqrt{5}}{2}", "fallback:last-span"),
+        ("Case AZYUK2A.", None, "none"),
+    ],
+)
+def test_whole_value_and_which_rule(text, answer, path):
+    found = extract_math(text)
+    assert (found.answer, found.path) == (answer, path)
+
+
+def test_multi_answer_collects_every_box_single_keeps_the_last():
+    text = "So $x=-2$: \\boxed{-2}. Also $x=1$: \\boxed{1}."
+    multi = Problem("p", "q", "1, -2", metadata={"is_multiple_answer": True})
+    single = Problem("p", "q", "1")
+    t = TASKS.get("olympiadbench")
+    assert t.extract(text, multi) == ("-2, 1", "boxed") and t.is_correct("-2, 1", multi)
+    assert t.extract(text, single) == ("1", "boxed")
+    # a list gold makes an item multi-answer without the flag; a tuple or thousands do not
+    assert t.extract(text, Problem("p", "q", "-2,1")).answer == "-2, 1"
+    assert t.extract(text, Problem("p", "q", "(1, -2)")).answer == "1"
+    assert t.extract(text, Problem("p", "q", "1,000")).answer == "1"
+    # the thinking before </think> is not the final response
+    thought = "<think>maybe \\boxed{3}</think> So \\boxed{-2} and \\boxed{1}."
+    assert t.extract(thought, multi).answer == "-2, 1"
+
+
+def test_multi_answer_last_box_holding_the_list_wins_over_earlier_boxes():
+    t = TASKS.get("olympiadbench")
+    multi = Problem("p", "q", "-2, 1", metadata={"is_multiple_answer": True})
+    text = "The discriminant is \\boxed{9}, so the roots are \\boxed{-2, 1}."
+    assert t.extract(text, multi).answer == "-2, 1"
+
+
+@pytest.mark.parametrize(
+    "gold, several",
+    [("1,-2", True), ("\\{1\\pm\\sqrt{5},-2\\}", True), ("10,\\!080", False), ("11,\\! 111,\\! 100", False)],
+)
+def test_list_golds_from_math500(gold, several):
+    assert TASKS.get("math500").extract("\\boxed{1} \\boxed{-2}", problem(gold)).answer == (
+        "1, -2" if several else "-2"
+    )
+
+
+def test_spaces_matter_where_the_gold_parses():
+    t = TASKS.get("math500")
+    assert not t.is_correct("1 2", problem("12"))
+    assert t.is_correct("\\begin{cases}x", problem("\\begin{cases} x"))  # unparsable: spaces aside
+
+
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ("She has $18 left, so the answer is $18.", "18"),
+        ("The answer is $18. Then she spends $5 more.", "18"),  # the "span" between is prose
+        ("The answer is $1,000 in total.", "1000"),
+        ("The answer is \\$18.", "18"),
+        ("The final answer is $14 {, }916$. I hope it is correct.", "14 {, }916"),
+        ("The answer is 10,\\!000.", "10,\\!000"),
+        ("The final answer is x=5.", "x=5"),
+    ],
+)
+def test_statement_money_and_named_values(text, answer):
+    found = extract_math(text)
+    assert (found.answer, found.source) == (answer, "statement")

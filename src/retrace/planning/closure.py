@@ -58,6 +58,7 @@ DATA_FILES = {
     "retrace.report.lineage": ["templates/prov.html.j2"],
     "retrace.config.papers": ["paper_numbers.yaml"],
     "retrace.stages.probe": ["../prompts/probe.j2", "../prompts/probe_prefill.j2"],
+    "retrace.tasks.gold_fix": ["gold_fixes/*.yaml"],
 }
 
 

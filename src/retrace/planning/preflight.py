@@ -298,6 +298,8 @@ def check(global_cfg: dict, notes: list[str] | None = None) -> list[tuple[str, s
         out += family.config_checks(ctx)
     for family in families:  # the data checks after every config check (they read datasets)
         out += family.data_checks(ctx, notes if notes is not None else [])
+    if notes is not None:
+        notes += gold_notes(global_cfg)
     return out + gpu_checks(global_cfg, notes)
 
 
@@ -318,3 +320,29 @@ def gpu_checks(global_cfg: dict, notes: list[str] | None) -> list[tuple[str, str
     if notes is not None:
         notes += [x for x in ([] if fails else [line]) + [pilot] if x]
     return [("gpu_model", line)] if fails else []
+
+
+def gold_notes(global_cfg: dict) -> list[str]:
+    """One line per maths dataset of the experiment whose golds math-verify cannot parse,
+    naming each (it compares those as text only; docs/scoring.md, gold-fixes). A dataset that
+    does not load is left to the checks that report it."""
+    from retrace.planning.plan import jobs
+    from retrace.store.data import prepare
+    from retrace.tasks._math import unparsable
+    from retrace.tasks.gold_fix import apply_fixes
+    from retrace.util.registry import TASKS
+
+    out = []
+    for dataset in sorted({j.dataset for j in jobs(global_cfg)}):
+        cfg = compose({"dataset": dataset})["dataset"]
+        if TASKS.get(cfg["task"]).kind != "math":
+            continue
+        try:
+            problems = apply_fixes(cfg["task"], prepare(cfg, global_cfg.get("mirror"))[0])
+        except (OSError, ValueError, ImportError):
+            continue
+        bad = unparsable(problems)
+        if bad:
+            listed = "; ".join(f"{p.id} {p.gold[:60]!r}" for p in bad)
+            out.append(f"{dataset}: {len(bad)} of {len(problems)} golds math-verify cannot parse: {listed}")
+    return out

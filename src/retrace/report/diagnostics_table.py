@@ -7,6 +7,7 @@ row carries that record's sha256.
 
     diags = load_diagnostics(paths)        # [{"job", "depths", "file", "prov_sha256"}, ...]
     rows = diagnostic_rows(diags)          # one per job per depth
+    extraction_rows(result_rows)           # per job, the share of answers found by each path
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from retrace.report.plots import depth_records
 from retrace.report.tables import IDENTITY, load_job_json, sort_key
+from retrace.tasks.base import SOURCES
 
 ROW_KEYS = (
     "accuracy",
@@ -83,3 +85,23 @@ def grid_tables(diags: list[dict]) -> list[dict]:
             }
         )
     return tables
+
+
+def extraction_rows(rows: list[dict]) -> list[dict]:
+    """Per job, the share of samples whose answer each extraction path found (box, statement,
+    fallback, none; results.csv's answer_<source>_rate) and the rules behind them
+    (answer_paths); jobs whose score has no such record are left out. docs/scoring.md."""
+    out = []
+    for r in rows:
+        shares = {k: r.get(f"answer_{k}_rate") for k in SOURCES}
+        if all(v in (None, "") for v in shares.values()):
+            continue
+        out.append(
+            {
+                **{k: r[k] for k in IDENTITY},
+                **shares,
+                "paths": r.get("answer_paths", ""),
+                "prov_sha256": r["prov_sha256"],
+            }
+        )
+    return out

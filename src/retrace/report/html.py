@@ -27,7 +27,7 @@ import retrace.report.paper as paper
 import retrace.report.transcripts as transcripts
 from retrace import deviations
 from retrace.report.claims_table import P_ADJ, read_claims
-from retrace.report.diagnostics_table import diagnostic_rows, grid_tables, load_diagnostics
+from retrace.report.diagnostics_table import diagnostic_rows, extraction_rows, grid_tables, load_diagnostics
 from retrace.report.plots import accuracy_vs_compute, depth_curves
 from retrace.report.run_summary import run_summary
 from retrace.report.sections import copy_images, load_sections
@@ -132,6 +132,7 @@ def render_html(
         has_p_adj=any(c.get(P_ADJ) is not None for c in claims),
         result_groups=_groups(rows, ("model", "dataset")),
         diagnostics=list(diagnostics),
+        extraction=extraction_rows(rows),
         images=images or {},
         grids=list(grids),
         sections=list(sections),

@@ -11,12 +11,14 @@ from retrace.config.compose import compose
 from retrace.planning.plan import config_slice, stage_sources
 from retrace.store import data
 from retrace.store.provenance import Provenance
+from retrace.tasks.gold_fix import apply_fixes, fixed_golds
 
 
 def run(dataset: str, mirror: str | None, out: Path, overrides: tuple[str, ...] = ()) -> int:
     cfg = compose({"dataset": dataset}, overrides)
     prov = Provenance("data", config_slice("data", cfg), stage_sources("data", cfg))
     problems, sources = data.prepare(cfg["dataset"], mirror)
+    problems = apply_fixes(cfg["dataset"]["task"], problems)  # the dataset's gold-fix table
     prov.inputs = [str(p) for p in sources]
     prov.extra["data"] = {
         "name": dataset,
@@ -27,6 +29,8 @@ def run(dataset: str, mirror: str | None, out: Path, overrides: tuple[str, ...] 
     if cfg["dataset"].get("skip_lines"):  # malformed source lines left out (tasks/commonsense.py)
         skipped = list(cfg["dataset"]["skip_lines"])
         prov.extra["data"]["skipped"] = {"count": len(skipped), "lines": skipped}
+    if fixed_golds(problems):  # golds corrected by the dataset's table (src/retrace/tasks/gold_fixes/)
+        prov.extra["data"]["gold_fixes"] = fixed_golds(problems)
     data.write_problems(out, problems)
     prov.write(out)
     return len(problems)
