@@ -121,7 +121,8 @@ def test_plan_check_fails_a_profile_default_over_max_runtime_and_dm_training_ove
 
 
 def test_a_partition_limit_shorter_than_an_engine_load_fails_every_job_in_one_clear_line(tmp_path):
-    cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 25}
+    # the shard jobs are sized from the paper's problem counts, which only the mirror holds
+    cfg = {"experiment": "paper", "mirror": str(prerequisites.mirror()), "overrides": [], "max_runtime": 25}
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 1000\n"))
     generate = [
         (line, fails) for line, fails in lines if line.startswith(("generate_cell ", "generate_shard "))
