@@ -47,7 +47,9 @@ SIZED = _parts.sized(
     Path(f"{RESULTS}/probe"),
     LIMIT,
 )
-if config.get("estimate", True):  # printed before anything runs (also on dry-runs)
+# printed before anything runs (also on dry-runs), by the Snakemake the user started: not again
+# by each job's own (a SLURM job's, a local job's subprocess), whose logs it would fill
+if config.get("estimate", True) and workflow.is_main_process:
     from snakemake.logging import logger
     from retrace.planning.estimate import estimate_of as _estimate_of
 
@@ -83,15 +85,17 @@ def job_of(w):
     return JOB_INDEX[key]
 
 
+# Every label's bound, from the experiment's one sizing above (a Maj@N' job's from its partner's)
+BOUNDS = {b.path: b for b in SIZED.labels}
+
+
 @functools.lru_cache(maxsize=None)
 def _engine_resources(job):
-    from retrace.planning.cluster import job_resources as sized
+    from retrace.planning.cluster import bound_resources
 
-    dso = _plan.shared_overrides(config, "dataset")
-    # JOBS: a Maj@N' job is sized from its refinement partner's bound (retrace.planning.sizing)
     # a client of `retrace serve` holds no engine: clients run side by side (the server batches them)
     engine = int(job.backend != "served")
-    out = {"engine": engine, **sized(job, config["mirror"], dso, JOBS, Path(f"{RESULTS}/probe"))}
+    out = {"engine": engine, **bound_resources(job, BOUNDS[job.path])}
     return {**out, "runtime": capped(out["runtime"])}
 
 
