@@ -7,6 +7,7 @@ import sys
 from snakemake.utils import validate
 
 from retrace.planning import plan as _plan
+from retrace.planning import sources as _sources
 from retrace.config.compose import CONFIG_DIR, check_global, compose
 from retrace.config.mirror import resolve as resolve_mirror
 
@@ -31,7 +32,7 @@ CACHE = config["request_cache"]  # shared between checkouts if pointed at one di
 # snakemake-lint: config -- only config[experiment], the experiment's name (art.smk); its content enters params.key
 # snakemake-lint: conda -- every rule runs the venv's Python (envs/cpu.txt, `make setup`), not a per-rule environment
 # snakemake-lint: mixed-rules-and-functions -- a rules file keeps its rules' input functions beside them (one file per stage); common.smk holds what stages share
-# snakemake-lint: MIRROR -- where the mirror is, not what it holds: its identity (MANIFEST.sha256) is params.mirror of rule data, so moving the mirror must not rerun finished jobs
+# snakemake-lint: MIRROR -- where the mirror is, not what it holds: what each dataset reads from it, by content, is params.source of rule data (retrace.planning.sources), so moving the mirror, or placing one beside a bundled run, must not rerun finished jobs
 JOBS = _plan.jobs(config)
 # The generation jobs as they run: cells cut into parts that fit the partition limit
 # (max_runtime) in the attempts the SLURM profile beside config/ allows (retrace.planning.parts);
