@@ -152,10 +152,10 @@ def test_a_changed_mirror_file_reruns_only_the_data_of_the_dataset_reading_it(tm
 
     snakemake()
     moved = shutil.move(mirror, tmp_path / "moved")  # the same files elsewhere: nothing stale
-    args[1] = f"mirror={moved}"
+    args[2] = f"mirror={moved}"
     assert "Nothing to be done" in snakemake("-n")
     fake_mirror(tmp_path / "changed", aime_answer=8)  # aime24's file changed, gsm8k's not
-    args[1] = f"mirror={tmp_path / 'changed'}"
+    args[2] = f"mirror={tmp_path / 'changed'}"
     plan = snakemake("-n")
     assert set(re.findall(r"output: (results/data/[^,\s]+\.jsonl)", plan)) == {"results/data/aime24.jsonl"}
     assert "Params have changed since last execution" in plan or "params" in plan.lower()
