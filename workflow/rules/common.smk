@@ -37,16 +37,20 @@ JOBS = _plan.jobs(config)
 # The generation jobs as they run: cells cut into parts that fit the partition limit
 # (max_runtime) in the attempts the SLURM profile beside config/ allows (retrace.planning.parts);
 # `retrace plan` reads the same limit and profile, so it prices these very jobs.
+# Sized once per experiment and inputs, kept under .snakemake/retrace by their hash
+# (retrace.planning.sized_cache): every job's own Snakemake parses the workflow again.
 from retrace.planning import cluster as _cluster
 from retrace.planning import parts as _parts
+from retrace.planning.sized_cache import cached_sized as _cached_sized
 
 LIMIT = _cluster.limit(config, _cluster.slurm_profile(Path(".").resolve()))
-SIZED = _parts.sized(
+SIZED = _cached_sized(
     JOBS,
     config["mirror"],
     _plan.shared_overrides(config, "dataset"),
     Path(f"{RESULTS}/probe"),
     LIMIT,
+    Path(".snakemake/retrace"),
 )
 # printed before anything runs (also on dry-runs), by the Snakemake the user started: not again
 # by each job's own (a SLURM job's, a local job's subprocess), whose logs it would fill
