@@ -55,3 +55,10 @@ def test_an_unreadable_cache_file_is_computed_again(jobs, tmp_path):
     assert shape(sized_cache.cached_sized(jobs, None, (), probe, Limit(), cache)) == shape(
         parts.sized(jobs, None, (), probe, Limit())
     )
+
+
+def test_only_the_newest_sizings_are_kept(jobs, tmp_path):
+    probe, cache = tmp_path / "probe", tmp_path / "cache"
+    for minutes in range(60, 60 + sized_cache.KEEP + 2):
+        sized_cache.cached_sized(jobs, None, (), probe, Limit(minutes, 4), cache)
+    assert len(list(cache.glob("sized-*.pickle"))) == sized_cache.KEEP

@@ -42,7 +42,25 @@ def cached_sized(
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(path, "wb") as f:
         pickle.dump(out, f)
+    _prune(path.parent)
     return out
+
+
+KEEP = 4  # sizings kept (each a few MB at paper scale): a run's jobs share one at a time
+
+
+def _prune(folder: Path) -> None:
+    """Remove all but the KEEP newest sizings (a removed one is computed again if asked for)."""
+    kept = sorted(folder.glob("sized-*.pickle"), key=_mtime, reverse=True)
+    for old in kept[KEEP:]:
+        old.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:  # another job's parse pruned it first
+        return 0
 
 
 def sizing_key(jobs: list[Job], mirror: str | None, dso: tuple, probe_dir: Path, limit: Limit) -> str:
