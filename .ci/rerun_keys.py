@@ -31,11 +31,23 @@ def spine(experiment: str) -> list[str]:
     ]
     out += [f"model {m} {plan.shared_key('model', m, g)}" for m in sorted({j.model for j in jobs})]
     out += [f"data {d} {plan.shared_key('data', d, g)}" for d in sorted({j.dataset for j in jobs})]
+    out += [f"data.source {d} {data_source(d)}" for d in sorted({j.dataset for j in jobs})]
     claims = load_experiment(experiment).get("claims") or {}
     return out + [
         f"claims - {plan.rerun_key('claims', {'claims': claims})}",
         f"report - {plan.rerun_key('report', {})}",
     ]
+
+
+def data_source(dataset: str) -> str:
+    """The data rule's `source` param: the files the dataset reads, by content."""
+    from retrace.config.mirror import MirrorMissing, resolve
+    from retrace.planning.sources import data_source as source
+
+    try:
+        return source(dataset, resolve(None)[0])
+    except MirrorMissing as e:
+        return f"unreadable ({e})"
 
 
 def art(block: dict) -> list[str]:

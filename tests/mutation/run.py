@@ -54,7 +54,6 @@ PLAN_KEYS = (
     "rerun_key",
     "cell_rerun_key",
     "shared_key",
-    "mirror_identity",
 )
 AUDIT = ("AuditNode", "run_root", "_at", "audit", "_audit_input", "audit_results_table", "lineage_records")
 TARGETS = (

@@ -121,7 +121,8 @@ def test_plan_check_fails_a_profile_default_over_max_runtime_and_dm_training_ove
 
 
 def test_a_partition_limit_shorter_than_an_engine_load_fails_every_job_in_one_clear_line(tmp_path):
-    cfg = {"experiment": "paper", "mirror": MIRROR, "overrides": [], "max_runtime": 25}
+    # the shard jobs are sized from the paper's problem counts, which only the mirror holds
+    cfg = {"experiment": "paper", "mirror": str(prerequisites.mirror()), "overrides": [], "max_runtime": 25}
     lines = cluster.runtime_check(cfg, _profile(tmp_path, "retries: 1000\n"))
     generate = [
         (line, fails) for line, fails in lines if line.startswith(("generate_cell ", "generate_shard "))
@@ -175,3 +176,17 @@ def cluster_jobs():
     from retrace.planning.plan import jobs
 
     return jobs({"experiment": "paper", "mirror": MIRROR, "overrides": []})
+
+
+def test_the_workflow_reads_each_jobs_resources_from_the_one_sizing_as_sizing_it_alone_would():
+    """The rules ask for every job's resources from the experiment's one sizing (common.smk
+    BOUNDS) instead of sizing each job against the whole plan (quadratic at paper scale); a
+    Maj@N' job's runtime still comes from its refinement partner's bound."""
+    from retrace.planning import parts, plan
+
+    jobs = plan.jobs({"experiment": "refine_smoke"})
+    bounds = {b.path: b for b in parts.sized(jobs, None).labels}
+    paired = [j for j in jobs if j.equal_compute]
+    assert paired and bounds[paired[0].path].n_prime  # priced from its partner, not as Maj@N
+    for job in jobs:
+        assert cluster.bound_resources(job, bounds[job.path]) == cluster.job_resources(job, None, (), jobs)

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from retrace.planning import plan
 from retrace.store import models
 from retrace.store.provenance import Provenance, audit
-from retrace.util import hashing
 from retrace.util.atomic import portable, write_json
 from retrace.util.hashing import sha256_file
 
@@ -124,16 +122,3 @@ def test_portable_paths_are_relative_inside_the_run_and_absolute_outside(tmp_pat
     monkeypatch.chdir(tmp_path)
     assert portable(tmp_path / "results" / "x") == "results/x"
     assert portable("/usr/lib/x") == "/usr/lib/x"
-
-
-def test_a_mirror_is_the_same_by_absolute_or_relative_path(tmp_path, monkeypatch):
-    mirror = tmp_path / "data"
-    mirror.mkdir()
-    (mirror / "MANIFEST.sha256").write_text("abc  ./x.jsonl\n")
-    monkeypatch.chdir(tmp_path)
-    plan.mirror_identity.cache_clear()
-    assert plan.mirror_identity("data") == plan.mirror_identity(str(mirror))
-    moved = tmp_path / "elsewhere"
-    shutil.copytree(mirror, moved)
-    assert plan.mirror_identity(str(moved)) == plan.mirror_identity("data")
-    assert hashing.sha256_file(mirror / "MANIFEST.sha256")  # identity is content, not place

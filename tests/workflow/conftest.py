@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import prerequisites
 from tests.workflow.experiments import ONE_THREAD
 
 REPO = Path(__file__).resolve().parents[2]
@@ -203,5 +204,7 @@ def art_run(tmp_path_factory) -> Path:
     def setup(root: Path) -> None:
         art_words(root)
         one_thread_art(root)
+
+    prerequisites.mirror()  # art_plumbing reads its two BIG-bench tasks whole from the mirror
 
     return finished_run(tmp_path_factory, "art", "art_plumbing", timeout=1500, setup=setup)

@@ -8,6 +8,7 @@ not exist, which must not matter to bundled data either.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 
@@ -37,7 +38,8 @@ def clone(tmp_path_factory):
 
 @pytest.mark.parametrize("variable", [False, True], ids=["unset", "nonexistent"])
 def test_default_plan_and_its_data_stage_need_no_mirror(clone, variable):
-    plan = run_without_mirror(clone, "-n", variable=variable)
+    # --forcerun: the data the other parametrization made are finished, whatever the mirror
+    plan = run_without_mirror(clone, "-n", "--forcerun", "data", variable=variable)
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     data = sorted(set(re.findall(r"output: (results/data/[^,\s]+\.jsonl)", plan.stdout)))
     assert "results/data/smoke_bigbench_word_unscrambling.jsonl" in data  # the ART smoke's data too
@@ -90,3 +92,71 @@ def test_retrace_run_bad_value_ends_in_one_line_naming_the_key(clone):
         "retrace run: failed: ConfigError: config key 'estimate' = 'maybe': takes true or false, "
         "e.g. --config estimate=false"
     )
+
+
+def data_targets(root, env) -> list[str]:
+    plan = subprocess.run(
+        [SNAKEMAKE, "--cores", "2", "-n"], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    return sorted(set(re.findall(r"output: (results/data/[^,\s]+\.jsonl)", plan.stdout)))
+
+
+def test_a_mirror_placed_beside_finished_bundled_data_reruns_none_of_it(tmp_path):
+    """The default run's data are bundled: a mirror that appears beside the clone afterwards (as
+    docs/guides/data.md suggests, for a larger experiment) makes none of its data jobs stale."""
+    root = copy_repo(tmp_path / "retrace")
+    env = env_without_mirror(root, variable=False)
+    data = data_targets(root, env)
+    done = subprocess.run(
+        [SNAKEMAKE, "--cores", "2", *data], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (tmp_path / "shared" / "data").mkdir(parents=True)  # ../shared/data: found by retrace.config.mirror
+    (tmp_path / "shared" / "data" / "MANIFEST.sha256").write_text("0  ./gsm8k/test.jsonl\n")
+    again = subprocess.run(
+        [SNAKEMAKE, "--cores", "2", "-n", *data], cwd=root, env=env, capture_output=True, text=True
+    )
+    assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-3000:]
+
+
+MIRROR_FED = """\
+runs:
+  - models: [smollm2-135m-q40]
+    backend: llamacpp
+    datasets: [gsm8k, aime24]
+    methods: [greedy]
+    seeds: [0]
+"""
+
+
+def test_a_changed_mirror_file_reruns_only_the_data_of_the_dataset_reading_it(tmp_path):
+    from tests.unit.test_data_sources import fake_mirror
+
+    root = copy_repo(tmp_path / "retrace")
+    (root / "config/experiment/mirror_fed.yaml").write_text(MIRROR_FED)
+    mirror = fake_mirror(tmp_path / "bench")
+    env = env_without_mirror(root, variable=False)
+    args = ["--config", "experiment=mirror_fed", f"mirror={mirror}", "probe=false"]
+    targets = ["results/data/gsm8k.jsonl", "results/data/aime24.jsonl"]
+
+    def snakemake(*extra):
+        proc = subprocess.run(
+            [SNAKEMAKE, "--cores", "2", *extra, *targets, *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc.stdout + proc.stderr
+
+    snakemake()
+    moved = shutil.move(mirror, tmp_path / "moved")  # the same files elsewhere: nothing stale
+    args[2] = f"mirror={moved}"
+    assert "Nothing to be done" in snakemake("-n")
+    fake_mirror(tmp_path / "changed", aime_answer=8)  # aime24's file changed, gsm8k's not
+    args[2] = f"mirror={tmp_path / 'changed'}"
+    plan = snakemake("-n")
+    assert set(re.findall(r"output: (results/data/[^,\s]+\.jsonl)", plan)) == {"results/data/aime24.jsonl"}
+    assert "Params have changed since last execution" in plan  # its source digest, nothing else

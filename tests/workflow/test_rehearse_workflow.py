@@ -22,6 +22,7 @@ import pytest
 from retrace.app import rehearse, rehearse_workflow
 from retrace.config.compose import CONFIG_DIR
 from retrace.drr.claims import WRONG_SUFFIX
+from tests import prerequisites
 from tests.workflow.conftest import MIRROR
 
 TINY = """\
@@ -59,6 +60,7 @@ def config_with(tmp, experiment: str, text: str):
 def finished_rehearsal(tmp, experiment: str, scale: float, effects_yaml: str, config_dir=CONFIG_DIR):
     """Derive the rehearsal of `experiment` with these planted effects, run its workflow on 2
     cores; (run directory, effects file, run stats)."""
+    prerequisites.mirror()  # the rehearsals derive from mirror datasets (MATH-500, drr_paper's, BIG-bench)
     effects = tmp / "effects.yaml"
     effects.write_text(effects_yaml)
     root = rehearse_workflow.derive(experiment, scale, effects, tmp / "run", MIRROR, config_dir=config_dir)

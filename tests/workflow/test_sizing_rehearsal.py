@@ -24,6 +24,7 @@ from retrace.config.compose import CONFIG_DIR
 from retrace.scoring.compute import structural_usage
 from retrace.store.data import read_jsonl
 from retrace.store.provenance import load
+from tests import prerequisites
 from tests.workflow.conftest import MIRROR
 
 REFINE = "[method.sampling.max_tokens=96, method.n=3, method.depth=2, method.roles.continue.max_tokens=32, method.roles.critique.max_tokens=48, method.roles.correct.max_tokens=64]"
@@ -47,6 +48,7 @@ runs:
 
 @pytest.fixture(scope="module")
 def sized_run(tmp_path_factory):
+    prerequisites.mirror()  # MATH-500, the data it sizes, is the mirror's
     tmp = tmp_path_factory.mktemp("sizing")
     config = tmp / "config"
     shutil.copytree(CONFIG_DIR, config)

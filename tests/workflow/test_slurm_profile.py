@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
+from tests import prerequisites
 from tests.workflow.conftest import MIRROR, SNAKEMAKE, copy_repo, env_for, write_config
 
 
@@ -50,6 +51,7 @@ GPUX = ("--config", "gpu_partition=gpux", "gpu_model=h100", "cpus_per_gpu=6")
 
 
 def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
+    prerequisites.mirror()  # the paper's datasets (and their sizes) are the mirror's
     out = dry_run(copy_repo(tmp_path), "paper", *GPUX)
     # the workflow cuts cells into the parts `retrace plan` prices: the same limit and profile
     from retrace.planning import parts, plan
@@ -100,6 +102,7 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
 
 
 def test_no_job_asks_for_more_than_max_runtime_and_drr_gpu_jobs_are_sized(tmp_path):
+    prerequisites.mirror()  # drr_paper's datasets are the mirror's
     planned = jobs(dry_run(copy_repo(tmp_path), "drr_paper", *GPUX, "max_runtime=100"))
     assert {"drr_distil", "drr_generate"} <= gpu_jobs_go_to_the_gpu_partition(planned)
     asked = {rule: [int(r["runtime"]) for rr, r in planned if rr == rule] for rule, _ in planned}

@@ -7,6 +7,7 @@ import sys
 from snakemake.utils import validate
 
 from retrace.planning import plan as _plan
+from retrace.planning import sources as _sources
 from retrace.config.compose import CONFIG_DIR, check_global, compose
 from retrace.config.mirror import resolve as resolve_mirror
 
@@ -31,23 +32,29 @@ CACHE = config["request_cache"]  # shared between checkouts if pointed at one di
 # snakemake-lint: config -- only config[experiment], the experiment's name (art.smk); its content enters params.key
 # snakemake-lint: conda -- every rule runs the venv's Python (envs/cpu.txt, `make setup`), not a per-rule environment
 # snakemake-lint: mixed-rules-and-functions -- a rules file keeps its rules' input functions beside them (one file per stage); common.smk holds what stages share
-# snakemake-lint: MIRROR -- where the mirror is, not what it holds: its identity (MANIFEST.sha256) is params.mirror of rule data, so moving the mirror must not rerun finished jobs
+# snakemake-lint: MIRROR -- where the mirror is, not what it holds: what each dataset reads from it, by content, is params.source of rule data (retrace.planning.sources), so moving the mirror, or placing one beside a bundled run, must not rerun finished jobs
 JOBS = _plan.jobs(config)
 # The generation jobs as they run: cells cut into parts that fit the partition limit
 # (max_runtime) in the attempts the SLURM profile beside config/ allows (retrace.planning.parts);
 # `retrace plan` reads the same limit and profile, so it prices these very jobs.
+# Sized once per experiment and inputs, kept under .snakemake/retrace by their hash
+# (retrace.planning.sized_cache): every job's own Snakemake parses the workflow again.
 from retrace.planning import cluster as _cluster
 from retrace.planning import parts as _parts
+from retrace.planning.sized_cache import cached_sized as _cached_sized
 
 LIMIT = _cluster.limit(config, _cluster.slurm_profile(Path(".").resolve()))
-SIZED = _parts.sized(
+SIZED = _cached_sized(
     JOBS,
     config["mirror"],
     _plan.shared_overrides(config, "dataset"),
     Path(f"{RESULTS}/probe"),
     LIMIT,
+    Path(".snakemake/retrace"),
 )
-if config.get("estimate", True):  # printed before anything runs (also on dry-runs)
+# printed before anything runs (also on dry-runs), by the Snakemake the user started: not again
+# by each job's own (a SLURM job's, a local job's subprocess), whose logs it would fill
+if config.get("estimate", True) and workflow.is_main_process:
     from snakemake.logging import logger
     from retrace.planning.estimate import estimate_of as _estimate_of
 
@@ -83,15 +90,17 @@ def job_of(w):
     return JOB_INDEX[key]
 
 
+# Every label's bound, from the experiment's one sizing above (a Maj@N' job's from its partner's)
+BOUNDS = {b.path: b for b in SIZED.labels}
+
+
 @functools.lru_cache(maxsize=None)
 def _engine_resources(job):
-    from retrace.planning.cluster import job_resources as sized
+    from retrace.planning.cluster import bound_resources
 
-    dso = _plan.shared_overrides(config, "dataset")
-    # JOBS: a Maj@N' job is sized from its refinement partner's bound (retrace.planning.sizing)
     # a client of `retrace serve` holds no engine: clients run side by side (the server batches them)
     engine = int(job.backend != "served")
-    out = {"engine": engine, **sized(job, config["mirror"], dso, JOBS, Path(f"{RESULTS}/probe"))}
+    out = {"engine": engine, **bound_resources(job, BOUNDS[job.path])}
     return {**out, "runtime": capped(out["runtime"])}
 
 

@@ -13,9 +13,9 @@ rule data:
     params:
         key=lambda w: _plan.shared_key("data", w.dataset, config),
         overrides=shared_args("dataset"),
-        # the mirror's identity, not its path: an absolute or relative path to one mirror (or
-        # the same data moved) is the same mirror (retrace.planning.plan.mirror_identity)
-        mirror=lambda w: _plan.data_mirror(
+        # the files the stage reads, by content (retrace.planning.sources): not where the
+        # mirror is, nor whether one exists beside a run whose data are bundled
+        source=lambda w: _sources.data_source(
             w.dataset, config["mirror"], _plan.shared_overrides(config, "dataset")
         ),
     shell:

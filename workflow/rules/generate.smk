@@ -169,7 +169,7 @@ def generate_command(w, input, output):
     return (
         f"generate {job.cli_args()} {equal_compute_args(w, input)} {scorer_args(w, input)} "
         f"--data {input.problems} "
-        f"--manifest {input.manifest} --cache {CACHE} --out {output.rows}"
+        f"--manifest {input.manifest} --out {output.rows}"
     )
 
 
@@ -214,9 +214,11 @@ rule generate:
         runtime=engine_resource("runtime", 30),
     params:
         key=job_key("generate"),
+        # the request cache is named in the shell line, not here: pointing at another cache
+        # (a shared one, outside the run) must not rerun finished jobs (issue 57)
         command=generate_command,
     shell:
-        "{PY} -m retrace {params.command} > {log} 2>&1"
+        "{PY} -m retrace {params.command} --cache {CACHE} > {log} 2>&1"
 
 
 rule generate_shard:

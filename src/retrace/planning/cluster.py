@@ -30,11 +30,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retrace.config.families import FAMILIES, Context
 from retrace.planning.devices import gpus as gpus  # where it lives: below estimate, which uses it too
 from retrace.planning.plan import Job, job_config
 from retrace.util.yamlfile import load_yaml
+
+if TYPE_CHECKING:
+    from retrace.planning.sizing import JobBound
 
 BYTES_PER_PARAM = {"gpu": 2.0, "gguf": 0.6}  # bf16; Q4_K_M/Q4_1 average ~4.5-5 bits
 MIN_MEM_MB, RUNTIME_OVERHEAD_MIN, DEFAULT_RUNTIME_MIN = 4000, 30, 60
@@ -75,9 +79,15 @@ def job_resources(
     experiment's jobs, where a Maj@N' job finds the refinement it is priced from."""
     from retrace.planning.sizing import job_bound
 
+    return bound_resources(job, job_bound(job, mirror, dataset_overrides, probe_dir, planned or [job]))
+
+
+def bound_resources(job: Job, bound: JobBound) -> dict:
+    """{gpu, mem_mb, runtime} of a generation job whose bound is already sized (the workflow
+    reads each job's from the experiment's one sizing, retrace.planning.parts.sized, rather
+    than sizing every job again: each asked for its partner among all jobs, quadratic)."""
     cfg = job_config(job)
-    minutes = job_bound(job, mirror, dataset_overrides, probe_dir, planned or [job]).minutes()
-    return {"gpu": gpus(cfg), "mem_mb": mem_mb(cfg), "runtime": minutes or DEFAULT_RUNTIME_MIN}
+    return {"gpu": gpus(cfg), "mem_mb": mem_mb(cfg), "runtime": bound.minutes() or DEFAULT_RUNTIME_MIN}
 
 
 def capped(minutes: int, limit: int | None) -> int:

@@ -364,26 +364,3 @@ def cell_rerun_key(cell: tuple[Job, ...]) -> str:
             "driver": _sources_hash("score_cell", (driver,)),
         }
     )
-
-
-def data_mirror(dataset: str, mirror: str | None, dataset_overrides: tuple = ()) -> str:
-    """The data rule's `mirror` param: the mirror's identity (mirror_identity; "none" without
-    one). A dataset that reads the mirror when none is usable fails here, while the plan is
-    built, with one line naming the dataset (retrace.config.mirror.require), not in a job's log."""
-    from retrace.config.compose import compose
-    from retrace.config.mirror import require
-
-    if compose({"dataset": dataset}, dataset_overrides)["dataset"].get("source", "mirror") == "mirror":
-        require(mirror, dataset)
-    return mirror_identity(mirror) if mirror else "none"
-
-
-@functools.cache
-def mirror_identity(mirror: str) -> str:
-    """What names a benchmark mirror in rerun checks: the sha256 of its MANIFEST.sha256 (every
-    file's digest, see the mirror's SOURCES.md) when it has one, else its resolved path. So an
-    absolute and a relative path to one mirror, or a copy of it elsewhere, are the same mirror."""
-    manifest = Path(mirror) / "MANIFEST.sha256"
-    if manifest.is_file():
-        return "sha256:" + hash_sources([manifest])
-    return str(Path(mirror).resolve())

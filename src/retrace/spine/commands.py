@@ -73,6 +73,9 @@ def _merge_shards(p: argparse.ArgumentParser) -> Callable:
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("shards", type=Path, nargs="+", help="shard outputs, in shard order")
+    # accepted and unused (a merge reads no requests): the rule `generate` runs generation or a
+    # merge with one shell line, which names the request cache outside its params
+    p.add_argument("--cache", type=Path, default=None, help=argparse.SUPPRESS)
 
     def run(a: argparse.Namespace) -> None:
         from retrace.stages import generate

@@ -112,6 +112,13 @@ class Task:
         root = require_mirror(mirror, cfg.get("name", self.name)) if source == "mirror" else BUNDLED_DIR
         return self.read_file(cfg, root, source)
 
+    def source_files(self, cfg: dict, root: Path, source: str) -> list[Path]:
+        """The files `read_file` opens under `root`, found without reading them: the data
+        rule's key hashes them (retrace.planning.sources), so a changed file reruns its data
+        job. A plugin that overrides `read_file` to open other files overrides this too
+        (tests/unit/test_data_sources.py checks both agree for every shipped dataset)."""
+        return [source_file(cfg, root, source, default=self.bundled_file)[0]]
+
     def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
         """Default file reader: one JSON object per line, each turned by `row_problem`."""
         path, label = source_file(cfg, root, source, default=self.bundled_file)

@@ -26,13 +26,17 @@ from retrace.util.records import Problem
 SCAFFOLD_PREFIXES = ("", "A:", "Answer:", "Output:")
 
 
-def read_task_json(cfg: dict, root: Path, source: str) -> tuple[dict, Path, str]:
+def task_json(cfg: dict, root: Path, source: str) -> tuple[Path, str]:
+    """(path, label) of the task's task.json."""
     task = cfg.get("bigbench_task")
     if not task:
         raise ValueError(f"dataset {cfg.get('name')!r}: set bigbench_task (e.g. navigate)")
     key = "bundled_path" if source == "bundled" else "mirror_path"  # the folder holding the tasks
-    base = dict(cfg, **{key: f"{cfg.get(key) or 'bigbench'}/{task}/task.json"})
-    path, label = source_file(base, root, source)
+    return source_file(dict(cfg, **{key: f"{cfg.get(key) or 'bigbench'}/{task}/task.json"}), root, source)
+
+
+def read_task_json(cfg: dict, root: Path, source: str) -> tuple[dict, Path, str]:
+    path, label = task_json(cfg, root, source)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
@@ -53,6 +57,9 @@ class BigBench:
 
     def example_problem(self, data: dict, ex: dict, pid: str, where: str, meta: dict) -> Problem:
         raise NotImplementedError
+
+    def source_files(self, cfg: dict, root: Path, source: str) -> list[Path]:
+        return [task_json(cfg, root, source)[0]]
 
     def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
         data, path, label = read_task_json(cfg, root, source)

@@ -135,6 +135,9 @@ class OpenBookQA(ChoiceTask):
 
 @register("piqa")
 class PIQA(ChoiceTask):
+    def source_files(self, cfg: dict, root: Path, source: str) -> list[Path]:
+        return [source_file(cfg, root, source)[0], source_file(cfg, root, source, key="labels_path")[0]]
+
     def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
         path, label = source_file(cfg, root, source)
         labels_path, _ = source_file(cfg, root, source, key="labels_path")

@@ -31,6 +31,9 @@ def subject_files(cfg: dict, root: Path, source: str) -> list[tuple[str, Path, s
 
 @register("mmlu")
 class MMLU(ChoiceTask):
+    def source_files(self, cfg: dict, root: Path, source: str) -> list[Path]:
+        return [path for _, path, _ in subject_files(cfg, root, source)]
+
     def read_file(self, cfg: dict, root: Path, source: str) -> tuple[list[Problem], list[Path]]:
         problems, files = [], []
         for subject, path, label in subject_files(cfg, root, source):
