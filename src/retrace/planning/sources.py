@@ -30,7 +30,7 @@ def data_source(dataset: str, mirror: str | None, dataset_overrides: tuple = ())
     from retrace.util.registry import TASKS
 
     cfg = compose({"dataset": dataset}, dataset_overrides)["dataset"]
-    source = cfg.get("source", "mirror")
+    source = cfg["source"]  # every dataset config states it (config/dataset/*.yaml)
     if source == "hub":
         return "hub"
     root = require(mirror, dataset) if source == "mirror" else BUNDLED_DIR
