@@ -119,19 +119,20 @@ def method_roles(m: dict, q: int) -> list[RoleLoad]:
     ]
 
 
-CONTEXT_KEYS = ("max_model_len", "n_ctx")  # the engine's context: the longest any job asks for
+# the engine's context and tensor parallelism: the longest and widest any job asks for
+WIDEST_KEYS = ("max_model_len", "n_ctx", "tensor_parallel_size")
 
 
-def _merged_backend(engine: Engine, cfg: dict, first: bool) -> None:
-    """The engine's backend config over its jobs: the first job's, with the longest context
-    and the smallest memory share any job asks for (retrace.planning.cells.shared_memory)."""
+def merged_backend(engine: Engine, cfg: dict, first: bool) -> None:
+    """The engine's backend config over its jobs: the first job's, with the longest context,
+    the widest tensor parallelism and the smallest memory share any job asks for (retrace.planning.cells.shared_memory)."""
     from retrace.util.registry import BACKENDS
 
     if first:
         engine.backend_cfg = {**cfg["backend"], "engine": dict(cfg["backend"].get("engine") or {})}
         return
     mine, theirs = engine.backend_cfg["engine"], cfg["backend"].get("engine") or {}
-    for key in CONTEXT_KEYS:
+    for key in WIDEST_KEYS:
         if theirs.get(key) and (not mine.get(key) or int(theirs[key]) > int(mine[key])):
             mine[key] = theirs[key]
     for key in BACKENDS.get(cfg["backend"]["name"]).memory_settings:
@@ -154,7 +155,7 @@ def experiment_loads(global_cfg: dict, models: tuple[str, ...] = ()) -> dict[tup
         key = (job.model, job.backend)
         first = key not in out
         engine = out.setdefault(key, Engine(job.model, job.backend, {}))
-        _merged_backend(engine, cfg, first)
+        merged_backend(engine, cfg, first)
         q = question_tokens(job.dataset, global_cfg.get("mirror"), tuple(dso))
         for load in method_roles(cfg["method"], q):
             engine.add(load)

@@ -245,9 +245,9 @@ def _problems(job: Job, mirror: str | None, dso: tuple) -> int | None:
 
 def _priced(job: Job, cfg: dict, tokens: Bound, probe_dir: Path | None) -> tuple[float | None, str]:
     """Engine seconds of a job on its GPUs (CPU jobs: wall seconds at the CPU rate)."""
-    from retrace.planning.devices import gpus
+    from retrace.planning.devices import priced_gpus
 
-    g = gpus(cfg)
+    g = priced_gpus(cfg)
     if not g:
         from retrace.planning.workload import DEFAULT_CPU_TOK_S, probe_rate
 
@@ -266,7 +266,7 @@ def job_bounds(
     jobs: list[Job], mirror: str | None, dso: tuple = (), probe_dir: Path | None = None
 ) -> list[JobBound]:
     """Every job's bound (jobs of unknown size get zero tokens and no time)."""
-    from retrace.planning.devices import gpus
+    from retrace.planning.devices import priced_gpus as gpus  # a served client: its server's
     from retrace.planning.preflight import question_tokens
 
     out: dict[str, JobBound] = {}
