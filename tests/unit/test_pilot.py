@@ -165,3 +165,27 @@ def test_a_slower_measured_rate_lengthens_the_requested_runtimes(tmp_path, monke
         runtimes[name] = [p.as_dict(Limit(None, 4))["runtime_min"] for p in parts]
     assert None not in runtimes["fast"]
     assert all(s > f for s, f in zip(runtimes["slow"], runtimes["fast"], strict=True))
+
+
+def test_plan_check_says_when_no_pilot_has_run_and_refuses_another_engines_result(tmp_path, monkeypatch):
+    from retrace.planning.pilot_check import pilot_lines
+
+    monkeypatch.delenv("RETRACE_MIRROR", raising=False)
+    cfg = global_config(CONFIG, "paper", ["mirror=/nonexistent"])
+    lines = pilot_lines(cfg, tmp_path)
+    assert len(lines) == 4 and not any(fails for _, fails in lines)  # a note per GPU engine
+    assert lines[0][0].startswith("no pilot has run for qwen2.5-1.5b-instruct on vllm: its rates are assumed")
+    assert "retrace pilot --experiment paper" in lines[0][0]
+    write_pilot(tmp_path, cfg, 2000.0)
+    assert pilot_lines(cfg, tmp_path) == []  # every engine measured
+    # a result copied from another model's folder, and one that is not a pilot result at all
+    own = tmp_path / "qwen2.5-math-7b" / "vllm.json"
+    own.write_text((tmp_path / "llama-3.1-8b-instruct" / "vllm.json").read_text())
+    (tmp_path / "ministral-8b-instruct" / "vllm.json").write_text("{}")
+    ((why, fails), (bad, fails2)) = pilot_lines(cfg, tmp_path)
+    assert fails and fails2 and "\n" not in why + bad
+    assert why.startswith(f"{tmp_path}/ministral-8b-instruct/vllm.json: not a pilot result")
+    assert (
+        bad
+        == f"{own}: measured llama-3.1-8b-instruct on vllm, not qwen2.5-math-7b on vllm; run `retrace pilot` again"
+    )

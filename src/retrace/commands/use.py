@@ -128,6 +128,7 @@ def _check(cfg: dict, configfile: Path) -> int:
     """`retrace plan --check`: every job and family block (retrace.planning.preflight), and the runtimes
     against the partition limit with the retries of the SLURM profile beside config/."""
     from retrace.planning.cluster import runtime_check
+    from retrace.planning.pilot_check import pilot_lines
     from retrace.planning.plan import jobs
     from retrace.planning.preflight import check as preflight
 
@@ -140,6 +141,9 @@ def _check(cfg: dict, configfile: Path) -> int:
     for line, fails in runtime_check(cfg, _slurm_profile(configfile)):
         print(f"check: {'FAIL' if fails else 'note'} {line}")
         failures += [("max_runtime", line)] if fails else []
+    for line, fails in pilot_lines(cfg, Path("results/pilot")):
+        print(f"check: {'FAIL' if fails else 'note'} {line}")
+        failures += [("pilot", line)] if fails else []
     print(f"check: {cfg['experiment']}: {len(jobs(cfg))} jobs, {len(failures)} problems")
     return 1 if failures else 0
 
