@@ -52,6 +52,17 @@ def test_rm_at_n_measures_the_real_reward_model_at_a_rollouts_length(monkeypatch
     assert reward.context == roles["sample"].context + 1024  # the question and one 1,024-token rollout
 
 
+def test_drr_and_art_measure_their_own_roles_at_their_longest_turn(monkeypatch):
+    monkeypatch.delenv("RETRACE_MIRROR", raising=False)
+    drr = experiment_loads(global_config(CONFIG, "drr_paper", ["mirror=/nonexistent"]))
+    reasoner = drr[("llama-3.1-8b-instruct", "vllm")].roles["drr"]
+    # the last of up to 5 turns: four 512-token replies and their feedback before it
+    assert reasoner.max_tokens == 512 and reasoner.context > 4 * 512
+    art = experiment_loads(global_config(CONFIG, "art_paper", ["mirror=/nonexistent"]))
+    segment = art[("qwen2.5-coder-1.5b-q4km", "llamacpp")].roles["art"]
+    assert segment.max_tokens == 160 and segment.context > 5000  # demonstrations and earlier steps
+
+
 def test_a_role_longer_than_the_engine_context_is_clipped_to_fit():
     load = RoleLoad("correct", 5000, 1000)
     assert fit(load, 4096).context + 1000 <= 4096 and fit(load, None) == load and fit(load, 8192) == load

@@ -14,7 +14,10 @@ token, retrace.planning.preflight), each at its cap (`max_tokens`):
   history that round starts from (the whole conversation, or with `history: latest` the
   previous trace; retrace.planning.preflight.refine_tokens) and each earlier call of the round;
 - `judge`: an LLM judge (best-of-N on the policy) reads the question and one rollout;
-- `reward`: a hub reward model reads the question and one rollout (its own engine, no output).
+- `reward`: a hub reward model reads the question and one rollout (its own engine, no output);
+- the method families' own (`pilot_roles` hooks): `drr`, DRR's reasoner at its last turn of an
+  episode; `art`, an ART program's last segment after its demonstrations and earlier steps.
+  DRR's discriminator (Flan-T5) and ART's embedder run on no LLM engine: not measured here.
 A role's context is the longest over the experiment's datasets (the longest question of each,
 retrace.planning.preflight.question_tokens), so a rate measured here is never one of a
 shorter context than the jobs it prices. One engine per model and backend runs them all, with
@@ -159,7 +162,27 @@ def experiment_loads(global_cfg: dict, models: tuple[str, ...] = ()) -> dict[tup
         q = question_tokens(job.dataset, global_cfg.get("mirror"), tuple(dso))
         for load in method_roles(cfg["method"], q):
             engine.add(load)
+    family_loads(global_cfg, models, out)
     return out
+
+
+def family_loads(global_cfg: dict, models: tuple[str, ...], out: dict[tuple[str, str], Engine]) -> None:
+    """The method families' own roles (DRR's reasoner, ART's program segments: their
+    `pilot_roles` hooks), on their blocks' engines, added to `out`."""
+    from retrace.config.compose import compose, load_experiment
+    from retrace.config.families import FAMILIES, Context
+
+    ctx = Context(global_cfg, load_experiment(global_cfg["experiment"]), global_cfg.get("mirror"))
+    for family in FAMILIES.active(ctx):
+        for r in family.pilot_roles(ctx):
+            if models and r["model"] not in models:
+                continue
+            cfg = compose({"model": r["model"], "backend": r["backend"]}, tuple(r["overrides"]))
+            key = (r["model"], r["backend"])
+            first = key not in out
+            engine = out.setdefault(key, Engine(r["model"], r["backend"], {}))
+            merged_backend(engine, cfg, first)
+            engine.add(RoleLoad(r["role"], int(r["context"]), int(r["max_tokens"])))
 
 
 def fit(load: RoleLoad, context_limit: int | None, margin: int = 16) -> RoleLoad:
