@@ -131,7 +131,8 @@ def measure_reward(load: RoleLoad, n: int, calib: Calibration | None) -> dict:
         "decode_tok_s": None,
         "prefill_tok_s": round(read / seconds, 3) if seconds > 0 else None,
         "requests": n,
-        "model": load.scorer.get("repo") or load.scorer.get("path") if load.scorer else None,
+        "model": (load.scorer or {}).get("path") or (load.scorer or {}).get("repo"),  # what was loaded
+        "revision": None if (load.scorer or {}).get("path") else (load.scorer or {}).get("revision"),
         "seconds": round(seconds, 3),
     }
 
