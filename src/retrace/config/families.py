@@ -95,6 +95,11 @@ class Family:
         """(where, why) of what would fail, from the configuration alone (`retrace plan --check`)."""
         return []
 
+    def hub_artifacts(self, ctx: Context) -> list[tuple[str, str]]:
+        """(repo, pinned revision) of what the family's GPU jobs load from the hub besides the
+        policy models, materialised before them by a local rule (retrace.store.hub_artifacts)."""
+        return []
+
     def pilot_roles(self, ctx: Context) -> list[dict]:
         """The family's own engine roles for `retrace pilot` (retrace.app.pilot_roles): one dict
         each, {model, backend, overrides, role, context, max_tokens}, at its longest request."""

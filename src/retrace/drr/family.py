@@ -87,6 +87,11 @@ class Drr(Family):
 
         return settings.runtimes(settings.load(ctx.block(self)), ctx.mirror)
 
+    def hub_artifacts(self, ctx: Context) -> list[tuple[str, str]]:
+        from retrace.drr import settings
+
+        return settings.hub_artifacts(settings.load(ctx.block(self)))
+
     def pilot_roles(self, ctx: Context) -> list[dict]:
         """The reasoner's last turn: every earlier turn's reply and feedback in its context."""
         from retrace.planning.preflight import with_defaults
