@@ -30,7 +30,7 @@ from collections.abc import Callable
 from retrace.commands import COMMANDS as COMMANDS
 from retrace.commands import command as command
 
-USER_ORDER = ("run", "list", "plan", "status", "audit", "export", "rehearse", "deviations")
+USER_ORDER = ("run", "list", "plan", "pilot", "status", "audit", "export", "rehearse", "deviations")
 
 
 def _with_examples(p: argparse.ArgumentParser, examples: tuple[str, ...]) -> None:

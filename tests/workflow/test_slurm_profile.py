@@ -75,7 +75,9 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     # need more than 3 attempts of 24 h (retrace.planning.parts); the 32k models' Maj@N' at nominal
     # compute (45 label jobs) runs as 3 shards each and a merge
     assert len(cells) == n > 60 and len(merges) == 45 and len(shard) == 135
-    assert re.search(rf"^total\s+{632 - 315 - 60 + n}$", out, re.M)
+    # and the two reward models RM@N loads, materialised by the local rule hub_artifact
+    assert len([r for rule, r in planned if rule == "hub_artifact"]) == 2
+    assert re.search(rf"^total\s+{632 - 315 - 60 + n + 2}$", out, re.M)
     assert re.search(r"seed0\.part1\.log", out) and re.search(r"--labels \S+,\S+ ", out)
     gen = cells + merges
     on_gpu = [r for r in gen + shard if r["gpu"] != "0"]
@@ -139,6 +141,6 @@ def test_models_are_materialised_in_the_controller_before_the_gpu_jobs(tmp_path)
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     local = set(re.search(r"^LOCALRULES (.*)$", proc.stdout, re.M).group(1).split())
-    assert {"model", "model_gguf"} <= local
+    assert {"model", "model_gguf", "hub_artifact"} <= local  # the reward models too
     assert not {"generate", "generate_shard", "probe"} & local
     assert not [r for r in local if r.startswith("generate_cell_")]

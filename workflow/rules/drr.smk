@@ -116,8 +116,11 @@ if _DRR_BLOCK:
             "{PY} -m retrace drr split --experiment {DRR_EXP} --seed {wildcards.seed} "
             "--out-dir $(dirname {output.train}) {input.traces} > {log} 2>&1"
 
+    DRR_HUB = hub_inputs(_drr.hub_artifacts(DRR))  # the DM's backbone, SFT-LoRA's base (rule hub_artifact)
+
     rule drr_train:
         input:
+            hub=DRR_HUB,
             train=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train.jsonl",
             dev=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/dev.jsonl",
             shuffled=f"{DRR_DIR}/{DRR_RUN}/dm/seed{{seed}}/split/train_shuffled.jsonl",
@@ -143,7 +146,7 @@ if _DRR_BLOCK:
             # copied run (its venv elsewhere or linked back) stays finished
             start=_drr.backbone_digest(DRR),
         shell:
-            "{PY} -m retrace drr train --experiment {DRR_EXP} --variant {wildcards.variant} "
+            "HF_HUB_OFFLINE=1 {PY} -m retrace drr train --experiment {DRR_EXP} --variant {wildcards.variant} "
             "--split-dir $(dirname {input.train}) --seed {wildcards.seed} --out {output.manifest} "
             "--ckpt-dir {output.folder} --metrics-out {output.metrics} > {log} 2>&1"
 
@@ -220,6 +223,7 @@ if _DRR_BLOCK:
 
         rule drr_sft:  # SFT-LoRA baseline: one LoRA on every DRR-train question, episodes per dataset
             input:
+                hub=DRR_HUB,
                 train=[f"{DRR_DIR}/questions/{e['name']}/train.jsonl" for e in DRR_ENTRIES],
                 eval=[f"{DRR_DIR}/questions/{e['name']}/eval.jsonl" for e in DRR_ENTRIES],
             output:
@@ -242,7 +246,7 @@ if _DRR_BLOCK:
             params:
                 key=drr_key("sft"),
             shell:
-                "{PY} -m retrace drr sft --experiment {DRR_EXP} --seed {wildcards.seed} "
+                "HF_HUB_OFFLINE=1 {PY} -m retrace drr sft --experiment {DRR_EXP} --seed {wildcards.seed} "
                 "--train {input.train} --eval {input.eval} --out {output} > {log} 2>&1"
 
     DRR_QUESTIONS = [

@@ -52,6 +52,7 @@ def part_inputs(suffix):
             if label not in labels
         ]
         out["judges"] = [f"{RESULTS}/models/{m}/manifest.json" for m in _cells.judge_models(part.labels)]
+        out["hub"] = reward_hub_inputs(part.labels)  # RM@N's reward models (rule hub_artifact)
         return out
 
     return inputs
@@ -112,7 +113,7 @@ for _i, _g in enumerate(_parts.part_groups([p.part for p in SIZED.parts])):
             plan=PLANNED_ARGS,
             labels=",".join(_g.labels),
         shell:
-            "{PY} -m retrace generate-cell {params.plan} --model {wildcards.model} "
+            "HF_HUB_OFFLINE=1 {PY} -m retrace generate-cell {params.plan} --model {wildcards.model} "
             "--backend {wildcards.backend} --dataset {wildcards.dataset} --seed {wildcards.seed} "
             "--labels {params.labels} --cache {CACHE} > {log} 2>&1"
 
@@ -133,6 +134,7 @@ def engine_inputs(w):
     judge = scorer_model(_plan.job_config(job))
     if judge:  # an LLM judge on another model than the policy
         inputs["scorer_manifest"] = f"{RESULTS}/models/{judge}/manifest.json"
+    inputs["hub"] = reward_hub_inputs([job])  # RM@N's reward model (rule hub_artifact)
     return inputs
 
 
@@ -218,7 +220,7 @@ rule generate:
         # (a shared one, outside the run) must not rerun finished jobs (issue 57)
         command=generate_command,
     shell:
-        "{PY} -m retrace {params.command} --cache {CACHE} > {log} 2>&1"
+        "HF_HUB_OFFLINE=1 {PY} -m retrace {params.command} --cache {CACHE} > {log} 2>&1"
 
 
 rule generate_shard:
@@ -246,6 +248,6 @@ rule generate_shard:
         equal_compute=equal_compute_args,
         scorer=scorer_args,
     shell:
-        "{PY} -m retrace generate {params.job} {params.equal_compute} {params.scorer} --shard {wildcards.shard} "
+        "HF_HUB_OFFLINE=1 {PY} -m retrace generate {params.job} {params.equal_compute} {params.scorer} --shard {wildcards.shard} "
         "--shards {wildcards.shards} --data {input.problems} --manifest {input.manifest} "
         "--cache {CACHE} --out {output.rows} > {log} 2>&1"

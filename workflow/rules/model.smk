@@ -8,6 +8,7 @@
 localrules:
     model,
     model_gguf,
+    hub_artifact,
 
 
 MODEL_SHELL = (
@@ -71,3 +72,44 @@ rule probe:
         job=lambda w: PROBES[(w.model, w.backend)].cli_args(),
     shell:
         "{PY} -m retrace probe {params.job} --manifest {input.manifest} --out {output} > {log} 2>&1"
+
+
+# Hub artifacts the GPU jobs load besides the policy models (RM@N's reward models, DRR's
+# discriminator backbone and SFT-LoRA base; retrace.app.hub_artifacts), downloaded at their
+# pinned commits into the HF cache by this local rule, on the login node, which has network;
+# every job that loads one takes its manifest as an input (`hub_inputs`), so it is there
+# before any GPU job starts. Those jobs (generation, DRR's train and sft) run with
+# HF_HUB_OFFLINE=1: they find everything in the cache and ask the hub nothing (on a node
+# without network, each question the hub client would ask of an absent optional file costs
+# its retries: 200 s a reward-model load in tests/unit/test_hub_artifacts.py).
+from retrace.app import hub_artifacts as _hub
+
+HUB = _hub.experiment_artifacts(config)
+
+
+def hub_inputs(artifacts):
+    """The manifests of hub artifacts [(repo, revision)] (results/hub/<slug>.json)."""
+    return [f"{RESULTS}/hub/{_hub.slug(r, v)}.json" for r, v in artifacts]
+
+
+def reward_hub_inputs(jobs):
+    """The manifests of the hub reward models `jobs` load (RM@N)."""
+    return hub_inputs([a for j in jobs for a in _hub.reward_artifacts(_plan.job_config(j))])
+
+
+rule hub_artifact:
+    output:
+        manifest=f"{RESULTS}/hub/{{slug}}.json",
+        prov=f"{RESULTS}/hub/{{slug}}.json.prov.json",
+    log:
+        f"{RESULTS}/logs/hub/{{slug}}.log",
+    wildcard_constraints:
+        slug="|".join(re.escape(s) for s in HUB) or "(?!)",
+    resources:
+        mem_mb=2000,
+    params:
+        repo=lambda w: HUB[w.slug][0],
+        revision=lambda w: HUB[w.slug][1],
+    shell:
+        "{PY} -m retrace hub-artifact --repo {params.repo} --revision {params.revision} "
+        "--out {output.manifest} > {log} 2>&1"

@@ -106,3 +106,30 @@ def _quote(s: str) -> str:
     import shlex
 
     return shlex.quote(s)
+
+
+def global_config(configfile, experiment: str | None, settings: list[str]) -> dict:
+    """The checked global config of `configfile` with `--experiment` and `retrace run`'s
+    `--set` items applied (config_args: top-level keys, and the rest as the global
+    `overrides`), as the workflow's Snakemake sees them: `retrace plan` and `retrace
+    pilot` plan what `retrace run` with the same options runs."""
+    import yaml
+
+    from retrace.config.compose import check_global
+    from retrace.config.mirror import resolve
+
+    with open(configfile) as f:
+        raw = yaml.safe_load(f) or {}
+    for item in config_args(experiment, None, settings):
+        key, _, value = item.partition("=")
+        # as Snakemake's --config does: the key replaced (the file's `overrides` too)
+        raw[key] = (
+            json.loads(value)
+            if key == "overrides"
+            else value
+            if key == "experiment"
+            else yaml.safe_load(value)
+        )
+    cfg = check_global(raw)
+    cfg["mirror"] = resolve(cfg["mirror"])[0]
+    return cfg

@@ -22,7 +22,18 @@ when it exits (its exit status is ours); a server that dies first stops it with 
         --endpoint results/serve/llama -- python -m retrace run --experiment paper …
 
 `--gpus` starts one `vllm serve` per GPU (CUDA_VISIBLE_DEVICES), each writing
-`<endpoint folder>/gpu<i>.json`; the clients spread over them (retrace.backends.endpoint.candidates).
+`<endpoint folder>/gpu<i>.json`, or with `tensor_parallel_size` k one per k GPUs
+(`gpu0-1.json`); the clients spread over them (retrace.backends.endpoint.candidates).
+
+`--experiment E` starts the engine with what E's jobs on the model state for it, as clients
+(`retrace run --experiment E --set backend=served`): the longest context (max_model_len; a
+client refuses a server started shorter), the smallest memory share, the widest tensor
+parallelism (experiment_settings); `--set` still wins:
+
+    python -m retrace serve --model qwen2.5-1.5b-instruct --backend vllm --experiment paper \
+        --gpus 0,1,2,3 --endpoint results/serve/qwen2.5-1.5b-instruct -- \
+        python -m retrace run --experiment paper --set backend=served \
+        --set backend.engine.endpoint=results/serve/qwen2.5-1.5b-instruct
 
 Engines: `llamacpp` runs xllamacpp's HTTP server in this process (the same server code the
 in-process llamacpp backend calls), `vllm` starts `vllm serve` (this interpreter's
@@ -79,6 +90,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="config/model/<name>.yaml")
     p.add_argument("--backend", choices=ENGINES, default="llamacpp", help="the engine (default llamacpp)")
     p.add_argument("--set", action="append", default=[], metavar="engine.KEY=VALUE", help="an engine setting")
+    p.add_argument(
+        "--experiment",
+        default=None,
+        help="start the engine as this experiment's jobs on --model state it (context length, "
+        "memory share, tensor parallelism); --set overrides it",
+    )
     p.add_argument("--endpoint", type=Path, required=True, help="where to write the endpoint file")
     p.add_argument(
         "--manifest", type=Path, default=None, help="default: results/models/<model>/manifest.json"
@@ -90,7 +107,10 @@ def parser() -> argparse.ArgumentParser:
         "--ready-timeout", type=float, default=1800.0, help="seconds to wait for the engine to load"
     )
     p.add_argument(
-        "--gpus", default=None, metavar="0,1,…", help="vllm: one server per GPU; --endpoint is then a folder"
+        "--gpus",
+        default=None,
+        metavar="0,1,…",
+        help="vllm: one server per GPU (per tensor_parallel_size GPUs); --endpoint is then a folder",
     )
     return p
 
@@ -153,7 +173,7 @@ class VLLMServer:
         cmd = vllm_command(manifest, settings, host, port, _cuda(), self.template)
         env = dict(os.environ)
         if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = gpu  # this server's one GPU
+            env["CUDA_VISIBLE_DEVICES"] = gpu  # this server's GPUs (one, or its tensor-parallel group)
         if api_key_env:
             # vllm reads VLLM_API_KEY itself; on the command line the key would show in `ps`
             env["VLLM_API_KEY"] = os.environ[api_key_env]
@@ -258,8 +278,9 @@ def check_endpoint_path(path: Path, key: str | None) -> None:
         )
 
 
-def endpoint_files(a: argparse.Namespace) -> list[tuple[Path, str | None]]:
-    """(endpoint file, GPU) per server: --endpoint itself, or with --gpus <folder>/gpu<i>.json."""
+def endpoint_files(a: argparse.Namespace, tp: int = 1) -> list[tuple[Path, str | None]]:
+    """(endpoint file, GPUs) per server: --endpoint itself, or with --gpus <folder>/gpu<i>.json,
+    one server per `tp` GPUs (tensor parallel: `gpu0-1.json` spans GPUs 0 and 1)."""
     if not a.gpus:
         return [(a.endpoint, None)]
     if a.backend != "vllm":
@@ -267,7 +288,64 @@ def endpoint_files(a: argparse.Namespace) -> list[tuple[Path, str | None]]:
     if a.port:
         raise ValueError("--gpus starts one server per GPU, each on a free port: leave --port out")
     gpus = [g.strip() for g in a.gpus.split(",") if g.strip()]
-    return [(a.endpoint / f"gpu{g}.json", g) for g in gpus]
+    if len(gpus) % tp:
+        raise ValueError(
+            f"--gpus {a.gpus}: {len(gpus)} GPUs do not split into servers of tensor_parallel_size {tp}"
+        )
+    groups = [gpus[i : i + tp] for i in range(0, len(gpus), tp)]
+    return [(a.endpoint / f"gpu{'-'.join(g)}.json", ",".join(g)) for g in groups]
+
+
+def experiment_settings(experiment: str, model: str, backend: str) -> list[str]:
+    """`engine.KEY=VALUE` items that start the server as experiment `experiment`'s jobs on
+    `model` need it (as clients of a `backend` server, `backend=served`): the longest context,
+    the widest tensor parallelism and the smallest memory share any of them states; only
+    settings the engine's own config has, and only those the experiment states."""
+    from retrace.app.launch import global_config
+    from retrace.app.pilot_roles import Engine, merged_backend
+    from retrace.config.compose import CONFIG_DIR
+    from retrace.planning.plan import job_config, jobs
+
+    cfg = global_config(CONFIG_DIR / "config.yaml", experiment, ["backend=served"])
+    mine = [
+        c
+        for j in jobs(cfg)
+        if j.model == model and (c := job_config(j))["backend"]["engine"]["server"] == backend
+    ]
+    if not mine:
+        raise ValueError(
+            f"--experiment {experiment}: none of its generation jobs runs model {model!r} on a {backend} server"
+        )
+    merged = Engine(model, "served", {})
+    for i, c in enumerate(mine):
+        merged_backend(merged, c, i == 0)
+    own = engine_settings(backend, [])
+    stated = merged.backend_cfg["engine"]
+    return [
+        f"engine.{k}={_value(v)}"
+        for k, v in sorted(stated.items())
+        if k in own and k in SERVER_KEYS and v is not None
+    ]
+
+
+# What a served client's config states for its server (config/backend/served.yaml's server block).
+SERVER_KEYS = (
+    "max_model_len",
+    "n_ctx",
+    "tensor_parallel_size",
+    "gpu_memory_utilization",
+    "kv_cache_memory_bytes",
+    "max_num_seqs",
+    "enable_prefix_caching",
+    "dtype",
+    "enforce_eager",
+    "n_parallel",
+    "deterministic",
+)
+
+
+def _value(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def load_manifest(a: argparse.Namespace) -> dict:
@@ -297,10 +375,11 @@ def serve(a: argparse.Namespace, stop: threading.Event, command: list[str] | Non
     from retrace.planning import closure
 
     key = os.environ[a.api_key_env] if a.api_key_env else None
-    files = endpoint_files(a)
+    stated = experiment_settings(a.experiment, a.model, a.backend) if getattr(a, "experiment", None) else []
+    settings = engine_settings(a.backend, stated + a.set)  # --set wins over the experiment
+    files = endpoint_files(a, int(settings.get("tensor_parallel_size") or 1))
     for path, _ in files:
         check_endpoint_path(path, key)
-    settings = engine_settings(a.backend, a.set)
     manifest = load_manifest(a)
     servers: list = []
     try:

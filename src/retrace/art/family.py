@@ -64,6 +64,26 @@ class Art(Family):
             est.add(model, cfg["backend"], resources.select_tokens(cfg), ctx.probe_dir)
         return [est.line()]
 
+    def pilot_roles(self, ctx: Context) -> list[dict]:
+        """A program's last segment: the demonstrations and every earlier step in its context."""
+        merged = dict(ctx.block(self))
+        from retrace.art.plan import SETTINGS  # the settings' defaults (one place)
+
+        out = int({**SETTINGS, **(merged.get("settings") or {})}["segment_tokens"])
+        over = tuple(merged.get("overrides", ()))
+        tokens = context_tokens(merged)
+        return [
+            {
+                "model": m,
+                "backend": merged["backend"],
+                "overrides": over,
+                "role": "art",
+                "context": tokens - out,
+                "max_tokens": out,
+            }
+            for m in merged.get("models", [])
+        ]
+
     def config_checks(self, ctx: Context) -> list[tuple[str, str]]:
         from retrace.planning.preflight import family_problems
 

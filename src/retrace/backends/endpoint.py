@@ -96,12 +96,34 @@ def mismatch(ep: dict, manifest: dict, engine: dict) -> str | None:
             f"it runs with deterministic={is_deterministic(ep.get('engine'))}, but this job's "
             f"backend.engine.deterministic is {is_deterministic(engine)}"
         )
+    short = context_problem(ep, engine)
+    if short:
+        return short
     host = urlparse(ep["url"]).hostname
     if host in LOOPBACK and ep.get("host") != socket.gethostname():
         return (
             f"it listens on loopback ({ep['url']}) of host {ep.get('host')}, and this job runs on "
             f"{socket.gethostname()}: run the clients on the server's node, or serve on a reachable address"
         )
+    return None
+
+
+CONTEXT_KEYS = ("max_model_len", "n_ctx")  # vllm's, llama.cpp's (per slot)
+
+
+def context_problem(ep: dict, engine: dict) -> str | None:
+    """Why the server's context is too short for a job whose settings state `engine`'s
+    (max_model_len, or n_ctx), or None: it is as long or longer, or either side states none
+    (a server without one runs the model's own, the longest)."""
+    served = ep.get("engine") or {}
+    for key in CONTEXT_KEYS:
+        want, has = engine.get(key), served.get(key)
+        if want and has and int(has) < int(want):
+            return (
+                f"it was started with {key} {int(has)}, shorter than this job's {int(want)} "
+                f"(backend.engine.{key}): start it with the experiment's settings "
+                f"(`retrace serve --experiment E`, or --set engine.{key}={int(want)})"
+            )
     return None
 
 

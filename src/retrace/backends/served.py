@@ -12,8 +12,11 @@ Engine config keys (config/backend/served.yaml): endpoint (the file `retrace ser
 --endpoint` writes, or a folder of such files, one per server: retrace.backends.endpoint.candidates
 picks one per job by its route, model/dataset/seed, which the generate stage sets), wait_s
 (how long to wait for the file to appear), server (the engine behind it: llamacpp | vllm), deterministic (must equal
-the server's), concurrency, timeout_s, max_retries, batch_size, api_key_env. The server's own
-settings and package versions are recorded in each job's provenance (`server`).
+the server's), concurrency, timeout_s, max_retries, batch_size, api_key_env; and what the server
+must run with: max_model_len (vllm) or n_ctx (llamacpp), the job's context: a server started
+with a shorter one is refused in one line before any request (its requests would fail one by
+one), and the other engine settings `retrace serve --experiment` starts the server with. The
+server's own settings and package versions are recorded in each job's provenance (`server`).
 
 Health during the run: every `health_s` seconds (default 30), and after any request that got
 no reply, the client asks the server for GET /models; once it no longer answers, the request
@@ -39,6 +42,17 @@ from retrace.util.registry import BACKENDS
 @BACKENDS.register("served")
 class ServedBackend(OpenAIBackend):
     name = "served"
+    # The server's settings (config/backend/served.yaml) decide how fast and in how much memory
+    # it runs, never what a client's request generates: labels that differ only in them share
+    # one client engine in a cell, at the smallest memory share (retrace.planning.cells).
+    memory_settings = ("gpu_memory_utilization", "kv_cache_memory_bytes")
+    capacity_settings = OpenAIBackend.capacity_settings | {
+        *memory_settings,
+        "max_num_seqs",
+        "enable_prefix_caching",
+        "tensor_parallel_size",
+        "n_parallel",
+    }
 
     def __init__(self, model: dict, engine: dict | None = None):
         settings = dict(engine or {})

@@ -92,3 +92,17 @@ def _report(p: argparse.ArgumentParser) -> Callable:
         report.run(scores, a.out_dir, a.claims, diagnostics, a.section, a.probe)
 
     return run
+
+
+@command("hub-artifact", "download a hub artifact at its pinned commit; write its manifest", step=True)
+def _hub_artifact(p: argparse.ArgumentParser) -> Callable:
+    p.add_argument("--repo", required=True)
+    p.add_argument("--revision", required=True, help="the pinned commit (40 hex)")
+    p.add_argument("--out", type=Path, required=True)
+
+    def run(a: argparse.Namespace) -> None:
+        from retrace.app import hub_artifacts
+
+        hub_artifacts.materialise(a.repo, a.revision, a.out)
+
+    return run

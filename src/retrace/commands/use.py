@@ -21,11 +21,13 @@ if TYPE_CHECKING:
         "retrace plan                              # the configured experiment's jobs and cost estimate",
         "retrace plan --experiment paper --estimate",
         "retrace plan --experiment paper --check   # validate every job before renting a GPU",
+        "retrace plan --experiment paper --set backend=served --check   # service mode",
     ),
 )
 def _plan_command(p: argparse.ArgumentParser) -> Callable:
     p.add_argument("--configfile", type=Path, default=Path("config/config.yaml"))
     p.add_argument("--experiment", default=None, help="instead of the config file's")
+    set_arg(p)
     p.add_argument("--estimate", action="store_true", help="print the cost estimate only")
     p.add_argument(
         "--check",
@@ -38,7 +40,18 @@ def _plan_command(p: argparse.ArgumentParser) -> Callable:
         metavar="FILE",
         help="with --estimate: write each job's bound (tokens, GPU-seconds, attempts) to FILE ('-': stdout)",
     )
-    return lambda a: plan(a.configfile, a.experiment, a.estimate, a.check, a.json)
+    return lambda a: plan(a.configfile, a.experiment, a.estimate, a.check, a.json, a.set)
+
+
+def set_arg(p: argparse.ArgumentParser) -> None:
+    """`--set KEY=VALUE`, as `retrace run` takes it (retrace.app.launch.config_args)."""
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config/config.yaml key (mirror, probe, …) or a dotted override (method.n=8); repeatable",
+    )
 
 
 def plan(
@@ -47,21 +60,17 @@ def plan(
     estimate_only: bool,
     check: bool = False,
     as_json: Path | None = None,
+    settings: list[str] | None = None,
 ) -> int:
     """The jobs and the cost estimate of the configured experiment, or (`check`) every check."""
-    import yaml
-
-    from retrace.config.compose import check_global, load_experiment
-    from retrace.config.mirror import resolve
+    from retrace.app.launch import global_config
+    from retrace.config.compose import load_experiment
     from retrace.planning.cluster import limit as cluster_limit
     from retrace.planning.estimate import estimate_of, family_lines, load_share_line, rate_lines
     from retrace.planning.parts import engine_loads, sized
     from retrace.planning.plan import jobs, shared_overrides
 
-    cfg = check_global(yaml.safe_load(configfile.read_text()))
-    cfg["mirror"] = resolve(cfg["mirror"])[0]
-    if experiment:
-        cfg["experiment"] = experiment
+    cfg = global_config(configfile, experiment, settings or [])
     if check:
         return _check(cfg, configfile)
     planned = jobs(cfg)
@@ -122,6 +131,7 @@ def _check(cfg: dict, configfile: Path) -> int:
     from retrace.config.compose import load_experiment
     from retrace.deviations import register_problems
     from retrace.planning.cluster import runtime_check
+    from retrace.planning.pilot_check import pilot_lines
     from retrace.planning.plan import jobs
     from retrace.planning.preflight import check as preflight
 
@@ -135,6 +145,9 @@ def _check(cfg: dict, configfile: Path) -> int:
     for line, fails in runtime_check(cfg, _slurm_profile(configfile)):
         print(f"check: {'FAIL' if fails else 'note'} {line}")
         failures += [("max_runtime", line)] if fails else []
+    for line, fails in pilot_lines(cfg, Path("results/pilot")):
+        print(f"check: {'FAIL' if fails else 'note'} {line}")
+        failures += [("pilot", line)] if fails else []
     print(f"check: {cfg['experiment']}: {len(jobs(cfg))} jobs, {len(failures)} problems")
     return 1 if failures else 0
 
@@ -184,13 +197,7 @@ def _run(p: argparse.ArgumentParser) -> Callable:
 
     p.add_argument("--experiment", "-e", help="config/experiment/<name>.yaml (`retrace list experiments`)")
     p.add_argument("--limit", type=int, help="at most N questions per dataset (the override dataset.limit=N)")
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a config/config.yaml key (mirror, probe, …) or a dotted override (method.n=8); repeatable",
-    )
+    set_arg(p)
     p.add_argument("--cores", type=int, default=2, help="CPU cores Snakemake may use (default 2)")
     p.add_argument("--dry-run", "-n", action="store_true", help="show the jobs that would run; run nothing")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="after --: passed to Snakemake unchanged")

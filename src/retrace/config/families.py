@@ -96,6 +96,16 @@ class Family:
         """(where, why) of what would fail, from the configuration alone (`retrace plan --check`)."""
         return []
 
+    def hub_artifacts(self, ctx: Context) -> list[tuple[str, str]]:
+        """(repo, pinned revision) of what the family's GPU jobs load from the hub besides the
+        policy models, materialised before them by a local rule (retrace.app.hub_artifacts)."""
+        return []
+
+    def pilot_roles(self, ctx: Context) -> list[dict]:
+        """The family's own engine roles for `retrace pilot` (retrace.app.pilot_roles): one dict
+        each, {model, backend, overrides, role, context, max_tokens}, at its longest request."""
+        return []
+
     def data_checks(self, ctx: Context, notes: list[str]) -> list[tuple[str, str]]:
         """(where, why) of what would fail, read from the data (run after every config check);
         what was checked and passed goes to `notes`."""

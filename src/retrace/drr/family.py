@@ -87,6 +87,30 @@ class Drr(Family):
 
         return settings.runtimes(settings.load(ctx.block(self)), ctx.mirror)
 
+    def hub_artifacts(self, ctx: Context) -> list[tuple[str, str]]:
+        from retrace.drr import settings
+
+        return settings.hub_artifacts(settings.load(ctx.block(self)))
+
+    def pilot_roles(self, ctx: Context) -> list[dict]:
+        """The reasoner's last turn: every earlier turn's reply and feedback in its context."""
+        from retrace.planning.preflight import with_defaults
+
+        merged = with_defaults(ctx.block(self), "drr/defaults.yaml")
+        out, tokens = int(merged["max_tokens"]), context_tokens(merged)
+        over = tuple(merged.get("overrides", ()))
+        return [
+            {
+                "model": m,
+                "backend": merged["backend"],
+                "overrides": over,
+                "role": "drr",
+                "context": tokens - out,
+                "max_tokens": out,
+            }
+            for m in merged.get("models", [])
+        ]
+
     def config_checks(self, ctx: Context) -> list[tuple[str, str]]:
         from retrace.planning.preflight import family_problems, with_defaults
 

@@ -348,3 +348,15 @@ def runtimes(cfg: dict, mirror: str | None) -> list:
     if cfg["sft_lora"]["enabled"]:
         out.append(OverLimit("drr_sft", "(each seed)", int(cfg["runtime"]["sft"]), False))
     return out
+
+
+def hub_artifacts(cfg: dict) -> list[tuple[str, str]]:
+    """(repo, pinned revision) of what DRR's GPU jobs load from the hub: the discriminator's
+    backbone (source hub) and the SFT-LoRA baseline's base weights (a hub id, not a folder);
+    materialised before them by a local rule (retrace.app.hub_artifacts)."""
+    spec, sft = cfg["backbones"][cfg["backbone"]], cfg["sft_lora"]
+    out = [(str(spec["repo"]), str(spec.get("revision") or ""))] if spec.get("source") == "hub" else []
+    base = str(sft.get("hf_model") or "")
+    if sft["enabled"] and base and base != SIMULATED and not Path(base).expanduser().is_dir():
+        out.append((base, str(sft.get("revision") or "")))
+    return out

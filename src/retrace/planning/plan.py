@@ -96,10 +96,12 @@ def jobs(global_cfg: dict, config_dir: Path = CONFIG_DIR) -> list[Job]:
     name = global_cfg["experiment"]
     # the one-argument call where config/ is the repository's (what tests replace it with)
     exp = load_experiment(name) if config_dir == CONFIG_DIR else load_experiment(name, config_dir)
-    extra = tuple(global_cfg.get("overrides") or ())
+    switch, extra = backend_switch(tuple(global_cfg.get("overrides") or ()))
     out: list[Job] = []
     for run in exp["runs"]:
         run_over = tuple(run.get("overrides", ()))
+        if switch:
+            run, run_over = switched(run, run_over, switch, global_cfg["experiment"])
         for o in run_over:
             if o.lstrip("+~").startswith(("dataset.", "model.")):
                 # Data and model artifacts are shared by every run that names them.
@@ -136,6 +138,36 @@ def jobs(global_cfg: dict, config_dir: Path = CONFIG_DIR) -> list[Job]:
                 f"two different method configurations; give them distinct labels"
             )
     return list(dict.fromkeys(out))
+
+
+SERVED_ENGINES = ("llamacpp", "vllm")  # what `retrace serve` runs (retrace.app.serve)
+
+
+def backend_switch(overrides: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """(the backend a global `backend=NAME` override puts every run on, the other overrides):
+    `retrace run --set backend=served` makes an experiment's runs clients of `retrace serve`."""
+    switch = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].strip() == "backend"]
+    return (switch[-1].strip() if switch else None), tuple(
+        o for o in overrides if o.split("=", 1)[0].strip() != "backend"
+    )
+
+
+def switched(
+    run: dict, run_over: tuple[str, ...], backend: str, experiment: str
+) -> tuple[dict, tuple[str, ...]]:
+    """A run moved onto `backend`; onto `served`, its engine becomes the server's
+    (`backend.engine.server`) and its engine settings (context length, memory share, tensor
+    parallelism) the settings its server must have (config/backend/served.yaml)."""
+    if backend == run["backend"]:
+        return run, run_over
+    if backend != "served":
+        return {**run, "backend": backend}, run_over
+    if run["backend"] not in SERVED_ENGINES:
+        raise ValueError(
+            f"experiment {experiment!r}: backend=served: a run on {run['backend']!r} has no server "
+            f"(`retrace serve` runs {' or '.join(SERVED_ENGINES)})"
+        )
+    return {**run, "backend": "served"}, (f"backend.engine.server={run['backend']}", *run_over)
 
 
 def shared_overrides(global_cfg: dict, group: str) -> tuple[str, ...]:

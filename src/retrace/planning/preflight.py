@@ -99,6 +99,9 @@ def engine_context(cfg: dict) -> int | None:
         return int(engine.get("n_ctx", 4096))
     if name == "vllm":
         return int(engine["max_model_len"]) if engine.get("max_model_len") else None
+    if name == "served":  # the context its server must have (the client refuses a shorter one)
+        stated = engine.get("max_model_len") or engine.get("n_ctx")
+        return int(stated) if stated else None
     return None
 
 

@@ -256,10 +256,10 @@ def _priced(job: Job, cfg: dict, tokens: Bound, probe_dir: Path | None, q: int) 
     priced them: each role's generated tokens at its rate at its longest context, prefill at
     the longest role's; the policy's work over its tensor-parallel GPUs, reward scoring at the
     reward model's rate undivided (retrace.planning.rates)."""
-    from retrace.planning.devices import gpus, reward_gpus
+    from retrace.planning.devices import policy_gpus, priced_gpus
     from retrace.planning.rates import reward_rate, role_rate
 
-    if not gpus(cfg):
+    if not priced_gpus(cfg):  # a served client: its server's GPUs
         from retrace.planning.workload import DEFAULT_CPU_TOK_S, probe_rate
 
         measured = probe_rate(probe_dir, job.model, job.backend)
@@ -277,7 +277,7 @@ def _priced(job: Job, cfg: dict, tokens: Bound, probe_dir: Path | None, q: int) 
         detail.append((job.model, role, context, r.decode, r.prefill, r.source))
         prefill_rate = r.prefill
     seconds += max(0, tokens.computed - tokens.generated) / (prefill_rate or 1.0)
-    seconds /= gpus(cfg) - reward_gpus(cfg)  # the policy's tensor-parallel GPUs only
+    seconds /= policy_gpus(cfg)  # the policy's tensor-parallel GPUs only
     if tokens.reward:
         scorer, mt = cfg["method"]["scorer"], int(cfg["method"]["sampling"]["max_tokens"])
         engine = cfg["backend"].get("engine") or {}
@@ -303,7 +303,7 @@ def job_bounds(
     jobs: list[Job], mirror: str | None, dso: tuple = (), probe_dir: Path | None = None
 ) -> list[JobBound]:
     """Every job's bound (jobs of unknown size get zero tokens and no time)."""
-    from retrace.planning.devices import gpus
+    from retrace.planning.devices import priced_gpus as gpus  # a served client: its server's
     from retrace.planning.preflight import question_tokens
 
     out: dict[str, JobBound] = {}
