@@ -73,7 +73,7 @@ def test_gpu_side_rules_ask_the_hub_nothing():
 
 LOAD = """
 import sys
-from retrace.scoring.scorers import ScoreItem, build_scorer
+from retrace.engine.scorers import ScoreItem, build_scorer
 from retrace.util.records import Problem
 block = {"name": "hf_reward", "repo": sys.argv[1], "revision": sys.argv[2], "kind": "classifier",
          "auto_class": "AutoModel", "trust_remote_code": True, "squash": "none", "device": "cpu",

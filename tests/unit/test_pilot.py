@@ -171,8 +171,8 @@ def test_a_slower_measured_rate_lengthens_the_requested_runtimes(tmp_path, monke
     planned, dso = jobs(cfg), ("dataset.limit=30",)
     runtimes = {}
     for name, rate in (("fast", 4000.0), ("slow", 1000.0)):
-        write_pilot(tmp_path / name, cfg, rate)
-        parts = sized(planned, None, dso, tmp_path / name, Limit(None, 4)).parts
+        write_pilot(tmp_path / name / "pilot", cfg, rate)  # read beside the probe's folder
+        parts = sized(planned, None, dso, tmp_path / name / "probe", Limit(None, 4)).parts
         runtimes[name] = [p.as_dict(Limit(None, 4))["runtime_min"] for p in parts]
     assert None not in runtimes["fast"]
     assert all(s > f for s, f in zip(runtimes["slow"], runtimes["fast"], strict=True))

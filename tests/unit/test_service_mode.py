@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from retrace.app.launch import global_config
-from retrace.engine import endpoint
+from retrace.backends import endpoint
 from retrace.planning.plan import job_config, jobs
 
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "config.yaml"

@@ -16,7 +16,7 @@ call (sample, continue, critique, correct, judge, reward):
   (`ignore_eos`, so every request runs to it: Maj@N' samples at full length, refinement's
   correction at its deepest round's context); decode_tok_s = generated tokens / (wall seconds
   less the uncached prompt tokens at the prefill rate);
-- reward: the experiment's reward model itself (retrace.scoring.scorers) scores `requests`
+- reward: the experiment's reward model itself (retrace.engine.scorers) scores `requests`
   solutions of the role's length; prefill_tok_s = tokens it read / wall seconds.
 The prompts are number lists (prompts/probe_prefill.j2) whose length is set from two
 calibration requests (tokens per number, measured by the engine), so a role's context is
@@ -112,7 +112,7 @@ def measure_generation(backend, load: RoleLoad, n: int, first: int, calib: Calib
 
 def measure_reward(load: RoleLoad, n: int, calib: Calibration | None) -> dict:
     """The reward model's reading rate: `n` solutions of the role's length scored in its batches."""
-    from retrace.scoring.scorers import ScoreItem, build_scorer
+    from retrace.engine.scorers import ScoreItem, build_scorer
     from retrace.util.records import Problem
 
     scorer = build_scorer({"scorer": load.scorer}, None)
@@ -278,7 +278,8 @@ def grid_lines(global_cfg: dict, out_dir: Path, limit) -> list[str]:
     planned = jobs(global_cfg)
     dso = shared_overrides(global_cfg, "dataset")
     lines = []
-    for name, folder in (("assumed", None), ("pilot", out_dir)):
+    # sizing reads a pilot's results beside the probe's (retrace.planning.rates.pilot_dir)
+    for name, folder in (("assumed", None), ("pilot", out_dir.parent / "probe")):
         s = sized(planned, global_cfg.get("mirror"), dso, folder, limit)
         lines.append(f"{name}: {estimate_of(planned, s).line()}")
         lines.append(f"{name}: {engine_loads(s).line()}")
