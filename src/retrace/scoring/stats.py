@@ -16,25 +16,26 @@
   sides average different numbers of seeds. Exact: the |d| lie on a lattice (seed means are
   multiples of 1/seeds), so the null distribution is a convolution of scaled binomials.
   With one seed a side (|d| = 1 on the discordant pairs) it is the exact McNemar test.
-- `stratified_exact`: where the two sides have different numbers of distinct seeds (a
-  temperature-0 baseline, counted once, against a 3-seed method) the per-question
-  difference is skewed under the null, and the sign-flip test, which assumes it symmetric,
-  rejects several times too often far in the tail (at the 1e-3 level of a Holm family:
-  0.004 instead of 0.00125, refine vs greedy at 5 % accuracy, 500 questions). For 0/1
-  scores this test is exact for any seed counts: its null is that on each question every
-  draw of either method has one success probability; given a question's total successes
-  c, A's share of them is hypergeometric, and A's total is their convolution (the
-  stratified conditional test of Cochran 1954 / Mantel-Haenszel, per-question strata;
+- `stratified_exact`: for 0/1 scores, exact for any seed counts under the null that on each
+  question every draw of either method has one success probability; given a question's
+  total successes c, A's share of them is hypergeometric, and A's total is their convolution
+  (the stratified conditional test of Cochran 1954 / Mantel-Haenszel, per-question strata;
   with one seed a side it is the exact McNemar test). Two-sided: the smaller tail, doubled.
+  Its null is narrower than "equal mean accuracy": where the two methods solve different
+  questions (a method x question interaction) it rejects too often, so scoring.claims uses
+  it only beside the sign-flip test, never alone (scoring.claims.seeds_test says why).
 - `sign_flip_ci`: the shifts delta that the sign-flip test, its randomisation distribution
   taken as NORMAL, does not reject at `level` (closed form). An approximation of the exact
   test's inversion, not the inversion itself: the two disagree on some rows near the edge.
 - `paired_mean_ci`: the CI claims.csv reports (`ci_method`): `sign_flip_ci` on the
   differences with Agresti-Min pseudo-pairs added (Agresti & Min 2005, "Simple improved
   confidence intervals for comparing matched proportions", Stat. Med. 24: half a pair each
-  way, +1 and -1, and one tie). The exact inversion, and the unadjusted normal one, have zero
-  width when every difference is equal (all ties, or every question won); with the pseudo-pairs
-  the width is never zero (n >= 1), and the centre moves towards 0 by a factor n / (n + 2).
+  way, +1 and -1, and one tie), scaled to the score's range (+-r for scores spanning r: FS(3)
+  differences reach +-4, ART's task-weighted rows +-w), so that the interval is in the score's
+  units and is the same, relative to the differences, whatever they are. The exact inversion,
+  and the unadjusted normal one, have zero width when every difference is equal (all ties, or
+  every question won); with the pseudo-pairs the width is never zero (n >= 1), and the centre
+  moves towards 0 by a factor n / (n + 2).
 - `holm`: Holm's (1979) step-down adjusted p-values, which control the family-wise error
   rate over a family of tests under any dependence between them; `holm_levels` the level
   each test is judged at in the step-down (alpha / (m - rank)).
@@ -225,15 +226,19 @@ def sign_flip_ci(diff_mean: float, diff_sd: float, n: int, level: float) -> tupl
     return float(diff_mean - half), float(diff_mean + half)
 
 
-def paired_mean_ci(diff_mean: float, diff_sd: float, n: int, level: float) -> tuple[float, float]:
+def paired_mean_ci(
+    diff_mean: float, diff_sd: float, n: int, level: float, scale: float = 1.0
+) -> tuple[float, float]:
     """`sign_flip_ci` of n differences (mean `diff_mean`, population sd `diff_sd`) with the
-    Agresti-Min pseudo-pairs added: +1 and -1 at weight 1/2 each, 0 at weight 1 (module
-    docstring). Recomputable from claims.csv's delta, sd_diff and n_questions alone."""
+    Agresti-Min pseudo-pairs added: +scale and -scale at weight 1/2 each, 0 at weight 1
+    (module docstring). `scale` is the score's range (1 for 0/1 scores, 1 + k for FS(k)), so
+    the interval of c * d is c times that of d: it does not depend on the score's units.
+    Recomputable from claims.csv's delta, sd_diff, n_questions and score_range alone."""
     if n < 1:
         return float("-inf"), float("inf")
     n2 = n + 2
     mean2 = n * diff_mean / n2
-    var2 = (n * (diff_sd * diff_sd + diff_mean * diff_mean) + 1.0) / n2 - mean2 * mean2
+    var2 = (n * (diff_sd * diff_sd + diff_mean * diff_mean) + scale * scale) / n2 - mean2 * mean2
     return sign_flip_ci(mean2, float(np.sqrt(max(var2, 0.0))), n2, level)
 
 
