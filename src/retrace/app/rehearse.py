@@ -80,11 +80,14 @@ def judge(row: dict, effect: float) -> str:
     """Does a verdict match the planted truth? A planted row should read supported (or
     contradicted, when the truth opposes the claim's direction): the other of the two is
     "wrong sign", inconclusive "missed". A null row should read neither: "NO (false
-    supported)" or "NO (false contradicted)"."""
-    sign = 1 if row["direction"] == "greater" else -1
-    if effect == 0:
+    supported)" or "NO (false contradicted)". A non-inferiority row (a margin) is judged
+    against its margin: with no planted effect it should read supported
+    (scoring.claims.true_verdict)."""
+    from retrace.scoring.claims import row_margin, true_verdict
+
+    want = true_verdict(row.get("direction") or "greater", row_margin(row), effect)
+    if want == "inconclusive":  # the truth sits at the row's null value (0, or its margin)
         return "yes" if row["verdict"] == "inconclusive" else f"NO (false {row['verdict']})"
-    want = "supported" if sign * effect > 0 else "contradicted"
     if row["verdict"] == want:
         return "yes"
     return "missed" if row["verdict"] == "inconclusive" else "wrong sign"

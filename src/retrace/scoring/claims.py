@@ -198,6 +198,17 @@ def test_of(direction: str, margin: float | None, where: str = "claim") -> float
     return MARGINED[direction] * float(margin)
 
 
+def true_verdict(direction: str, margin: float | None, truth: float) -> str:
+    """The verdict a row would read if its true difference (method minus baseline) were known:
+    "inconclusive" at the null value itself (0, or the margin's -m / +m), where both
+    "supported" and "contradicted" are false verdicts. A "not_below" row whose methods are
+    equal (truth 0 > -m) should read "supported"."""
+    null = test_of(direction, margin)
+    if truth == null:
+        return "inconclusive"
+    return "supported" if (truth > null) == (direction in ("greater", "not_below")) else "contradicted"
+
+
 def verdict(
     ci_low: float,
     ci_high: float,
@@ -330,7 +341,8 @@ def weaker_gains_more(weak: tuple[Runs, Runs], strong: tuple[Runs, Runs], **opti
     `claims.weaker`): choosing it by the measured baseline accuracy and then subtracting that
     same measurement biases the gain difference upwards (regression to the mean).
     """
-    return compare(gains(*weak), gains(*strong), **options)
+    # a gain spans [-1, 1] for 0/1 scores: the CI's pseudo-pairs in its units (stats.paired_mean_ci)
+    return compare(gains(*weak), gains(*strong), **{"score_range": 2.0, **options})
 
 
 def _number(x) -> float:
@@ -341,7 +353,8 @@ def _has_p(row: dict) -> bool:
     return not math.isnan(_number(row.get("p_value")))  # neither missing nor NaN
 
 
-def _margin(row: dict) -> float | None:
+def row_margin(row: Mapping) -> float | None:
+    """A row's margin (a CSV row's too: "" reads None)."""
     m = _number(row.get("margin"))
     return None if math.isnan(m) else m
 
@@ -419,7 +432,7 @@ def _holm_family(rows: list[dict], alpha: float, name: str, min_questions: int) 
             alpha,
             min_questions,
             r.get("direction") or "greater",
-            _margin(r),
+            row_margin(r),
         )
         if not _has_p(r):
             r["verdict"] = "inconclusive"

@@ -50,6 +50,8 @@ class Design:
     rows: list = field(default_factory=list)
     # the experiment's pre-registered primary claims (claims.primary); None: one family
     primary: Primary | None = None
+    # claim -> its margin, for the rows tested as not_below / not_above (scoring.claims.test_of)
+    margins: dict = field(default_factory=dict)
 
     def adjust(self, rows: list[dict]) -> list[dict]:
         """Holm over the experiment's families (scoring.claims.adjust), as its claims stage does."""
@@ -179,14 +181,25 @@ def truth(d_row: tuple, planted: dict | None) -> float:
     return gaps[0] - gaps[1] if kind == "weaker" else sum(gaps) / len(gaps)
 
 
-def simulate_cells(d: Design, rng, setting: tuple[float, float], planted: dict | None = None) -> dict:
-    """{(model, dataset): {label: states (seeds x n): 1 correct, 0 wrong, -1 abstained}}."""
+def _label_probabilities(rng, p: np.ndarray, setting: tuple) -> np.ndarray:
+    """A label's per-question success probabilities: the cell's shared `p`, or with an
+    interaction strength s (setting[2]) (1 - s) p + s p', p' the label's own Beta draw of the
+    same mean and concentration: equal average accuracy, different questions solved."""
+    s = float(setting[2]) if len(setting) > 2 else 0.0
+    if not s:
+        return p
+    return (1 - s) * p + s * _probabilities(rng, len(p), setting[0], setting[1])
+
+
+def simulate_cells(d: Design, rng, setting: tuple, planted: dict | None = None) -> dict:
+    """{(model, dataset): {label: states (seeds x n): 1 correct, 0 wrong, -1 abstained}};
+    `setting` is (accuracy, concentration) or (accuracy, concentration, interaction)."""
     out: dict = {}
     for key, cell in d.cells.items():
-        p = _probabilities(rng, cell["n"], *setting)
+        p = _probabilities(rng, cell["n"], setting[0], setting[1])
         out[key] = {}
         for label, (seeds, det) in cell["labels"].items():
-            q = _raise(p, planted_effect(planted, key, label))
+            q = _raise(_label_probabilities(rng, p, setting), planted_effect(planted, key, label))
             u = rng.random((1 if det else seeds, cell["n"]))
             states = (u < q).astype(np.int8)
             if cell.get("drr"):
@@ -210,25 +223,49 @@ def _gain(cells: dict, key, row) -> np.ndarray:
     return (a - b)[None, :]
 
 
+def task_weights(d: Design, keys: list) -> np.ndarray:
+    """Per-question weights of a task-averaged row over the cells `keys` (art/task_average:
+    questions / (tasks x the task's questions)): the plain mean of weighted scores is the
+    mean over tasks of each task's accuracy."""
+    ns = [d.cells[k]["n"] for k in keys]
+    return np.concatenate([np.full(n, sum(ns) / (len(ns) * n)) for n in ns])
+
+
+def score_range(metric: str, k: float) -> float:
+    """The span of one question's score under a claims metric: FS(k) runs from -k to 1."""
+    return 1.0 + k if metric == "fs" else 1.0
+
+
+def _matrices(d: Design, cells: dict, row: tuple) -> tuple[np.ndarray, np.ndarray, float]:
+    """(method scores, baseline scores, score range) of one design row on simulated states."""
+    a, b, metric, k, keys, kind = row[3], row[4], row[6], row[7], row[8], row[9]
+    if kind == "weaker":
+        return _gain(cells, keys[0], row), _gain(cells, keys[1], row), 2 * score_range(metric, k)
+    ma = np.concatenate([score(cells[key][a], metric, k) for key in keys], axis=1)
+    mb = np.concatenate([score(cells[key][b], metric, k) for key in keys], axis=1)
+    if kind != "macro":
+        return ma, mb, score_range(metric, k)
+    w = task_weights(d, keys)
+    return ma * w, mb * w, float(w.max()) * score_range(metric, k)
+
+
 def rows_from_cells(d: Design, cells: dict) -> list[dict]:
     """Unadjusted claims rows of the design on simulated (or real) per-cell states."""
     out = []
     for row in d.rows:
-        claim, model, dataset, a, b, direction, metric, k, keys, kind = row
-        if kind == "weaker":
-            ma, mb = _gain(cells, keys[0], row), _gain(cells, keys[1], row)
-        else:
-            ma = np.concatenate([score(cells[key][a], metric, k) for key in keys], axis=1)
-            mb = np.concatenate([score(cells[key][b], metric, k) for key in keys], axis=1)
+        claim, model, dataset, a, b, direction, _, _, keys, kind = row
+        ma, mb, span = _matrices(d, cells, row)
         dets = (False, False)  # a weaker row compares two gains, one row each
         if kind != "weaker":
             dets = tuple(d.cells[keys[0]]["labels"][x][1] for x in (a, b))
-        cmp = compare_matrices(ma, mb, direction=direction, deterministic=dets)
+        cmp = compare_matrices(
+            ma, mb, direction=direction, deterministic=dets, margin=d.margins.get(claim), score_range=span
+        )
         out.append({"claim": claim, "model": model, "dataset": dataset, "method": a, "baseline": b, **cmp})
     return out
 
 
-def simulate_rows(d: Design, rng, setting: tuple[float, float], planted: dict | None = None) -> list[dict]:
+def simulate_rows(d: Design, rng, setting: tuple, planted: dict | None = None) -> list[dict]:
     """One simulated experiment's claims rows (before `adjust`)."""
     return rows_from_cells(d, simulate_cells(d, rng, setting, planted))
 
