@@ -137,7 +137,8 @@ def test_seeds_count_by_design_not_by_whether_they_agree(tmp_path):
         write_score(tmp_path, "greedy", [1] * 10 + [0] * 10, seed=2, deterministic=True),
     ]
     refine = [
-        write_score(tmp_path, "refine", [int(s == 1)] + [0] * 19, seed=s, deterministic=False) for s in range(3)
+        write_score(tmp_path, "refine", [int(s == 1)] + [0] * 19, seed=s, deterministic=False)
+        for s in range(3)
     ]
     out = tmp_path / "claims.csv"
     claims.run(greedy + refine, out)

@@ -57,9 +57,7 @@ def drawn(k: int) -> list[dict]:
     ],
 )
 def test_a_greedy_methods_note_says_how_its_uncounted_seeds_compare(repeatable, says):
-    row = compare(
-        greedy_runs(), drawn(3), deterministic=(True, False), repeatable=(repeatable, None)
-    )
+    row = compare(greedy_runs(), drawn(3), deterministic=(True, False), repeatable=(repeatable, None))
     assert row["note"] == f"method: temperature 0, seed 0 of 3 counted (the others are reruns, {says}"
     assert row["delta"] == pytest.approx(0.5 - 1 / 12)  # seed 0 alone, against 3 draws
 

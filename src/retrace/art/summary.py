@@ -154,6 +154,7 @@ def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
             task_averaged(rb, w),
             evidence=ea + eb,
             deterministic=det,
+            score_range=max(w.values()),  # a weighted score spans 0..w: the CI in its units
         )
         macro["note"] = "; ".join(
             filter(None, [macro.get("note"), "task-averaged (each task weighs the same)"])

@@ -86,9 +86,13 @@ def add_design(block: dict, mirror: str, d) -> None:
             for claim, a, b, metric, k in listed:
                 if a in labels and b in labels:
                     way = tested_as(claim)["direction"]
-                    d.rows.append((claim, model, e["name"], a, b, way, metric, k, [(model, e["name"])], "plain"))
+                    d.rows.append(
+                        (claim, model, e["name"], a, b, way, metric, k, [(model, e["name"])], "plain")
+                    )
         keys = [(model, e["name"]) for e in settings.entries(cfg)]  # Table 1's Overall: all pooled
         for claim, a, b, metric, k in listed:
             if a in labels and b in labels:
-                d.rows.append((claim, model, OVERALL, a, b, tested_as(claim)["direction"], metric, k, keys, "pooled"))
+                d.rows.append(
+                    (claim, model, OVERALL, a, b, tested_as(claim)["direction"], metric, k, keys, "pooled")
+                )
     d.margins.update({c: tested_as(c)["margin"] for c, *_ in listed if tested_as(c)["margin"] is not None})

@@ -187,8 +187,10 @@ def test_of(direction: str, margin: float | None, where: str = "claim") -> float
         raise ValueError(f"{where}: unknown claim direction {direction!r}; valid: {', '.join(DIRECTIONS)}")
     if direction not in MARGINED:
         if margin not in (None, 0, 0.0):
-            raise ValueError(f"{where}: direction {direction!r} takes no margin (got {margin!r}); "
-                             "a margin is for not_below / not_above")
+            raise ValueError(
+                f"{where}: direction {direction!r} takes no margin (got {margin!r}); "
+                "a margin is for not_below / not_above"
+            )
         return 0.0
     if margin is None or isinstance(margin, bool) or not isinstance(margin, int | float) or not margin > 0:
         raise ValueError(

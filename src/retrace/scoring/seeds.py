@@ -29,7 +29,9 @@
   the two p-values (an intersection of the two rejection regions): its chance of rejecting
   is at most either test's, so it holds the level wherever either test does, and
   tests/unit/test_claims_seeds.py measures it under both nulls. Non-0/1 scores (FS, ART's
-  task-weighted rows) have no stratified test: the sign-flip test alone.
+  task-weighted rows) have no stratified test: the sign-flip test alone (stats.sign_flip_test:
+  exact on a lattice; ART's task weights put the differences off any small lattice, and
+  there its Edgeworth approximation, `sign_flip_edgeworth`).
 - A margin (non-inferiority rows, scoring.claims.DIRECTIONS): the sign-flip test of
   mean(A - B) = -margin (or +margin), on the differences shifted by the margin.
 """
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrace.scoring.stats import sign_flip_exact, stratified_exact
+from retrace.scoring.stats import sign_flip_test, stratified_exact
 
 NEAR_COPY = 0.98  # share of questions on which every seed agrees: above it, one draw (see above)
 MIN_COPY_QUESTIONS = 10  # fewer questions say nothing about copies
@@ -65,7 +67,11 @@ def _copies_note(m: np.ndarray, side: str) -> str:
     if m.shape[1] < MIN_COPY_QUESTIONS or identical_share(m) < NEAR_COPY:
         return ""
     differ = int((m != m[0]).any(axis=0).sum())
-    how = "identical on every question" if not differ else f"identical on all but {differ} of {m.shape[1]} questions"
+    how = (
+        "identical on every question"
+        if not differ
+        else f"identical on all but {differ} of {m.shape[1]} questions"
+    )
     return (
         f"{side}: sampled, but its {len(m)} seeds are {how}: counted as one draw (seed 0); "
         "check that each seed reached the engine"
@@ -92,8 +98,8 @@ def seeds_test(da: np.ndarray, db: np.ndarray, shift: float = 0.0) -> tuple[floa
     of each side: the sign-flip test on per-question means, and with unequal seed counts on
     0/1 scores (and no shift) the larger of it and the stratified exact test (module docstring)."""
     d = da.mean(axis=0) - db.mean(axis=0) - shift
-    p = sign_flip_exact(d)
+    p, name = sign_flip_test(d)
     binary = np.isin(da, (0, 1)).all() and np.isin(db, (0, 1)).all()
     if len(da) != len(db) and binary and shift == 0.0:
         return max(p, stratified_exact(da, db)), MAX_P_TEST
-    return p, "sign_flip_exact"
+    return p, name
