@@ -93,10 +93,12 @@ def judge(row: dict, effect: float) -> str:
     return "missed" if row["verdict"] == "inconclusive" else "wrong sign"
 
 
-def rehearse_once(d, plant: dict, seed: int) -> list[tuple[dict, float]]:
+def rehearse_once(d, plant: dict, seed: int, screen: bool = False) -> list[tuple[dict, float]]:
+    """One simulated experiment's adjusted rows with their planted truths; `screen`: rows that
+    cannot be significant skip the exact test (verdicts unchanged: scoring.design._screened)."""
     from retrace.scoring.design import simulate_rows, truth
 
-    rows = d.adjust(simulate_rows(d, np.random.default_rng(seed), (0.4, 2.0), plant))
+    rows = d.adjust(simulate_rows(d, np.random.default_rng(seed), (0.4, 2.0), plant, screen=screen))
     return [(r, truth(spec, plant)) for r, spec in zip(rows, d.rows, strict=True)]
 
 
@@ -128,7 +130,7 @@ def power(
     while done < (runs or MAX_RUNS):
         for _ in range(min(BATCH, (runs or MAX_RUNS) - done)):
             done += 1
-            for r, effect in rehearse_once(d, plant, seed + done):
+            for r, effect in rehearse_once(d, plant, seed + done, screen=True):
                 if effect:
                     hits[(r["claim"], r["model"], r["dataset"], effect)] += judge(r, effect) == "yes"
         error = max((mc_error(h, done) for h in hits.values()), default=0.0)

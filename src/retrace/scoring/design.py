@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrace.scoring.claims import PAPER_CLAIMS, Primary, adjust, compare_matrices
+from retrace.scoring.claims import PAPER_CLAIMS, Primary, adjust, compare_matrices, test_of
+from retrace.scoring.seeds import counted_seeds
 
 
 @dataclass
@@ -236,38 +237,92 @@ def score_range(metric: str, k: float) -> float:
     return 1.0 + k if metric == "fs" else 1.0
 
 
-def _matrices(d: Design, cells: dict, row: tuple) -> tuple[np.ndarray, np.ndarray, float]:
-    """(method scores, baseline scores, score range) of one design row on simulated states."""
+def _matrices(d: Design, cells: dict, row: tuple, memo: dict) -> tuple[np.ndarray, np.ndarray, float]:
+    """(method scores, baseline scores, score range) of one design row on simulated states;
+    `memo` keeps each side's matrix for the experiment's other rows."""
     a, b, metric, k, keys, kind = row[3], row[4], row[6], row[7], row[8], row[9]
     if kind == "weaker":
         return _gain(cells, keys[0], row), _gain(cells, keys[1], row), 2 * score_range(metric, k)
-    ma = np.concatenate([score(cells[key][a], metric, k) for key in keys], axis=1)
-    mb = np.concatenate([score(cells[key][b], metric, k) for key in keys], axis=1)
+
+    def side(label: str) -> np.ndarray:
+        at = (label, metric, k, tuple(keys))
+        if at not in memo:
+            memo[at] = np.concatenate([score(cells[key][label], metric, k) for key in keys], axis=1)
+        return memo[at]
+
+    ma, mb = side(a), side(b)
     if kind != "macro":
         return ma, mb, score_range(metric, k)
     w = task_weights(d, keys)
     return ma * w, mb * w, float(w.max()) * score_range(metric, k)
 
 
-def rows_from_cells(d: Design, cells: dict) -> list[dict]:
-    """Unadjusted claims rows of the design on simulated (or real) per-cell states."""
-    out = []
+Z_SCREEN = 1.5  # |z| below it: the row's exact p is > 0.05 (tests/unit/test_claims_calibration.py)
+
+
+def _counted_mean(m: np.ndarray, det: bool, memo: dict | None) -> np.ndarray:
+    """Per-question mean over the seeds that count (scoring.seeds.counted_seeds), kept in
+    `memo` by matrix (the memoised side matrices of _matrices live as long as it does)."""
+    if memo is None:
+        return counted_seeds(m, det, "")[0].mean(axis=0)
+    key = ("mean", id(m), det)
+    if key not in memo:
+        memo[key] = counted_seeds(m, det, "")[0].mean(axis=0)
+    return memo[key]
+
+
+def _screened(d: Design, row: tuple, sides: tuple, dets: tuple, memo: dict | None) -> dict | None:
+    """For the calibration (`screen`): a row whose sign-flip z-statistic (on the seeds that
+    count, shifted by its margin) is below Z_SCREEN, as p = 1 without the exact test. Its exact
+    p is above 0.05, above every Holm level, so every verdict of `adjust` is unchanged (a
+    p above alpha is never rejected, and rows sorted after every rejected one do not move it)."""
+    claim, direction = row[0], row[5]
+    diff = _counted_mean(sides[0], dets[0], memo) - _counted_mean(sides[1], dets[1], memo)
+    moved = diff - test_of(direction, d.margins.get(claim))
+    ss = float(moved @ moved)
+    if ss and abs(float(moved.sum())) >= Z_SCREEN * np.sqrt(ss):
+        return None
+    return {
+        "p_value": 1.0,
+        "delta": float(diff.mean()),
+        "sd_diff": float(diff.std()),
+        "n_questions": len(diff),
+        "direction": direction,
+        "margin": d.margins.get(claim),
+        "verdict": "inconclusive",
+    }
+
+
+def rows_from_cells(d: Design, cells: dict, screen: bool = False) -> list[dict]:
+    """Unadjusted claims rows of the design on simulated (or real) per-cell states; `screen`:
+    rows that cannot be significant skip the exact test (_screened; the calibration's speed)."""
+    out: list[dict] = []
+    memo: dict = {}
     for row in d.rows:
         claim, model, dataset, a, b, direction, _, _, keys, kind = row
-        ma, mb, span = _matrices(d, cells, row)
+        ma, mb, span = _matrices(d, cells, row, memo)
         dets = (False, False)  # a weaker row compares two gains, one row each
         if kind != "weaker":
             dets = tuple(d.cells[keys[0]]["labels"][x][1] for x in (a, b))
-        cmp = compare_matrices(
-            ma, mb, direction=direction, deterministic=dets, margin=d.margins.get(claim), score_range=span
+        cmp = (
+            _screened(d, row, (ma, mb), dets, memo if kind in ("plain", "pooled") else None)
+            if screen
+            else None
         )
+        if cmp is None:
+            cmp = compare_matrices(
+                ma, mb, direction=direction, deterministic=dets, margin=d.margins.get(claim), score_range=span
+            )
+        cmp["score_range"] = span
         out.append({"claim": claim, "model": model, "dataset": dataset, "method": a, "baseline": b, **cmp})
     return out
 
 
-def simulate_rows(d: Design, rng, setting: tuple, planted: dict | None = None) -> list[dict]:
+def simulate_rows(
+    d: Design, rng, setting: tuple, planted: dict | None = None, screen: bool = False
+) -> list[dict]:
     """One simulated experiment's claims rows (before `adjust`)."""
-    return rows_from_cells(d, simulate_cells(d, rng, setting, planted))
+    return rows_from_cells(d, simulate_cells(d, rng, setting, planted), screen)
 
 
 def summary(d: Design) -> dict:
