@@ -151,6 +151,7 @@ def test_the_exact_upper_bound_is_clopper_pearsons(cal):
 
 
 def test_the_settings_include_a_method_by_question_interaction(cal):
+    assert cal.LOOKS[-1] == cal.MAX_EXPERIMENTS >= 1000
     assert any(s[2] > 0 for s in cal.SETTINGS) and any(s[2] == 0 for s in cal.SETTINGS)
 
 
