@@ -158,3 +158,15 @@ def test_the_edgeworth_p_of_off_lattice_differences_is_the_exact_ps_within_3_per
                 checked += 1
                 assert sign_flip_edgeworth(d) == pytest.approx(exact, rel=0.03)
     assert checked >= 10
+
+
+def test_drrs_does_not_beat_claim_is_a_non_inferiority_row_and_needs_its_margin(monkeypatch):
+    from retrace.drr import claims as drr_claims
+
+    claim = "self-critique does not beat CoT (CoT minus Self-Critic; Huang et al.)"
+    assert drr_claims.tested_as(claim) == {"direction": "not_below", "margin": 0.03}
+    assert drr_claims.tested_as("DRR beats CoT on accuracy") == {"direction": "greater", "margin": None}
+    monkeypatch.setitem(drr_claims.TESTED_AS, claim, ("not_below", None))
+    with pytest.raises(ValueError) as e:
+        drr_claims.tested_as(claim)
+    assert str(e.value).startswith(f"drr claim {claim!r}: direction 'not_below' is a non-inferiority test")
