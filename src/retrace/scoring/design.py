@@ -17,17 +17,22 @@ plans the same design. Each method family adds its own cells and rows (retrace.c
 (evaluation questions: the eval file, or 1 - train_fraction of one file), per dataset and
 pooled over them (dataset "all", Table 1's Overall); a DRR seed re-draws the reasoner's
 samples, the DM's initialisation and its data split, so every DRR label's seeds are draws.
-ART's rows come from retrace.art.summary.CLAIMS pooled over its task groups (`examples`
-questions per task); its seed structure is art.summary.one_draw's: the temperature-0
-program methods are one draw, few-shot (shots sampled by seed), AutoCoT (k-means seeded by
-seed) and self-consistency are draws per seed.
+ART's rows are those art/summary.py writes (retrace.art.rehearsal.add_design): each claim of
+art.summary.CLAIMS task-averaged over its task group (kind "macro": task-weighted scores) and,
+where the tasks' sizes differ, pooled beside it ("<claim> (pooled)"), each task at the test
+items a run gets after its held-out pool; its seed structure is art.summary.one_draw's: the
+temperature-0 program methods are one draw, few-shot (shots sampled by seed), AutoCoT
+(k-means seeded by seed) and self-consistency are draws per seed.
 
 Simulated outcomes: every cell draws per-question success probabilities from a Beta with
 mean `accuracy` and concentration `conc` (small: many questions near 0 or 1); every method
 of the cell shares them (the null: equal accuracy per question, hence correlated methods),
-and a planted (label, dataset) effect raises p to p + c (1 - p), c set so the mean rises by
-exactly the effect. DRR outcomes are correct / abstained / wrong (a fifth of the misses
-abstain), scored as accuracy, FS(k) = correct - k wrong, and Acc(D) = correct or abstained.
+or, with an interaction strength s (a setting's third entry), mixes them with draws of its
+own, (1 - s) p + s p' (equal average accuracy, different questions solved: s = 1 shares no
+difficulty between methods); a planted (label, dataset) effect raises p to p + c (1 - p), c
+set so the mean rises by exactly the effect. DRR outcomes are correct / abstained / wrong (a
+fifth of the misses abstain), scored as accuracy, FS(k) = correct - k wrong, and Acc(D) =
+correct or abstained.
 Used by benchmarks/claims_calibration.py and `retrace rehearse` (its power statement).
 """
 
