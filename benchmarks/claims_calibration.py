@@ -60,8 +60,9 @@ from collections import Counter
 
 import numpy as np
 
-from retrace.scoring.claims import row_margin, true_verdict
+from retrace.scoring.claims import row_margin
 from retrace.scoring.design import Design, design, simulate_rows
+from retrace.scoring.verdicts import true_verdict
 
 EXPERIMENTS = ("paper", "drr_paper", "art_paper", "refine_smoke")
 # (base accuracy, Beta concentration, interaction): near 0 / mid / near 1, each homogeneous and
@@ -85,7 +86,7 @@ def upper(k: int, n: int, level: float = 0.95) -> float:
 
 def false_rows(rows: list[dict]) -> list[dict]:
     """The rows of a null experiment whose verdict is false against its truth (0: every method
-    alike; a non-inferiority row should read "supported" there, scoring.claims.true_verdict)."""
+    alike; a non-inferiority row should read "supported" there, scoring.verdicts.true_verdict)."""
     return [
         r
         for r in rows

@@ -82,8 +82,9 @@ def judge(row: dict, effect: float) -> str:
     "wrong sign", inconclusive "missed". A null row should read neither: "NO (false
     supported)" or "NO (false contradicted)". A non-inferiority row (a margin) is judged
     against its margin: with no planted effect it should read supported
-    (scoring.claims.true_verdict)."""
-    from retrace.scoring.claims import row_margin, true_verdict
+    (scoring.verdicts.true_verdict)."""
+    from retrace.scoring.claims import row_margin
+    from retrace.scoring.verdicts import true_verdict
 
     want = true_verdict(row.get("direction") or "greater", row_margin(row), effect)
     if want == "inconclusive":  # the truth sits at the row's null value (0, or its margin)

@@ -438,7 +438,9 @@ def summarize(
             "art/plan.py",
             "art/unseen.py",
             "scoring/claims.py",
+            "scoring/seeds.py",
             "scoring/stats.py",
+            "scoring/verdicts.py",
         )
     ]
     inputs = [str(p) for p in runs] + ([str(leak)] if leak else [])

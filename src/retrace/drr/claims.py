@@ -50,7 +50,7 @@ CLAIMS += [
 ]
 CLAIMS += [(c + WRONG_SUFFIX, a, b, "accuracy", k) for c, a, b, m, k in CLAIMS if m == PAPER_ACC]
 ACC_ABSTENTION = ("wrong", "both")
-# Claims tested as other than "method > baseline" (scoring.claims.DIRECTIONS), margins fixed
+# Claims tested as other than "method > baseline" (scoring.verdicts.DIRECTIONS), margins fixed
 # here, before any data. "Self-critique does not beat CoT" (Huang et al. 2024, "Large Language
 # Models Cannot Self-Correct Reasoning Yet"; DRR §5 reports Self-Critic "dropping 3.1% in
 # accuracy") is non-inferiority of CoT: CoT >= Self-Critic - 0.03. "supported": self-critique
@@ -64,7 +64,7 @@ TESTED_AS = {"self-critique does not beat CoT (CoT minus Self-Critic; Huang et a
 def tested_as(claim: str) -> dict:
     """{"direction", "margin"} of a DRR claim (TESTED_AS; else "greater"), checked: a
     margined direction without its margin is one line naming the claim."""
-    from retrace.scoring.claims import test_of
+    from retrace.scoring.verdicts import test_of
 
     direction, margin = TESTED_AS.get(claim, ("greater", None))
     test_of(direction, margin, f"drr claim {claim!r}")

@@ -43,8 +43,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retrace.scoring.claims import PAPER_CLAIMS, Primary, adjust, compare_matrices, test_of
+from retrace.scoring.claims import PAPER_CLAIMS, Primary, adjust, compare_matrices
 from retrace.scoring.seeds import counted_seeds
+from retrace.scoring.verdicts import test_of
 
 
 @dataclass
@@ -56,7 +57,7 @@ class Design:
     rows: list = field(default_factory=list)
     # the experiment's pre-registered primary claims (claims.primary); None: one family
     primary: Primary | None = None
-    # claim -> its margin, for the rows tested as not_below / not_above (scoring.claims.test_of)
+    # claim -> its margin, for the rows tested as not_below / not_above (scoring.verdicts.test_of)
     margins: dict = field(default_factory=dict)
 
     def adjust(self, rows: list[dict]) -> list[dict]:

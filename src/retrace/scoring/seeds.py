@@ -32,7 +32,7 @@
   task-weighted rows) have no stratified test: the sign-flip test alone (stats.sign_flip_test:
   exact on a lattice; ART's task weights put the differences off any small lattice, and
   there its Edgeworth approximation, `sign_flip_edgeworth`).
-- A margin (non-inferiority rows, scoring.claims.DIRECTIONS): the sign-flip test of
+- A margin (non-inferiority rows, scoring.verdicts.DIRECTIONS): the sign-flip test of
   mean(A - B) = -margin (or +margin), on the differences shifted by the margin.
 """
 
