@@ -19,6 +19,7 @@ from retrace.scoring.claims import (
     weaker_gains_more,
     write_claims_csv,
 )
+from retrace.scoring.seeds import MAX_P_TEST
 from retrace.scoring.stats import binomial_two_sided, paired_mean_ci
 
 
@@ -128,7 +129,7 @@ def test_seeds_are_averaged_per_question_and_the_test_fits_the_seed_counts():
     a = [run([1] * 30), run([1] * 25 + [0] * 5), run([1] * 30)]
     b = [run([0] * 30)]
     out = compare(a, b)
-    assert out["test"] == "stratified_exact" and out["n_questions"] == 30  # 3 seeds vs 1
+    assert out["test"] == MAX_P_TEST and out["n_questions"] == 30  # 3 seeds vs 1
     assert out["delta"] == pytest.approx((25 + 5 * 2 / 3) / 30)
     assert out["acc_method"] == pytest.approx((1 + 25 / 30 + 1) / 3)
     assert out["acc_method_sd"] > 0 and out["acc_baseline_sd"] == 0.0
@@ -252,11 +253,12 @@ def test_primary_claims_are_judged_in_their_own_family_at_their_share_of_alpha()
 
 def test_stratified_exact_test_matches_enumeration_and_mcnemar():
     """Unequal seed counts (3 sampled seeds vs a temperature-0 baseline counted once) get the
-    stratified exact test: checked against brute-force enumeration of its conditional null."""
+    stratified exact test beside the sign-flip test (the larger p): the stratified test is
+    checked against brute-force enumeration of its conditional null."""
     import itertools
     from math import comb
 
-    from retrace.scoring.stats import stratified_exact
+    from retrace.scoring.stats import sign_flip_exact, stratified_exact
 
     a = np.array([[1, 0, 1, 1, 0], [1, 1, 0, 1, 0], [0, 1, 1, 1, 0]], dtype=float)
     b = np.array([[0, 0, 1, 0, 1]], dtype=float)
@@ -278,7 +280,8 @@ def test_stratified_exact_test_matches_enumeration_and_mcnemar():
     assert stratified_exact(a, b) == pytest.approx(min(1.0, 2 * min(low, high)))
     # the baseline is temperature 0 by design: its seed 0 counts, once
     out = compare_matrices(a, np.repeat(b, 3, axis=0), deterministic=(False, True))
-    assert out["test"] == "stratified_exact" and out["p_value"] == pytest.approx(stratified_exact(a, b))
+    both = max(stratified_exact(a, b), sign_flip_exact(a.mean(0) - b[0]))
+    assert out["test"] == MAX_P_TEST and out["p_value"] == pytest.approx(both)
     # one seed a side: the exact McNemar test
     x, y = np.array([[1] * 9 + [0] * 21]), np.array([[0] * 7 + [1] * 2 + [0] * 21])
     assert stratified_exact(x, y) == pytest.approx(binomial_two_sided(7, 7))  # 7 discordant, all A

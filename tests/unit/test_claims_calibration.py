@@ -142,3 +142,46 @@ def test_question_counts_come_from_the_configs_and_are_checked_against_the_data(
     ):
         question_count("aime24", str(tmp_path / "mirror"))
     assert question_count("smoke_math_mini", None) == 4  # bundled: 20 questions, its limit 4
+
+
+def test_the_exact_upper_bound_is_clopper_pearsons(cal):
+    """Issue 56: 5 of 150 null experiments (0.033) have an exact 95 % upper bound of 0.076."""
+    assert cal.upper(5, 150) == pytest.approx(0.0761, abs=1e-4)
+    assert cal.upper(0, 72) < 0.05 < cal.upper(0, 70) and cal.upper(3, 3) == 1.0
+
+
+def test_the_settings_include_a_method_by_question_interaction(cal):
+    assert cal.LOOKS[-1] == cal.MAX_EXPERIMENTS >= 1000
+    assert any(s[2] > 0 for s in cal.SETTINGS) and any(s[2] == 0 for s in cal.SETTINGS)
+
+
+@pytest.mark.parametrize("setting", [(0.05, 1.0, 1.0), (0.5, 50.0, 0.0), (0.95, 1.0, 0.0)])
+def test_screened_rows_change_no_verdict(setting):
+    """The calibration skips the exact test where |z| < 1.5; every verdict after `adjust` is
+    the same as with every test run, and every screened row's exact p is above 0.05."""
+    d = small_design()
+    for i in range(6):
+        full = d.adjust(simulate_rows(d, np.random.default_rng([i, 1]), setting))
+        fast = d.adjust(simulate_rows(d, np.random.default_rng([i, 1]), setting, screen=True))
+        assert [r["verdict"] for r in full] == [r["verdict"] for r in fast]
+        assert all(f["p_value"] > 0.05 for f, s in zip(full, fast) if s["p_value"] == 1.0)
+
+
+def test_a_run_prints_each_rate_with_its_exact_upper_bound(cal, capsys):
+    import re
+
+    assert cal.main(["--only", "refine_smoke", "--experiments", "20"]) == 0
+    out = capsys.readouterr().out
+    number = r"(\d\.\d{4}) \(upper (\d\.\d{4})\)"
+    line = rf"^refine_smoke: false supported {number}, false contradicted {number}, any false {number}$"
+    assert re.search(line, out, re.M), out
+    assert "null experiments (refine_smoke): 180 over 9 settings (each: 20 to 20)" in out
+
+
+def test_a_non_inferiority_row_reading_supported_under_the_null_is_no_false_verdict(cal):
+    rows = [
+        {"verdict": "supported", "direction": "not_below", "margin": 0.03},
+        {"verdict": "contradicted", "direction": "not_below", "margin": "0.03"},
+        {"verdict": "supported", "direction": "greater", "margin": ""},
+    ]
+    assert [r["verdict"] for r in cal.false_rows(rows)] == ["contradicted", "supported"]

@@ -43,6 +43,11 @@ def greedy_runs():
     return [seed(base), seed(base), seed(other)]
 
 
+def drawn(k: int) -> list[dict]:
+    """k sampled seeds that are draws (each right on a question of its own), not copies."""
+    return [seed([0.0] * j + [1.0] + [0.0] * (11 - j)) for j in range(k)]
+
+
 @pytest.mark.parametrize(
     "repeatable, says",
     [
@@ -52,16 +57,14 @@ def greedy_runs():
     ],
 )
 def test_a_greedy_methods_note_says_how_its_uncounted_seeds_compare(repeatable, says):
-    row = compare(
-        greedy_runs(), [seed([0.0] * 12)] * 3, deterministic=(True, False), repeatable=(repeatable, None)
-    )
+    row = compare(greedy_runs(), drawn(3), deterministic=(True, False), repeatable=(repeatable, None))
     assert row["note"] == f"method: temperature 0, seed 0 of 3 counted (the others are reruns, {says}"
-    assert row["delta"] == pytest.approx(0.5)  # seed 0 alone
+    assert row["delta"] == pytest.approx(0.5 - 1 / 12)  # seed 0 alone, against 3 draws
 
 
 def test_identical_reruns_on_a_deterministic_engine_raise_no_alarm():
     same = [seed([1.0, 0.0] * 6)] * 3
-    row = compare(same, [seed([0.0] * 12)] * 3, deterministic=(True, False), repeatable=(True, None))
+    row = compare(same, drawn(3), deterministic=(True, False), repeatable=(True, None))
     assert row["note"] == "method: temperature 0, seed 0 of 3 counted (the others are reruns, identical)"
 
 
@@ -111,7 +114,7 @@ def test_seeds_covering_different_questions_name_the_first_five_that_differ():
 
 def test_a_greedy_method_with_two_seeds_counts_seed_0_alone():
     runs = [seed([1.0, 0.0] * 6), seed([1.0, 0.0] * 6)]
-    row = compare(runs, [seed([0.0] * 12)] * 2, deterministic=(True, False))
+    row = compare(runs, drawn(2), deterministic=(True, False))
     assert row["note"] == "method: temperature 0, seed 0 of 2 counted (the others are reruns, identical)"
 
 

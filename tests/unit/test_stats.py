@@ -117,7 +117,7 @@ def test_sign_flip_large_n_uses_fft_and_stays_a_probability():
     d = rng.integers(-3, 4, 675) / 3
     p = sign_flip_exact(d)
     assert 0.0 <= p <= 1.0
-    assert sign_flip_exact(np.abs(d)) < 1e-100 or sign_flip_exact(np.abs(d)) == 0.0
+    assert sign_flip_exact(np.abs(d)) < 1e-12  # 2^-600 or so, read through the FFT's rounding noise
 
 
 def test_sign_flip_ci_excludes_zero_exactly_when_its_normal_test_rejects():

@@ -80,20 +80,26 @@ def judge(row: dict, effect: float) -> str:
     """Does a verdict match the planted truth? A planted row should read supported (or
     contradicted, when the truth opposes the claim's direction): the other of the two is
     "wrong sign", inconclusive "missed". A null row should read neither: "NO (false
-    supported)" or "NO (false contradicted)"."""
-    sign = 1 if row["direction"] == "greater" else -1
-    if effect == 0:
+    supported)" or "NO (false contradicted)". A non-inferiority row (a margin) is judged
+    against its margin: with no planted effect it should read supported
+    (scoring.verdicts.true_verdict)."""
+    from retrace.scoring.claims import row_margin
+    from retrace.scoring.verdicts import true_verdict
+
+    want = true_verdict(row.get("direction") or "greater", row_margin(row), effect)
+    if want == "inconclusive":  # the truth sits at the row's null value (0, or its margin)
         return "yes" if row["verdict"] == "inconclusive" else f"NO (false {row['verdict']})"
-    want = "supported" if sign * effect > 0 else "contradicted"
     if row["verdict"] == want:
         return "yes"
     return "missed" if row["verdict"] == "inconclusive" else "wrong sign"
 
 
-def rehearse_once(d, plant: dict, seed: int) -> list[tuple[dict, float]]:
+def rehearse_once(d, plant: dict, seed: int, screen: bool = False) -> list[tuple[dict, float]]:
+    """One simulated experiment's adjusted rows with their planted truths; `screen`: rows that
+    cannot be significant skip the exact test (verdicts unchanged: scoring.design._screened)."""
     from retrace.scoring.design import simulate_rows, truth
 
-    rows = d.adjust(simulate_rows(d, np.random.default_rng(seed), (0.4, 2.0), plant))
+    rows = d.adjust(simulate_rows(d, np.random.default_rng(seed), (0.4, 2.0), plant, screen=screen))
     return [(r, truth(spec, plant)) for r, spec in zip(rows, d.rows, strict=True)]
 
 
@@ -125,7 +131,7 @@ def power(
     while done < (runs or MAX_RUNS):
         for _ in range(min(BATCH, (runs or MAX_RUNS) - done)):
             done += 1
-            for r, effect in rehearse_once(d, plant, seed + done):
+            for r, effect in rehearse_once(d, plant, seed + done, screen=True):
                 if effect:
                     hits[(r["claim"], r["model"], r["dataset"], effect)] += judge(r, effect) == "yes"
         error = max((mc_error(h, done) for h in hits.values()), default=0.0)

@@ -105,7 +105,7 @@ class Art(Family):
     def claims_design(self, block: dict, mirror: str, design) -> None:
         from retrace.art.rehearsal import add_design
 
-        add_design(block, design)
+        add_design(block, design, mirror)
 
     def rehearsal_note(self) -> str:
         from retrace.art.rehearsal import NOTE

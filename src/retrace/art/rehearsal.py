@@ -77,10 +77,39 @@ def planted_truths(
     ]
 
 
-def add_design(block: dict, d) -> None:
-    """ART's cells and claim rows in a claims design (retrace.scoring.design.Design): each
-    model × task (`examples` questions), each claim pooled over its task group; a label's
-    seeds are one draw or draws as art.summary.one_draw says."""
+def test_count(cfg: dict, task: str, mirror: str | None) -> int:
+    """Test items a run of `task` gets (art/stages.split): `examples` capped by what the task
+    has after its held-out pool, the tasks' questions read from the data where they can be
+    (the split itself, library demonstration inputs left out as a run leaves them), else the
+    dataset config's `questions:` (scoring.design.question_count: a clone without the data)."""
+    from retrace.art import plan
+    from retrace.art.stages import task_split
+    from retrace.config.compose import compose
+    from retrace.scoring.design import question_count
+    from retrace.store.data import prepare
+
+    name = plan.dataset_of(task, cfg)
+    ds = compose({"dataset": name})["dataset"]
+    total = question_count(name, mirror)
+    if mirror and ds.get("source") != "hub" and Path(mirror).is_dir():
+        try:
+            return len(task_split(cfg, prepare({**ds, "limit": None}, mirror)[0])[1])
+        except OSError:
+            pass  # the mirror lacks the file: the stated count below
+    if total <= cfg["pool"]:
+        raise ValueError(
+            f"art task {task}: {total} questions cannot give {cfg['pool']} held-out items and a test item"
+        )
+    return min(int(cfg["examples"]), total - int(cfg["pool"]))
+
+
+def add_design(block: dict, d, mirror: str | None = None) -> None:
+    """ART's cells and claim rows in a claims design (retrace.scoring.design.Design), as a run
+    writes them (art/summary._claim): each model × task with the test items a run gets
+    (test_count), each claim over its task group task-averaged ("macro": each task weighs
+    the same, the paper's statistic) and, where the tasks' sizes differ, pooled over questions
+    beside it ("<claim> (pooled)"); a label's seeds are one draw or draws as
+    art.summary.one_draw says."""
     from retrace.art.plan import check
     from retrace.art.summary import CLAIMS, FEEDBACK_CLAIM, mmlu_tasks, one_draw
 
@@ -90,14 +119,19 @@ def add_design(block: dict, d) -> None:
     fb = cfg.get("feedback") or {}
     methods = list(cfg["methods"]) + ([f"art@{fb['version']}"] if fb else [])
     labels = {m: (len(cfg["seeds"]), one_draw(m)) for m in methods}
+    sizes = {task: test_count(cfg, task, mirror) for task in groups["all"]}
     for model in cfg["models"]:
         for task in groups["all"]:
-            d.cells[(model, task)] = {"n": int(cfg["examples"]), "labels": labels}
-        for claim, a, b, group in CLAIMS:
-            keys = [(model, t) for t in groups[group]]
-            if keys:  # a group the block does not run (no MMLU subject) has no row, as in art/summary
-                d.rows.append((claim, model, f"{group} tasks", a, b, "greater", "acc", 1, keys, "pooled"))
+            d.cells[(model, task)] = {"n": sizes[task], "labels": labels}
+        # a group the block does not run (no MMLU subject) has no row, as in art/summary
+        rows = [
+            (claim, f"{group} tasks", a, b, groups[group]) for claim, a, b, group in CLAIMS if groups[group]
+        ]
         if fb:
-            keys = [(model, t) for t in fb.get("tasks", [])]
-            row = (FEEDBACK_CLAIM, model, "edited tasks", methods[-1], "art")
-            d.rows.append(row + ("greater", "acc", 1, keys, "pooled"))
+            rows.append((FEEDBACK_CLAIM, "edited tasks", methods[-1], "art", list(fb.get("tasks", []))))
+        for claim, dataset, a, b, tasks in rows:
+            keys = [(model, t) for t in tasks]
+            if len({sizes[t] for t in tasks}) > 1:  # unequal sizes: the two statistics differ
+                d.rows.append((claim, model, dataset, a, b, "greater", "acc", 1, keys, "macro"))
+                claim = f"{claim} (pooled)"
+            d.rows.append((claim, model, dataset, a, b, "greater", "acc", 1, keys, "pooled"))

@@ -164,6 +164,7 @@ def _claim(claim, model, scores, a, b, tasks, dataset) -> list[dict]:
             task_averaged(rb, w),
             evidence=ea + eb,
             deterministic=det,
+            score_range=max(w.values()),  # a weighted score spans 0..w: the CI in its units
         )
         macro["note"] = "; ".join(
             filter(None, [macro.get("note"), "task-averaged (each task weighs the same)"])
@@ -447,7 +448,9 @@ def summarize(
             "art/plan.py",
             "art/unseen.py",
             "scoring/claims.py",
+            "scoring/seeds.py",
             "scoring/stats.py",
+            "scoring/verdicts.py",
         )
     ]
     inputs = [str(p) for p in runs] + ([str(leak)] if leak else [])

@@ -55,6 +55,25 @@ CLAIMS += [
 ]
 CLAIMS += [(c + WRONG_SUFFIX, a, b, "accuracy", k) for c, a, b, m, k in CLAIMS if m == PAPER_ACC]
 ACC_ABSTENTION = ("wrong", "both")
+# Claims tested as other than "method > baseline" (scoring.verdicts.DIRECTIONS), margins fixed
+# here, before any data. "Self-critique does not beat CoT" (Huang et al. 2024, "Large Language
+# Models Cannot Self-Correct Reasoning Yet"; DRR §5 reports Self-Critic "dropping 3.1% in
+# accuracy") is non-inferiority of CoT: CoT >= Self-Critic - 0.03. "supported": self-critique
+# gains less than 3 points, a tie included, as the claim says; "contradicted": it beats CoT by
+# more than 3 points. Tested as CoT > Self-Critic it read "inconclusive" on the outcome that
+# fits the claim, and "supported" said more than the paper does. The margin is the size of
+# the drop the paper reports, so a gain of that size would be the effect the claim denies.
+TESTED_AS = {"self-critique does not beat CoT (CoT minus Self-Critic; Huang et al.)": ("not_below", 0.03)}
+
+
+def tested_as(claim: str) -> dict:
+    """{"direction", "margin"} of a DRR claim (TESTED_AS; else "greater"), checked: a
+    margined direction without its margin is one line naming the claim."""
+    from retrace.scoring.verdicts import test_of
+
+    direction, margin = TESTED_AS.get(claim, ("greater", None))
+    test_of(direction, margin, f"drr claim {claim!r}")
+    return {"direction": direction, "margin": margin}
 
 
 def claim_list(acc_abstention: str = "wrong") -> list[tuple]:
@@ -101,6 +120,8 @@ def claims(runs: Mapping, hashes: Mapping, acc_abstention: str = "wrong") -> lis
                 ra,
                 rb,
                 evidence=hashes[(model, dataset)][a] + hashes[(model, dataset)][b],
+                score_range=1.0 + k if metric == "fs" else 1.0,  # FS(k) spans -k..1
+                **tested_as(claim),
             )
             unit = {
                 "accuracy": "0/1 correct, an abstention wrong",

@@ -72,7 +72,7 @@ def add_design(block: dict, mirror: str, d) -> None:
     model × evaluation set (its eval file, or 1 - train_fraction of one file), and each claim
     per dataset and pooled over them (Table 1's Overall)."""
     from retrace.drr import settings
-    from retrace.drr.claims import OVERALL, claim_list
+    from retrace.drr.claims import OVERALL, claim_list, tested_as
     from retrace.scoring import design
 
     cfg = settings.load(block)
@@ -85,10 +85,14 @@ def add_design(block: dict, mirror: str, d) -> None:
             d.cells[(model, e["name"])] = {"n": n, "drr": True, "labels": labels}
             for claim, a, b, metric, k in listed:
                 if a in labels and b in labels:
+                    way = tested_as(claim)["direction"]
                     d.rows.append(
-                        (claim, model, e["name"], a, b, "greater", metric, k, [(model, e["name"])], "plain")
+                        (claim, model, e["name"], a, b, way, metric, k, [(model, e["name"])], "plain")
                     )
         keys = [(model, e["name"]) for e in settings.entries(cfg)]  # Table 1's Overall: all pooled
         for claim, a, b, metric, k in listed:
             if a in labels and b in labels:
-                d.rows.append((claim, model, OVERALL, a, b, "greater", metric, k, keys, "pooled"))
+                d.rows.append(
+                    (claim, model, OVERALL, a, b, tested_as(claim)["direction"], metric, k, keys, "pooled")
+                )
+    d.margins.update({c: tested_as(c)["margin"] for c, *_ in listed if tested_as(c)["margin"] is not None})

@@ -7,24 +7,26 @@
     write_claims_csv([row, ...], "results/report/claims.csv")
 
 How the numbers are made (docs/claims.md says why, and what it costs in power):
-- Seeds: which seeds count is decided from the design, before any score is read (the
-  `deterministic` pair of compare: retrace.scoring.run_facts.deterministic_by_design for the
-  spine, the families' own rules for DRR and ART). A temperature-0 method that chooses
-  nothing by seed is one draw per question: its seed 0 counts, once; its other seeds are
-  copies (a deterministic engine) or reruns of the same draw (an engine that is not: averaging
-  near-copies would skew the null difference), and the row's `note` says which, and whether
-  they differed. Every other method's seeds are independent draws and all count, even where
-  they happen to agree. A question's score is the mean over the counted seeds; questions are
-  the unit. mean +- sd over seeds of each side's accuracy is reported too.
+- Seeds (scoring.seeds): which seeds count is decided from the design, before any score is
+  read (the `deterministic` pair of compare: retrace.scoring.run_facts.deterministic_by_design
+  for the spine, the families' own rules for DRR and ART). A temperature-0 method that chooses
+  nothing by seed is one draw per question: its seed 0 counts, once, and the row's `note` says
+  how its other seeds compare. A sampled method's seeds are independent draws and all count,
+  unless the data show them copies (identical on >= 98 % of the questions: the seed never
+  reached the engine): then seed 0 counts, once, and the note says so. A question's score is
+  the mean over the counted seeds; questions are the unit. mean +- sd over seeds of each
+  side's accuracy is reported too.
 - p_value: the exact paired sign-flip test of mean(A - B) = 0 on the per-question
   differences (stats.sign_flip_exact) when both sides count as many seeds (with one seed a
   side it is the exact McNemar test); when they differ (a temperature-0 baseline against
-  sampled seeds) and the scores are 0/1, the stratified exact test (stats.stratified_exact:
-  per question, every draw of either side one success probability), exact for any seed
-  counts. `test` names the one used.
+  sampled seeds) and the scores are 0/1, the larger of it and the stratified exact test's
+  p-value (scoring.seeds: each test fails under a null the other holds). `test` names it.
+  A non-inferiority row ("A does not beat B": direction not_above/not_below with a `margin`
+  stated before the data) tests mean(A - B) = +-margin instead.
 - ci_low/ci_high: an APPROXIMATE interval (`ci_method` says so): the sign-flip test's normal
-  approximation inverted over shifts, with Agresti-Min pseudo-pairs so that it is never
-  zero-width (stats.paired_mean_ci), at the level the row is judged at (`ci_level`): 1 - alpha
+  approximation inverted over shifts, with Agresti-Min pseudo-pairs scaled to the score's
+  range (`score_range`) so that it is never zero-width and the same in any units
+  (stats.paired_mean_ci), at the level the row is judged at (`ci_level`): 1 - alpha
   alone, 1 - alpha / (m - rank) inside a Holm family; sd_diff keeps it recomputable. It is
   not the exact test's inversion, so the verdict asks both (below).
 - p_adjusted: `adjust` corrects the p-values of all rows of one experiment together
@@ -33,10 +35,12 @@ How the numbers are made (docs/claims.md says why, and what it costs in power):
   alone (claim_row) is a family of one: p_adjusted = p_value, correction "none". An
   experiment that pre-registers primary claims (`claims.primary`) splits alpha over two
   families, primary and exploratory (`adjust`); the experiment's error rate stays <= ALPHA.
-- verdict: a claim reads "method > baseline" (direction "greater") or "method < baseline"
-  ("less", e.g. the falsifier "always-affirm falls below Maj@N"). It is "supported" when
-  the CI lies entirely on the claimed side of 0 AND p_adjusted <= ALPHA, "contradicted"
-  when the CI lies entirely on the other side AND p_adjusted <= ALPHA, else "inconclusive";
+- verdict: a claim reads "method > baseline" (direction "greater"), "method < baseline"
+  ("less", e.g. the falsifier "always-affirm falls below Maj@N"), or, with a margin m,
+  "method >= baseline - m" ("not_below") / "method <= baseline + m" ("not_above"). It is
+  "supported" when the CI lies entirely on the claimed side of the null value (0, or -m / +m)
+  AND p_adjusted <= ALPHA, "contradicted" when the CI lies entirely on the other side AND
+  p_adjusted <= ALPHA, else "inconclusive";
   also "inconclusive" with fewer than `min_questions` questions or without a p-value.
 - Scores must be finite: a NaN or infinite score is refused, naming the question (the
   claims stage names the file too: run_facts.check_finite), never tested.
@@ -59,12 +63,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrace.scoring.stats import holm, holm_levels, paired_mean_ci, sign_flip_exact, stratified_exact
+from retrace.scoring.seeds import counted_seeds, seeds_test
+from retrace.scoring.stats import holm, holm_levels, paired_mean_ci
+from retrace.scoring.verdicts import ALPHA, DIRECTIONS, MIN_QUESTIONS, test_of, verdict
 from retrace.util.atomic import atomic_open
 
-MIN_QUESTIONS = 10
-ALPHA = 0.05  # family-wise level of the exact test, after the correction
-DIRECTIONS = {"greater": "method > baseline", "less": "method < baseline"}
 COLUMNS = (
     "claim",
     "model",
@@ -79,6 +82,8 @@ COLUMNS = (
     "ci_level",
     "ci_method",
     "sd_diff",
+    "score_range",
+    "margin",
     "p_value",
     "p_adjusted",
     "correction",
@@ -166,79 +171,16 @@ def per_question(runs: Runs) -> dict[str, float]:
     return dict(zip(ids, m.mean(axis=0).tolist()))
 
 
-def paired_test(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
-    """(p_value, test name) of mean(a - b) = 0 over questions: the exact sign-flip test."""
-    return sign_flip_exact(np.asarray(a, dtype=float) - np.asarray(b, dtype=float)), "sign_flip_exact"
-
-
-def seeds_test(da: np.ndarray, db: np.ndarray) -> tuple[float, str]:
-    """(p_value, test name) on distinct-seed matrices: the sign-flip test on per-question means
-    when both sides have as many seeds (its null difference is then symmetric), the stratified
-    exact test when they differ and the scores are 0/1 (stats module docstring). Not covered:
-    other scores (FS, DRR) with unequal seed counts keep the sign-flip test."""
-    binary = np.isin(da, (0, 1)).all() and np.isin(db, (0, 1)).all()
-    if len(da) != len(db) and binary:
-        return stratified_exact(da, db), "stratified_exact"
-    return paired_test(da.mean(axis=0), db.mean(axis=0))
-
-
-def verdict(
-    ci_low: float,
-    ci_high: float,
-    n_questions: int,
-    p_adjusted: float,
-    alpha: float = ALPHA,
-    min_questions: int = MIN_QUESTIONS,
-    direction: str = "greater",
-) -> str:
-    """supported / contradicted / inconclusive: the CI excludes 0 and the test rejects."""
-    if direction not in DIRECTIONS:
-        raise ValueError(f"unknown claim direction {direction!r}; valid: {', '.join(DIRECTIONS)}")
-    if n_questions < min_questions or not p_adjusted <= alpha:
-        return "inconclusive"
-    above, below = ci_low > 0, ci_high < 0
-    if above or below:
-        return "supported" if above == (direction == "greater") else "contradicted"
-    return "inconclusive"
-
-
-def counted_seeds(
-    m: np.ndarray, deterministic: bool, side: str, repeatable: bool | None = None
-) -> tuple[np.ndarray, str]:
-    """(the seeds that count, a note): seed 0 alone of a method that is one draw by design
-    (`deterministic`), saying how its other seeds compare; every seed otherwise. `repeatable`
-    (the engine's `deterministic` setting; None: not known) says whether they had to be
-    identical: on a deterministic engine a difference is a defect the note calls out."""
-    if not deterministic or len(m) == 1:
-        return m, ""
-    differ = int((m != m[0]).any(axis=0).sum())
-    how = f", which differ on {differ} questions" if differ else ", identical"
-    if repeatable is False:
-        how += ": the engine is not deterministic"
-    elif repeatable and differ:
-        how += " although the engine is deterministic: check it"
-    return m[:1], f"{side}: temperature 0, seed 0 of {len(m)} counted (the others are reruns{how})"
-
-
-def compare(
-    a_runs: Runs,
-    b_runs: Runs,
-    min_questions: int = MIN_QUESTIONS,
-    direction: str = "greater",
-    alpha: float = ALPHA,
-    deterministic: tuple[bool, bool] = (False, False),
-    repeatable: tuple[bool | None, bool | None] = (None, None),
-) -> dict:
+def compare(a_runs: Runs, b_runs: Runs, **options) -> dict:
     """Paired comparison of method A against baseline B; the numeric columns of a claims row.
-    `deterministic`: whether each side is one draw by design (run_facts.deterministic_by_design);
-    `repeatable`: whether each side's engine ran in its deterministic mode (None: not known).
-    An unknown keyword (a misspelt option) is a TypeError, never silently ignored."""
+    `options` are compare_matrices': an unknown keyword (a misspelt option) is a TypeError,
+    never silently ignored."""
     (ids_a, ma), (ids_b, mb) = _matrix(a_runs), _matrix(b_runs)
     if ids_a != ids_b:
         raise ValueError(
             f"method and baseline cover different questions: {sorted(set(ids_a) ^ set(ids_b))[:5]} ..."
         )
-    return compare_matrices(ma, mb, min_questions, direction, alpha, deterministic, repeatable)
+    return compare_matrices(ma, mb, **options)
 
 
 def compare_matrices(
@@ -249,8 +191,15 @@ def compare_matrices(
     alpha: float = ALPHA,
     deterministic: tuple[bool, bool] = (False, False),
     repeatable: tuple[bool | None, bool | None] = (None, None),
+    margin: float | None = None,
+    score_range: float = 1.0,
 ) -> dict:
-    """`compare` on (seeds x questions) score matrices over the same questions, in order."""
+    """`compare` on (seeds x questions) score matrices over the same questions, in order.
+    `deterministic`: whether each side is one draw by design (run_facts.deterministic_by_design);
+    `repeatable`: whether each side's engine ran in its deterministic mode (None: not known);
+    `margin`: a not_below / not_above claim's margin (test_of); `score_range`: the span of one
+    question's score (1 for 0/1, 1 + k for FS(k)): the CI's pseudo-pairs are in its units."""
+    shift = test_of(direction, margin)
     (da, note_a), (db, note_b) = (
         counted_seeds(m, det, side, rep)
         for m, det, side, rep in zip((ma, mb), deterministic, ("method", "baseline"), repeatable, strict=True)
@@ -258,12 +207,14 @@ def compare_matrices(
     a, b = da.mean(axis=0), db.mean(axis=0)
     d = a - b
     n = len(d)
-    p_value, test = seeds_test(da, db)
+    p_value, test = seeds_test(da, db, shift)
     sd_diff = float(d.std())
-    ci_low, ci_high = paired_mean_ci(float(d.mean()), sd_diff, n, 1 - alpha)
+    ci_low, ci_high = paired_mean_ci(float(d.mean()), sd_diff, n, 1 - alpha, score_range)
     sd = lambda accs: float(accs.std(ddof=1)) if len(accs) > 1 else 0.0
     accs_a, accs_b = ma.mean(axis=1), mb.mean(axis=1)
     notes = [f"fewer than {min_questions} questions" if n < min_questions else "", note_a, note_b]
+    if margin is not None:
+        notes.append(f"tested as {DIRECTIONS[direction]}, margin {margin:g} stated before the data")
     return {
         "delta": float(d.mean()),
         "ci_low": ci_low,
@@ -271,12 +222,14 @@ def compare_matrices(
         "ci_level": 1 - alpha,
         "ci_method": CI_METHOD,
         "sd_diff": sd_diff,
+        "score_range": float(score_range),
+        "margin": margin,
         "p_value": p_value,
         "p_adjusted": p_value,
         "correction": "none",
         "test": test,
         "direction": direction,
-        "verdict": verdict(ci_low, ci_high, n, p_value, alpha, min_questions, direction),
+        "verdict": verdict(ci_low, ci_high, n, p_value, alpha, min_questions, direction, margin),
         "n_questions": n,
         "wins": int(np.sum(a > b)),
         "ties": int(np.sum(a == b)),
@@ -329,7 +282,8 @@ def weaker_gains_more(weak: tuple[Runs, Runs], strong: tuple[Runs, Runs], **opti
     `claims.weaker`): choosing it by the measured baseline accuracy and then subtracting that
     same measurement biases the gain difference upwards (regression to the mean).
     """
-    return compare(gains(*weak), gains(*strong), **options)
+    # a gain spans [-1, 1] for 0/1 scores: the CI's pseudo-pairs in its units (stats.paired_mean_ci)
+    return compare(gains(*weak), gains(*strong), **{"score_range": 2.0, **options})
 
 
 def _number(x) -> float:
@@ -340,11 +294,19 @@ def _has_p(row: dict) -> bool:
     return not math.isnan(_number(row.get("p_value")))  # neither missing nor NaN
 
 
+def row_margin(row: Mapping) -> float | None:
+    """A row's margin (a CSV row's too: "" reads None)."""
+    m = _number(row.get("margin"))
+    return None if math.isnan(m) else m
+
+
 def _recompute_ci(row: dict, level: float) -> None:
-    """The row's CI at `level`, when it carries the CI's inputs (sd_diff; stats.paired_mean_ci)."""
-    n, sd = _number(row.get("n_questions")), _number(row.get("sd_diff"))
+    """The row's CI at `level`, when it carries the CI's inputs (sd_diff, score_range: 1 when
+    missing, a row written before it was recorded; stats.paired_mean_ci)."""
+    n, sd, r = _number(row.get("n_questions")), _number(row.get("sd_diff")), _number(row.get("score_range"))
     if not (math.isnan(n) or math.isnan(sd)):
-        row["ci_low"], row["ci_high"] = paired_mean_ci(_number(row["delta"]), sd, int(n), level)
+        scale = 1.0 if math.isnan(r) else r
+        row["ci_low"], row["ci_high"] = paired_mean_ci(_number(row["delta"]), sd, int(n), level, scale)
         row["ci_level"] = level
 
 
@@ -411,6 +373,7 @@ def _holm_family(rows: list[dict], alpha: float, name: str, min_questions: int) 
             alpha,
             min_questions,
             r.get("direction") or "greater",
+            row_margin(r),
         )
         if not _has_p(r):
             r["verdict"] = "inconclusive"

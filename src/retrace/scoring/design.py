@@ -17,17 +17,22 @@ plans the same design. Each method family adds its own cells and rows (retrace.c
 (evaluation questions: the eval file, or 1 - train_fraction of one file), per dataset and
 pooled over them (dataset "all", Table 1's Overall); a DRR seed re-draws the reasoner's
 samples, the DM's initialisation and its data split, so every DRR label's seeds are draws.
-ART's rows come from retrace.art.summary.CLAIMS pooled over its task groups (`examples`
-questions per task); its seed structure is art.summary.one_draw's: the temperature-0
-program methods are one draw, few-shot (shots sampled by seed), AutoCoT (k-means seeded by
-seed) and self-consistency are draws per seed.
+ART's rows are those art/summary.py writes (retrace.art.rehearsal.add_design): each claim of
+art.summary.CLAIMS task-averaged over its task group (kind "macro": task-weighted scores) and,
+where the tasks' sizes differ, pooled beside it ("<claim> (pooled)"), each task at the test
+items a run gets after its held-out pool; its seed structure is art.summary.one_draw's: the
+temperature-0 program methods are one draw, few-shot (shots sampled by seed), AutoCoT
+(k-means seeded by seed) and self-consistency are draws per seed.
 
 Simulated outcomes: every cell draws per-question success probabilities from a Beta with
 mean `accuracy` and concentration `conc` (small: many questions near 0 or 1); every method
 of the cell shares them (the null: equal accuracy per question, hence correlated methods),
-and a planted (label, dataset) effect raises p to p + c (1 - p), c set so the mean rises by
-exactly the effect. DRR outcomes are correct / abstained / wrong (a fifth of the misses
-abstain), scored as accuracy, FS(k) = correct - k wrong, and Acc(D) = correct or abstained.
+or, with an interaction strength s (a setting's third entry), mixes them with draws of its
+own, (1 - s) p + s p' (equal average accuracy, different questions solved: s = 1 shares no
+difficulty between methods); a planted (label, dataset) effect raises p to p + c (1 - p), c
+set so the mean rises by exactly the effect. DRR outcomes are correct / abstained / wrong (a
+fifth of the misses abstain), scored as accuracy, FS(k) = correct - k wrong, and Acc(D) =
+correct or abstained.
 Used by benchmarks/claims_calibration.py and `retrace rehearse` (its power statement).
 """
 
@@ -39,6 +44,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from retrace.scoring.claims import PAPER_CLAIMS, Primary, adjust, compare_matrices
+from retrace.scoring.seeds import counted_seeds
+from retrace.scoring.verdicts import test_of
 
 
 @dataclass
@@ -50,6 +57,8 @@ class Design:
     rows: list = field(default_factory=list)
     # the experiment's pre-registered primary claims (claims.primary); None: one family
     primary: Primary | None = None
+    # claim -> its margin, for the rows tested as not_below / not_above (scoring.verdicts.test_of)
+    margins: dict = field(default_factory=dict)
 
     def adjust(self, rows: list[dict]) -> list[dict]:
         """Holm over the experiment's families (scoring.claims.adjust), as its claims stage does."""
@@ -179,14 +188,25 @@ def truth(d_row: tuple, planted: dict | None) -> float:
     return gaps[0] - gaps[1] if kind == "weaker" else sum(gaps) / len(gaps)
 
 
-def simulate_cells(d: Design, rng, setting: tuple[float, float], planted: dict | None = None) -> dict:
-    """{(model, dataset): {label: states (seeds x n): 1 correct, 0 wrong, -1 abstained}}."""
+def _label_probabilities(rng, p: np.ndarray, setting: tuple) -> np.ndarray:
+    """A label's per-question success probabilities: the cell's shared `p`, or with an
+    interaction strength s (setting[2]) (1 - s) p + s p', p' the label's own Beta draw of the
+    same mean and concentration: equal average accuracy, different questions solved."""
+    s = float(setting[2]) if len(setting) > 2 else 0.0
+    if not s:
+        return p
+    return (1 - s) * p + s * _probabilities(rng, len(p), setting[0], setting[1])
+
+
+def simulate_cells(d: Design, rng, setting: tuple, planted: dict | None = None) -> dict:
+    """{(model, dataset): {label: states (seeds x n): 1 correct, 0 wrong, -1 abstained}};
+    `setting` is (accuracy, concentration) or (accuracy, concentration, interaction)."""
     out: dict = {}
     for key, cell in d.cells.items():
-        p = _probabilities(rng, cell["n"], *setting)
+        p = _probabilities(rng, cell["n"], setting[0], setting[1])
         out[key] = {}
         for label, (seeds, det) in cell["labels"].items():
-            q = _raise(p, planted_effect(planted, key, label))
+            q = _raise(_label_probabilities(rng, p, setting), planted_effect(planted, key, label))
             u = rng.random((1 if det else seeds, cell["n"]))
             states = (u < q).astype(np.int8)
             if cell.get("drr"):
@@ -210,27 +230,105 @@ def _gain(cells: dict, key, row) -> np.ndarray:
     return (a - b)[None, :]
 
 
-def rows_from_cells(d: Design, cells: dict) -> list[dict]:
-    """Unadjusted claims rows of the design on simulated (or real) per-cell states."""
-    out = []
+def task_weights(d: Design, keys: list) -> np.ndarray:
+    """Per-question weights of a task-averaged row over the cells `keys` (art/task_average:
+    questions / (tasks x the task's questions)): the plain mean of weighted scores is the
+    mean over tasks of each task's accuracy."""
+    ns = [d.cells[k]["n"] for k in keys]
+    return np.concatenate([np.full(n, sum(ns) / (len(ns) * n)) for n in ns])
+
+
+def score_range(metric: str, k: float) -> float:
+    """The span of one question's score under a claims metric: FS(k) runs from -k to 1."""
+    return 1.0 + k if metric == "fs" else 1.0
+
+
+def _matrices(d: Design, cells: dict, row: tuple, memo: dict) -> tuple[np.ndarray, np.ndarray, float]:
+    """(method scores, baseline scores, score range) of one design row on simulated states;
+    `memo` keeps each side's matrix for the experiment's other rows."""
+    a, b, metric, k, keys, kind = row[3], row[4], row[6], row[7], row[8], row[9]
+    if kind == "weaker":
+        return _gain(cells, keys[0], row), _gain(cells, keys[1], row), 2 * score_range(metric, k)
+
+    def side(label: str) -> np.ndarray:
+        at = (label, metric, k, tuple(keys))
+        if at not in memo:
+            memo[at] = np.concatenate([score(cells[key][label], metric, k) for key in keys], axis=1)
+        return memo[at]
+
+    ma, mb = side(a), side(b)
+    if kind != "macro":
+        return ma, mb, score_range(metric, k)
+    w = task_weights(d, keys)
+    return ma * w, mb * w, float(w.max()) * score_range(metric, k)
+
+
+Z_SCREEN = 1.5  # |z| below it: the row's exact p is > 0.05 (tests/unit/test_claims_calibration.py)
+
+
+def _counted_mean(m: np.ndarray, det: bool, memo: dict | None) -> np.ndarray:
+    """Per-question mean over the seeds that count (scoring.seeds.counted_seeds), kept in
+    `memo` by matrix (the memoised side matrices of _matrices live as long as it does)."""
+    if memo is None:
+        return counted_seeds(m, det, "")[0].mean(axis=0)
+    key = ("mean", id(m), det)
+    if key not in memo:
+        memo[key] = counted_seeds(m, det, "")[0].mean(axis=0)
+    return memo[key]
+
+
+def _screened(d: Design, row: tuple, sides: tuple, dets: tuple, memo: dict | None) -> dict | None:
+    """For the calibration (`screen`): a row whose sign-flip z-statistic (on the seeds that
+    count, shifted by its margin) is below Z_SCREEN, as p = 1 without the exact test. Its exact
+    p is above 0.05, above every Holm level, so every verdict of `adjust` is unchanged (a
+    p above alpha is never rejected, and rows sorted after every rejected one do not move it)."""
+    claim, direction = row[0], row[5]
+    diff = _counted_mean(sides[0], dets[0], memo) - _counted_mean(sides[1], dets[1], memo)
+    moved = diff - test_of(direction, d.margins.get(claim))
+    ss = float(moved @ moved)
+    if ss and abs(float(moved.sum())) >= Z_SCREEN * np.sqrt(ss):
+        return None
+    return {
+        "p_value": 1.0,
+        "delta": float(diff.mean()),
+        "sd_diff": float(diff.std()),
+        "n_questions": len(diff),
+        "direction": direction,
+        "margin": d.margins.get(claim),
+        "verdict": "inconclusive",
+    }
+
+
+def rows_from_cells(d: Design, cells: dict, screen: bool = False) -> list[dict]:
+    """Unadjusted claims rows of the design on simulated (or real) per-cell states; `screen`:
+    rows that cannot be significant skip the exact test (_screened; the calibration's speed)."""
+    out: list[dict] = []
+    memo: dict = {}
     for row in d.rows:
-        claim, model, dataset, a, b, direction, metric, k, keys, kind = row
-        if kind == "weaker":
-            ma, mb = _gain(cells, keys[0], row), _gain(cells, keys[1], row)
-        else:
-            ma = np.concatenate([score(cells[key][a], metric, k) for key in keys], axis=1)
-            mb = np.concatenate([score(cells[key][b], metric, k) for key in keys], axis=1)
+        claim, model, dataset, a, b, direction, _, _, keys, kind = row
+        ma, mb, span = _matrices(d, cells, row, memo)
         dets = (False, False)  # a weaker row compares two gains, one row each
         if kind != "weaker":
             dets = tuple(d.cells[keys[0]]["labels"][x][1] for x in (a, b))
-        cmp = compare_matrices(ma, mb, direction=direction, deterministic=dets)
+        cmp = (
+            _screened(d, row, (ma, mb), dets, memo if kind in ("plain", "pooled") else None)
+            if screen
+            else None
+        )
+        if cmp is None:
+            cmp = compare_matrices(
+                ma, mb, direction=direction, deterministic=dets, margin=d.margins.get(claim), score_range=span
+            )
+        cmp["score_range"] = span
         out.append({"claim": claim, "model": model, "dataset": dataset, "method": a, "baseline": b, **cmp})
     return out
 
 
-def simulate_rows(d: Design, rng, setting: tuple[float, float], planted: dict | None = None) -> list[dict]:
+def simulate_rows(
+    d: Design, rng, setting: tuple, planted: dict | None = None, screen: bool = False
+) -> list[dict]:
     """One simulated experiment's claims rows (before `adjust`)."""
-    return rows_from_cells(d, simulate_cells(d, rng, setting, planted))
+    return rows_from_cells(d, simulate_cells(d, rng, setting, planted), screen)
 
 
 def summary(d: Design) -> dict:

@@ -16,25 +16,26 @@
   sides average different numbers of seeds. Exact: the |d| lie on a lattice (seed means are
   multiples of 1/seeds), so the null distribution is a convolution of scaled binomials.
   With one seed a side (|d| = 1 on the discordant pairs) it is the exact McNemar test.
-- `stratified_exact`: where the two sides have different numbers of distinct seeds (a
-  temperature-0 baseline, counted once, against a 3-seed method) the per-question
-  difference is skewed under the null, and the sign-flip test, which assumes it symmetric,
-  rejects several times too often far in the tail (at the 1e-3 level of a Holm family:
-  0.004 instead of 0.00125, refine vs greedy at 5 % accuracy, 500 questions). For 0/1
-  scores this test is exact for any seed counts: its null is that on each question every
-  draw of either method has one success probability; given a question's total successes
-  c, A's share of them is hypergeometric, and A's total is their convolution (the
-  stratified conditional test of Cochran 1954 / Mantel-Haenszel, per-question strata;
+- `stratified_exact`: for 0/1 scores, exact for any seed counts under the null that on each
+  question every draw of either method has one success probability; given a question's
+  total successes c, A's share of them is hypergeometric, and A's total is their convolution
+  (the stratified conditional test of Cochran 1954 / Mantel-Haenszel, per-question strata;
   with one seed a side it is the exact McNemar test). Two-sided: the smaller tail, doubled.
+  Its null is narrower than "equal mean accuracy": where the two methods solve different
+  questions (a method x question interaction) it rejects too often, so scoring.claims uses
+  it only beside the sign-flip test, never alone (scoring.claims.seeds_test says why).
 - `sign_flip_ci`: the shifts delta that the sign-flip test, its randomisation distribution
   taken as NORMAL, does not reject at `level` (closed form). An approximation of the exact
   test's inversion, not the inversion itself: the two disagree on some rows near the edge.
 - `paired_mean_ci`: the CI claims.csv reports (`ci_method`): `sign_flip_ci` on the
   differences with Agresti-Min pseudo-pairs added (Agresti & Min 2005, "Simple improved
   confidence intervals for comparing matched proportions", Stat. Med. 24: half a pair each
-  way, +1 and -1, and one tie). The exact inversion, and the unadjusted normal one, have zero
-  width when every difference is equal (all ties, or every question won); with the pseudo-pairs
-  the width is never zero (n >= 1), and the centre moves towards 0 by a factor n / (n + 2).
+  way, +1 and -1, and one tie), scaled to the score's range (+-r for scores spanning r: FS(3)
+  differences reach +-4, ART's task-weighted rows +-w), so that the interval is in the score's
+  units and is the same, relative to the differences, whatever they are. The exact inversion,
+  and the unadjusted normal one, have zero width when every difference is equal (all ties, or
+  every question won); with the pseudo-pairs the width is never zero (n >= 1), and the centre
+  moves towards 0 by a factor n / (n + 2).
 - `holm`: Holm's (1979) step-down adjusted p-values, which control the family-wise error
   rate over a family of tests under any dependence between them; `holm_levels` the level
   each test is judged at in the step-down (alpha / (m - rank)).
@@ -115,6 +116,7 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> dict:
 
 def lattice_scale(d: np.ndarray, max_scale: int = 2520) -> int | None:
     """Smallest L <= max_scale with every d * L an integer (seed means: L = product of seed counts)."""
+    d = np.unique(np.abs(np.asarray(d, dtype=float)))  # a few distinct values, however many questions
     for scale in range(1, max_scale + 1):
         x = d * scale
         if np.all(np.abs(x - np.rint(x)) < 1e-6):
@@ -131,11 +133,15 @@ def _binomial_half_pmf(c: int) -> np.ndarray:
 
 
 def _convolve(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Full convolution; by FFT (numpy's own, clipped at 0 for its rounding) when long."""
+    """Full convolution; by FFT (numpy's own, clipped at 0 for its rounding, ~1e-17 of the
+    largest mass: tails below that read as rounding noise, never as a p-value that matters) when long."""
     if len(x) * len(y) <= 1_000_000:
         return np.convolve(x, y)
+    from scipy.fft import next_fast_len
+
     size = len(x) + len(y) - 1
-    out = np.fft.irfft(np.fft.rfft(x, size) * np.fft.rfft(y, size), size)
+    fast = next_fast_len(size, real=True)  # pocketfft on an awkward length is many times slower
+    out = np.fft.irfft(np.fft.rfft(x, fast) * np.fft.rfft(y, fast), fast)[:size]
     return np.clip(out, 0.0, None)
 
 
@@ -176,6 +182,43 @@ def sign_flip_exact(d: Sequence[float], n_flips: int = 200_000, seed: int = 0) -
     pmf = _sign_flip_pmf(steps)
     tail = pmf[: total - obs + 1].sum() + pmf[total + obs :].sum() if obs else 1.0
     return float(min(1.0, tail))
+
+
+EDGEWORTH_MIN = 100  # off-lattice differences: the Edgeworth approximation from this many on
+MAX_LATTICE_SUM = 200_000  # the exact null pmf's half-length beyond which it is not computed
+
+
+def sign_flip_edgeworth(d: Sequence[float]) -> float:
+    """Two-sided p of the sign-flip test from its randomisation distribution's first cumulants:
+    S = sum eps_i |d_i| is symmetric (odd cumulants 0), k2 = sum d^2, k4 = -2 sum d^4; the
+    Edgeworth series to the k4 term (Hall 1992, "The Bootstrap and Edgeworth Expansion", 2.2).
+    For differences off any small lattice (ART's task-weighted scores), where the exact
+    convolution is out of reach and Monte-Carlo sign patterns are slow and noisy in the tail;
+    its error is O(1/n), tested against the exact test in tests/unit/test_claims_seeds.py."""
+    from scipy.special import ndtr
+
+    x = np.asarray(d, dtype=float)
+    k2, k4 = float(np.sum(x * x)), -2.0 * float(np.sum(x**4))
+    if k2 == 0:
+        return 1.0
+    z = abs(float(x.sum())) / np.sqrt(k2)
+    phi = np.exp(-z * z / 2) / np.sqrt(2 * np.pi)
+    upper = (1 - ndtr(z)) + phi * k4 / (24 * k2 * k2) * (z**3 - 3 * z)
+    return float(min(1.0, max(0.0, 2 * upper)))
+
+
+def sign_flip_test(d: Sequence[float]) -> tuple[float, str]:
+    """(p, name): the exact sign-flip test where the differences lie on a lattice (seed means
+    always do), the Edgeworth approximation for EDGEWORTH_MIN or more off-lattice differences,
+    Monte-Carlo sign patterns below that."""
+    x = np.asarray(d, dtype=float)
+    x = x[x != 0]
+    scale = lattice_scale(x) if x.size else 1
+    # a lattice too fine for the convolution (ART's task weights: steps summing to millions)
+    wide = scale is None or float(np.abs(x).sum()) * scale > MAX_LATTICE_SUM
+    if x.size >= EDGEWORTH_MIN and wide:
+        return sign_flip_edgeworth(x), "sign_flip_edgeworth"
+    return sign_flip_exact(x), "sign_flip_exact" if scale else "sign_flip_monte_carlo"
 
 
 def _pmf_power(q: np.ndarray, count: int) -> np.ndarray:
@@ -225,15 +268,19 @@ def sign_flip_ci(diff_mean: float, diff_sd: float, n: int, level: float) -> tupl
     return float(diff_mean - half), float(diff_mean + half)
 
 
-def paired_mean_ci(diff_mean: float, diff_sd: float, n: int, level: float) -> tuple[float, float]:
+def paired_mean_ci(
+    diff_mean: float, diff_sd: float, n: int, level: float, scale: float = 1.0
+) -> tuple[float, float]:
     """`sign_flip_ci` of n differences (mean `diff_mean`, population sd `diff_sd`) with the
-    Agresti-Min pseudo-pairs added: +1 and -1 at weight 1/2 each, 0 at weight 1 (module
-    docstring). Recomputable from claims.csv's delta, sd_diff and n_questions alone."""
+    Agresti-Min pseudo-pairs added: +scale and -scale at weight 1/2 each, 0 at weight 1
+    (module docstring). `scale` is the score's range (1 for 0/1 scores, 1 + k for FS(k)), so
+    the interval of c * d is c times that of d: it does not depend on the score's units.
+    Recomputable from claims.csv's delta, sd_diff, n_questions and score_range alone."""
     if n < 1:
         return float("-inf"), float("inf")
     n2 = n + 2
     mean2 = n * diff_mean / n2
-    var2 = (n * (diff_sd * diff_sd + diff_mean * diff_mean) + 1.0) / n2 - mean2 * mean2
+    var2 = (n * (diff_sd * diff_sd + diff_mean * diff_mean) + scale * scale) / n2 - mean2 * mean2
     return sign_flip_ci(mean2, float(np.sqrt(max(var2, 0.0))), n2, level)
 
 

@@ -5,9 +5,10 @@
 For every (model, backend, dataset) and every (claim, method label, baseline label) in
 retrace.scoring.claims.PAPER_CLAIMS whose two labels were both run, compares the per-question
 correctness with the exact paired sign-flip test on seed means (McNemar with one seed a side;
-the stratified exact test when the sides count different seeds, e.g. a temperature-0
-baseline, whose seed 0 alone counts, decided from its config) and an approximate CI (the
-sign-flip test's normal approximation with Agresti-Min pseudo-pairs; `ci_method`); the
+beside it the stratified exact test, the larger p kept, when the sides count different seeds,
+e.g. a temperature-0 baseline, whose seed 0 alone counts, decided from its config; a sampled
+label whose seeds are copies in the scores counts once, with a note: scoring.seeds) and an
+approximate CI (the sign-flip test's normal approximation with Agresti-Min pseudo-pairs; `ci_method`); the
 p-values of all rows (the families' own CSVs included) are Holm-corrected together (or in
 two families, primary and exploratory, when the experiment pre-registers `claims.primary`)
 and each verdict needs both the CI and the corrected test (retrace.scoring.claims).
