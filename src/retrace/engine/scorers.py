@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +88,7 @@ class Scorer(ABC):
         return self.score(items)
 
 
-def build_scorer(method_cfg: dict, llm: Any, ctx: Any = None) -> Scorer:
+def build_scorer(method_cfg: Mapping[str, Any], llm: Any, ctx: Any = None) -> Scorer:
     """The scorer named in `method_cfg["scorer"]`, bound to its engine.
 
     llm_judge with `model: null` judges with the job's own `llm`; with a model name it

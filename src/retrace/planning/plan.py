@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrace.config.compose import CONFIG_DIR, compose, load_experiment
+from retrace.config.settings import MethodSettings, method_settings
 from retrace.planning import closure
 from retrace.util.hashing import hash_sources, sha256_json
 
@@ -55,6 +56,10 @@ class Job:
         cfg = compose(self.selections(), self.overrides)
         cfg["seed"] = self.seed
         return cfg
+
+    def method_settings(self) -> MethodSettings:
+        """The job's method settings, typed and checked (retrace.config.settings)."""
+        return method_settings(self.config()["method"], f"config/method/{self.method}.yaml")
 
     def cli_args(self) -> str:
         args = [

@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrace.config.settings import method_settings
 from retrace.engine.llm import CachedLLM
 from retrace.methods.base import MethodContext
 from retrace.planning.cells import scorer_model
@@ -189,7 +190,8 @@ def execute(
         scorer_llm=judge,
         template=cfg["dataset"].get("template") or task.default_template,
     )
-    rows = METHODS.get(cfg["method"]["name"])(problems, cfg["method"], llm, ctx)
+    settings = method_settings(cfg["method"], f"config/method/{job.method}.yaml")
+    rows = METHODS.get(settings.name)(problems, settings, llm, ctx)
     u = llm.usage
     log.info(
         "%s: %d requests, %d from the request cache, %d engine loads",
