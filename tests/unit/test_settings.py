@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from retrace.config.compose import ConfigError, compose, group_options
-from retrace.config.settings import MethodSettings, method_settings
+from retrace.config.settings import MethodSettings, dataset_settings, method_settings
 from retrace.planning.plan import Job
 from retrace.util.records import Sampling
 
@@ -88,3 +88,33 @@ def test_settings_are_read_only_and_typed():
     with pytest.raises(AttributeError):
         s.name = "other"  # type: ignore[misc]
     assert isinstance(s, MethodSettings) and dict(s)["n"] == 4
+
+
+@pytest.mark.parametrize("option", group_options("dataset"))
+def test_every_dataset_file_builds_typed_settings(option):
+    d = dataset_settings(compose({"dataset": option})["dataset"], f"config/dataset/{option}.yaml")
+    assert d.name == option and isinstance(d.questions, int) and isinstance(d.subset_seed, int)
+    assert d.template is None and d["source"] in ("mirror", "bundled", "hub")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("limit", "6", "config/dataset/smoke_math.yaml: dataset.limit takes an integer or null, got '6'"),
+        ("source", "s3", "dataset.source takes one of mirror, bundled, hub, got 's3'"),
+        ("subset_seed", None, "dataset.subset_seed takes an integer, got None"),
+        ("limt", 3, "unknown key dataset.limt; valid keys: bigbench_task, bundled_path, hub"),
+    ],
+)
+def test_a_bad_dataset_setting_is_one_line_naming_the_file_and_key(key, value, message):
+    block = {**compose({"dataset": "smoke_math"})["dataset"], key: value}
+    with pytest.raises(ConfigError) as e:
+        dataset_settings(block, "config/dataset/smoke_math.yaml")
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_dataset_without_a_stated_key_is_refused_not_defaulted():
+    block = compose({"dataset": "smoke_math"})["dataset"]
+    del block["subset_seed"]
+    with pytest.raises(ConfigError, match=r"smoke_math.yaml: dataset.subset_seed is missing"):
+        dataset_settings(block, "config/dataset/smoke_math.yaml")

@@ -1,10 +1,13 @@
-"""Typed, frozen settings of a job's method, built and checked once from its composed config.
+"""Typed, frozen settings of a job's method and dataset, built and checked once from its
+composed config.
 
-    from retrace.config.settings import method_settings
+    from retrace.config.settings import dataset_settings, method_settings
     s = method_settings(job.config()["method"], "config/method/refine.yaml")
     s.sampling.max_tokens      # int: a retrace.util.records.Sampling, seed 0 (set per request)
     s.scoring.n_boot           # int
     s["depth"]                 # a method's own keys, read-only, as its YAML states them
+    d = dataset_settings(job.config()["dataset"], "config/dataset/math500.yaml")
+    d.task, d.limit, d.subset_seed, d["hub"]
 
 Defaults live in the YAML alone (docs/development/style.md, "Settings: one default, in the
 YAML"): a typed field has no default here, so a key the YAML leaves out is refused, not filled
@@ -12,7 +15,10 @@ in. What is checked, each failure one line naming the file and the key:
 - the `sampling:` block: temperature, top_p, top_k and max_tokens stated, of their types; stop,
   logprobs and ignore_eos optional (a request without them: no stop strings, no logprobs);
   any other key is refused with the valid ones listed;
-- the `scoring:` block: vote, n_boot and seed, of their types, no other key.
+- the `scoring:` block: vote, n_boot and seed, of their types, no other key;
+- a dataset block: the keys every config/dataset/*.yaml states (name, task, source, split,
+  questions, limit, subset_seed, mirror_path, hub), of their types, and the few a task adds
+  (DATASET_OPTIONAL); any other key is refused with the valid ones listed.
 A method's own keys (n, depth, width, scorer, roles, ...) stay as its YAML has them, read-only
 (`settings["n"]`): the method checks them (e.g. retrace.methods.refine.check_config).
 Rerun keys are computed from the composed config, not from these objects, so typing a setting
@@ -43,10 +49,39 @@ _KINDS: dict[str, tuple[Any, str]] = {
         lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
         "an integer or null",
     ),
+    "str_or_null": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "source": (lambda v: v in ("mirror", "bundled", "hub"), "one of mirror, bundled, hub"),
+    "mapping_or_null": (lambda v: v is None or isinstance(v, Mapping), "a mapping or null"),
+    "list": (lambda v: isinstance(v, list | tuple), "a list"),
+    "subjects": (
+        lambda v: v == "all" or (isinstance(v, list) and all(isinstance(x, str) for x in v)),
+        "`all` or a list of strings",
+    ),
 }
 SAMPLING_REQUIRED = {"temperature": "number", "top_p": "number", "top_k": "int", "max_tokens": "int"}
 SAMPLING_OPTIONAL = {"stop": "strings", "logprobs": "int_or_null", "ignore_eos": "bool"}
 SCORING_REQUIRED = {"vote": "str", "n_boot": "int", "seed": "int"}
+DATASET_REQUIRED = {
+    "name": "str",
+    "task": "str",
+    "source": "source",
+    "split": "str",
+    "questions": "int",
+    "limit": "int_or_null",
+    "subset_seed": "int",
+    "mirror_path": "str_or_null",
+    "hub": "mapping_or_null",
+}
+# Keys some tasks read (tasks/bigbench.py, bundle.py, mmlu.py, commonsense.py); `template`: the
+# prompt template, where not the task's default.
+DATASET_OPTIONAL = {
+    "bigbench_task": "str",
+    "bundled_path": "str",
+    "labels_path": "str",
+    "subjects": "subjects",
+    "skip_lines": "list",
+    "template": "str_or_null",
+}
 
 
 def checked(block: Any, where: str, source: str, required: dict, optional: dict | None = None) -> dict:
@@ -88,18 +123,12 @@ class Scoring:
 
 
 @dataclass(frozen=True, eq=False)
-class MethodSettings(Mapping[str, Any]):
-    """One job's method: the typed blocks every method has, and its own keys read-only.
+class Block(Mapping[str, Any]):
+    """A group's YAML block, frozen, read as a Mapping (a plugin's own keys, read plainly);
+    subclasses add the typed fields every plugin of the group has."""
 
-    A Mapping of the method's YAML block (frozen), so a method reads its own keys plainly
-    (`settings["n"]`); the typed fields are what every method shares.
-    """
-
-    name: str
-    sampling: Sampling
-    scoring: Scoring
     block: FrozenDict
-    source: str  # the file named in errors: config/method/<option>.yaml
+    source: str  # the file named in errors: config/<group>/<option>.yaml
 
     def __getitem__(self, key: str) -> Any:
         return self.block[key]
@@ -111,10 +140,48 @@ class MethodSettings(Mapping[str, Any]):
         return len(self.block)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, MethodSettings) and self.block == other.block
+        return isinstance(other, type(self)) and self.block == other.block
 
     def __hash__(self) -> int:
-        return hash(self.name)
+        return hash((type(self).__name__, self.source))
+
+
+@dataclass(frozen=True, eq=False)
+class MethodSettings(Block):
+    """One job's method: the typed blocks every method has, and its own keys read-only."""
+
+    name: str
+    sampling: Sampling
+    scoring: Scoring
+
+
+@dataclass(frozen=True, eq=False)
+class DatasetSettings(Block):
+    """One job's dataset: what every dataset states, typed; a task's own keys read-only."""
+
+    name: str
+    task: str
+    split: str
+    questions: int
+    limit: int | None
+    subset_seed: int
+    template: str | None  # None: the task's default template (no key in the YAML)
+
+
+def dataset_settings(block: Mapping[str, Any], source: str) -> DatasetSettings:
+    """The dataset block of a composed job config, checked and typed; `source` names its file."""
+    values = checked(block, "dataset", source, DATASET_REQUIRED, DATASET_OPTIONAL)
+    return DatasetSettings(
+        block=freeze(values),
+        source=source,
+        name=values["name"],
+        task=values["task"],
+        split=values["split"],
+        questions=values["questions"],
+        limit=values["limit"],
+        subset_seed=values["subset_seed"],
+        template=values.get("template"),
+    )
 
 
 def method_settings(block: Mapping[str, Any], source: str) -> MethodSettings:
@@ -125,9 +192,9 @@ def method_settings(block: Mapping[str, Any], source: str) -> MethodSettings:
         raise ConfigError(f"{source}: method.scoring is missing (state it in the YAML: no default in code)")
     scoring = checked(block["scoring"], "method.scoring", source, SCORING_REQUIRED)
     return MethodSettings(
+        block=freeze(dict(block)),
+        source=source,
         name=block["name"],
         sampling=sampling_of(block.get("sampling"), "method.sampling", source),
         scoring=Scoring(**{f.name: scoring[f.name] for f in fields(Scoring)}),
-        block=freeze(dict(block)),
-        source=source,
     )

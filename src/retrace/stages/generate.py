@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrace.config.settings import method_settings
+from retrace.config.settings import dataset_settings, method_settings
 from retrace.engine.llm import CachedLLM
 from retrace.methods.base import MethodContext
 from retrace.planning.cells import scorer_model
@@ -183,12 +183,10 @@ def execute(
     if shard:
         problems = shards.select(problems, *shard)
         prov.extra["shard"] = {"index": shard[0], "of": shard[1]}
-    task = TASKS.get(cfg["dataset"]["task"])
+    dataset = dataset_settings(cfg["dataset"], f"config/dataset/{job.dataset}.yaml")
+    task = TASKS.get(dataset.task)
     ctx = MethodContext(
-        seed=job.seed,
-        task=task,
-        scorer_llm=judge,
-        template=cfg["dataset"].get("template") or task.default_template,
+        seed=job.seed, task=task, scorer_llm=judge, template=dataset.template or task.default_template
     )
     settings = method_settings(cfg["method"], f"config/method/{job.method}.yaml")
     rows = METHODS.get(settings.name)(problems, settings, llm, ctx)
