@@ -7,7 +7,7 @@ simulated engine instead of llama.cpp (instant answers, no model: backends/simul
 the bundled data sets (no mirror). The digests below are of what those stages publish:
 each score record, each diagnostics record, claims.csv and the report's results.csv, less
 what names a run rather than its numbers (provenance hashes, which hold the run's clock and
-host; file paths under the test's temporary folder).
+host; source hashes of the code that ran; file paths under the test's temporary folder).
 
 If a change means to move a number, rerun with `RETRACE_PRINT_PINS=1 pytest -s` and paste
 the printed digests; a change that does not mean to (a refactor) must leave them alone.
@@ -30,18 +30,20 @@ from retrace.stages import claims, data, diagnose, generate, report, score
 
 # Answers of ~40 tokens (the rehearsal's TOKENS_MEAN): most fit the smoke budgets, a few are cut.
 SIMULATED = ("backend.engine.tokens_mean=40",)
-# Columns and keys that name one run's files (provenance hashes: clock and host), not numbers.
-RUN_NAMES = {"evidence", "prov_sha256", "score_file", "provenance", "transcript", "generation_usage"}
+# Columns and keys that name one run's files (provenance hashes: clock and host) or the code that
+# ran (`code`: the engine's source hashes in a scorer's identity, which change with any edit of
+# its file, as rerun keys do), not numbers.
+RUN_NAMES = {"evidence", "prov_sha256", "score_file", "provenance", "transcript", "generation_usage", "code"}
 
 PINNED = {
     "claims.csv": "6da787e961356d33d0d3f308ce573c83d5907767b17771bdf1cef6f0327e85ab",
     "results.csv": "e46b9b2272948fb3289943a575d69e70dfba4c923a5e567f94fe550a4f615cfb",
     "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math/greedy/seed0.json": "7e5397e90913e67805597db252a979c5674a3bd9dfe0a284f2df9b325aef3410",
     "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math/majority/seed0.json": "4134557acbb29cf7111b6f915601a9d61c47a131e0f87fd385acba644d618548",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/beam/seed0.json": "d79f98eb1bcb7af4e2c718f615eaa0ee28b134f1a5f0b5f45cd743c9fbe7cd70",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/best_of_n/seed0.json": "7ebfe461c2d490909a5e96a36fb4a394d31d264aa0197767294890966c464fcd",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/beam/seed0.json": "1ecf3231236fe42291af5a0980c5827ea1f328b7088fd5c5d3d3a87390deacb3",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/best_of_n/seed0.json": "7d3d3157ce23b53ed8d777d99105a8a57840ddec89ddd1bf611d844ab42f95c7",
     "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/greedy/seed0.json": "1562def27d135314d03517758ab2d0b37c0fb3c8ba0414efb38bba1303b55d57",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/lookahead/seed0.json": "977a1b6e7259df8234193f64e75324e6c66c30b05abb574a85280e55c767a25b",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/lookahead/seed0.json": "678459291b92a93c4e16f41acf6fa0815dc0b3a51714248a34a655da3ca875df",
     "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/majority/seed0.json": "60bb855f8fa61a3030f55ce8af85ff873deb5ae4185e045537abdfb6b626f599",
     "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/majority_eq/seed0.json": "2bd99e1cd55525f73610eb04a100e25c1a17a7bed22f120095b58bf99587d5a0",
     "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/refine/seed0.json": "bd378f9f43d3384aeb1815dfbf98159924765fef281c9ea0a6083684e029a43b",

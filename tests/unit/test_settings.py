@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from retrace.config.compose import ConfigError, compose, group_options
-from retrace.config.settings import MethodSettings, dataset_settings, method_settings
+from retrace.config.settings import MethodSettings, backend_settings, dataset_settings, method_settings
 from retrace.planning.plan import Job
 from retrace.util.records import Sampling
+from retrace.util.registry import BACKENDS
 
 SOURCE = "config/method/majority.yaml"
 
@@ -118,3 +119,34 @@ def test_a_dataset_without_a_stated_key_is_refused_not_defaulted():
     del block["subset_seed"]
     with pytest.raises(ConfigError, match=r"smoke_math.yaml: dataset.subset_seed is missing"):
         dataset_settings(block, "config/dataset/smoke_math.yaml")
+
+
+@pytest.mark.parametrize("option", group_options("backend"))
+def test_every_backend_file_matches_what_its_backend_states(option):
+    block = compose({"backend": option})["backend"]
+    kinds = BACKENDS.get(block["name"]).engine_keys()
+    s = backend_settings(block, kinds, f"config/backend/{option}.yaml")
+    assert s.name == block["name"] and dict(s.engine) == block["engine"]
+    if option != "served":  # served states none here: its file is another engineer's (issue 51)
+        assert kinds is not None and set(kinds) == set(block["engine"])
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("n_ctx", "2048", "config/backend/llamacpp.yaml: backend.engine.n_ctx takes an integer, got '2048'"),
+        ("cache_prompt", "yes", "backend.engine.cache_prompt takes true or false, got 'yes'"),
+        ("n_gpu", 1, "unknown key backend.engine.n_gpu; valid keys: batch_size, cache_prompt, deterministic"),
+    ],
+)
+def test_a_bad_engine_setting_is_one_line_naming_the_file_and_key(key, value, message):
+    block = compose({"backend": "llamacpp"})["backend"]
+    block["engine"][key] = value
+    with pytest.raises(ConfigError) as e:
+        backend_settings(block, BACKENDS.get("llamacpp").engine_keys(), "config/backend/llamacpp.yaml")
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_subclass_states_its_own_engine_keys_not_its_parents():
+    served, openai = BACKENDS.get("served"), BACKENDS.get("openai")
+    assert issubclass(served, openai) and openai.engine_keys() and served.engine_keys() is None

@@ -1,5 +1,5 @@
-"""Typed, frozen settings of a job's method and dataset, built and checked once from its
-composed config.
+"""Typed, frozen settings of a job's method, dataset and backend, built and checked once from
+its composed config.
 
     from retrace.config.settings import dataset_settings, method_settings
     s = method_settings(job.config()["method"], "config/method/refine.yaml")
@@ -18,7 +18,9 @@ in. What is checked, each failure one line naming the file and the key:
 - the `scoring:` block: vote, n_boot and seed, of their types, no other key;
 - a dataset block: the keys every config/dataset/*.yaml states (name, task, source, split,
   questions, limit, subset_seed, mirror_path, hub), of their types, and the few a task adds
-  (DATASET_OPTIONAL); any other key is refused with the valid ones listed.
+  (DATASET_OPTIONAL); any other key is refused with the valid ones listed;
+- a backend's `engine:` block: the keys its backend class states (`engine_kinds`, one file per
+  backend), each of its kind, and max_in_flight; a backend that states none is not checked.
 A method's own keys (n, depth, width, scorer, roles, ...) stay as its YAML has them, read-only
 (`settings["n"]`): the method checks them (e.g. retrace.methods.refine.check_config).
 Rerun keys are computed from the composed config, not from these objects, so typing a setting
@@ -182,6 +184,33 @@ def dataset_settings(block: Mapping[str, Any], source: str) -> DatasetSettings:
         subset_seed=values["subset_seed"],
         template=values.get("template"),
     )
+
+
+# Engine keys any backend takes beside its own (retrace.engine.scheduler: requests in flight).
+ENGINE_OPTIONAL = {"max_in_flight": "int_or_null"}
+
+
+@dataclass(frozen=True, eq=False)
+class BackendSettings(Block):
+    """One job's backend: its name and its engine block, checked against the keys and kinds its
+    backend states (Backend.engine_kinds); `engine` is read-only, as the YAML states it."""
+
+    name: str
+    engine: FrozenDict
+
+
+def backend_settings(
+    block: Mapping[str, Any], kinds: Mapping[str, str] | None, source: str
+) -> BackendSettings:
+    """The backend block of a composed job config; its engine block checked against `kinds`
+    (key -> kind, every key stated in the YAML) unless the backend states none (None)."""
+    if not isinstance(block.get("name"), str):
+        raise ConfigError(f"{source}: backend.name takes a string, got {block.get('name')!r}")
+    engine = block.get("engine") or {}
+    if kinds is not None:
+        engine = checked(engine, "backend.engine", source, dict(kinds), ENGINE_OPTIONAL)
+    frozen = freeze({**block, "engine": dict(engine)})
+    return BackendSettings(block=frozen, source=source, name=block["name"], engine=frozen["engine"])
 
 
 def method_settings(block: Mapping[str, Any], source: str) -> MethodSettings:
