@@ -49,7 +49,7 @@ def test_a_job_reads_its_settings_with_overrides_applied():
         0,
         ("method.sampling.max_tokens=77",),
     )
-    s = job.method_settings()
+    s = job.settings().method
     assert (s.sampling.max_tokens, s.sampling.temperature, s["n"]) == (77, 0.7, 4)
     assert s.scoring.n_boot == 2000 and s.source == "config/method/majority.yaml"
 
@@ -150,3 +150,23 @@ def test_a_bad_engine_setting_is_one_line_naming_the_file_and_key(key, value, me
 def test_a_subclass_states_its_own_engine_keys_not_its_parents():
     served, openai = BACKENDS.get("served"), BACKENDS.get("openai")
     assert issubclass(served, openai) and openai.engine_keys() and served.engine_keys() is None
+
+
+def test_plan_check_names_a_bad_settings_file_before_running(monkeypatch):
+    """`retrace plan --check` (the spine's job_problems) reports a wrong type in a job's YAML
+    as its one line, not a traceback from a check that reads it."""
+    from retrace.spine.checks import job_problems
+
+    job = Job("smollm2-135m-q41", "llamacpp", "smoke_math", "bad", "majority", 0, ("method.n=3",))
+    real = Job.config
+
+    def config(self):
+        cfg = real(self)
+        if self == job:
+            cfg["method"]["sampling"]["max_tokens"] = "lots"
+        return cfg
+
+    monkeypatch.setattr(Job, "config", config)
+    assert job_problems(job, None) == [
+        "config/method/majority.yaml: method.sampling.max_tokens takes an integer, got 'lots'"
+    ]

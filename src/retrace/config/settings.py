@@ -227,3 +227,12 @@ def method_settings(block: Mapping[str, Any], source: str) -> MethodSettings:
         sampling=sampling_of(block.get("sampling"), "method.sampling", source),
         scoring=Scoring(**{f.name: scoring[f.name] for f in fields(Scoring)}),
     )
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """One job's typed settings (retrace.planning.plan.Job.settings builds them)."""
+
+    method: MethodSettings
+    dataset: DatasetSettings
+    backend: BackendSettings
