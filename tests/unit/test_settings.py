@@ -170,3 +170,14 @@ def test_plan_check_names_a_bad_settings_file_before_running(monkeypatch):
     assert job_problems(job, None) == [
         "config/method/majority.yaml: method.sampling.max_tokens takes an integer, got 'lots'"
     ]
+
+
+def test_a_judge_block_missing_a_key_is_refused_naming_the_method_file():
+    from retrace.engine.scorers import build_scorer
+
+    block = dict(compose({"method": "best_of_n"})["method"])
+    block["scorer"] = {k: v for k, v in block["scorer"].items() if k != "fallback"}
+    with pytest.raises(
+        ConfigError, match=r"^config/method/best_of_n.yaml: method.scorer.fallback is missing"
+    ):
+        build_scorer(method_settings(block, "config/method/best_of_n.yaml"), llm=None)

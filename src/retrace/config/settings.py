@@ -186,6 +186,37 @@ def dataset_settings(block: Mapping[str, Any], source: str) -> DatasetSettings:
     )
 
 
+JUDGE_REQUIRED = {
+    "name": "str",
+    "model": "str_or_null",
+    "top_logprobs": "int",
+    "max_tokens": "int",
+    "yes_words": "strings",
+    "no_words": "strings",
+    "fallback": "number",
+}
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """An LLM judge's `scorer:` block (retrace.engine.scorers.LLMJudge; best_of_n.yaml says each key)."""
+
+    name: str
+    model: str | None
+    top_logprobs: int
+    max_tokens: int
+    yes_words: tuple[str, ...]
+    no_words: tuple[str, ...]
+    fallback: float
+
+
+def judge_settings(block: Any, source: str) -> JudgeSettings:
+    """A method's `scorer:` block for the LLM judge, every key stated and of its kind."""
+    values = checked(block, "method.scorer", source, JUDGE_REQUIRED)
+    values["yes_words"], values["no_words"] = tuple(values["yes_words"]), tuple(values["no_words"])
+    return JudgeSettings(**values)
+
+
 # Engine keys any backend takes beside its own (retrace.engine.scheduler: requests in flight).
 ENGINE_OPTIONAL = {"max_in_flight": "int_or_null"}
 
