@@ -78,7 +78,7 @@ def scorer_problems(m: dict, prompt: int, generated: int) -> list[str]:
             out.append(
                 f"scorer {scorer.get('repo')}: question + solution ~{prompt + generated} tokens > its context {ctx}"
             )
-    elif scorer.get("name", "llm_judge") == "llm_judge" and scorer.get("model"):
+    elif scorer.get("name") == "llm_judge" and scorer.get("model"):  # no scorer block: no model
         judge = compose({"model": scorer["model"]}, ())["model"]
         out += [p for p in [pin_problem(judge)] if p]
     return out
