@@ -181,3 +181,12 @@ def test_a_judge_block_missing_a_key_is_refused_naming_the_method_file():
         ConfigError, match=r"^config/method/best_of_n.yaml: method.scorer.fallback is missing"
     ):
         build_scorer(method_settings(block, "config/method/best_of_n.yaml"), llm=None)
+
+
+def test_a_key_the_yaml_does_not_state_is_one_line_naming_the_file():
+    greedy = method_settings(compose({"method": "greedy"})["method"], "config/method/greedy.yaml")
+    with pytest.raises(KeyError) as e:
+        greedy["n"]
+    assert str(e.value).startswith("config/method/greedy.yaml: no key 'n' (it states name, sampling, scoring")
+    assert isinstance(e.value, ValueError)  # the command line prints it as one line
+    assert "n" not in greedy and greedy.get("n") is None  # a Mapping still

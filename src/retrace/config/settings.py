@@ -124,6 +124,14 @@ class Scoring:
     seed: int
 
 
+class MissingKey(KeyError, ConfigError):
+    """A key a plugin reads that its YAML block does not state: a KeyError (so `in` and `.get`
+    work as on a dict), a ValueError too (the command line prints it as one line)."""
+
+    def __str__(self) -> str:  # KeyError repr-quotes its message; we want it readable
+        return str(self.args[0])
+
+
 @dataclass(frozen=True, eq=False)
 class Block(Mapping[str, Any]):
     """A group's YAML block, frozen, read as a Mapping (a plugin's own keys, read plainly);
@@ -133,6 +141,8 @@ class Block(Mapping[str, Any]):
     source: str  # the file named in errors: config/<group>/<option>.yaml
 
     def __getitem__(self, key: str) -> Any:
+        if key not in self.block:
+            raise MissingKey(f"{self.source}: no key {key!r} (it states {', '.join(sorted(self.block))})")
         return self.block[key]
 
     def __iter__(self) -> Iterator[str]:
