@@ -43,7 +43,7 @@ class Backend(ABC):
     def engine_keys(cls) -> dict[str, str] | None:
         """This class's own `engine_kinds` (not a parent's: its engine block is its own); None:
         not stated, the block is left unchecked."""
-        return vars(cls).get("engine_kinds")
+        return cls.engine_kinds if "engine_kinds" in vars(cls) else None
 
     def __init__(self, model: dict, engine: dict | None = None):
         self.model = model
