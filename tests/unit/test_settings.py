@@ -190,3 +190,17 @@ def test_a_key_the_yaml_does_not_state_is_one_line_naming_the_file():
     assert str(e.value).startswith("config/method/greedy.yaml: no key 'n' (it states name, sampling, scoring")
     assert isinstance(e.value, ValueError)  # the command line prints it as one line
     assert "n" not in greedy and greedy.get("n") is None  # a Mapping still
+
+
+@pytest.mark.parametrize("experiment", group_options("experiment"))
+def test_every_job_of_every_experiment_builds_its_settings(experiment):
+    """Overrides included (paper's max_model_len, cluster_smoke's engine settings, ...)."""
+    from retrace.planning.plan import jobs
+
+    for job in jobs({"experiment": experiment}):
+        s = job.settings()
+        assert (s.method.name, s.dataset.name, s.backend.name) == (
+            job.config()["method"]["name"],
+            job.dataset,
+            job.backend,
+        )
