@@ -21,6 +21,7 @@ from pathlib import Path
 
 from retrace.backends.llamacpp import LlamaCppBackend
 from retrace.config.compose import compose
+from retrace.config.settings import method_settings
 from retrace.methods.base import MethodContext, sample_requests
 from retrace.store.data import prepare
 from retrace.store.models import materialise
@@ -40,10 +41,9 @@ def batches(cfg: dict, n: int, per_rep: int, reps: int) -> list[list]:
         )
     task = TASKS.get("smoke_math")
     ctx = MethodContext(seed=7, task=task, template=task.default_template)
+    sampling = method_settings(cfg["method"], "config/method/majority.yaml").sampling
     chunks = [problems[i * per_rep : (i + 1) * per_rep] for i in range(reps + 1)]
-    return [
-        [r for p in chunk for r in sample_requests(p, cfg["method"]["sampling"], ctx, n)] for chunk in chunks
-    ]
+    return [[r for p in chunk for r in sample_requests(p, sampling, ctx, n)] for chunk in chunks]
 
 
 def tok_per_s(engine: LlamaCppBackend, requests: list) -> float:

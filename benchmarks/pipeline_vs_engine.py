@@ -51,6 +51,7 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from pathlib import Path
 
 from retrace.config.compose import compose
+from retrace.config.settings import method_settings
 from retrace.engine.llm import CachedLLM
 from retrace.methods.base import MethodContext, sample_requests
 from retrace.store.cache import RequestCache
@@ -71,7 +72,7 @@ def pipeline_run(
     llm = CachedLLM(lambda: engine, engine.name, manifest, RequestCache(tmp / f"cache-{method}-{rep}"))
     ctx = MethodContext(seed=seed, task=task, template=task.default_template)
     start = time.perf_counter()
-    METHODS.get(method)(problems, cfg, llm, ctx)
+    METHODS.get(method)(problems, method_settings(cfg, f"config/method/{method}.yaml"), llm, ctx)
     u, seconds = llm.usage, time.perf_counter() - start
     return u.engine_generated_tokens, seconds, u.engine_prompt_tokens, u.engine_cached_prompt_tokens
 
@@ -287,7 +288,13 @@ def main() -> None:
         engine = LlamaCppBackend(manifest, maj["backend"]["engine"])
         task = TASKS.get("smoke_math")
         raw_ctx = MethodContext(seed=SINGLE_SEED, task=task, template=task.default_template)
-        requests = [r for p in problems for r in sample_requests(p, maj["method"]["sampling"], raw_ctx, a.n)]
+        requests = [
+            r
+            for p in problems
+            for r in sample_requests(
+                p, method_settings(maj["method"], "majority.yaml").sampling, raw_ctx, a.n
+            )
+        ]
         raw_batch(engine, requests)  # warm-up, not timed
         pipeline_run(engine, manifest, "majority", maj["method"], problems, SINGLE_SEED, tmp, "warm-up")
         chains = recorded_chains(engine, manifest, ref, problems, tmp)  # warm-up, not timed

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from retrace.backends.llamacpp import LlamaCppBackend
 from retrace.config.compose import compose
+from retrace.config.settings import MethodSettings, method_settings
 from retrace.engine.llm import CachedLLM
 from retrace.methods.base import MethodContext
 from retrace.scoring.compute import equal_compute_n
@@ -28,11 +29,11 @@ from retrace.store.models import materialise
 from retrace.util.registry import METHODS, TASKS
 
 
-def method_cfg(name: str, a) -> dict:
+def method_cfg(name: str, a) -> MethodSettings:
     over = [f"method.sampling.max_tokens={a.max_tokens}", f"method.n={a.n}"]
     if name == "refine":
         over.append(f"method.depth={a.depth}")
-    return compose({"method": name}, over)["method"]
+    return method_settings(compose({"method": name}, over)["method"], f"config/method/{name}.yaml")
 
 
 def run(name, cfg, problems, engine, manifest, cache, ctx):

@@ -58,13 +58,17 @@ def engine_requests(engines: list[ScriptedBackend]) -> list[Request]:
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 
 
-def method_cfg(name: str, **changes) -> dict:
-    """config/method/<name>.yaml as a dict, with top-level keys replaced by `changes`."""
+def method_cfg(name: str, **changes):
+    """config/method/<name>.yaml as the typed settings a method takes (retrace.config.settings),
+    with top-level keys replaced by `changes`; `sampling={...}` changes keys of that block."""
     import yaml
 
+    from retrace.config.settings import method_settings
+
     cfg = yaml.safe_load((CONFIG / "method" / f"{name}.yaml").read_text())
+    cfg["sampling"].update(changes.pop("sampling", {}))
     cfg.update(changes)
-    return cfg
+    return method_settings(cfg, f"config/method/{name}.yaml")
 
 
 def smoke_math_problems(n: int) -> list:

@@ -7,7 +7,15 @@ import pytest
 from retrace.store.data import fingerprint, prepare, read_problems, subset, write_problems
 from retrace.util.records import Problem
 
-SMOKE = {"name": "smoke_math", "task": "smoke_math", "source": "bundled", "bundled_path": "smoke_math.jsonl"}
+# What every config/dataset/*.yaml states (no default in code: retrace.config.settings)
+ALL = {"limit": None, "subset_seed": 0}
+SMOKE = {
+    "name": "smoke_math",
+    "task": "smoke_math",
+    "source": "bundled",
+    "bundled_path": "smoke_math.jsonl",
+    **ALL,
+}
 
 
 def problems(n):
@@ -18,7 +26,7 @@ def test_prepare_bundled_smoke_sets():
     ps, files = prepare(SMOKE, None)
     assert len(ps) == 20 and files[0].name == "smoke_math.jsonl"
     assert all(p.gold.isdigit() for p in ps)
-    mc, _ = prepare({"task": "smoke_mc", "source": "bundled", "bundled_path": "smoke_mc.jsonl"}, None)
+    mc, _ = prepare({"task": "smoke_mc", "source": "bundled", "bundled_path": "smoke_mc.jsonl", **ALL}, None)
     assert len(mc) == 20 and all(len(p.choices) == 4 and p.gold in "ABCD" for p in mc)
 
 
@@ -100,7 +108,7 @@ def test_fingerprint_does_not_depend_on_mirror_location(tmp_path):
     for d in ("m1", "m2"):
         (tmp_path / d / "gsm8k").mkdir(parents=True)
         (tmp_path / d / "gsm8k/test.jsonl").write_text(json.dumps(rows[0]) + "\n")
-    cfg = {"task": "gsm8k", "source": "mirror", "mirror_path": "gsm8k/test.jsonl"}
+    cfg = {"task": "gsm8k", "source": "mirror", "mirror_path": "gsm8k/test.jsonl", **ALL}
     assert fingerprint(prepare(cfg, tmp_path / "m1")[0]) == fingerprint(prepare(cfg, tmp_path / "m2")[0])
 
 

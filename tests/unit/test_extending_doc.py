@@ -13,6 +13,7 @@ import yaml
 from fake_backend import method_cfg, scripted_llm, smoke_math_problems
 
 import retrace.util.registry as registry
+from retrace.config.settings import method_settings
 from retrace.methods.base import MethodContext
 from retrace.scoring.score import score_generations
 from retrace.util.registry import METHODS, TASKS
@@ -53,7 +54,8 @@ def test_the_example_chooses_in_every_row_and_is_scored_by_its_choice(tmp_path, 
     script = {"seeded": False, "script": ["no idea", "so the answer is \\boxed{1}", "\\boxed{2}"]}
     llm, _ = scripted_llm(tmp_path, script)
     ctx = MethodContext(seed=0, task=TASKS.get("smoke_math"), template="math_cot.j2")
-    rows = example(problems, {**yaml.safe_load(blocks("yaml")[0]), "n": 3}, llm, ctx)
+    settings = method_settings({**yaml.safe_load(blocks("yaml")[0]), "n": 3}, "first_answered.yaml")
+    rows = example(problems, settings, llm, ctx)
     assert [r["extra"]["chosen"] for r in rows] == [1, 1, 1]
     score = score_generations(rows, {p.id: p for p in problems}, TASKS.get("smoke_math"), params=1, n_boot=10)
     assert score["selection"] == "chosen by scorer"

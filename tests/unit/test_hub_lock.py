@@ -107,6 +107,7 @@ def test_hub_loader_reads_a_hub_layout_offline(lock, tmp_path, monkeypatch, name
         "task": name,
         "source": "hub",
         "limit": None,
+        "subset_seed": 0,
         "hub": {"path": str(repo), "name": None, "split": "test", "revision": "main"},
     }
     with pytest.raises(hub_lock.UnlockedRevision):

@@ -23,8 +23,7 @@ def ctx(seed: int = 0) -> MethodContext:
 
 def test_greedy_asks_once_per_problem_at_temperature_zero(tmp_path, problems):
     llm, engines = scripted_llm(tmp_path, ANSWERS)
-    cfg = method_cfg("greedy")
-    cfg["sampling"]["temperature"] = 0.9  # greedy must ignore it
+    cfg = method_cfg("greedy", sampling={"temperature": 0.9})  # greedy must ignore it
     rows = METHODS.get("greedy")(problems, cfg, llm, ctx(seed=5))
     sent = engine_requests(engines)
     assert len(sent) == len(problems)

@@ -248,9 +248,8 @@ def test_refine_runs_on_a_real_model(tmp_path, problems, llamacpp_smollm2, smoll
     llm = CachedLLM(
         lambda: llamacpp_smollm2, "llamacpp", smollm2_manifest, RequestCache(tmp_path / "requests.sqlite")
     )
-    cfg = method_cfg("refine", n=2, depth=1)
-    cfg["sampling"]["max_tokens"] = 24
-    cfg["roles"] = {role: {"max_tokens": 24} for role in ("continue", "critique", "correct")}
+    roles = {role: {"max_tokens": 24} for role in ("continue", "critique", "correct")}
+    cfg = method_cfg("refine", n=2, depth=1, sampling={"max_tokens": 24}, roles=roles)
     rows = METHODS.get("refine")(problems[:1], cfg, llm, ctx())
     [row] = rows
     assert len(row["samples"]) == 2 and len(row["extra"]["depths"]) == 2
@@ -304,9 +303,8 @@ def test_per_rollout_and_turn_barrier_schedules_give_identical_rows(
     rollout is ready) reproduces the turn-barrier schedule byte for byte. One round: each turn
     here re-prefills its whole history (no KV reuse), so a second round tripled the cost; the
     order of two rounds is checked on the scripted twin (tests/unit/test_refine_schedule.py)."""
-    cfg = method_cfg("refine", n=2, depth=1)
-    cfg["sampling"]["max_tokens"] = 16
-    cfg["roles"] = {role: {"max_tokens": 16} for role in ("continue", "critique", "correct")}
+    roles = {role: {"max_tokens": 16} for role in ("continue", "critique", "correct")}
+    cfg = method_cfg("refine", n=2, depth=1, sampling={"max_tokens": 16}, roles=roles)
     rows = {}
     for name, engine in (("per_rollout", llamacpp_smollm2_det), ("barrier", _Waves(llamacpp_smollm2_det))):
         llm = CachedLLM(lambda: engine, "llamacpp", smollm2_manifest, RequestCache(tmp_path / name))

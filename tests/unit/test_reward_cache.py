@@ -95,9 +95,8 @@ def test_an_rm_at_n_run_killed_mid_scoring_resumes_where_it_stopped(tiny_models,
     from retrace.util.registry import METHODS
 
     problems = smoke_math_problems(3)
-    cfg = method_cfg("best_of_n")
-    cfg["scorer"] = {"name": "hf_reward", "path": str(tiny_models["classifier"]), "kind": "classifier"}
-    cfg["scorer"] |= {"device": "cpu", "dtype": "float32", "batch_size": 2}
+    scorer = {"name": "hf_reward", "path": str(tiny_models["classifier"]), "kind": "classifier"}
+    cfg = method_cfg("best_of_n", scorer={**scorer, "device": "cpu", "dtype": "float32", "batch_size": 2})
     real, scored, kill_after = HFReward.score_batch, [], None
 
     def counted(self, batch):

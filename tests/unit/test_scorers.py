@@ -15,7 +15,16 @@ from retrace.util.records import Completion, Problem, TokenLogprob
 YES, NO = {"yes"}, {"no"}
 PROBLEM = Problem(id="p1", question="What is 2+3?", gold="5")
 JUDGE_CFG = {
-    "scorer": {"name": "llm_judge", "model": None, "top_logprobs": 5},
+    # every key of config/method/best_of_n.yaml's block (no default in code), top_logprobs 5
+    "scorer": {
+        "name": "llm_judge",
+        "model": None,
+        "top_logprobs": 5,
+        "max_tokens": 1,
+        "yes_words": ["yes"],
+        "no_words": ["no"],
+        "fallback": 0.5,
+    },
     "templates": {"judge": "judge_correct.j2"},
 }
 

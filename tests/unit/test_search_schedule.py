@@ -133,7 +133,7 @@ def test_a_judge_on_another_engine_is_called_from_the_task(tmp_path):
     same_llm, _ = judged_llm(tmp_path / "same", mixed)
     same = METHODS.get("beam")(smoke_math_problems(2), cfg, same_llm, ctx(11))
     llm, engines = judged_llm(tmp_path / "policy", mixed)
-    cfg["scorer"] = {**cfg["scorer"], "model": "other-model"}
+    cfg = method_cfg("beam", **SETTINGS["beam"], scorer={**cfg["scorer"], "model": "other-model"})
     apart = METHODS.get("beam")(smoke_math_problems(2), cfg, llm, replace(ctx(11), scorer_llm=judge))
     assert not any(is_judge(r) for e in engines for r in e.requests_seen)
     assert all(is_judge(r) for e in judge_engines for r in e.requests_seen) and judge_engines
@@ -154,8 +154,10 @@ def test_task_and_lockstep_schedules_give_identical_rows_on_smollm2(
     from test_refine import _Waves
 
     # Small (two problems, 2 + 2 expansions each) because CPU time on a shared box is dear.
-    cfg = method_cfg(name, **{**SETTINGS[name], "expand": 1, "max_steps": 2, "lookahead": 1})
-    cfg["sampling"]["max_tokens"] = 12
+    cfg = method_cfg(
+        name,
+        **{**SETTINGS[name], "expand": 1, "max_steps": 2, "lookahead": 1, "sampling": {"max_tokens": 12}},
+    )
     rows = {}
     for mode, engine in (("tasks", llamacpp_smollm2_det), ("waves", _Waves(llamacpp_smollm2_det))):
         llm = CachedLLM(lambda: engine, "llamacpp", smollm2_manifest, RequestCache(tmp_path / mode))

@@ -31,8 +31,7 @@ def test_judge_reads_yes_and_no_from_real_logprobs(llm, problems):
 
 
 def test_beam_runs_on_llamacpp_with_continued_steps(llm, problems):
-    cfg = method_cfg("beam", width=1, expand=2, max_steps=2)
-    cfg["sampling"]["max_tokens"] = 16
+    cfg = method_cfg("beam", width=1, expand=2, max_steps=2, sampling={"max_tokens": 16})
     [row] = METHODS.get("beam")(problems[:1], cfg, llm, ctx())
     steps = row["extra"]["steps"]
     assert len(steps) in (1, 2) and len(steps[0]["candidates"]) == 2

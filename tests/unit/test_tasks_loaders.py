@@ -68,6 +68,7 @@ def test_openbookqa_skips_only_the_listed_malformed_lines(tmp_path, caplog):
     bad = "1-2\tA learned behavior\t(A) a (B) b (C) c (D) d (D) e\tx\tD"
     write_lines(tmp_path / "openbookqa/train.tsv", [head, good, bad, good.replace("1-1", "1-3")])
     cfg = {"name": "o", "task": "openbookqa", "source": "mirror", "mirror_path": "openbookqa/train.tsv"}
+    cfg |= {"limit": None, "subset_seed": 0}  # stated by every dataset YAML
     with pytest.raises(ValueError, match=r"train\.tsv:3: expected choices \(A\) to \(D\)"):
         data.prepare(cfg, tmp_path)
     with caplog.at_level("WARNING"):

@@ -163,6 +163,7 @@ def test_served_vllm_agrees_with_the_in_process_vllm_backend(both_engines, tmp_p
     server batched the requests, which on CPU may part a near-tie)."""
     from retrace.app.serve import engine_settings
     from retrace.backends.vllm import VLLMBackend
+    from retrace.config.settings import method_settings
     from retrace.engine.llm import CachedLLM
     from retrace.methods.base import MethodContext
     from retrace.store.cache import RequestCache
@@ -187,7 +188,8 @@ def test_served_vllm_agrees_with_the_in_process_vllm_backend(both_engines, tmp_p
                 seed=0, task=task, template=cfg["dataset"].get("template") or task.default_template
             )
             problems = [p for p in read_problems(root / f"results/data/{dataset}.jsonl") if p.id in served]
-            for row in METHODS.get("greedy")(problems, cfg["method"], llm, ctx):
+            settings = method_settings(cfg["method"], "config/method/greedy.yaml")
+            for row in METHODS.get("greedy")(problems, settings, llm, ctx):
                 mine, theirs = row["samples"][0], served[row["problem_id"]]["samples"][0]
                 assert mine["prompt_tokens"] == theirs["prompt_tokens"], (dataset, row["problem_id"])
                 pairs.append((theirs["text"], mine["text"]))

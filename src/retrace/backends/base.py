@@ -33,6 +33,17 @@ class Backend(ABC):
         {"n_threads", "batch_size", "max_in_flight", "throughput_tok_s", "gpu_memory_gb"}
     )
     memory_settings: tuple[str, ...] = ()
+    # The keys of config/backend/<name>.yaml's `engine:` block and what each takes (the kinds of
+    # retrace.config.settings: "int", "number", "bool", "str", "str_or_null", ...): the generate
+    # stage checks a job's engine block against them once (retrace.config.settings.
+    # backend_settings). Read from the class itself (`engine_keys`): a subclass states its own.
+    engine_kinds: dict[str, str] | None = None
+
+    @classmethod
+    def engine_keys(cls) -> dict[str, str] | None:
+        """This class's own `engine_kinds` (not a parent's: its engine block is its own); None:
+        not stated, the block is left unchecked."""
+        return cls.engine_kinds if "engine_kinds" in vars(cls) else None
 
     def __init__(self, model: dict, engine: dict | None = None):
         self.model = model

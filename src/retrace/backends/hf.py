@@ -44,6 +44,7 @@ class _Row:
 @BACKENDS.register("hf")
 class HFBackend(Backend):
     name = "hf"
+    engine_kinds = {"device": "str", "dtype": "str", "batch_size": "int", "deterministic": "bool"}
 
     def __init__(self, model: dict, engine: dict | None = None):
         super().__init__(model, engine)

@@ -41,6 +41,15 @@ from retrace.util.registry import BACKENDS
 @BACKENDS.register("llamacpp")
 class LlamaCppBackend(Backend):
     name = "llamacpp"
+    engine_kinds = {
+        "n_parallel": "int",
+        "n_ctx": "int",
+        "n_threads": "int",
+        "n_batch": "int",
+        "batch_size": "int",
+        "cache_prompt": "bool",
+        "deterministic": "bool",
+    }
 
     def __init__(self, model: dict, engine: dict | None = None):
         super().__init__(model, engine)

@@ -40,6 +40,17 @@ _CLIENT_FIELDS = {"temperature", "top_p", "max_tokens", "seed", "stop", "logprob
 @BACKENDS.register("openai")
 class OpenAIBackend(Backend):
     name = "openai"
+    engine_kinds = {
+        "base_url": "str",
+        "api_key_env": "str",
+        "model": "str",
+        "server": "str",
+        "concurrency": "int",
+        "timeout_s": "number",
+        "max_retries": "int",
+        "batch_size": "int",
+        "deterministic": "bool",
+    }
 
     def __init__(self, model: dict, engine: dict | None = None):
         super().__init__(model, engine)

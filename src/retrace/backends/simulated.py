@@ -137,6 +137,20 @@ class SimulatedBackend(Backend):
     """Answers from planted probabilities; see the module docstring."""
 
     name = "simulated"
+    engine_kinds = {
+        "problems": "str_or_null",
+        "dataset": "str_or_null",
+        "label": "str_or_null",
+        "effects": "str_or_null",
+        "base_accuracy": "number",
+        "concentration": "number",
+        "correlation": "number",
+        "tokens_mean": "number",
+        "batch_size": "int",
+        "delay_s": "number",
+        "hold_file": "str_or_null",
+        "n_threads": "int",
+    }
 
     def __init__(self, model: dict, engine: dict | None = None):
         super().__init__(model, engine)

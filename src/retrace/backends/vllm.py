@@ -60,6 +60,22 @@ _ENGINE_KEYS = (
 @BACKENDS.register("vllm")
 class VLLMBackend(Backend):
     name = "vllm"
+    engine_kinds = {
+        "tensor_parallel_size": "int",
+        "gpu_memory_utilization": "number",
+        "kv_cache_memory_bytes": "int_or_null",
+        "max_model_len": "int",
+        "max_num_seqs": "int_or_null",
+        "gpu_memory_gb": "number",
+        "enable_prefix_caching": "bool",
+        "n_threads": "int",
+        "dtype": "str",
+        "seed": "int",
+        "enforce_eager": "bool",
+        "throughput_tok_s": "number",
+        "batch_size": "int",
+        "deterministic": "bool",
+    }
     memory_settings = ("gpu_memory_utilization", "kv_cache_memory_bytes")
     capacity_settings = Backend.capacity_settings | {
         *memory_settings,

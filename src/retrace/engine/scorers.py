@@ -31,10 +31,11 @@ from __future__ import annotations
 import importlib
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from retrace.config.settings import judge_settings
 from retrace.util.hashing import sha256_file
 from retrace.util.records import Completion, Message, Problem, Request, Sampling, TokenLogprob
 from retrace.util.templates import render, template_path
@@ -88,14 +89,14 @@ class Scorer(ABC):
         return self.score(items)
 
 
-def build_scorer(method_cfg: dict, llm: Any, ctx: Any = None) -> Scorer:
+def build_scorer(method_cfg: Mapping[str, Any], llm: Any, ctx: Any = None) -> Scorer:
     """The scorer named in `method_cfg["scorer"]`, bound to its engine.
 
     llm_judge with `model: null` judges with the job's own `llm`; with a model name it
     needs that model's engine as `ctx.scorer_llm`. hf_reward loads its own model.
     """
-    cfg = dict(method_cfg.get("scorer") or {})
-    name = cfg.get("name", "llm_judge")
+    cfg = dict(method_cfg["scorer"])
+    name = cfg["name"]
     if name not in IMPLEMENTATIONS:
         raise ValueError(f"unknown scorer {name!r}; known: {', '.join(sorted(IMPLEMENTATIONS))}")
     module, cls_name = IMPLEMENTATIONS[name].split(":")
@@ -103,7 +104,8 @@ def build_scorer(method_cfg: dict, llm: Any, ctx: Any = None) -> Scorer:
     if name == "hf_reward":  # its scores in the job's request cache (retrace.engine.reward_cache)
         return cls(cfg, getattr(llm, "cache", None))
     templates = method_cfg.get("templates") or {}
-    return cls(cfg, templates.get("judge", "judge_correct.j2"), judge_llm(cfg, llm, ctx))
+    source = getattr(method_cfg, "source", "the method's config")  # MethodSettings name their file
+    return cls(cfg, templates.get("judge", "judge_correct.j2"), judge_llm(cfg, llm, ctx), source)
 
 
 def judge_llm(cfg: dict, llm: Any, ctx: Any) -> Any:
@@ -149,13 +151,15 @@ class LLMJudge(Scorer):
 
     name = "llm_judge"
 
-    def __init__(self, cfg: dict, template: str, llm: Any):
+    def __init__(self, cfg: Mapping[str, Any], template: str, llm: Any, source: str = "method.scorer"):
+        """`cfg`: the method's `scorer:` block, checked and typed here (retrace.config.settings;
+        `source` names its file in an error)."""
+        s = judge_settings(cfg, source)
         self.llm, self.template = llm, template
-        self.top = int(cfg.get("top_logprobs", 10))
-        self.max_tokens = int(cfg.get("max_tokens", 1))
-        self.yes = {normalise(w) for w in cfg.get("yes_words", ["yes"])}
-        self.no = {normalise(w) for w in cfg.get("no_words", ["no"])}
-        self.fallback = float(cfg.get("fallback", 0.5))
+        self.top, self.max_tokens = s.top_logprobs, s.max_tokens
+        self.yes = {normalise(w) for w in s.yes_words}
+        self.no = {normalise(w) for w in s.no_words}
+        self.fallback = float(s.fallback)
         template_path(template)  # fail now, not after the rollouts, if the file is missing
 
     def request(self, item: ScoreItem) -> Request:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from retrace.util.records import Completion, Message, Problem, Request, Sampling
@@ -31,24 +31,27 @@ def derive_seed(run_seed: int, problem_id: str, index: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def sampling(cfg: dict, seed: int, **changes: Any) -> Sampling:
-    """A Sampling from a method's `sampling:` block (unknown keys are a config error)."""
-    fields = {**cfg, **changes, "seed": seed}
-    fields["stop"] = tuple(fields.get("stop") or ())
-    return Sampling(**fields)
+def sampling(settings: Sampling, seed: int, **changes: Any) -> Sampling:
+    """One request's sampling: the method's typed `sampling:` block (retrace.config.settings),
+    the request's seed and the method's own changes (a role's max_tokens, greedy's temperature)."""
+    if "stop" in changes:
+        changes["stop"] = tuple(changes["stop"] or ())
+    return replace(settings, **changes, seed=seed)
 
 
 def problem_messages(problem: Problem, ctx: MethodContext) -> tuple[Message, ...]:
     return (Message("user", ctx.task.prompt(problem, ctx.template)),)
 
 
-def sample_requests(problem: Problem, cfg: dict, ctx: MethodContext, n: int, start: int = 0) -> list[Request]:
-    """Samples start..n-1 of the problem's sample set under sampling config `cfg`."""
+def sample_requests(
+    problem: Problem, settings: Sampling, ctx: MethodContext, n: int, start: int = 0
+) -> list[Request]:
+    """Samples start..n-1 of the problem's sample set under the method's sampling `settings`."""
     msgs = problem_messages(problem, ctx)
     return [
         Request(
             messages=msgs,
-            sampling=sampling(cfg, derive_seed(ctx.seed, problem.id, i)),
+            sampling=sampling(settings, derive_seed(ctx.seed, problem.id, i)),
             sample_index=i,
             tag=f"{problem.id}#{i}",
         )

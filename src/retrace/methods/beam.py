@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from retrace.config.settings import MethodSettings
 from retrace.engine.scorers import Score, ScoreItem, build_scorer
 from retrace.methods.base import MethodContext, derive_seed, problem_messages, sampling, tokens_used
 from retrace.methods.best_of_n import argmax
@@ -51,15 +52,15 @@ class Settings:
     dedupe: bool
 
     @classmethod
-    def from_cfg(cls, cfg: dict, lookahead: int) -> Settings:
+    def from_cfg(cls, cfg: MethodSettings, lookahead: int) -> Settings:
         s = cls(
             width=int(cfg["width"]),
             expand=int(cfg["expand"]),
             max_steps=int(cfg["max_steps"]),
             lookahead=lookahead,
-            separator=cfg.get("separator", "\n\n"),
+            separator=cfg["separator"],
             markers=tuple(cfg.get("done_markers") or ("\\boxed", "Answer:")),
-            dedupe=bool(cfg.get("dedupe", True)),
+            dedupe=bool(cfg["dedupe"]),
         )
         if min(s.width, s.expand, s.max_steps) < 1 or not s.separator:
             # Fewer would leave a problem with no finished beam, hence no answer at all.
@@ -129,10 +130,10 @@ def extend(beam: Beam, c: Completion, last_round: bool, s: Settings) -> Beam:
 
 
 def expand_requests(
-    search: Search, t: int, cfg: dict, ctx: MethodContext, s: Settings
+    search: Search, t: int, cfg: MethodSettings, ctx: MethodContext, s: Settings
 ) -> list[tuple[int, Beam, Request]]:
     """Round t's (parent rank, parent, request): `expand` per active beam (root: width × expand)."""
-    stop = tuple(cfg["sampling"].get("stop") or ()) + (s.separator,)
+    stop = cfg.sampling.stop + (s.separator,)
     k = s.width * s.expand if t == 0 else s.expand
     plan = []
     for rank, beam in enumerate(search.active):
@@ -144,14 +145,14 @@ def expand_requests(
                     rank,
                     beam,
                     continue_request(
-                        search, beam.steps, sampling(cfg["sampling"], seed, stop=stop), j, tag, s.separator
+                        search, beam.steps, sampling(cfg.sampling, seed, stop=stop), j, tag, s.separator
                     ),
                 )
             )
     return plan
 
 
-def expand(search: Search, t: int, cfg: dict, ctx: MethodContext, s: Settings):
+def expand(search: Search, t: int, cfg: MethodSettings, ctx: MethodContext, s: Settings):
     """Round t's candidates of one problem, sampled as one fan-out (a step of its task)."""
     plan = expand_requests(search, t, cfg, ctx, s)
     completions = yield [request for _, _, request in plan]
@@ -162,12 +163,12 @@ def expand(search: Search, t: int, cfg: dict, ctx: MethodContext, s: Settings):
     return cands
 
 
-def look_ahead(search: Search, cands: list[Candidate], cfg: dict, s: Settings):
+def look_ahead(search: Search, cands: list[Candidate], cfg: MethodSettings, s: Settings):
     """Roll every open candidate out `s.lookahead` more steps at temperature 0, one fan-out
     per depth (a step of the problem's task)."""
-    stop = tuple(cfg["sampling"].get("stop") or ()) + (s.separator,)
+    stop = cfg.sampling.stop + (s.separator,)
     # Greedy, seed 0: the rollout is a function of its prefix, so equal prefixes share a key.
-    greedy = sampling(cfg["sampling"], 0, temperature=0.0, stop=stop)
+    greedy = sampling(cfg.sampling, 0, temperature=0.0, stop=stop)
     for depth in range(s.lookahead):
         todo = [c for c in cands if c.beam.end is None and c.ahead_end is None]
         if not todo:
@@ -282,7 +283,7 @@ def search_row(search: Search, method: str, s: Settings, identity: dict) -> dict
     }
 
 
-def search_task(search: Search, cfg: dict, llm, ctx: MethodContext, s: Settings, scorer):
+def search_task(search: Search, cfg: MethodSettings, llm, ctx: MethodContext, s: Settings, scorer):
     """One problem's whole search as a scheduler task: per round, expand, look ahead, score
     (fan-outs) and prune; it ends when no beam is open or after `max_steps` rounds."""
     for t in range(s.max_steps):
@@ -296,7 +297,7 @@ def search_task(search: Search, cfg: dict, llm, ctx: MethodContext, s: Settings,
 
 
 def run_search(
-    problems: list[Problem], cfg: dict, llm, ctx: MethodContext, method: str, lookahead: int
+    problems: list[Problem], cfg: MethodSettings, llm, ctx: MethodContext, method: str, lookahead: int
 ) -> list[dict]:
     """Beam search (lookahead = 0) or lookahead search, one scheduler task per problem."""
     s = Settings.from_cfg(cfg, lookahead)
@@ -308,7 +309,7 @@ def run_search(
 
 
 @METHODS.register("beam")
-def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dict]:
+def run(problems: list[Problem], cfg: MethodSettings, llm, ctx: MethodContext) -> list[dict]:
     return run_search(problems, cfg, llm, ctx, method="beam", lookahead=0)
 
 

@@ -12,6 +12,7 @@ The RM@N answer is samples[chosen]; the plurality vote over samples is plain Maj
 
 from __future__ import annotations
 
+from retrace.config.settings import MethodSettings
 from retrace.engine.scorers import ScoreItem, build_scorer
 from retrace.methods.base import MethodContext, row, sample_requests, tokens_used
 from retrace.util.records import Problem
@@ -24,9 +25,9 @@ def argmax(values: list[float]) -> int:
 
 
 @METHODS.register("best_of_n")
-def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dict]:
+def run(problems: list[Problem], cfg: MethodSettings, llm, ctx: MethodContext) -> list[dict]:
     n = int(cfg["n"])
-    requests = [r for p in problems for r in sample_requests(p, cfg["sampling"], ctx, n)]
+    requests = [r for p in problems for r in sample_requests(p, cfg.sampling, ctx, n)]
     completions = llm.generate(requests)
     groups = [completions[i * n : (i + 1) * n] for i in range(len(problems))]
     scorer = build_scorer(cfg, llm, ctx)

@@ -11,6 +11,7 @@ holds the scored rollout text.
 
 from __future__ import annotations
 
+from retrace.config.settings import MethodSettings
 from retrace.methods.base import MethodContext
 from retrace.methods.beam import run_search
 from retrace.util.records import Problem
@@ -18,7 +19,7 @@ from retrace.util.registry import METHODS
 
 
 @METHODS.register("lookahead")
-def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dict]:
+def run(problems: list[Problem], cfg: MethodSettings, llm, ctx: MethodContext) -> list[dict]:
     depth = int(cfg["lookahead"])
     if depth < 1:
         raise ValueError(f"lookahead: depth must be >= 1 (0 is plain beam search), got {depth}")

@@ -6,15 +6,16 @@ scoring computes maj@k / pass@k for k = 1, 2, 4 … N from them (config/method/m
 
 from __future__ import annotations
 
+from retrace.config.settings import MethodSettings
 from retrace.methods.base import MethodContext, row, sample_requests
 from retrace.util.records import Problem
 from retrace.util.registry import METHODS
 
 
 @METHODS.register("majority")
-def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dict]:
+def run(problems: list[Problem], cfg: MethodSettings, llm, ctx: MethodContext) -> list[dict]:
     n = int(cfg["n"])
-    requests = [r for p in problems for r in sample_requests(p, cfg["sampling"], ctx, n)]
+    requests = [r for p in problems for r in sample_requests(p, cfg.sampling, ctx, n)]
     completions = llm.generate(requests)
     return [row(p, "majority", completions[i * n : (i + 1) * n]) for i, p in enumerate(problems)]
 

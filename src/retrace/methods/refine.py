@@ -49,8 +49,10 @@ per-role token totals of the problem; "history": "latest" where it is (absent: f
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from retrace.config.settings import MethodSettings
 from retrace.methods.base import MethodContext, derive_seed, row, sample_requests, sampling
 from retrace.util.records import Completion, Message, Problem, Request
 from retrace.util.registry import METHODS
@@ -90,10 +92,10 @@ class Rollout:
         return {k: sum(getattr(c, k) for c in self.calls) for k in COUNTS}
 
 
-def check_config(cfg: dict) -> None:
+def check_config(cfg: MethodSettings) -> None:
     if cfg["critic"] not in CRITICS:
         raise ValueError(f"method refine: unknown critic {cfg['critic']!r}; valid: {', '.join(CRITICS)}")
-    if cfg.get("history", "full") not in HISTORIES:
+    if cfg["history"] not in HISTORIES:
         raise ValueError(f"method refine: unknown history {cfg['history']!r}; valid: {', '.join(HISTORIES)}")
     if int(cfg["depth"]) < 0 or int(cfg["n"]) < 1:
         raise ValueError(f"method refine: need n >= 1 and depth >= 0, got n={cfg['n']} depth={cfg['depth']}")
@@ -137,30 +139,32 @@ def context_tokens(r: Rollout) -> int:
     return int(last.prompt_tokens) + int(last.generated_tokens)
 
 
-def role_request(r: Rollout, prompt: str, role: str, depth: int, cfg: dict, ctx: MethodContext) -> Request:
+def role_request(
+    r: Rollout, prompt: str, role: str, depth: int, cfg: MethodSettings, ctx: MethodContext
+) -> Request:
     seed = derive_seed(ctx.seed, f"{r.problem.id}|refine|d{depth}|{role}", r.index)
     changes = {k: v for k, v in (cfg.get("roles") or {}).get(role, {}).items() if v is not None}
     return Request(
         messages=r.history + (Message("user", prompt),),
-        sampling=sampling({**cfg["sampling"], **changes}, seed),
+        sampling=sampling(cfg.sampling, seed, **changes),
         sample_index=r.index,
         tag=f"{r.problem.id}#{r.index}/d{depth}/{role}",
     )
 
 
-def turn(r: Rollout, role: str, prompt: str, depth: int, cfg: dict, ctx: MethodContext):
+def turn(r: Rollout, role: str, prompt: str, depth: int, cfg: MethodSettings, ctx: MethodContext):
     """One model call of `role` for rollout `r` (a step of its task); the answer joins its history."""
     c = yield role_request(r, prompt, role, depth, cfg, ctx)
     r.say(prompt, role, c.text, c)
 
 
-def random_critique(r: Rollout, depth: int, cfg: dict, ctx: MethodContext) -> str:
+def random_critique(r: Rollout, depth: int, cfg: MethodSettings, ctx: MethodContext) -> str:
     words = render(cfg["templates"]["random_critic"]).split()
     rng = random.Random(derive_seed(ctx.seed, f"{r.problem.id}|refine|d{depth}|critique", r.index))
     return " ".join(rng.choices(words, k=random_critic_words(cfg)))
 
 
-def random_critic_words(cfg: dict) -> int:
+def random_critic_words(cfg: Mapping) -> int:
     """Words of a random critique: the configured count, else critique length (see module docstring)."""
     if cfg.get("random_critic_words") is not None:
         return int(cfg["random_critic_words"])
@@ -170,7 +174,7 @@ def random_critic_words(cfg: dict) -> int:
     return max(1, round(0.75 * int(budget)))
 
 
-def critique(r: Rollout, depth: int, cfg: dict, ctx: MethodContext):
+def critique(r: Rollout, depth: int, cfg: MethodSettings, ctx: MethodContext):
     """The critique turn of one round, as the configured critic makes it."""
     critic, prompt = cfg["critic"], render(cfg["templates"]["critique"])
     if critic == "model":
@@ -181,7 +185,7 @@ def critique(r: Rollout, depth: int, cfg: dict, ctx: MethodContext):
         r.say(prompt, "critique", random_critique(r, depth, cfg, ctx), None)
 
 
-def close_round(r: Rollout, cfg: dict, ctx: MethodContext) -> None:
+def close_round(r: Rollout, cfg: MethodSettings, ctx: MethodContext) -> None:
     """Pick the depth's trace (see module docstring) and store the depth record."""
     trace, source = r.round["correct"], "correct"
     if cfg["carry_forward"] and not has_answer(trace, r.problem, ctx):
@@ -205,14 +209,14 @@ def close_round(r: Rollout, cfg: dict, ctx: MethodContext) -> None:
     r.round = {}
 
 
-def round_start(r: Rollout, cfg: dict) -> tuple[Message, ...]:
+def round_start(r: Rollout, cfg: MethodSettings) -> tuple[Message, ...]:
     """The history a round starts from (module docstring, `history`)."""
-    if cfg.get("history", "full") == "latest":
+    if cfg["history"] == "latest":
         return r.question + (Message("assistant", r.trace),)
     return r.history
 
 
-def refine_round(r: Rollout, depth: int, cfg: dict, ctx: MethodContext):
+def refine_round(r: Rollout, depth: int, cfg: MethodSettings, ctx: MethodContext):
     """Round `depth` (1..D) of one rollout: continue, critique, correct."""
     r.history = round_start(r, cfg)
     yield from turn(r, "continue", render(cfg["templates"]["continue"]), depth, cfg, ctx)
@@ -222,7 +226,7 @@ def refine_round(r: Rollout, depth: int, cfg: dict, ctx: MethodContext):
     close_round(r, cfg, ctx)
 
 
-def rollout_task(problem: Problem, request: Request, cfg: dict, ctx: MethodContext):
+def rollout_task(problem: Problem, request: Request, cfg: MethodSettings, ctx: MethodContext):
     """One rollout from its depth-0 sample through D rounds; returns the Rollout.
 
     Each rollout is its own task (retrace.engine.scheduler): its next call is sent as soon as its
@@ -246,7 +250,7 @@ def terminal(r: Rollout) -> Completion:
     )
 
 
-def problem_row(problem: Problem, rollouts: list[Rollout], cfg: dict) -> dict:
+def problem_row(problem: Problem, rollouts: list[Rollout], cfg: MethodSettings) -> dict:
     roles: dict = {}
     for r in rollouts:
         for role, counts in r.roles.items():
@@ -261,18 +265,16 @@ def problem_row(problem: Problem, rollouts: list[Rollout], cfg: dict) -> dict:
         "depths": depths,
         "roles": roles,
     }
-    if cfg.get("history", "full") != "full":  # absent = full: full-history rows stay as they were
+    if cfg["history"] != "full":  # full-history rows stay as they were before `history` came
         extra["history"] = cfg["history"]
     return row(problem, "refine", [terminal(r) for r in rollouts], extra)
 
 
 @METHODS.register("refine")
-def run(problems: list[Problem], cfg: dict, llm, ctx: MethodContext) -> list[dict]:
+def run(problems: list[Problem], cfg: MethodSettings, llm, ctx: MethodContext) -> list[dict]:
     check_config(cfg)
     n = int(cfg["n"])
-    tasks = [
-        rollout_task(p, q, cfg, ctx) for p in problems for q in sample_requests(p, cfg["sampling"], ctx, n)
-    ]
+    tasks = [rollout_task(p, q, cfg, ctx) for p in problems for q in sample_requests(p, cfg.sampling, ctx, n)]
     rollouts = llm.run_tasks(tasks)
     return [problem_row(p, rollouts[i * n : (i + 1) * n], cfg) for i, p in enumerate(problems)]
 

@@ -74,7 +74,7 @@ def scorer_model(cfg: dict) -> str | None:
     """The judge model of a method whose scorer runs on another model than the job's, else None."""
     scorer = cfg["method"].get("scorer") or {}
     wanted = scorer.get("model")
-    if scorer.get("name", "llm_judge") != "llm_judge" or wanted in (None, cfg["model"]["name"]):
+    if scorer.get("name") != "llm_judge" or wanted in (None, cfg["model"]["name"]):  # no block: no model
         return None
     return wanted
 

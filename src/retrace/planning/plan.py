@@ -15,8 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from retrace.config.compose import CONFIG_DIR, compose, load_experiment
+from retrace.config.settings import (
+    JobSettings,
+    backend_settings,
+    dataset_settings,
+    method_settings,
+)
 from retrace.planning import closure
 from retrace.util.hashing import hash_sources, sha256_json
+from retrace.util.registry import BACKENDS
 
 PKG = Path(__file__).resolve().parents[1]  # the retrace package
 # Each stage's code is the import closure of its entry module (retrace.planning.closure, which lists
@@ -56,6 +63,11 @@ class Job:
         cfg["seed"] = self.seed
         return cfg
 
+    def settings(self) -> JobSettings:
+        """The job's method, dataset and backend settings, typed and checked once
+        (retrace.config.settings): a bad key or type is one ConfigError naming file and key."""
+        return job_settings(self)
+
     def cli_args(self) -> str:
         args = [
             f"--model {self.model}",
@@ -67,6 +79,18 @@ class Job:
         ]
         args += [f"--override '{o}'" for o in self.overrides]
         return " ".join(args)
+
+
+@functools.cache
+def job_settings(job: Job) -> JobSettings:
+    """`job.settings()`, built once per process (a Job is frozen; its config is composed)."""
+    cfg = job.config()
+    backend = BACKENDS.get(cfg["backend"]["name"])
+    return JobSettings(
+        method=method_settings(cfg["method"], f"config/method/{job.method}.yaml"),
+        dataset=dataset_settings(cfg["dataset"], f"config/dataset/{job.dataset}.yaml"),
+        backend=backend_settings(cfg["backend"], backend.engine_keys(), f"config/backend/{job.backend}.yaml"),
+    )
 
 
 def _method_entries(methods: list) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...], object]]:

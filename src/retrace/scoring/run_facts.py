@@ -32,7 +32,7 @@ def deterministic_by_design(cfg: Mapping) -> bool:
     says whether the other seeds must be identical copies (scoring.claims.counted_seeds): either
     way they are not independent draws, and averaging near-copies would skew the null."""
     method = cfg["method"]
-    return method["name"] == "greedy" or (method.get("sampling") or {}).get("temperature", 1.0) == 0
+    return method["name"] == "greedy" or method["sampling"]["temperature"] == 0
 
 
 def subset_label(limit, questions) -> str:

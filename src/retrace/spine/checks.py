@@ -9,7 +9,7 @@ jobs); and, in a run with refinement, every baseline's per-solution generation b
 
 from __future__ import annotations
 
-from retrace.config.compose import compose
+from retrace.config.compose import ConfigError, compose
 from retrace.planning.plan import Job
 from retrace.planning.preflight import (
     SHA1,
@@ -27,6 +27,10 @@ def job_problems(
 ) -> list[str]:
     """Every reason job `job` would fail on its engine (empty: it passes); `share`: the memory
     settings of the engine it shares with other labels of its cell (retrace.planning.cells.shared_memory)."""
+    try:
+        job.settings()  # every key and type of its method, dataset and backend files, first
+    except ConfigError as e:
+        return [str(e)]  # the checks below read those settings
     cfg = job.config()
     m, model = cfg["method"], cfg["model"]
     out = [p for p in [pin_problem(model)] if p]
@@ -74,7 +78,7 @@ def scorer_problems(m: dict, prompt: int, generated: int) -> list[str]:
             out.append(
                 f"scorer {scorer.get('repo')}: question + solution ~{prompt + generated} tokens > its context {ctx}"
             )
-    elif scorer.get("name", "llm_judge") == "llm_judge" and scorer.get("model"):
+    elif scorer.get("name") == "llm_judge" and scorer.get("model"):  # no scorer block: no model
         judge = compose({"model": scorer["model"]}, ())["model"]
         out += [p for p in [pin_problem(judge)] if p]
     return out

@@ -27,7 +27,7 @@ def run(job: Job, generations: Path, data_path: Path, out: Path) -> dict:
         inputs=[str(generations), str(data_path)],
     )
     problems = {p.id: p for p in data.read_problems(data_path)}
-    result = diagnose(read_jsonl(generations), problems, TASKS.get(cfg["dataset"]["task"]))
+    result = diagnose(read_jsonl(generations), problems, TASKS.get(job.settings().dataset.task))
     result["job"] = {
         "model": job.model,
         "backend": job.backend,

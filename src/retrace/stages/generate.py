@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrace.config.settings import backend_settings, dataset_settings, method_settings
 from retrace.engine.llm import CachedLLM
 from retrace.methods.base import MethodContext
 from retrace.planning.cells import scorer_model
@@ -23,6 +24,7 @@ from retrace.store import data, models, shards
 from retrace.store.cache import RequestCache
 from retrace.store.provenance import Provenance
 from retrace.util.atomic import read_jsonl, write_jsonl
+from retrace.util.frozen import thaw
 from retrace.util.registry import BACKENDS, METHODS, TASKS
 
 log = logging.getLogger(__name__)
@@ -75,8 +77,12 @@ def equal_compute(job: Job, sources: tuple[Path, Path], manifest: dict) -> tuple
 
 
 def engine(manifest: dict, cfg: dict, cache: RequestCache) -> CachedLLM:
-    """A lazily loaded, cached engine for `manifest` on the job's backend and engine settings."""
-    backend_cls, settings = BACKENDS.get(cfg["backend"]["name"]), cfg["backend"].get("engine", {})
+    """A lazily loaded, cached engine for `manifest` on the job's backend and engine settings
+    (checked once against what the backend states: retrace.config.settings.backend_settings)."""
+    name = cfg["backend"]["name"]
+    backend_cls = BACKENDS.get(name)
+    checked = backend_settings(cfg["backend"], backend_cls.engine_keys(), f"config/backend/{name}.yaml")
+    settings = thaw(checked.engine)  # the engine's own copy: a backend may add to it
     return CachedLLM(
         lambda: backend_cls(manifest, settings),
         cfg["backend"]["name"],
@@ -182,14 +188,13 @@ def execute(
     if shard:
         problems = shards.select(problems, *shard)
         prov.extra["shard"] = {"index": shard[0], "of": shard[1]}
-    task = TASKS.get(cfg["dataset"]["task"])
+    dataset = dataset_settings(cfg["dataset"], f"config/dataset/{job.dataset}.yaml")
+    task = TASKS.get(dataset.task)
     ctx = MethodContext(
-        seed=job.seed,
-        task=task,
-        scorer_llm=judge,
-        template=cfg["dataset"].get("template") or task.default_template,
+        seed=job.seed, task=task, scorer_llm=judge, template=dataset.template or task.default_template
     )
-    rows = METHODS.get(cfg["method"]["name"])(problems, cfg["method"], llm, ctx)
+    settings = method_settings(cfg["method"], f"config/method/{job.method}.yaml")
+    rows = METHODS.get(settings.name)(problems, settings, llm, ctx)
     u = llm.usage
     log.info(
         "%s: %d requests, %d from the request cache, %d engine loads",

@@ -47,15 +47,16 @@ def run(job: Job, generations: Path, data_path: Path, manifest_path: Path, out: 
     prov.inputs = [str(generations), str(data_path), str(manifest_path)]
     problems = {p.id: p for p in data.read_problems(data_path)}
     manifest = json.loads(Path(manifest_path).read_text())
-    scoring = cfg["method"].get("scoring") or {}
+    settings = job.settings()
+    scoring = settings.method.scoring
     result = score_generations(
         read_jsonl(generations),
         problems,
-        TASKS.get(cfg["dataset"]["task"]),
+        TASKS.get(settings.dataset.task),
         manifest["params"],
-        n_boot=int(scoring.get("n_boot", 2000)),
-        seed=int(scoring.get("seed", 0)),
-        vote=scoring.get("vote", "explicit"),
+        n_boot=scoring.n_boot,
+        seed=scoring.seed,
+        vote=scoring.vote,
         job=job.path,
     )
     result["job"] = {

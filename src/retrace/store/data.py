@@ -1,11 +1,12 @@
 """Prepare a dataset: load it through its task plugin, check it, subset it, save it.
 
     from retrace.store.data import prepare, write_problems
-    problems, files = prepare({"task": "gsm8k", "source": "mirror",
-                               "mirror_path": "gsm8k/test.jsonl", "limit": 50}, "../shared/data")
+    problems, files = prepare({"task": "gsm8k", "source": "mirror", "mirror_path": "gsm8k/test.jsonl",
+                               "limit": 50, "subset_seed": 0}, "../shared/data")
     write_problems("results/problems.jsonl", problems)
 
-`cfg` is one `config/dataset/<name>.yaml` mapping; `mirror` is the mirror directory
+`cfg` is one `config/dataset/<name>.yaml` mapping (the data stage passes its typed
+retrace.config.settings.DatasetSettings, checked against the YAML's keys); `mirror` is the mirror directory
 (config key `mirror`), needed only for `source: mirror`. `source: hub` rows come from
 `load_hub_rows` (`datasets.load_dataset` at the commit retrace.store.hub_lock resolves).
 """
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from pathlib import Path
 
 from retrace.util.atomic import read_jsonl, write_jsonl
@@ -23,17 +25,17 @@ from retrace.util.registry import TASKS
 HUB_KEYS = ("path", "split")
 
 
-def prepare(cfg: dict, mirror: str | Path | None) -> tuple[list[Problem], list[Path]]:
+def prepare(cfg: Mapping, mirror: str | Path | None) -> tuple[list[Problem], list[Path]]:
     """The configured problems (subset by `limit`/`subset_seed`) and the files read."""
     task = TASKS.get(cfg["task"])
     if cfg.get("skip_lines") and not task.skips_lines:
         raise ValueError(f"dataset {cfg.get('name', cfg['task'])!r}: task {cfg['task']!r} cannot skip_lines")
     problems, files = task.load(cfg, Path(mirror) if mirror else None)
     check_unique_ids(problems, cfg)
-    return subset(problems, cfg.get("limit"), cfg.get("subset_seed", 0)), files
+    return subset(problems, cfg["limit"], cfg["subset_seed"]), files
 
 
-def check_unique_ids(problems: list[Problem], cfg: dict) -> None:
+def check_unique_ids(problems: list[Problem], cfg: Mapping) -> None:
     seen: dict[str, Problem] = {}
     for p in problems:
         if p.id in seen:

@@ -101,7 +101,7 @@ class Task:
 
     def load(self, cfg: dict, mirror: Path | str | None) -> tuple[list[Problem], list[Path]]:
         """Problems named by `cfg`, plus the source files read (for provenance)."""
-        source = cfg.get("source", "mirror")
+        source = cfg["source"]
         if source == "hub":
             return self.load_hub(cfg), []
         if source not in ("mirror", "bundled"):

@@ -17,7 +17,7 @@ from retrace.util.records import Problem
 
 
 def subject_files(cfg: dict, root: Path, source: str) -> list[tuple[str, Path, str]]:
-    split = cfg.get("split", "test")
+    split = cfg["split"]
     base = cfg.get("mirror_path") or "mmlu"
     subjects = cfg.get("subjects") or "all"
     if subjects == "all":

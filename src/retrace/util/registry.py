@@ -38,9 +38,10 @@ class RegistryError(KeyError, ValueError):
 
 
 class Method(Protocol):
-    """A method plugin: one row per problem (retrace.methods.base.row)."""
+    """A method plugin: one row per problem (retrace.methods.base.row); `cfg` is the job's
+    retrace.config.settings.MethodSettings (typed Any here: it lives in a layer above)."""
 
-    def __call__(self, problems: list[Problem], cfg: dict, llm: Any, ctx: Any) -> list[dict]: ...
+    def __call__(self, problems: list[Problem], cfg: Any, llm: Any, ctx: Any) -> list[dict]: ...
 
 
 def _resolve(ref: str) -> type:
