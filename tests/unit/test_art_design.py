@@ -76,7 +76,7 @@ def test_the_art_design_writes_the_rows_a_run_writes_with_the_same_numbers():
     cells = simulate_cells(d, np.random.default_rng(0), (0.5, 1.0, 1.0))
     ran = {(r["claim"], r["dataset"]): r for r in summary.claims(cfg, _scores(d, cells, cfg))}
     planned = {(r["claim"], r["dataset"]): r for r in rows_from_cells(d, cells)}
-    assert set(ran) == set(planned) and len(planned) == 15
+    assert set(ran) == set(planned) and len(planned) == 21  # 15, and the claims map's three with twins
     for key, row in planned.items():
         for col in ("n_questions", "test", "delta", "p_value", "ci_low", "score_range", "n_seeds_method"):
             assert ran[key][col] == row[col] or np.isclose(ran[key][col], row[col]), (key, col)

@@ -36,7 +36,7 @@ SIMULATED = ("backend.engine.tokens_mean=40",)
 RUN_NAMES = {"evidence", "prov_sha256", "score_file", "provenance", "transcript", "generation_usage", "code"}
 
 PINNED = {
-    "claims.csv": "6da787e961356d33d0d3f308ce573c83d5907767b17771bdf1cef6f0327e85ab",
+    "claims.csv": "b6b4d35d0ecc33877b572f870734a54425286d9fd9b43dd3fa18822969cac59d",
     "results.csv": "e46b9b2272948fb3289943a575d69e70dfba4c923a5e567f94fe550a4f615cfb",
     "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math/greedy/seed0.json": "7e5397e90913e67805597db252a979c5674a3bd9dfe0a284f2df9b325aef3410",
     "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math/majority/seed0.json": "4134557acbb29cf7111b6f915601a9d61c47a131e0f87fd385acba644d618548",
