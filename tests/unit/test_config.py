@@ -256,6 +256,30 @@ def test_job_config_carries_overrides_and_seed():
     assert "--label maj8" in job.cli_args() and "--override 'method.n=8'" in job.cli_args()
 
 
+def test_a_later_override_into_an_earlier_ones_value_leaves_that_override_as_written():
+    """Each override is parsed once per process (compose._parsed_override) and its value shared:
+    a later override that changes a key inside it must change this composition's copy only."""
+    whole = "method.sampling={temperature:0.5,top_p:1.0,top_k:-1,max_tokens:64}"
+    assert (
+        compose(SMOKE, [whole, "method.sampling.temperature=0.7"])["method"]["sampling"]["temperature"] == 0.7
+    )
+    assert compose(SMOKE, [whole, "method.sampling.top_k=5"])["method"]["sampling"]["temperature"] == 0.5
+
+
+def test_job_configs_of_one_composition_share_it_but_keep_their_own_seed():
+    """plan.job_config composes and freezes each composition once for the jobs that share it
+    (seeds, labels); each job's config is still its own composition and seed, read-only."""
+    jobs = [
+        plan.Job("smollm2-135m-q41", "llamacpp", "smoke_math", "maj8", "majority", s, ("method.n=8",))
+        for s in (0, 1)
+    ]
+    first, second = (plan.job_config(j) for j in jobs)
+    assert (first["seed"], second["seed"]) == (0, 1)
+    assert first["method"] is second["method"] and first == {**jobs[0].config()}
+    with pytest.raises(TypeError):
+        second["seed"] = 0
+
+
 @pytest.mark.parametrize(
     "override, message",
     [

@@ -228,3 +228,24 @@ def test_a_reward_model_on_gpus_of_its_own_is_sized_against_them():
     assert "raise method.scorer.gpus" in preflight.reward_gpus_problem({**scorer, "gpus": 1}, 2 * 71.5e9, 80)
     cfg = {"backend": {"name": "vllm", "engine": {"tensor_parallel_size": 1}}, "method": {"scorer": scorer}}
     assert gpus(cfg) == 3 and gpus({**cfg, "method": {}}) == 1
+
+
+def test_a_templates_measured_length_follows_an_edit_of_the_file(tmp_path, monkeypatch):
+    """preflight keeps each template's rendered length per file version (sizing asks for the
+    same templates tens of thousands of times): an edited template is measured anew."""
+    import os
+
+    from retrace.util import templates
+
+    monkeypatch.setattr(templates, "PROMPTS_DIR", tmp_path)
+    templates._env.cache_clear()
+    try:
+        path = tmp_path / "probe.j2"
+        path.write_text("short")
+        first = preflight._template_tokens("probe.j2")
+        assert preflight._template_tokens("probe.j2") == first
+        path.write_text("a much longer prompt than before " * 20)
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+        assert preflight._template_tokens("probe.j2") > first
+    finally:
+        templates._env.cache_clear()

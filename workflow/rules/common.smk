@@ -112,7 +112,11 @@ CPUS_PER_GPU = int(config.get("cpus_per_gpu") or 8)
 
 def gpu_partition(gpus):
     """slurm_partition of a rule's jobs, from its `gpu` resource (a number or a function of the
-    wildcards): the configured GPU partition for a job that asks for GPUs, else none."""
+    wildcards): the configured GPU partition for a job that asks for GPUs, else none. With no
+    partition configured it is none for every job: a constant, since Snakemake evaluates each
+    function resource of each job (thousands at paper scale) and drops a none either way."""
+    if not config.get("gpu_partition"):
+        return None
 
     def partition(w):
         wanted = gpus(w) if callable(gpus) else gpus
@@ -123,7 +127,10 @@ def gpu_partition(gpus):
 
 def gpu_model(gpus):
     """gpu_model of a rule's jobs (the SLURM plugin's `--gpus=<type>:N`): the configured GPU
-    type for a job that asks for GPUs, else none (a CPU job must not ask for `<type>:0`)."""
+    type for a job that asks for GPUs, else none (a CPU job must not ask for `<type>:0`); a
+    constant none with no type configured (as gpu_partition)."""
+    if not config.get("gpu_model"):
+        return None
 
     def model(w):
         wanted = gpus(w) if callable(gpus) else gpus

@@ -24,25 +24,25 @@ PARTS = {(p.part.cell, p.part.suffix): p for p in SIZED.parts}
 SHARDED = _cells.sharded_labels(JOBS)
 
 
-def cell_generations(labels, suffix):
-    path = "{model}/{backend}/{dataset}/LABEL/seed{seed}"
-    return [f"{RESULTS}/generations/{path.replace('LABEL', label)}{suffix}" for label in labels]
+def cell_generations(g, suffix):
+    path = f"{g.model}/{g.backend}/{{dataset}}/LABEL/seed{{seed}}"
+    return [f"{RESULTS}/generations/{path.replace('LABEL', label)}{suffix}" for label in g.labels]
 
 
-def part_key(w, suffix):
-    return ((w.model, w.backend, w.dataset, int(w.seed)), suffix)
+def part_key(g, w):
+    return ((g.model, g.backend, w.dataset, int(w.seed)), g.suffix)
 
 
-def part_inputs(suffix):
+def part_inputs(g):
     """The part's data, its model (and LLM judges), and partners of its Maj@N' labels made
     elsewhere (an earlier part's generations, a sharded partner's merged ones)."""
 
     def inputs(w):
-        part = PARTS[part_key(w, suffix)].part
+        part = PARTS[part_key(g, w)].part
         out = {
             "problems": f"{RESULTS}/data/{w.dataset}.jsonl",
-            "manifest": f"{RESULTS}/models/{w.model}/manifest.json",
-            "weights": weights(w),
+            "manifest": f"{RESULTS}/models/{g.model}/manifest.json",
+            "weights": weights(g),
         }
         labels = {j.label for j in part.labels}
         out["partners"] = [
@@ -58,63 +58,65 @@ def part_inputs(suffix):
     return inputs
 
 
-def part_resource(suffix, name):
+def part_resource(g, name):
     """A resource of a part's job: the most any label asks (GPUs, memory); its runtime is
     its labels' summed (retrace.planning.parts.PartBound), capped at the partition limit."""
 
     def resource(w):
         if name == "runtime":
-            return capped(PARTS[part_key(w, suffix)].minutes())
-        return max(_engine_resources(j)[name] for j in PARTS[part_key(w, suffix)].part.labels)
+            return capped(PARTS[part_key(g, w)].minutes())
+        return max(_engine_resources(j)[name] for j in PARTS[part_key(g, w)].part.labels)
 
     return resource
 
 
-def part_threads(suffix):
+def part_threads(g):
     from retrace.planning.cluster import threads
 
-    return lambda w: max(threads(_plan.job_config(j)) for j in PARTS[part_key(w, suffix)].part.labels)
+    return lambda w: max(threads(_plan.job_config(j)) for j in PARTS[part_key(g, w)].part.labels)
 
 
-def part_generate_key(suffix):
-    return lambda w: _cells.cell_generate_key(PARTS[part_key(w, suffix)].part.labels)
+def part_generate_key(g):
+    return lambda w: _cells.cell_generate_key(PARTS[part_key(g, w)].part.labels)
 
 
+# The model and backend of a group's cells are written into its rule's paths, not wildcards:
+# Snakemake finds a file's producers by the constant prefix of the rules' outputs (up to the
+# first wildcard), so each generations file is matched against its own model's groups only,
+# not every group's every label (the planning cost of a paper-scale grid, issue 57).
 for _i, _g in enumerate(_parts.part_groups([p.part for p in SIZED.parts])):
 
     rule:
         name:
             f"generate_cell_{_i}"
         input:
-            unpack(part_inputs(_g.suffix)),
+            unpack(part_inputs(_g)),
         output:
-            rows=cell_generations(_g.labels, ".jsonl"),
-            provs=cell_generations(_g.labels, ".jsonl.prov.json"),
+            rows=cell_generations(_g, ".jsonl"),
+            provs=cell_generations(_g, ".jsonl.prov.json"),
         log:
-            f"{RESULTS}/logs/generate/{{model}}/{{backend}}/{{dataset}}/seed{{seed}}{_g.suffix}.log",
+            f"{RESULTS}/logs/generate/{_g.model}/{_g.backend}/{{dataset}}/seed{{seed}}{_g.suffix}.log",
         benchmark:
-            f"{RESULTS}/benchmarks/generate/{{model}}/{{backend}}/{{dataset}}/seed{{seed}}{_g.suffix}.tsv"
+            f"{RESULTS}/benchmarks/generate/{_g.model}/{_g.backend}/{{dataset}}/seed{{seed}}{_g.suffix}.tsv"
         wildcard_constraints:
-            model=re.escape(_g.model),
-            backend=re.escape(_g.backend),
             dataset="|".join(re.escape(d) for d in _g.datasets),
             seed="|".join(str(s) for s in _g.seeds),
-        threads: part_threads(_g.suffix)
+        threads: part_threads(_g)
         resources:
-            mem_mb=part_resource(_g.suffix, "mem_mb"),
+            mem_mb=part_resource(_g, "mem_mb"),
             engine=1,
-            gpu=part_resource(_g.suffix, "gpu"),
-            slurm_partition=gpu_partition(part_resource(_g.suffix, "gpu")),
-            gpu_model=gpu_model(part_resource(_g.suffix, "gpu")),
+            gpu=part_resource(_g, "gpu"),
+            slurm_partition=gpu_partition(part_resource(_g, "gpu")),
+            gpu_model=gpu_model(part_resource(_g, "gpu")),
             cpus_per_gpu=CPUS_PER_GPU,
-            runtime=part_resource(_g.suffix, "runtime"),
+            runtime=part_resource(_g, "runtime"),
         params:
-            key=part_generate_key(_g.suffix),
+            key=part_generate_key(_g),
             plan=PLANNED_ARGS,
             labels=",".join(_g.labels),
         shell:
-            "HF_HUB_OFFLINE=1 {PY} -m retrace generate-cell {params.plan} --model {wildcards.model} "
-            "--backend {wildcards.backend} --dataset {wildcards.dataset} --seed {wildcards.seed} "
+            f"HF_HUB_OFFLINE=1 {{PY}} -m retrace generate-cell {{params.plan}} --model {_g.model} "
+            f"--backend {_g.backend} --dataset {{wildcards.dataset}} --seed {{wildcards.seed}} "
             "--labels {params.labels} --cache {CACHE} > {log} 2>&1"
 
     # a label split into shards in other cells (rule generate) but not in these: the cell job's

@@ -11,43 +11,44 @@ SCORE_CELLS = {k: tuple(v) for k, v in SCORE_CELLS.items()}
 CELL_PATH = "{model}/{backend}/{dataset}/{label}/seed{seed}"
 
 
-def cell_key(w):
-    return _plan.cell_rerun_key(SCORE_CELLS[(w.model, w.backend, w.dataset, w.seed)])
+def cell_key(g):
+    return lambda w: _plan.cell_rerun_key(SCORE_CELLS[(g.model, g.backend, w.dataset, w.seed)])
 
 
-def cell_files(kind, labels, suffix):
-    return [f"{RESULTS}/{kind}/{CELL_PATH.replace('{label}', label)}{suffix}" for label in labels]
+def cell_files(kind, g, labels, suffix):
+    path = CELL_PATH.replace("{model}/{backend}", f"{g.model}/{g.backend}")
+    return [f"{RESULTS}/{kind}/{path.replace('{label}', label)}{suffix}" for label in labels]
 
 
+# As the generate_cell rules: a group's model and backend are written into its paths, so that
+# Snakemake matches each scores file against its own model's groups only (issue 57).
 for _i, _g in enumerate(_plan.score_groups(JOBS)):
 
     rule:
         name:
             f"score_{_i}"
         input:
-            rows=cell_files("generations", _g.labels, ".jsonl"),
+            rows=cell_files("generations", _g, _g.labels, ".jsonl"),
             problems=f"{RESULTS}/data/{{dataset}}.jsonl",
-            manifest=f"{RESULTS}/models/{{model}}/manifest.json",
+            manifest=f"{RESULTS}/models/{_g.model}/manifest.json",
         output:
             scores=[
                 report(f, caption="../report/scores.rst", category="Scores")
-                for f in cell_files("scores", _g.labels, ".json")
+                for f in cell_files("scores", _g, _g.labels, ".json")
             ],
-            provs=cell_files("scores", _g.labels, ".json.prov.json"),
-            diagnostics=cell_files("diagnostics", _g.diagnosed, ".json"),
-            diagnostics_provs=cell_files("diagnostics", _g.diagnosed, ".json.prov.json"),
+            provs=cell_files("scores", _g, _g.labels, ".json.prov.json"),
+            diagnostics=cell_files("diagnostics", _g, _g.diagnosed, ".json"),
+            diagnostics_provs=cell_files("diagnostics", _g, _g.diagnosed, ".json.prov.json"),
         log:
-            f"{RESULTS}/logs/score/{{model}}/{{backend}}/{{dataset}}/seed{{seed}}.log",
+            f"{RESULTS}/logs/score/{_g.model}/{_g.backend}/{{dataset}}/seed{{seed}}.log",
         wildcard_constraints:
-            model=re.escape(_g.model),
-            backend=re.escape(_g.backend),
             dataset="|".join(re.escape(d) for d in _g.datasets),
             seed="|".join(str(s) for s in _g.seeds),
         # A small job: on a cluster it runs in the controller, not as an sbatch job (profiles/slurm).
         localrule: True
         params:
-            key=cell_key,
+            key=cell_key(_g),
             plan=PLANNED_ARGS,
         shell:
-            "{PY} -m retrace score-cell {params.plan} --model {wildcards.model} --backend {wildcards.backend} "
+            f"{{PY}} -m retrace score-cell {{params.plan}} --model {_g.model} --backend {_g.backend} "
             "--dataset {wildcards.dataset} --seed {wildcards.seed} > {log} 2>&1"

@@ -12,6 +12,7 @@ a test checks that both agree on every config in the repository.
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from collections.abc import Iterable
@@ -66,6 +67,24 @@ def _check_selections(selections: tuple, config_dir: str) -> None:
 
 
 def _apply_override(cfg: dict, override: str) -> None:
+    key, parsed_value = _parsed_override(override)
+    *path, last = key.split(".")
+    node = cfg
+    for part in path:
+        node = node[part]
+    value = copy.deepcopy(parsed_value)  # the parse is shared: a later override may change this one's value
+    if not _same_kind(node.get(last), value):
+        raise ConfigError(
+            f"override {override!r}: {key} takes {_kind(node[last])} "
+            f"(default {node[last]!r}), got {_kind(value)} {value!r}"
+        )
+    node[last] = value
+
+
+@functools.cache
+def _parsed_override(override: str) -> tuple[str, Any]:
+    """(key, value) of one override, parsed by Hydra's grammar once per process: building the
+    parser was most of composing a paper-scale grid's configs (the same few overrides recur)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
@@ -73,17 +92,7 @@ def _apply_override(cfg: dict, override: str) -> None:
         parsed = OverridesParser.create().parse_override(override)
     except HydraException as e:
         raise ConfigError(f"bad override {override!r}: {e}") from None
-    *path, last = parsed.key_or_group.split(".")
-    node = cfg
-    for part in path:
-        node = node[part]
-    value = parsed.value()
-    if not _same_kind(node.get(last), value):
-        raise ConfigError(
-            f"override {override!r}: {parsed.key_or_group} takes {_kind(node[last])} "
-            f"(default {node[last]!r}), got {_kind(value)} {value!r}"
-        )
-    node[last] = value
+    return parsed.key_or_group, parsed.value()
 
 
 def _kind(v: Any) -> str:

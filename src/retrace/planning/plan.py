@@ -335,6 +335,13 @@ def _template_paths(names: tuple[str, ...], prompts_dir: Path) -> tuple[Path, ..
 
 
 @functools.cache
+def _code_files(entries: tuple[str, ...], tmpl: tuple[Path, ...]) -> tuple[Path, ...]:
+    """A stage's code (its entries' closure) and the templates it reads, sorted: once per
+    combination, not once per job (sorting paths was a tenth of a paper-scale plan's keys)."""
+    return tuple(sorted(closure.code_files(entries) + list(tmpl)))
+
+
+@functools.cache
 def _sources_hash(stage: str, files: tuple[Path, ...]) -> str:
     return hash_sources(files)
 
@@ -390,9 +397,20 @@ def job_config(job: Job) -> dict:
     """job.config(), composed once per process and shared by every caller, read-only (a change
     is a TypeError: retrace.util.frozen). Planning reads each job's config several times (rerun
     keys, resources, the estimate), for tens of thousands of jobs at paper scale."""
+    from retrace.util.frozen import FrozenDict
+
+    # as Job.config: the composition, then the seed; the composition (frozen) is shared by the
+    # jobs that differ only in seed or label, and composed and frozen once for them all
+    out = FrozenDict(_frozen_composition(tuple(sorted(job.selections().items())), job.overrides))
+    dict.__setitem__(out, "seed", job.seed)
+    return out
+
+
+@functools.cache
+def _frozen_composition(selections: tuple, overrides: tuple[str, ...]) -> dict:
     from retrace.util.frozen import freeze
 
-    return freeze(job.config())
+    return freeze(compose(dict(selections), overrides))
 
 
 @functools.cache
@@ -402,8 +420,11 @@ def job_rerun_key(stage: str, job: Job) -> str:
 
 
 def rerun_key(stage: str, cfg: dict) -> str:
-    files = stage_sources(stage, cfg) + (templates(cfg) if stage == "generate" else [])
-    key = {"config": config_slice(stage, cfg), "code": _sources_hash(stage, tuple(sorted(files)))}
+    if stage not in STAGES:
+        raise KeyError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+    tmpl = tuple(templates(cfg)) if stage == "generate" else ()
+    files = _code_files(stage_entries(stage, cfg), tmpl)
+    key = {"config": config_slice(stage, cfg), "code": _sources_hash(stage, files)}
     if stage in ENGINE_STAGES:
         key["engine"] = closure.engine_versions(cfg["backend"]["name"])
     return sha256_json(key)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import re
 from math import ceil
+from pathlib import Path
 
 from retrace.config.compose import compose
 from retrace.config.families import FAMILIES, Context
@@ -112,9 +113,20 @@ def _role(cfg: dict, role: str) -> int:
 
 
 def _template_tokens(name: str, **variables) -> int:
+    from retrace.util.templates import template_path
+
+    path = template_path(name)
+    return _rendered_tokens(name, path, path.stat().st_mtime_ns, tuple(sorted(variables.items())))
+
+
+@functools.lru_cache(maxsize=1024)
+def _rendered_tokens(name: str, path: Path, mtime_ns: int, variables: tuple) -> int:
+    """A template's rendered length, once per file version and variables: sizing a paper-scale
+    grid asks for the same few templates tens of thousands of times (the file's path and time
+    in the key: another prompts folder, or an edited template, is rendered anew)."""
     from retrace.util.templates import render
 
-    return tokens(render(name, **variables))
+    return tokens(render(name, **dict(variables)))
 
 
 def refine_tokens(m: dict) -> int:
