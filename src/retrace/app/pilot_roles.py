@@ -67,17 +67,10 @@ class Engine:
 def refine_roles(m: dict, q: int) -> list[RoleLoad]:
     """The sample and the deepest round's calls of a refinement rollout (critic: model only
     calls the model to critique; affirm and random critiques are text)."""
-    from retrace.planning.preflight import _random_critique_tokens, _role, _template_tokens, refine_tokens
+    from retrace.planning.preflight import refine_tokens
+    from retrace.planning.sizing import round_steps
 
-    t, critic, mt = m["templates"], m["critic"], int(m["sampling"]["max_tokens"])
-    steps = [("continue", _template_tokens(t["continue"]), _role(m, "continue"), True)]
-    if critic != "none":
-        text = {"affirm": _template_tokens(t["affirm"]), "random": _random_critique_tokens(m)}
-        out, call = (_role(m, "critique"), True) if critic == "model" else (text[critic], False)
-        steps.append(("critique", _template_tokens(t["critique"]), out, call))
-    steps.append(
-        ("correct", _template_tokens(t["correct"], has_critique=critic != "none"), _role(m, "correct"), True)
-    )
+    steps, mt = round_steps(m), int(m["sampling"]["max_tokens"])
     loads = [RoleLoad("sample", q, mt)]
     if int(m["depth"]) < 1:
         return loads

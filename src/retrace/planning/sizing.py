@@ -78,10 +78,10 @@ def majority_bound(m: dict, q: int) -> Bound:
     return Bound(n * mt, n * q, q + n * mt, n)  # the N samples share one prompt
 
 
-def refine_calls(m: dict, q: int) -> tuple[list[tuple[str, int, int]], int]:
-    """One rollout's calls, (role, prompt tokens, generated cap) each: a sample, then D rounds of
-    continue, critique (a call only for critic=model) and correct, each reading the rollout's
-    history so far (retrace.planning.preflight's templates); and the final history's length."""
+def round_steps(m: dict) -> list[tuple[str, int, int, bool]]:
+    """One refinement round, (role, template tokens, tokens it adds, whether it is a model call)
+    each: continue, critique (a call only for critic=model; affirm and random critiques are
+    text) and correct (retrace.planning.preflight's templates)."""
     from retrace.planning.preflight import _random_critique_tokens, _role, _template_tokens
 
     t, critic = m["templates"], m["critic"]
@@ -93,6 +93,13 @@ def refine_calls(m: dict, q: int) -> tuple[list[tuple[str, int, int]], int]:
     steps.append(
         ("correct", _template_tokens(t["correct"], has_critique=critic != "none"), _role(m, "correct"), True)
     )
+    return steps
+
+
+def refine_calls(m: dict, q: int) -> tuple[list[tuple[str, int, int]], int]:
+    """One rollout's calls, (role, prompt tokens, generated cap) each: a sample, then D rounds
+    (`round_steps`), each reading the rollout's history so far; and the final history's length."""
+    steps = round_steps(m)
     history = int(m["sampling"]["max_tokens"])
     calls = [("sample", q, history)]
     for _ in range(int(m["depth"])):
