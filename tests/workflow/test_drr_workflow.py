@@ -42,7 +42,7 @@ def test_claims_section_and_audit(drr_run):
         ("cot", "selfcritic"),
         ("drr", "drr_shuffled"),
     } <= pairs
-    assert len(rows) == 14 and all(
+    assert len(rows) == 15 and all(  # 14 and the claims map's "CoT beats Abstain on FS(3)"
         r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows
     )
     # Table 1's Overall (Combined) column: every DRR dataset pooled (here the one there is)

@@ -152,7 +152,7 @@ def test_drr_rows_carry_their_planted_truth_and_no_null_row_is_supported(drr_reh
     # each accuracy row has its "abstain = wrong" twin beside it (acc_abstention: both, issue 41)
     twins = {k: t for k, t in truth.items() if k[0].endswith(WRONG_SUFFIX)}
     assert twins and all((k[0].removesuffix(WRONG_SUFFIX), k[1]) in truth for k in twins)
-    assert planted == 2 * 15 + sum(1 for t in twins.values() if t), "\n".join(lines)
+    assert planted == 2 * 16 + sum(1 for t in twins.values() if t), "\n".join(lines)  # +SFT-LoRA FS(1)
     assert truth[("DRR beats SFT-LoRA on accuracy", "commonsenseqa")] == 0.20
     assert all(r["engine"] == "simulated" for r, _ in out) and stats["jobs"] >= 60
 
@@ -218,10 +218,12 @@ def test_art_effect_is_recovered_and_the_null_row_is_not_supported(art_rehearsal
     truth = {r["claim"]: t for r, t in out}
     assert truth == {
         "ART beats few-shot on unseen tasks": 0.40,
+        "ART beats few-shot on library tasks": 0.40,  # the claims map's row (the tiny run's tasks)
         "tools help": 0.40,
         "pausing at tool calls beats regenerating the suffix": 0.0,
     }
-    assert (recovered, planted, false) == (2, 2, 0), "\n".join(lines)
+    # the library row's one tiny task has too few questions to detect +40 here: planted, missed
+    assert (recovered, planted, false) == (2, 3, 0), "\n".join(lines)
     assert all(r["engine"] == "simulated" for r, _ in out)
     assert {int(r["n_questions"]) for r, _ in out} == {30, 60}
 

@@ -35,7 +35,7 @@ RUN_SPECIFIC = ("latency_s", "cache_hit", "generation_usage", "request_cache_hit
 def experiment(backend: str, endpoint: Path | None = None) -> dict:
     overrides = ["method.sampling.max_tokens=32", "backend.engine.deterministic=true"]
     if endpoint is not None:
-        overrides.append(f"backend.backends.endpoint={endpoint}")
+        overrides.append(f"backend.engine.endpoint={endpoint}")
     return {
         "runs": [
             {
@@ -120,7 +120,7 @@ def test_served_generations_equal_in_process_ones(tmp_path):
         refused = subprocess.run(
             [sys.executable, "-m", "retrace", "generate", "--model", MODEL, "--backend", "served"]
             + ["--dataset", "smoke_math", "--method", "greedy", "--label", "greedy", "--seed", "0"]
-            + ["--override", f"backend.backends.endpoint={ep}", "--override", "dataset.limit=2"]
+            + ["--override", f"backend.engine.endpoint={ep}", "--override", "dataset.limit=2"]
             + [
                 "--data",
                 "results/data/smoke_math.jsonl",

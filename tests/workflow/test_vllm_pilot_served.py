@@ -46,7 +46,7 @@ LONG = {
             "seeds": [0],
             "overrides": [
                 "backend.engine.server=vllm",
-                f"backend.backends.endpoint={ENDPOINT}",
+                f"backend.engine.endpoint={ENDPOINT}",
                 "backend.engine.max_model_len=3072",
             ],
             "methods": [{"label": "greedy", "overrides": ["method.sampling.max_tokens=2100"]}],

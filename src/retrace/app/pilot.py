@@ -278,8 +278,10 @@ def grid_lines(global_cfg: dict, out_dir: Path, limit) -> list[str]:
     planned = jobs(global_cfg)
     dso = shared_overrides(global_cfg, "dataset")
     lines = []
-    # sizing reads a pilot's results beside the probe's (retrace.planning.rates.pilot_dir)
-    for name, folder in (("assumed", None), ("pilot", out_dir.parent / "probe")):
+    # out_dir (results/pilot) as the probe folder: a GPU job's roles read the pilot's rates from
+    # the "pilot" folder beside it (retrace.planning.rates.pilot_dir: this one), a CPU job the
+    # top-level tok_s as a probe's
+    for name, folder in (("assumed", None), ("pilot", out_dir)):
         s = sized(planned, global_cfg.get("mirror"), dso, folder, limit)
         lines.append(f"{name}: {estimate_of(planned, s).line()}")
         lines.append(f"{name}: {engine_loads(s).line()}")

@@ -9,7 +9,7 @@ Loads the model's engine once (the manifest `results/models/<model>/manifest.jso
 the workflow's `model` stage; its weights are verified), waits until the server answers, then
 writes the endpoint file (retrace.backends.endpoint) atomically and serves until SIGTERM or SIGINT,
 when it stops the engine and removes the endpoint file. Experiments reach it with
-`backend: served` and `backend.backends.endpoint=FILE` (config/backend/served.yaml).
+`backend: served` and `backend.engine.endpoint=FILE` (config/backend/served.yaml).
 
 Service mode for one Snakemake run (one process runs Snakemake, so no lock is contended):
 everything after `--` runs once the server answers, with the server up, and the server stops
@@ -17,7 +17,7 @@ when it exits (its exit status is ours); a server that dies first stops it with 
 
     python -m retrace serve --model smollm2-135m-q41-hf --backend vllm \
         --endpoint results/serve/smollm2.json -- python -m retrace run --experiment E \
-        --set backend.backends.endpoint=results/serve/smollm2.json
+        --set backend.engine.endpoint=results/serve/smollm2.json
     python -m retrace serve --model llama-3.1-8b-instruct --backend vllm --gpus 0,1,2,3 \
         --endpoint results/serve/llama -- python -m retrace run --experiment paper …
 
@@ -33,7 +33,7 @@ parallelism (experiment_settings); `--set` still wins:
     python -m retrace serve --model qwen2.5-1.5b-instruct --backend vllm --experiment paper \
         --gpus 0,1,2,3 --endpoint results/serve/qwen2.5-1.5b-instruct -- \
         python -m retrace run --experiment paper --set backend=served \
-        --set backend.backends.endpoint=results/serve/qwen2.5-1.5b-instruct
+        --set backend.engine.endpoint=results/serve/qwen2.5-1.5b-instruct
 
 Engines: `llamacpp` runs xllamacpp's HTTP server in this process (the same server code the
 in-process llamacpp backend calls), `vllm` starts `vllm serve` (this interpreter's

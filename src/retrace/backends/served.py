@@ -58,7 +58,7 @@ class ServedBackend(OpenAIBackend):
         settings = dict(engine or {})
         if not settings.get("endpoint"):
             raise endpoint.EndpointError(
-                "served backend needs backend.backends.endpoint (the file `retrace serve` writes)"
+                "served backend needs backend.engine.endpoint (the file `retrace serve` writes)"
             )
         endpoint.wait_for(settings["endpoint"], float(settings.get("wait_s") or 0))
         key = _api_key(settings) if settings.get("api_key_env") else None
