@@ -32,8 +32,9 @@ from retrace.util.records import Completion, Request, TokenLogprob
 from retrace.util.registry import BACKENDS
 
 WORD = re.compile(r"\S+")
-# This fake's optional engine keys (it has no config/backend YAML): held requests in async mode.
-DEFAULTS = {"async_window": 3}
+# This fake's optional engine keys (it has no config/backend YAML): requests per `generate`
+# call, and held requests in async mode.
+DEFAULTS = {"batch_size": 8, "async_window": 3}
 
 
 def words(text: str) -> int:
