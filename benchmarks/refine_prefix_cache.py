@@ -45,7 +45,9 @@ def run(name, cfg, problems, engine, manifest, cache, ctx):
 def prefix_ratio(a, problems, manifest, ctx, tmp: Path) -> None:
     computed = {}
     for on in (True, False):
-        engine = LlamaCppBackend(manifest, {"n_parallel": 4, "n_ctx": 4096, "cache_prompt": on})
+        engine = LlamaCppBackend(
+            manifest, {"n_parallel": 4, "n_ctx": 4096, "n_threads": 2, "n_batch": 512, "cache_prompt": on}
+        )
         u = run(
             "refine",
             method_cfg("refine", a),
@@ -67,7 +69,9 @@ def prefix_ratio(a, problems, manifest, ctx, tmp: Path) -> None:
 
 
 def no_rollout_twice(a, problems, manifest, ctx, tmp: Path) -> None:
-    engine = LlamaCppBackend(manifest, {"n_parallel": 4, "n_ctx": 4096})
+    engine = LlamaCppBackend(
+        manifest, {"n_parallel": 4, "n_ctx": 4096, "n_threads": 2, "n_batch": 512, "cache_prompt": True}
+    )
     cache = RequestCache(tmp / "shared.sqlite")
     usage = {}
     for name in ("majority", "best_of_n", "refine"):

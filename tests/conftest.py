@@ -85,7 +85,10 @@ def llamacpp_smollm2(smollm2_manifest):
     pytest.importorskip("xllamacpp")
     from retrace.backends.llamacpp import LlamaCppBackend
 
-    backend = LlamaCppBackend(smollm2_manifest, {"n_parallel": 2, "n_ctx": 2048})
+    backend = LlamaCppBackend(
+        smollm2_manifest,
+        {"n_parallel": 2, "n_ctx": 2048, "n_threads": 2, "n_batch": 512, "cache_prompt": True},
+    )
     yield backend
     backend.close()
 
@@ -100,7 +103,17 @@ def llamacpp_smollm2_det(smollm2_manifest):
     pytest.importorskip("xllamacpp")
     from retrace.backends.llamacpp import LlamaCppBackend
 
-    backend = LlamaCppBackend(smollm2_manifest, {"n_parallel": 4, "n_ctx": 2048, "deterministic": True})
+    backend = LlamaCppBackend(
+        smollm2_manifest,
+        {
+            "n_parallel": 4,
+            "n_ctx": 2048,
+            "n_threads": 2,
+            "n_batch": 512,
+            "cache_prompt": True,
+            "deterministic": True,
+        },
+    )
     yield backend
     backend.close()
 

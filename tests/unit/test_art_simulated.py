@@ -68,7 +68,13 @@ def task_of(p: Problem):
 
 
 def llm_for(tmp_path, problems_path, label: str, effects=None) -> CachedLLM:
-    engine = {"problems": str(problems_path), "dataset": "task", "label": label, "effects": effects}
+    engine = {
+        "problems": str(problems_path),
+        "dataset": "task",
+        "label": label,
+        "effects": effects,
+        "batch_size": 8,
+    }
     cls = BACKENDS.get("simulated")
     cache = RequestCache(tmp_path / f"{label}.sqlite", job="test")
     return CachedLLM(
@@ -157,7 +163,7 @@ def test_vote_gain_is_what_the_engines_votes_do(tmp_path, problems):
 
     path, items = problems
     settings = {"base_accuracy": 0.3, "concentration": 20.0, "correlation": 0.0}
-    engine = {"problems": str(path), "dataset": "task", "label": "art_sc", **settings}
+    engine = {"problems": str(path), "dataset": "task", "label": "art_sc", "batch_size": 8, **settings}
     sim = BACKENDS.get("simulated")(MODEL, engine)
     single, voted = [], []
     for p in items[:300]:

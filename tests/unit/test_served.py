@@ -24,6 +24,9 @@ from retrace.util.atomic import write_json
 from retrace.util.records import Message, Request, Sampling
 
 MANIFEST = {"name": "tiny", "fingerprint": "ab" * 32, "chat_template": None, "params": 1}
+# A client's engine settings that the tests do not vary, as config/backend/served.yaml states them
+# (concurrency unread: deterministic mode sends one request at a time).
+CLIENT = {"server": "llamacpp", "timeout_s": 600, "max_retries": 2, "deterministic": True}
 OTHER = {"name": "other", "fingerprint": "cd" * 32, "chat_template": None, "params": 1}
 
 
@@ -64,7 +67,7 @@ def test_record_names_the_model_and_round_trips(tmp_path):
     ep = endpoint.read(path)
     assert ep["served_model"] == "tiny@" + "ab" * 6
     assert ep["model"]["fingerprint"] == MANIFEST["fingerprint"] and ep["host"] == socket.gethostname()
-    assert endpoint.check(path, MANIFEST, {"deterministic": True}) == ep
+    assert endpoint.check(path, MANIFEST, CLIENT) == ep
 
 
 def test_missing_endpoint_says_start_the_server(tmp_path):
@@ -75,11 +78,11 @@ def test_missing_endpoint_says_start_the_server(tmp_path):
 @pytest.mark.parametrize(
     ("served", "client", "why"),
     [
-        ({"manifest": OTHER}, {"deterministic": True}, r"serves model other \(fingerprint cdcdcd.*is tiny"),
-        ({"manifest": {**MANIFEST, "chat_template": "chatml"}}, {"deterministic": True}, "chat template"),
-        ({"backend": "vllm"}, {"deterministic": True}, "runs engine vllm"),
-        ({}, {"deterministic": False}, "deterministic=True"),
-        ({"engine": {"deterministic": False}}, {"deterministic": True}, "deterministic=False"),
+        ({"manifest": OTHER}, CLIENT, r"serves model other \(fingerprint cdcdcd.*is tiny"),
+        ({"manifest": {**MANIFEST, "chat_template": "chatml"}}, CLIENT, "chat template"),
+        ({"backend": "vllm"}, CLIENT, "runs engine vllm"),
+        ({}, {**CLIENT, "deterministic": False}, "deterministic=True"),
+        ({"engine": {"deterministic": False}}, CLIENT, "deterministic=False"),
     ],
 )
 def test_client_refuses_a_server_of_another_identity(tmp_path, served, client, why):
@@ -94,10 +97,10 @@ def test_loopback_server_of_another_host_is_refused(tmp_path):
     ep = json.loads(path.read_text())
     write_json(path, {**ep, "host": "gpu-node-7"})
     with pytest.raises(endpoint.EndpointError, match="loopback.*gpu-node-7.*server's node"):
-        endpoint.check(path, MANIFEST, {"deterministic": True})
+        endpoint.check(path, MANIFEST, CLIENT)
     # the same server on a routable address is fine from any host
     write_json(path, {**ep, "host": "gpu-node-7", "url": "http://10.0.0.7:8000/v1"})
-    assert endpoint.check(path, MANIFEST, {"deterministic": True})["host"] == "gpu-node-7"
+    assert endpoint.check(path, MANIFEST, CLIENT)["host"] == "gpu-node-7"
 
 
 def test_stale_endpoint_whose_port_serves_another_model_is_refused(tmp_path, models_server):
@@ -105,9 +108,9 @@ def test_stale_endpoint_whose_port_serves_another_model_is_refused(tmp_path, mod
     path = write_endpoint(tmp_path / "ep.json", url)
     served.append("someone-else@123456789abc")
     with pytest.raises(endpoint.EndpointError, match="stale endpoint"):
-        ServedBackend(MANIFEST, {"endpoint": str(path), "deterministic": True})
+        ServedBackend(MANIFEST, {"endpoint": str(path), **CLIENT})
     served.append(endpoint.served_name(MANIFEST))
-    with ServedBackend(MANIFEST, {"endpoint": str(path), "deterministic": True}) as b:
+    with ServedBackend(MANIFEST, {"endpoint": str(path), **CLIENT}) as b:
         assert b.served == endpoint.served_name(MANIFEST) and b.base_url == url
         assert b.server_record["url"] == url and url in b.device
 
@@ -117,7 +120,7 @@ def test_endpoint_of_a_stopped_server_is_refused(tmp_path):
 
     path = write_endpoint(tmp_path / "ep.json", f"http://127.0.0.1:{_free_port()}/v1")
     with pytest.raises(endpoint.EndpointError, match="no server answers"):
-        ServedBackend(MANIFEST, {"endpoint": str(path), "deterministic": True, "timeout_s": 5})
+        ServedBackend(MANIFEST, {"endpoint": str(path), **CLIENT, "timeout_s": 5})
 
 
 def test_cache_key_is_the_served_engines():
@@ -183,16 +186,14 @@ def test_a_folder_of_endpoints_routes_each_cell_to_one_server(tmp_path):
         write_endpoint(folder / f"gpu{i}.json", f"http://127.0.0.1:{9000 + i}/v1")
     write_endpoint(folder / "other.json", "http://127.0.0.1:9100/v1", manifest=OTHER)
     first = {
-        route: endpoint.candidates(folder, MANIFEST, {"deterministic": True}, route)[0][0].name
+        route: endpoint.candidates(folder, MANIFEST, CLIENT, route)[0][0].name
         for route in (f"tiny/smoke_math/{seed}" for seed in range(12))
     }
     # the same cell always reaches the same server; cells spread over every fitting server
-    assert first == {
-        r: endpoint.candidates(folder, MANIFEST, {"deterministic": True}, r)[0][0].name for r in first
-    }
+    assert first == {r: endpoint.candidates(folder, MANIFEST, CLIENT, r)[0][0].name for r in first}
     assert set(first.values()) == {"gpu0.json", "gpu1.json", "gpu2.json"}
     with pytest.raises(endpoint.EndpointError, match="none of its 4 files.*serves model"):
-        endpoint.candidates(folder, {**MANIFEST, "fingerprint": "ef" * 32}, {"deterministic": True})
+        endpoint.candidates(folder, {**MANIFEST, "fingerprint": "ef" * 32}, CLIENT)
 
 
 def test_a_stopped_server_in_the_folder_is_passed_over(tmp_path, models_server):
@@ -204,11 +205,9 @@ def test_a_stopped_server_in_the_folder_is_passed_over(tmp_path, models_server):
     dead = write_endpoint(folder / "a.json", f"http://127.0.0.1:{_free_port()}/v1")
     live = write_endpoint(folder / "b.json", url)
     route = next(
-        r
-        for r in map(str, range(100))
-        if endpoint.candidates(folder, MANIFEST, {"deterministic": True}, r)[0][0] == dead
+        r for r in map(str, range(100)) if endpoint.candidates(folder, MANIFEST, CLIENT, r)[0][0] == dead
     )
-    with ServedBackend(MANIFEST, {"endpoint": str(folder), "deterministic": True, "route": route}) as b:
+    with ServedBackend(MANIFEST, {"endpoint": str(folder), **CLIENT, "route": route}) as b:
         assert b.base_url == url and b.server_record == endpoint.read(live)
 
 
@@ -226,9 +225,9 @@ def test_client_sends_the_api_key_to_a_server_that_takes_one(tmp_path, models_se
     served += ["needs-key", endpoint.served_name(MANIFEST)]
     path = write_endpoint(tmp_path / "ep.json", url)
     with pytest.raises(endpoint.EndpointError, match="no server answers.*401"):
-        ServedBackend(MANIFEST, {"endpoint": str(path), "deterministic": True})
+        ServedBackend(MANIFEST, {"endpoint": str(path), **CLIENT})
     monkeypatch.setenv("RETRACE_TEST_SERVE_KEY", "s3cret")
-    settings = {"endpoint": str(path), "deterministic": True, "api_key_env": "RETRACE_TEST_SERVE_KEY"}
+    settings = {"endpoint": str(path), **CLIENT, "api_key_env": "RETRACE_TEST_SERVE_KEY"}
     with ServedBackend(MANIFEST, settings) as b:
         assert b.base_url == url
 
@@ -390,7 +389,7 @@ def test_a_server_that_dies_mid_run_stops_the_job_in_one_line_and_keeps_finished
     url, alive = dying_server
     alive[0] = 3
     ep = write_endpoint(tmp_path / "ep.json", url)
-    engine = {"endpoint": str(ep), "deterministic": True, "max_retries": 0, "health_s": 30}
+    engine = {"endpoint": str(ep), **CLIENT, "max_retries": 0, "health_s": 30}
     identity = ServedBackend.identity(MANIFEST, engine)
     llm = CachedLLM(
         lambda: ServedBackend(MANIFEST, engine),

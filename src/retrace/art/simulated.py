@@ -92,7 +92,7 @@ def answer(backend, qid: str, request: Request) -> str:
     from retrace.backends.simulated import unit, wrong_answer
 
     problem = backend.problems[qid]
-    draw = replace(request, tag=f"art/{backend.engine.get('label', '')}")
+    draw = replace(request, tag=f"art/{backend.engine['label']}")
     if backend._correct(qid, draw):
         return " ".join(gold_answer(problem).split())
     if problem.choices:

@@ -65,8 +65,9 @@ class Backend(ABC):
         return None
 
     def batch_size(self) -> int:
-        """How many requests a synchronous engine gets per `generate` call."""
-        return int(self.engine.get("batch_size", 8))
+        """How many requests a synchronous engine gets per `generate` call (every
+        config/backend/*.yaml states `batch_size`)."""
+        return int(self.engine["batch_size"])
 
     @classmethod
     def identity(cls, model: dict, engine: dict) -> dict:

@@ -87,10 +87,8 @@ def mismatch(ep: dict, manifest: dict, engine: dict) -> str | None:
         )
     if (served.get("chat_template") or None) != (want.get("chat_template") or None):
         return f"it applies chat template {served.get('chat_template')!r}, this job's model names {want.get('chat_template')!r}"
-    if ep["backend"] != engine.get("server", "llamacpp"):
-        return (
-            f"it runs engine {ep['backend']}, but backend.engine.server is {engine.get('server', 'llamacpp')}"
-        )
+    if ep["backend"] != engine["server"]:  # config/backend/served.yaml states it
+        return f"it runs engine {ep['backend']}, but backend.engine.server is {engine['server']}"
     if is_deterministic(ep.get("engine")) != is_deterministic(engine):
         return (
             f"it runs with deterministic={is_deterministic(ep.get('engine'))}, but this job's "

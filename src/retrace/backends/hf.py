@@ -55,11 +55,11 @@ class HFBackend(Backend):
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
             torch.use_deterministic_algorithms(True)
         source, kwargs = model_source(model)
-        self.device = _device(self.engine.get("device", "auto"))
+        self.device = _device(self.engine["device"])  # config/backend/hf.yaml states device and dtype
         self.tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
         if model.get("chat_template"):
             self.tokenizer.chat_template = model["chat_template"]
-        dtype = self.engine.get("dtype", "auto")
+        dtype = self.engine["dtype"]
         self.lm = AutoModelForCausalLM.from_pretrained(
             source, dtype=dtype if dtype == "auto" else getattr(torch, dtype), **kwargs
         )

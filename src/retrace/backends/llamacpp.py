@@ -61,13 +61,13 @@ class LlamaCppBackend(Backend):
         p.model.path = model["gguf"]
         self.slots = effective_slots(self.engine)
         p.n_parallel = self.slots
-        p.n_ctx = int(self.engine.get("n_ctx", 4096)) * self.slots
-        threads = int(self.engine.get("n_threads", 2))
+        p.n_ctx = int(self.engine["n_ctx"]) * self.slots  # config/backend/llamacpp.yaml states these
+        threads = int(self.engine["n_threads"])
         p.cpuparams.n_threads = threads
         p.cpuparams_batch.n_threads = threads
-        p.n_batch = int(self.engine.get("n_batch", 512))
+        p.n_batch = int(self.engine["n_batch"])
         p.hostnames = ["127.0.0.1"]  # the built-in HTTP server only ever listens on loopback
-        p.port = int(self.engine.get("port", 0)) or _free_port()
+        p.port = int(self.engine.get("port") or _free_port())  # `retrace serve` names one; else any free
         if self.engine.get("alias"):
             p.model_alias = {str(self.engine["alias"])}
         if model.get("chat_template"):
@@ -114,12 +114,12 @@ class LlamaCppBackend(Backend):
 
 def effective_slots(engine: dict) -> int:
     """Parallel slots: `n_parallel`, or 1 in deterministic mode (no timing-dependent batches)."""
-    return 1 if is_deterministic(engine) else int(engine.get("n_parallel", 2))
+    return 1 if is_deterministic(engine) else int(engine["n_parallel"])
 
 
 def prompt_cache_on(engine: dict) -> bool:
     """KV prefix reuse: `cache_prompt`, always off in deterministic mode."""
-    return False if is_deterministic(engine) else bool(engine.get("cache_prompt", True))
+    return False if is_deterministic(engine) else bool(engine["cache_prompt"])
 
 
 def _free_port() -> int:

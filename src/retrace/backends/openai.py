@@ -60,17 +60,17 @@ class OpenAIBackend(Backend):
             raise BackendError("openai backend needs engine.base_url (e.g. http://127.0.0.1:8000/v1)")
         self.base_url = str(self.engine["base_url"]).rstrip("/")
         self.served = self.engine.get("model") or model.get("name")
-        self.server = self.engine.get("server", "llamacpp")
+        self.server = self.engine["server"]  # config/backend/openai.yaml (served.yaml) states these
         self._client = openai.OpenAI(
             api_key=_api_key(self.engine),
             base_url=self.base_url,
-            timeout=float(self.engine.get("timeout_s", 600)),
-            max_retries=int(self.engine.get("max_retries", 2)),
+            timeout=float(self.engine["timeout_s"]),
+            max_retries=int(self.engine["max_retries"]),
         )
         # Deterministic mode sends one request at a time: a server batches concurrent requests
         # by arrival time, which no client controls (the server must also run deterministically:
         # one slot for llama-server, VLLM_BATCH_INVARIANT=1 for `vllm serve`).
-        workers = 1 if self.deterministic else int(self.engine.get("concurrency", 8))
+        workers = 1 if self.deterministic else int(self.engine["concurrency"])
         self._pool = ThreadPoolExecutor(max_workers=workers)
 
     @classmethod

@@ -32,6 +32,9 @@ from retrace.util.records import Completion, Request, TokenLogprob
 from retrace.util.registry import BACKENDS
 
 WORD = re.compile(r"\S+")
+# This fake's optional engine keys (it has no config/backend YAML): requests per `generate`
+# call, and held requests in async mode.
+DEFAULTS = {"batch_size": 8, "async_window": 3}
 
 
 def words(text: str) -> int:
@@ -64,7 +67,7 @@ class ScriptedBackend(Backend):
     requests_total = 0  # across instances: how many requests reached any scripted engine
 
     def __init__(self, model: dict, engine: dict | None = None):
-        super().__init__(model, engine)
+        super().__init__(model, {**DEFAULTS, **(engine or {})})
         if "script" not in self.engine:
             raise BackendError("scripted backend needs engine['script'] (a list or a dict)")
         self.calls = 0
@@ -130,7 +133,7 @@ class ScriptedBackend(Backend):
         future: Future = Future()
         with self._lock:
             self._held.append((future, request))
-            full = len(self._held) >= int(self.engine.get("async_window", 3))
+            full = len(self._held) >= int(self.engine["async_window"])
         if full:
             self._finish_one()
         threading.Timer(0.001, self._finish_all).start()  # nothing stays held for long

@@ -64,7 +64,7 @@ class ServedBackend(OpenAIBackend):
         key = _api_key(settings) if settings.get("api_key_env") else None
         path, ep = first_answering(
             endpoint.candidates(settings["endpoint"], model, settings, str(settings.get("route") or "")),
-            float(settings.get("timeout_s", 600)),
+            float(settings["timeout_s"]),
             key,
         )
         settings.update(base_url=ep["url"], model=ep["served_model"], server=ep["backend"])
@@ -83,7 +83,7 @@ class ServedBackend(OpenAIBackend):
         # are bit-identical (tests/workflow/test_served.py). Likewise `vllm serve` and
         # `vllm.LLM` share vLLM's model runner and sampler. endpoint.check refuses a server
         # whose engine, model, template or mode differ from what this key says.
-        return {**Backend.identity(model, engine), "backend": engine.get("server", "llamacpp")}
+        return {**Backend.identity(model, engine), "backend": engine["server"]}
 
     @property
     def server_record(self) -> dict:

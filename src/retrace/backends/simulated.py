@@ -171,10 +171,11 @@ class SimulatedBackend(Backend):
         """The planted probability of a correct answer to question `qid` for this job's label."""
         from scipy.special import betaincinv
 
-        s, model, dataset = self.settings, self.model.get("name", ""), self.engine.get("dataset", "")
+        # dataset and label: config/backend/simulated.yaml states both (rehearse sets them per job)
+        s, model, dataset = self.settings, self.model.get("name", ""), self.engine["dataset"]
         a, b = s["base_accuracy"] * s["concentration"], (1 - s["base_accuracy"]) * s["concentration"]
         p = float(betaincinv(a, b, unit("difficulty", model, dataset, qid)))
-        points = planted_points(self.effects, model, dataset, self.engine.get("label", "")) / 100
+        points = planted_points(self.effects, model, dataset, self.engine["label"]) / 100
         if points >= 0:
             return p + min(1.0, points / max(1e-9, 1 - s["base_accuracy"])) * (1 - p)
         return p * (1 - min(1.0, -points / max(1e-9, s["base_accuracy"])))

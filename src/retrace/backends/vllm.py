@@ -98,7 +98,7 @@ class VLLMBackend(Backend):
         self.loop: EngineLoop | None = EngineLoop(self.llm.llm_engine)
 
     def batch_size(self) -> int:
-        return int(self.engine.get("batch_size", 256))
+        return int(self.engine["batch_size"])  # config/backend/vllm.yaml states it (probe, pilot)
 
     def submit(self, request: Request) -> Future:
         start = time.perf_counter()

@@ -40,6 +40,15 @@ def _validator_for(families: tuple[tuple[str, str], ...]):
     return Draft202012Validator(schema)
 
 
+def schema_default(*keys: str):
+    """The default the experiment schema states for a key, e.g. ("claims", "controls"): the
+    one place an experiment file's optional keys keep their defaults."""
+    node = load_yaml(SCHEMA)
+    for key in keys:
+        node = node["properties"][key]
+    return node["default"]
+
+
 def _where(path) -> str:
     out = ""
     for part in path:

@@ -184,12 +184,12 @@ def train(
     strategy: str = "exploration",
     device: str | None = None,
 ) -> dict:
-    """Fine-tune in place with Adam (Appendix A) on `device` (default: opts["device"], else
-    auto); returns the loss per step, dev metrics per epoch and the tokens cut per row."""
+    """Fine-tune in place with Adam (Appendix A) on `device` (default: opts["device"], as
+    config/drr/defaults.yaml states it); returns the loss per step, dev metrics per epoch and the tokens cut per row."""
     import torch
 
     torch.manual_seed(seed)
-    device = resolve_device(device or opts.get("device", "auto"))
+    device = resolve_device(device or opts["device"])
     hist: dict[str, Any] = {"loss": [], "epochs": [], "degenerate": degenerate(train_rows), "device": device}
     if hist["degenerate"]:  # e.g. a tiny reasoner that never answered right: nothing to learn
         log.warning("DM training set is degenerate (%s): the head stays untrained", hist["degenerate"])
@@ -224,7 +224,7 @@ def train(
                     max_length,
                     strategy,
                     device,
-                    float(opts.get("accept_threshold", 0.5)),
+                    float(opts["accept_threshold"]),
                 )
                 if dev_rows
                 else {}

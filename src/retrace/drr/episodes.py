@@ -211,7 +211,7 @@ def _judge(
 
 def accept_threshold(cfg: Mapping) -> float:
     """P(Accept) above which a DM accepts (config drr.dm.accept_threshold; 0.5 = argmax)."""
-    return float(cfg["dm"].get("accept_threshold", 0.5))
+    return float(cfg["dm"]["accept_threshold"])
 
 
 def judge_paths(cfg: Mapping, checkpoint: Path, problems: Mapping, rows: list) -> tuple[dict, dict, dict]:
@@ -232,7 +232,7 @@ def judge_paths(cfg: Mapping, checkpoint: Path, problems: Mapping, rows: list) -
             flat.append(r)
             owners.append(row["problem_id"])
     enc = dm.encode_rows(tok, flat, int(cfg["dm"]["max_length"]), cfg["strategy"])
-    p = dm.predict_ids(model, tok, enc["ids"], cfg["dm"].get("device", "auto"))
+    p = dm.predict_ids(model, tok, enc["ids"], cfg["dm"]["device"])
     probs: dict[str, list[float]] = {}
     cuts: dict[str, list[dict]] = {}
     for pid, x, c in zip(owners, p, enc["cut"]):

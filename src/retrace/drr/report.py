@@ -167,7 +167,7 @@ def weighting_table(
     weighting implies (dm_data.implied_accept_threshold)."""
     from retrace.drr.dm_data import implied_accept_threshold
 
-    ratio, t = float(cfg["dm"]["accept_weight_ratio"]), float(cfg["dm"].get("accept_threshold", 0.5))
+    ratio, t = float(cfg["dm"]["accept_weight_ratio"]), float(cfg["dm"]["accept_threshold"])
     dev = {}
     for f in train_files:
         model, _, _, seed, variant = run_of(f, "dm")
@@ -305,7 +305,7 @@ def _fixed_notes(cfg: Mapping) -> list[str]:
         ),
         (
             f"Accept weight: w_accept = {cfg['dm']['accept_weight_ratio']:g} x w_reject as Section 4.2 prints it, "
-            f"accepting at P(Accept) > {cfg['dm'].get('accept_threshold', 0.5):g}. On 1:1 downsampled rows "
+            f"accepting at P(Accept) > {cfg['dm']['accept_threshold']:g}. On 1:1 downsampled rows "
             "this accepts when P(correct) exceeds the 'implied threshold' of the weighting table (0.25 for 3:1 "
             "at 0.5), more lenient than the unweighted DM, not the stricter acceptance Sections 3.2 and 6 "
             "intend; the table gives both weightings' false-positive rates side by side "

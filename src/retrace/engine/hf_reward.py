@@ -51,6 +51,19 @@ AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
     "mean": lambda s: sum(s) / len(s),
     "prod": lambda s: math.prod(s),
 }
+# What a `scorer:` block may leave out, in one place (read plainly through HFReward.opts). The
+# cache key reads the block as written (reward_id), so stating a default there is a new key.
+DEFAULTS = {
+    "kind": "prm",
+    "aggregate": "last",
+    "plus": "+",
+    "minus": "-",
+    "squash": "sigmoid",
+    "device": "auto",
+    "dtype": "auto",
+    "trust_remote_code": False,
+    "batch_size": 4,
+}
 
 
 def split_steps(solution: str, separator: str = "\n\n") -> list[str]:
@@ -64,11 +77,12 @@ class HFReward(Scorer):
 
     def __init__(self, cfg: dict, cache: Any = None):
         self.cfg, self.cache = cfg, cache
-        self.kind = cfg.get("kind", "prm")
+        self.opts = {**DEFAULTS, **cfg}  # the block with its defaults filled in
+        self.kind = self.opts["kind"]
         if self.kind not in ("prm", "classifier"):
             raise ValueError(f"hf_reward kind {self.kind!r}: expected prm or classifier")
-        self.aggregate = AGGREGATES[cfg.get("aggregate", "last")]
-        self.plus, self.minus = cfg.get("plus", "+"), cfg.get("minus", "-")
+        self.aggregate = AGGREGATES[self.opts["aggregate"]]
+        self.plus, self.minus = self.opts["plus"], self.opts["minus"]
         self.tokenizer: Any = None  # transformers' objects, loaded by load()
         self.model: Any = None
         self._fingerprint: str | None = None
@@ -80,12 +94,12 @@ class HFReward(Scorer):
         import transformers
 
         source = self.cfg.get("path") or self.cfg["repo"]
-        kwargs = {"trust_remote_code": bool(self.cfg.get("trust_remote_code", False))}
+        kwargs = {"trust_remote_code": bool(self.opts["trust_remote_code"])}
         if not self.cfg.get("path") and self.cfg.get("revision"):
             kwargs["revision"] = self.cfg["revision"]
         default = "AutoModelForCausalLM" if self.kind == "prm" else "AutoModelForSequenceClassification"
         auto = getattr(transformers, self.cfg.get("auto_class", default))
-        dtype = self.cfg.get("dtype", "auto")
+        dtype = self.opts["dtype"]
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(source, **kwargs)
         if self.cfg.get("device_map"):  # accelerate places (and may shard) the model itself
             kwargs["device_map"] = self.cfg["device_map"]
@@ -97,7 +111,7 @@ class HFReward(Scorer):
             self.device = str(next(self.model.parameters()).device)
             self.model.eval()
         else:
-            self.device = _device(self.cfg.get("device", "auto"))
+            self.device = _device(self.opts["device"])
             self.model.to(self.device).eval()
         self.pad_id = _pad_id(self.tokenizer)
         if getattr(self.model.config, "pad_token_id", None) is None:
@@ -142,13 +156,13 @@ class HFReward(Scorer):
             "model_name": self.cfg.get("repo") or self.cfg.get("path"),
             "params": params,
             "kind": self.kind,
-            "aggregate": self.cfg.get("aggregate", "last"),
+            "aggregate": self.opts["aggregate"],
         }
 
     def score(self, items: Sequence[ScoreItem]) -> list[Score]:
         if not items:
             return []
-        size = max(1, int(self.cfg.get("batch_size", 4)))
+        size = max(1, int(self.opts["batch_size"]))
         if self.cache is not None:
             return cached_scores(self.cache, self.reward_id(), items, self.score_batch, size)
         return [s for i in range(0, len(items), size) for s in self.score_batch(items[i : i + size])]
@@ -224,7 +238,7 @@ class HFReward(Scorer):
         ]
         values = self._forward(batch, lambda out: out.logits if hasattr(out, "logits") else out[0])
         values = values.reshape(len(batch), -1)[:, 0].float()
-        if self.cfg.get("squash", "sigmoid") == "sigmoid":
+        if self.opts["squash"] == "sigmoid":
             values = torch.sigmoid(values)
         return [Score(float(v), prompt_tokens=len(ids)) for v, ids in zip(values, batch)]
 

@@ -313,10 +313,12 @@ def run(problems: list[Problem], cfg: MethodSettings, llm, ctx: MethodContext) -
     return run_search(problems, cfg, llm, ctx, method="beam", lookahead=0)
 
 
-def _calls_per_problem(cfg: dict) -> int:
-    """Upper bound for retrace.planning.estimate: every round expands every beam and scores each candidate."""
+def _calls_per_problem(cfg: dict, lookahead: int = 0) -> int:
+    """Upper bound for retrace.planning.estimate: every round expands every beam and scores each
+    candidate, after a rollout `lookahead` steps on (0 here, as `run` searches; lookahead.py
+    passes its YAML's `lookahead`)."""
     candidates = int(cfg["width"]) * int(cfg["expand"]) * int(cfg["max_steps"])
-    return candidates * (2 + int(cfg.get("lookahead", 0)))
+    return candidates * (2 + lookahead)
 
 
 run.calls_per_problem = _calls_per_problem

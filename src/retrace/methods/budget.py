@@ -30,9 +30,11 @@ def solution_budget(cfg: dict, n_solutions: int | None = None) -> dict:
     elif name == "refine":
         n, per = int(cfg["n"]), role_tokens(cfg, "correct")
         text = f"N={n}, D={cfg['depth']}, {per} tok final answer"
-    else:
-        n, per = int(cfg.get("n", 1)), int(cfg["sampling"]["max_tokens"])
-        text = None
+    elif name == "greedy":  # one sample per problem: greedy.yaml has no `n`
+        n, per, text = 1, int(cfg["sampling"]["max_tokens"]), None
+    else:  # a sampling method: its YAML states `n` (read only when N is not given as run)
+        n = n_solutions if n_solutions is not None else int(cfg["n"])
+        per, text = int(cfg["sampling"]["max_tokens"]), None
     n = int(n_solutions) if n_solutions is not None else n
     return {"solutions": n, "tokens_per_solution": per, "text": text or f"N={n} x {per} tok"}
 

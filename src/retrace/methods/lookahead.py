@@ -28,4 +28,4 @@ def run(problems: list[Problem], cfg: MethodSettings, llm, ctx: MethodContext) -
 
 from retrace.methods.beam import _calls_per_problem  # noqa: E402  (same search, deeper scoring)
 
-run.calls_per_problem = _calls_per_problem
+run.calls_per_problem = lambda cfg: _calls_per_problem(cfg, int(cfg["lookahead"]))

@@ -97,7 +97,7 @@ def pin_problem(model: dict) -> str | None:
 def engine_context(cfg: dict) -> int | None:
     engine, name = cfg["backend"].get("engine") or {}, cfg["backend"]["name"]
     if name == "llamacpp":
-        return int(engine.get("n_ctx", 4096))
+        return int(engine["n_ctx"])  # config/backend/llamacpp.yaml states it
     if name == "vllm":
         return int(engine["max_model_len"]) if engine.get("max_model_len") else None
     if name == "served":  # the context its server must have (the client refuses a shorter one)
@@ -187,8 +187,8 @@ def memory_problem(cfg: dict, worst: int) -> str | None:
     kv = kv_bytes_per_token(cfg["model"])
     if kv is None or not engine.get("gpu_memory_gb"):
         return f"model {cfg['model']['name']}: no `arch` (layers, kv_heads, head_dim) or engine gpu_memory_gb to size GPU memory"
-    tp = int(engine.get("tensor_parallel_size", 1))
-    usable = float(engine.get("gpu_memory_utilization", 0.9)) * float(engine["gpu_memory_gb"]) * 2**30
+    tp = int(engine["tensor_parallel_size"])  # both stated in config/backend/vllm.yaml
+    usable = float(engine["gpu_memory_utilization"]) * float(engine["gpu_memory_gb"]) * 2**30
     free = usable - 2.0 * float(cfg["model"]["params"]) / tp
     fit = int(free // (kv * worst / tp)) if free > 0 else 0
     scorer = cfg["method"].get("scorer") or {}

@@ -125,14 +125,14 @@ def best_of_n_bound(m: dict, q: int) -> Bound:
     from retrace.planning.preflight import _template_tokens
 
     b = majority_bound(m, q)
-    mt, n, scorer = int(m["sampling"]["max_tokens"]), int(m["n"]), m.get("scorer") or {}
-    if scorer.get("name", "llm_judge") == "llm_judge":
+    mt, n, scorer = int(m["sampling"]["max_tokens"]), int(m["n"]), m["scorer"]  # as the run reads it
+    if scorer["name"] == "llm_judge":
         judge = (
             q
             + mt
             + _template_tokens(m["templates"]["judge"], partial=False, question="", solution="", choices=None)
         )
-        out = int(scorer.get("max_tokens", 1))
+        out = int(scorer["max_tokens"])  # the judge states it (config.settings.JUDGE_REQUIRED)
         b.generated, b.prompt, b.calls = b.generated + n * out, b.prompt + n * judge, b.calls + n
         b.computed += n * (judge + out)
     else:

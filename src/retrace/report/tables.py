@@ -63,9 +63,10 @@ def _by_k(metric: dict, prefix: str) -> dict[str, float]:
 
 
 def scorer_name(scorer: object) -> str:
-    """The scorer's name from its identity dict (engine/scorers.py); "" when none chose."""
+    """The scorer's name from its identity dict (engine/scorers.py: every identity states its
+    name); "" when none chose."""
     if isinstance(scorer, dict):
-        return str(scorer.get("name", ""))
+        return str(scorer["name"])
     return "" if scorer is None else str(scorer)
 
 

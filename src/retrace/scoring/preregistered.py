@@ -70,7 +70,10 @@ def weaker_pairs(experiment: dict, name: str = "experiment") -> list[tuple[str, 
 
 def controls_flag(experiment: dict, name: str = "experiment") -> bool:
     """The experiment file's `claims: {controls: true}`: add the CONTROL_CLAIMS rows."""
-    value = (experiment.get("claims") or {}).get("controls", False)
+    from retrace.config.experiment import schema_default
+
+    value = (experiment.get("claims") or {}).get("controls")
+    value = schema_default("claims", "controls") if value is None else value
     if not isinstance(value, bool):
         raise ValueError(f"{name}: claims.controls must be true or false, got {value!r}")
     return value

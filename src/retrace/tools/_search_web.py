@@ -1,6 +1,6 @@
 """Web search for the `search` tool: a SerpAPI-compatible HTTP API, responses cached like requests.
 
-    hits = serpapi("telegram inventor", {"engine": "google"}, key=os.environ["SERPAPI_API_KEY"],
+    hits = serpapi("telegram inventor", {"engine": "google", "timeout_s": 10}, key=os.environ["SERPAPI_API_KEY"],
                    top_k=1, cache_dir="results/cache/search")
     # [{"id": url, "title": ..., "text": snippet, "score": None, "retrieved": "2026-…Z", "cached": False}]
 
@@ -32,10 +32,11 @@ DEFAULT_ENDPOINT = "https://serpapi.com/search.json"
 
 
 def serpapi(query: str, settings: dict, key: str, top_k: int, cache_dir: str | Path) -> list[dict]:
-    """The top `top_k` hits for `query`, from the cache or the API (OSError when unreachable)."""
+    """The top `top_k` hits for `query`, from the cache or the API (OSError when unreachable);
+    `settings` states `engine` and `timeout_s` (the search tool fills them from its DEFAULTS)."""
     endpoint = settings.get("endpoint") or DEFAULT_ENDPOINT
-    params = {"engine": settings.get("engine", "google"), "q": query, "num": str(top_k)}
-    entry = cached_get(endpoint, params, key, Path(cache_dir), float(settings.get("timeout_s", 10)))
+    params = {"engine": settings["engine"], "q": query, "num": str(top_k)}
+    entry = cached_get(endpoint, params, key, Path(cache_dir), float(settings["timeout_s"]))
     body, hits = entry["response"], []
     box = body.get("answer_box") or {}
     if box.get("answer") or box.get("snippet"):

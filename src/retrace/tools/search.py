@@ -50,6 +50,15 @@ from retrace.util.hashing import sha256_file
 
 DEFAULT_COLLECTION = Path(__file__).resolve().parent / "collections" / "retrace-passages-v1.jsonl"
 BACKENDS = ("bm25", "serpapi", "web")
+# The settings a job may leave out (its `tools: {search: ...}` block), in one place: read plainly
+# below. `engine` and `cache_dir` are serpapi's, `timeout_s` the web backends'.
+DEFAULTS = {
+    "top_k": 1,
+    "key_env": "SERPAPI_API_KEY",
+    "cache_dir": "results/cache/search",
+    "timeout_s": 10,
+    "engine": "google",
+}
 
 
 def read_corpus(path: str | Path) -> list[dict]:
@@ -122,12 +131,12 @@ class Search(Tool):
     name = "search"
 
     def __init__(self, settings: dict | None = None, llm=None):
-        super().__init__(settings, llm)
+        super().__init__({**DEFAULTS, **(settings or {})}, llm)
         self.endpoint = self.settings.get("endpoint") or os.environ.get("RETRACE_SEARCH_ENDPOINT")
         self.key = self.settings.get("key") or os.environ.get("RETRACE_SEARCH_KEY")
         self.backend = backend_of(self.settings)
         self.path = Path(self.settings.get("collection") or DEFAULT_COLLECTION)
-        self.top_k = int(self.settings.get("top_k", 1))
+        self.top_k = int(self.settings["top_k"])
         self.digest = ""  # the collection's sha256 (bm25 only)
         if self.backend == "bm25":
             if not self.path.is_file():
@@ -136,7 +145,7 @@ class Search(Tool):
                 )
             self.digest = sha256_file(self.path)
         elif self.backend == "serpapi":
-            env = self.settings.get("key_env", "SERPAPI_API_KEY")
+            env = self.settings["key_env"]
             self.key = os.environ.get(env)
             if not self.key:
                 raise ValueError(f"search backend serpapi: set the API key in ${env} (tools.search.key_env)")
@@ -153,7 +162,7 @@ class Search(Tool):
         if self.backend == "serpapi":
             from retrace.tools._search_web import DEFAULT_ENDPOINT
 
-            where = f"{self.settings.get('endpoint') or DEFAULT_ENDPOINT} ({self.settings.get('engine', 'google')})"
+            where = f"{self.settings.get('endpoint') or DEFAULT_ENDPOINT} ({self.settings['engine']})"
             return {"backend": "serpapi", "collection": where, "version": "live, cached", "stand_in": False}
         if self.backend == "web":
             return {"backend": "web", "collection": self.endpoint, "version": "live", "stand_in": False}
@@ -183,7 +192,7 @@ class Search(Tool):
         if self.backend == "serpapi":
             from retrace.tools._search_web import serpapi
 
-            cache = self.settings.get("cache_dir", "results/cache/search")
+            cache = self.settings["cache_dir"]
             return serpapi(query, self.settings, self.key or "", self.top_k, cache)  # set: __init__
         if self.backend == "web":
             return self._web(query)
@@ -192,7 +201,7 @@ class Search(Tool):
     def _web(self, query: str) -> list[dict]:
         url = f"{self.endpoint}?{urllib.parse.urlencode({'q': query})}"
         req = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.key}"})
-        with urllib.request.urlopen(req, timeout=float(self.settings.get("timeout_s", 10))) as r:
+        with urllib.request.urlopen(req, timeout=float(self.settings["timeout_s"])) as r:
             results = json.loads(r.read().decode("utf-8")).get("results") or []
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         return [
