@@ -9,6 +9,11 @@ The key is the global a shell command reads (`CACHE`, `PY`, ...), `conda` for "S
 environment or container", or `mixed-rules-and-functions`; a waiver holds for the whole workflow,
 so it sits once beside what it is about (workflow/rules/common.smk). The text after the key is
 the justification; an empty one is refused.
+Also refused, with no waiver: a `shell:` or `run:` body written as an f-string. Snakemake
+evaluates a shell string twice, once where the rule is defined and again inside the job's run
+function when the job runs; a rule made in a `for` loop then runs with the loop's *last* values
+(the dry run prints the right command, the job runs another: issue 51's served cells ran as
+llama.cpp). Put such values in `params:` instead.
 Exit 0 when every lint is waived; else the unwaived lints, one line each, and exit 1.
 """
 
@@ -37,6 +42,27 @@ def waivers() -> set[str]:
     return found
 
 
+BODY = re.compile(r"^\s*(shell|run):\s*(.*)$")
+FSTRING = re.compile(r"^[rRbB]?[fF][rR]?[\"']")
+
+
+def fstring_bodies() -> list[str]:
+    """file:line of each shell/run body that starts with an f-string (see the docstring)."""
+    found = []
+    for path in [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
+        lines = path.read_text().splitlines()
+        for n, line in enumerate(lines):
+            if not (m := BODY.match(line)):
+                continue
+            body = m.group(2).split("#")[0].strip()  # the body on the same line, or the next one
+            body = body or next(
+                (x.strip() for x in lines[n + 1 :] if x.strip() and not x.strip().startswith("#")), ""
+            )
+            if FSTRING.match(body):
+                found.append(f"{path.relative_to(ROOT)}:{n + 1}")
+    return found
+
+
 def lints(text: str) -> list[tuple[str, str, str]]:
     """(where, file, key) of each lint in `snakemake --lint`'s text output."""
     out, where, file = [], "", ""
@@ -59,6 +85,10 @@ def main(argv: list[str]) -> int:
     if proc.returncode != 0 and not found:  # it failed before linting (config, syntax)
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
         return proc.returncode
+    for where in fstring_bodies():
+        print(f"{where}: a shell/run body written as an f-string (use params:; see .ci/snakemake_lint.py)")
+    if fstring_bodies():
+        return 1
     waived = waivers()
     bad = [(where, file, key) for where, file, key in found if key not in waived]
     for where, file, key in bad:

@@ -37,6 +37,13 @@ runs:
       - {label: majority, overrides: [method.n=3]}
       - {label: refine, overrides: [method.n=3, method.depth=1]}
       - {label: refine_affirm, method: refine, overrides: [method.n=3, method.depth=1, method.critic=affirm]}
+  # A second model in its own rules (one generate_cell and one score rule per model and label
+  # set, made in a loop): each job must run its own rule's model. Only greedy, so no claim row.
+  - models: [llama-3.1-8b-instruct]
+    backend: vllm
+    datasets: [math500]
+    seeds: [0]
+    methods: [greedy]
 """
 
 
@@ -82,8 +89,8 @@ def test_planted_effect_is_recovered_and_the_null_row_is_not_supported(rehearsal
     assert truth["always-affirm refinement falls below Maj@N"] == 0.0
     assert (recovered, planted, false) == (3, 3, 0), "\n".join(lines)
     assert all(r["engine"] == "simulated" and int(r["n_questions"]) == 60 for r, _ in out)
-    # model, data, 1 generate-cell and 1 score-cell (4 labels, 2 diagnosed), claims, report, audit, all
-    assert stats["jobs"] >= 7 and rehearse_workflow.cached_requests(root) > 60 * 3
+    # 2 models, data, 2 generate-cells and 2 score-cells (4 + 1 labels), claims, report, audit, all
+    assert stats["jobs"] >= 10 and rehearse_workflow.cached_requests(root) > 60 * 3
 
 
 @pytest.mark.slow
@@ -95,7 +102,12 @@ def test_the_run_is_labelled_simulated_and_audits_clean(rehearsal):
     audit = (root / "results" / "report" / "audit.txt").read_text()
     assert "audit: OK" in audit, audit[-2000:]
     with open(root / "results" / "report" / "results.csv", newline="") as f:
-        assert all("/simulated/" in r["score_file"] for r in csv.DictReader(f))
+        rows = list(csv.DictReader(f))
+    assert all("/simulated/" in r["score_file"] for r in rows)
+    # each model's rows were generated and scored by its own jobs (a rule made in a loop once
+    # ran every job with the loop's last model: .ci/snakemake_lint.py)
+    by_model = {(r["model"], r["method"]) for r in rows}
+    assert ("llama-3.1-8b-instruct", "greedy") in by_model and ("qwen2.5-1.5b-instruct", "refine") in by_model
 
 
 # ---- DRR: drr_paper's whole DAG on the simulated reasoner and discriminator (drr/simulated_dm.py)

@@ -114,9 +114,13 @@ for _i, _g in enumerate(_parts.part_groups([p.part for p in SIZED.parts])):
             key=part_generate_key(_g),
             plan=PLANNED_ARGS,
             labels=",".join(_g.labels),
+            model=_g.model,
+            backend=_g.backend,
+        # Not an f-string: Snakemake evaluates a shell string again when the job runs, when _g is
+        # the loop's last group (every cell would run the last group's model and backend).
         shell:
-            f"HF_HUB_OFFLINE=1 {{PY}} -m retrace generate-cell {{params.plan}} --model {_g.model} "
-            f"--backend {_g.backend} --dataset {{wildcards.dataset}} --seed {{wildcards.seed}} "
+            "HF_HUB_OFFLINE=1 {PY} -m retrace generate-cell {params.plan} --model {params.model} "
+            "--backend {params.backend} --dataset {wildcards.dataset} --seed {wildcards.seed} "
             "--labels {params.labels} --cache {CACHE} > {log} 2>&1"
 
     # a label split into shards in other cells (rule generate) but not in these: the cell job's

@@ -49,6 +49,9 @@ for _i, _g in enumerate(_plan.score_groups(JOBS)):
         params:
             key=cell_key(_g),
             plan=PLANNED_ARGS,
+            model=_g.model,
+            backend=_g.backend,
+        # Not an f-string: the shell string is evaluated again when the job runs (generate.smk).
         shell:
-            f"{{PY}} -m retrace score-cell {{params.plan}} --model {_g.model} --backend {_g.backend} "
+            "{PY} -m retrace score-cell {params.plan} --model {params.model} --backend {params.backend} "
             "--dataset {wildcards.dataset} --seed {wildcards.seed} > {log} 2>&1"
