@@ -19,12 +19,12 @@ namespace, the common case (CI's venv, /usr).
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import stat
+import tempfile
 
-MOUNT_DIR = "/run/retrace-bwrap-roots"
+MOUNT_DIR = "/run/retrace-bwrap-roots"  # else in the system temporary folder, as tools/_uid_slots.py
 
 # Runs as root in the run's own mount namespace: bind each SOURCE onto its TARGET, then exec
 # the rest of the command line (setpriv ... bwrap ...).
@@ -58,12 +58,18 @@ def _mount_point(i: int) -> str:
     return path
 
 
-@functools.lru_cache(maxsize=1)
 def _mount_dir() -> str:
-    if blocked(MOUNT_DIR):
-        raise OSError(f"{os.path.dirname(MOUNT_DIR)} is closed to others: bwrap could not reach {MOUNT_DIR}")
-    _private_dir(MOUNT_DIR, 0o755)
-    return MOUNT_DIR
+    """MOUNT_DIR (under /run, else the system temporary folder), made and checked each run."""
+    base = (
+        os.path.dirname(MOUNT_DIR)
+        if os.access(os.path.dirname(MOUNT_DIR), os.W_OK)
+        else tempfile.gettempdir()
+    )
+    path = os.path.join(base, os.path.basename(MOUNT_DIR))
+    if blocked(path):
+        raise OSError(f"{base} is closed to others: bwrap could not reach {path}")
+    _private_dir(path, 0o755)
+    return path
 
 
 def _private_dir(path: str, mode: int) -> None:
