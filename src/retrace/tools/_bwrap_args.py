@@ -1,7 +1,8 @@
-"""The bwrap executor's command line: namespaces, binds, masks, environment, uid drop, launcher.
+"""The bwrap executor's command line: uid drop, namespaces, binds, masks, environment, launcher.
 
     from retrace.tools._bwrap_args import bwrap_command
-    argv = bwrap_command("/usr/bin/bwrap", Limits(), fds, host_uid=None)   # rootless
+    argv = bwrap_command("/usr/bin/bwrap", Limits(), fds, host_uid=None)   # an ordinary user
+    argv = bwrap_command("/usr/bin/bwrap", Limits(), fds, host_uid=1_800_000_007)   # as root
 
 What each part isolates, and why, is in tools/bwrap_exec.py's docstring; each function here
 keeps its binds beside the reason for them. Read `bwrap_command` top to bottom.
@@ -12,12 +13,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 
+from retrace.tools import _way_in
 from retrace.tools.code_exec import DETERMINISM, Limits
 
-SANDBOX_UID = 65534  # nobody / nogroup on Debian; the uid the program sees rootless
+SANDBOX_UID = 65534  # nobody / nogroup on Debian; the uid and gid the program sees, in both modes
 SCRATCH = "/scratch"
 
 
@@ -26,7 +29,7 @@ SCRATCH = "/scratch"
 # sends str(ans) down the pipe whose fd is argv[2]; the parent waits and reports how the
 # child ended and its CPU time on the pipe argv[4] (a kill at the hard CPU limit is a SIGKILL
 # that only the CPU time tells apart). Limits are set here rather than in a preexec_fn so
-# they bind the program and not bwrap (root, exempt from NPROC anyway).
+# they bind the program and not bwrap's set-up (its mounts and memory before the program).
 _LAUNCHER = """\
 import json, os, resource, signal, sys
 for _name, _value in json.loads(sys.argv[1]).items():
@@ -96,35 +99,65 @@ def _interpreter(roots: list[str]) -> str:
 
 
 def bwrap_command(bwrap: str, limits: Limits, fds: tuple[int, ...], host_uid: int | None) -> list[str]:
-    """The command line; `host_uid`: as root, the uid the program runs as (None: rootless).
-    `fds`: the ans and status pipes, the seccomp filter, the program, bwrap's info pipe and
-    the contents of the masked /proc files (MASKED_PROC). Read top to bottom: namespaces, the
-    read-only system, scratch, what is masked, environment, the uid drop (as root) and the
-    launcher; each part keeps its binds beside the reason for them."""
+    """The command line; `host_uid`: as root, the host uid the run runs as (None: an ordinary
+    user, who runs it as itself). `fds`: the ans and status pipes, the seccomp filter, the
+    program, bwrap's info pipe and the contents of the masked /proc files (MASKED_PROC). Read
+    top to bottom: the uid drop (as root), namespaces, the read-only system, scratch, what is
+    masked, environment and the launcher; each part keeps its binds beside the reason for them."""
     ans_fd, status_fd, seccomp_fd, program_fd, info_fd, *mask_fds = fds
     roots = _python_roots()
     tmp_holds_python = any(r == "/tmp" or r.startswith("/tmp/") for r in roots)
+    ways = _way_in.ways_in(roots) if host_uid is not None else {}
     return [
-        *_namespaces(bwrap, rootless=host_uid is None),
+        *_way_in.prefix(ways),
+        *_uid_drop(host_uid),
+        *_namespaces(bwrap),
         "--info-fd",
         str(info_fd),
         *_system_binds(),
-        *_python_binds(roots, limits, tmp_holds_python),
+        *_python_binds(roots, limits, tmp_holds_python, ways),
         *_scratch(limits, tmp_holds_python),
         *_masks(mask_fds),
         "--seccomp",
         str(seccomp_fd),
         *_environment(),
-        *_uid_drop(host_uid),
         _interpreter(roots),
         *_launcher(limits, ans_fd, status_fd, program_fd),
     ]
 
 
-def _namespaces(bwrap: str, rootless: bool) -> list[str]:
-    """New network, pid, ipc, uts and cgroup namespaces, an empty environment, a new session."""
+def _uid_drop(host_uid: int | None) -> list[str]:
+    """As root (a `host_uid`): bwrap itself runs as the run's own host uid, dropped for real by
+    util-linux's setpriv (no groups, no capabilities, no_new_privs) before bwrap starts, so
+    from there on both modes are one: bwrap an unprivileged process, its init and the program
+    that uid outside and 65534 inside (_namespaces)."""
+    if host_uid is None:
+        return []
+    uid = str(host_uid)
+    return [
+        shutil.which("setpriv") or "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
+
+
+def _namespaces(bwrap: str) -> list[str]:
+    """New user, network, pid, ipc, uts and cgroup namespaces, an empty environment, a new
+    session. The user namespace maps the caller's uid (an ordinary user's own, or the run's
+    slot as root) to SANDBOX_UID: the program sees 65534 on every run, with no capabilities;
+    no nested namespaces (--disable-userns where bwrap knows it, and seccomp)."""
     cmd = [
         bwrap,
+        "--unshare-user",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
         "--unshare-net",
         "--unshare-pid",
         "--unshare-ipc",
@@ -134,10 +167,7 @@ def _namespaces(bwrap: str, rootless: bool) -> list[str]:
         "--new-session",
         "--clearenv",
     ]
-    if rootless:  # the caller's uid, seen as 65534 inside; no nested namespaces (and seccomp)
-        cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
-        cmd += ["--disable-userns"] if _has_option(bwrap, "--disable-userns") else []
-    return cmd
+    return cmd + (["--disable-userns"] if _has_option(bwrap, "--disable-userns") else [])
 
 
 def _system_binds() -> list[str]:
@@ -151,8 +181,12 @@ def _system_binds() -> list[str]:
     return cmd
 
 
-def _python_binds(roots: list[str], limits: Limits, tmp_holds_python: bool) -> list[str]:
-    """The interpreter's and its packages' folders, read-only, each parent readable."""
+def _python_binds(
+    roots: list[str], limits: Limits, tmp_holds_python: bool, ways: dict[str, str]
+) -> list[str]:
+    """The interpreter's and its packages' folders, read-only, each parent readable; a root
+    bwrap cannot reach itself (as root: behind a folder closed to others) from its mount point
+    (`ways`, tools/_way_in.py)."""
     cmd: list[str] = []
     made: set[str] = set()
     if tmp_holds_python:
@@ -167,7 +201,7 @@ def _python_binds(roots: list[str], limits: Limits, tmp_holds_python: bool) -> l
             if parent not in made:
                 made.add(parent)
                 cmd += ["--perms", "0755", "--dir", parent]
-        cmd += ["--ro-bind", root, root]
+        cmd += ["--ro-bind", ways.get(root, root), root]
     return cmd
 
 
@@ -177,8 +211,8 @@ def _scratch(limits: Limits, tmp_holds_python: bool) -> list[str]:
     cmd += ["--perms", "1777", "--size", str(limits.scratch_bytes), "--tmpfs", SCRATCH]
     if not tmp_holds_python:
         cmd += ["--symlink", SCRATCH, "/tmp"]
-    # Rootless, the tmpfs bwrap builds / and /dev on belongs to the program's own uid: made
-    # read-only, they cannot hold files outside the scratch cap.
+    # The tmpfs bwrap builds / and /dev on belongs to the program's own uid: made read-only,
+    # they cannot hold files outside the scratch cap.
     return cmd + ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SCRATCH]
 
 
@@ -191,9 +225,9 @@ MASKED_PROC = {
     "/proc/key-users": b"",
     "/proc/stat": b"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n",
 }
-# Empty read-only folders over: the PID-namespace init (bwrap, pid 1; as an ordinary user it
-# runs as the program's own uid, and a program that wrote its memory disarmed its parent-death
-# signal, red team round 4), and devpts (ptys are a host-wide count, kernel.pty.max; a run took
+# Empty read-only folders over: the PID-namespace init (bwrap, pid 1; it runs as the program's
+# own uid, and a program that wrote its memory disarmed its parent-death signal, red team
+# round 4), and devpts (ptys are a host-wide count, kernel.pty.max; a run took
 # ~460): no /dev/pts, so /dev/ptmx leads nowhere.
 HIDDEN = ("/proc/1", "/dev/pts")
 
@@ -202,7 +236,7 @@ def _masks(mask_fds: list[int]) -> list[str]:
     """MASKED_PROC's files (read from `mask_fds`, in its order) and the HIDDEN folders."""
     cmd: list[str] = []
     for path, fd in zip(MASKED_PROC, mask_fds, strict=True):
-        cmd += ["--perms", "0444", "--ro-bind-data", str(fd), path]  # else 0600: root's, as root
+        cmd += ["--perms", "0444", "--ro-bind-data", str(fd), path]  # else 0600, the program's
     for path in HIDDEN:
         cmd += ["--perms", "0555", "--size", "4096", "--tmpfs", path, "--remount-ro", path]
     return cmd
@@ -220,23 +254,6 @@ def _environment() -> list[str]:
         "PYTHONHASHSEED": DETERMINISM["PYTHONHASHSEED"],
     }
     return [arg for key, value in env.items() for arg in ("--setenv", key, value)]
-
-
-def _uid_drop(host_uid: int | None) -> list[str]:
-    """As root outside (a `host_uid`): drop to the run's own host uid for real (setpriv)."""
-    if host_uid is None:
-        return []
-    uid = str(host_uid)
-    return [
-        "setpriv",
-        f"--reuid={uid}",
-        f"--regid={uid}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-        "--no-new-privs",
-        "--",
-    ]
 
 
 def _launcher(limits: Limits, ans_fd: int, status_fd: int, program_fd: int) -> list[str]:

@@ -6,14 +6,18 @@
 
 For programs that need native packages (numpy, sympy from the venv). Needs the `bwrap`
 binary (`apt-get install bubblewrap`; the first on PATH, or the `bwrap` option /
-`tools.code_execute.bwrap` setting) and one of two modes, picked by who calls it:
-- root: the program drops to a host uid/gid of its own run (tools/_uid_slots.py: one of
-  4096 unused uids, held by a lock while any process of the run lives) with util-linux's
-  `setpriv` (no groups, no capabilities, `no_new_privs`).
-- an ordinary user: bwrap `--unshare-user --disable-userns --uid 65534`: the program is
-  the caller's own uid outside, seen as 65534 inside, with no capabilities. This needs
-  unprivileged user namespaces; where the kernel or AppArmor forbids them the executor
-  refuses with the reason (use `sandbox: wasm` there).
+`tools.code_execute.bwrap` setting) and unprivileged user namespaces: bwrap runs as an
+ordinary uid and `--unshare-user --disable-userns --uid 65534 --gid 65534` shows that uid to
+the program as 65534, with no capabilities, on every run and in both modes. Where the kernel or
+AppArmor forbids such namespaces the executor refuses with the reason (use `sandbox: wasm`
+there). Who calls it picks the host uid:
+- an ordinary user: its own uid.
+- root: a host uid/gid of the run's own (tools/_uid_slots.py: one of 4096 unused uids, held
+  by a lock while any process of the run lives), dropped to with util-linux's `setpriv` (no
+  groups, no capabilities, `no_new_privs`) before bwrap starts; bwrap, its init and the
+  program all run as it. A Python installation or venv behind a folder closed to others (pyenv
+  under /root) is bound for bwrap onto a mount point it can reach, in a mount namespace of the
+  run's own (tools/_way_in.py).
 
 How it isolates:
 - new network, PID, IPC and UTS namespaces: only a loopback device of its own; it cannot
@@ -21,8 +25,8 @@ How it isolates:
   caller holds a pidfd on that init (its pid from `--info-fd`, tools/_sandbox_init.py) and
   SIGKILLs it on every exit path; a caller killed outright takes the outer bwrap with it and
   the init's parent-death signal (`--die-with-parent`) the rest. The program cannot reach
-  the init to disarm that signal (as an ordinary user the init is its own uid): ptrace and
-  process_vm_* are refused and /proc/1 is an empty read-only folder.
+  the init to disarm that signal (the init runs as the program's own uid, in both modes):
+  ptrace and process_vm_* are refused and /proc/1 is an empty read-only folder.
 - a seccomp filter (tools/_seccomp.py): sockets of any family but AF_UNIX, new namespaces
   (so no nested user namespace and no tmpfs of its own), `memfd_create`, SysV IPC (message
   queues, semaphores and shared memory: kernel memory no rlimit caps), mounts, io_uring,
@@ -51,7 +55,8 @@ How it isolates:
 - the same program prints the same on every run: PYTHONHASHSEED=0 (the interpreter runs with
   `-s -P -B`: `-I` would imply `-E`, which ignores it) and `random` seeded with 0
   (code_exec.DETERMINISM, part of ART's rerun keys); os.cpu_count() is 1 (_bwrap_args.MASKED_PROC), as
-  under WASM; code text with a NUL byte or a lone surrogate is refused
+  under WASM; os.getuid() and os.getgid() are 65534 (as root too, whatever the run's host
+  uid); code text with a NUL byte or a lone surrogate is refused
   (`killed_reason="refused"`), never raised.
 - a killed caller: bwrap runs with `--die-with-parent`, so the sandbox and every process in
   it die with the process that called `run_code`, even by SIGKILL (see above).
@@ -70,8 +75,8 @@ What it does NOT protect against:
   (/proc/cpuinfo, /proc/meminfo, load, uptime, kernel version, mounts of the sandbox).
 - side channels (timing, caches, CPU frequency) and covert channels between programs
   running at the same time. Clocks, os.urandom and object addresses (ASLR) vary from run to
-  run: a program that prints them prints something else each time. Task counts (NPROC) are per run: as root each run has its own
-  host uid, as an ordinary user its own user namespace.
+  run: a program that prints them prints something else each time. Task counts (NPROC) are
+  per run: each run has its own user namespace, and as root its own host uid too.
 - total machine load: limits are per process. A program may use up to `max_tasks` tasks,
   each with up to `memory_bytes` of address space and `cpu_s` CPU seconds, for `wall_s`
   seconds; no cgroup caps the sum. The scratch tmpfs adds up to `scratch_bytes` of RAM,
@@ -81,10 +86,10 @@ What it does NOT protect against:
 - anything the caller does with the result: `ans` and the output are untrusted text.
 - faked results: the program can write to the `ans` channel, print whatever it likes, kill
   its launcher or exit with 128+n (reported as killed by signal n, as bwrap reports one).
-- as root, the program's uid owns nothing on the host: it reads in the mounted paths what
-  "others" may read. That uid is its run's slot, so it differs from run to run (a program
-  printing os.getuid() prints something else each time; rootless it is always 65534). As an ordinary user, the program is that user on the host: what it can
-  reach through the read-only mounts is what the caller can read there.
+- as root, the program's host uid owns nothing on the host: it reads in the mounted paths what
+  "others" may read (it sees itself as 65534 whatever that uid is). As an ordinary user, the
+  program is that user on the host: what it can reach through the read-only mounts is what
+  the caller can read there.
 """
 
 from __future__ import annotations
@@ -99,11 +104,10 @@ import subprocess
 import tempfile
 import time
 
-from retrace.tools import _uid_slots
-from retrace.tools._bwrap_args import MASKED_PROC, SANDBOX_UID, bwrap_command
+from retrace.tools import _uid_slots, _way_in
+from retrace.tools._bwrap_args import MASKED_PROC, SANDBOX_UID, _python_roots, bwrap_command
 from retrace.tools._sandbox_init import kill_init, open_init
 from retrace.tools._seccomp import filter_bytes
-from retrace.tools._uid_slots import UID_SLOTS
 from retrace.tools.code_exec import (
     PROBE_WALL_S,
     ExecResult,
@@ -309,7 +313,8 @@ def describe(bwrap: str | None = None) -> dict:
 USERNS_HELP = (
     "bubblewrap cannot create a user namespace as an ordinary user here "
     "(kernel.unprivileged_userns_clone=0, user.max_user_namespaces=0 or an AppArmor "
-    "restriction); run as root, allow unprivileged user namespaces, or use sandbox: wasm"
+    "restriction; as root too, bwrap runs as an ordinary uid of the run's own): allow "
+    "unprivileged user namespaces, or use sandbox: wasm"
 )
 
 
@@ -322,16 +327,16 @@ def sandbox_problem(bwrap: str | None = None) -> str | None:
     if filter_bytes() is None:
         return "no seccomp filter for this architecture (x86_64 and aarch64 only)"
     rootless = os.geteuid() != 0
-    if not rootless and shutil.which("setpriv") is None:
-        return "setpriv not found; install it: apt-get install -y util-linux"
+    problem = None if rootless else _root_problem(path)
+    if problem is not None:
+        return problem
     try:
         # Only its own loopback (network namespace), AF_INET refused (seccomp), the sandbox's
-        # uid (65534 rootless; as root, a uid of its own from _uid_slots.UID_SLOTS).
-        uids = f"range({UID_SLOTS.start}, {UID_SLOTS.stop})" if not rootless else f"[{SANDBOX_UID}]"
+        # uid and gid (65534, in both modes).
         r = _execute(
             "import os, socket\ntry:\n    socket.socket()\nexcept OSError as e:\n"
             "    s = e.strerror\nnet = [l.split(':')[0].strip() for l in "
-            f"open('/proc/net/dev').readlines()[2:]]\nans = (os.getuid() in {uids}, net, s)",
+            f"open('/proc/net/dev').readlines()[2:]]\nans = (os.getuid() == os.getgid() == {SANDBOX_UID}, net, s)",
             Limits(wall_s=PROBE_WALL_S),
             path,
             rootless,
@@ -339,9 +344,25 @@ def sandbox_problem(bwrap: str | None = None) -> str | None:
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bubblewrap failed to start: {exc}"
     if r.ans != "(True, ['lo'], 'Address family not supported by protocol')":
-        if rootless and "namespace" in r.stderr:
-            return f"{USERNS_HELP}: {r.stderr.strip()[-300:]}"
+        if "namespace" in r.stderr:
+            return f"{USERNS_HELP}: {' '.join(r.stderr.split())[-300:]}"  # one line
         return f"sandbox {probe_failure(r)}"
+    return None
+
+
+def _root_problem(bwrap: str) -> str | None:
+    """As root, why bwrap cannot run as a run's slot uid here (None if it can)."""
+    if shutil.which("setpriv") is None:
+        return "setpriv not found; install it: apt-get install -y util-linux"
+    if _way_in.blocked(bwrap):
+        return f"{bwrap}: a folder above it is closed to others, so bwrap cannot run as a run's own uid"
+    try:
+        blocked = _way_in.ways_in(_python_roots())
+    except OSError as exc:
+        return f"no mount point for the Python installation: {exc}"
+    missing = _way_in.tools_missing() if blocked else []
+    if missing:
+        return f"{', '.join(missing)} not found (to bind {', '.join(blocked)}); install util-linux and mount"
     return None
 
 
