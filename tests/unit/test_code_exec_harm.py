@@ -94,8 +94,10 @@ def _descendants(pid: int) -> dict[int, str]:
             status = (p / "status").read_text()
             fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
             if fields["State"].split()[0] != "Z":
-                parent[int(p.name)] = int(fields["PPid"])
-                cmd[int(p.name)] = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                # both read before either is kept: a process that ends between the two reads
+                # (its cmdline gone) is left out whole, not half recorded (a KeyError under load)
+                line = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                parent[int(p.name)], cmd[int(p.name)] = int(fields["PPid"]), line
         except (OSError, KeyError, ValueError):
             continue
     found, frontier = {}, {pid}
@@ -135,16 +137,18 @@ def _kill_caller_while_it_runs(ex, tmp_path) -> dict[int, str]:
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     caller = subprocess.Popen([sys.executable, "-c", CALLER, ex.name, repr(ex.options)], env=env)
     deadline = time.monotonic() + 300
-    while True:
-        kids = _descendants(caller.pid)
-        # the program runs: it wrote `started` in its scratch (wasm: a host folder), or its
-        # launcher is up in the sandbox's PID namespace (bwrap: the scratch is its own tmpfs)
-        if ex.pick(wasm=any(tmp_path.glob("retrace-wasm-*/scratch/started")), bwrap=_in_sandbox(kids)):
-            break
-        assert caller.poll() is None and time.monotonic() < deadline, "the program never started"
-        time.sleep(0.1)
-    os.kill(caller.pid, signal.SIGKILL)
-    caller.wait()
+    try:
+        while True:
+            kids = _descendants(caller.pid)
+            # the program runs: it wrote `started` in its scratch (wasm: a host folder), or its
+            # launcher is up in the sandbox's PID namespace (bwrap: the scratch is its own tmpfs)
+            if ex.pick(wasm=any(tmp_path.glob("retrace-wasm-*/scratch/started")), bwrap=_in_sandbox(kids)):
+                break
+            assert caller.poll() is None and time.monotonic() < deadline, "the program never started"
+            time.sleep(0.1)
+    finally:  # the caller dies here whatever happened above (the test is its death)
+        os.kill(caller.pid, signal.SIGKILL)
+        caller.wait()
     return kids
 
 
