@@ -234,3 +234,14 @@ def test_art_paper_states_every_budget():
         block["tools"]["code_execute"]["output_chars"]
         and block["tools"]["lookup"]["words"] == "pyspellchecker:en"
     )
+
+
+def test_a_block_that_leaves_settings_out_is_sized_at_the_settings_its_jobs_run_with():
+    from retrace.art.family import context_tokens
+
+    raw = {k: v for k, v in CFG.items() if k != "settings"}  # as written: no settings key
+    explicit = {**raw, "settings": dict(plan.check(raw)["settings"])}  # the defaults spelt out
+    assert context_tokens(raw) == context_tokens(explicit)
+    # a setting given is used: two more steps of the default segment length
+    more = {**raw, "settings": {"max_steps": plan.SETTINGS["max_steps"] + 2}}
+    assert context_tokens(more) - context_tokens(raw) == 2 * plan.SETTINGS["segment_tokens"]

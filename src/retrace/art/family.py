@@ -16,17 +16,15 @@ from retrace.config.families import FAMILIES, Context, Family, Rehearsal
 
 
 def context_tokens(c: dict) -> int:
-    """Worst-case context of an ART program: the demonstrations and the program being written."""
+    """Worst-case context of an ART program: the demonstrations and the program being written.
+    Settings the block leaves out take art/plan.py's defaults, the values its jobs run with."""
+    from retrace.art.plan import DEFAULTS, SETTINGS
     from retrace.planning.preflight import DEFAULT_QUESTION_TOKENS
 
-    s = c.get("settings") or {}
-    demos = int(c.get("n_tasks", 3)) * int(s.get("demos_per_task", 2)) * int(s.get("program_tokens", 768))
-    return (
-        DEFAULT_QUESTION_TOKENS
-        + demos
-        + int(s.get("program_tokens", 768))
-        + int(s.get("max_steps", 8)) * int(s.get("segment_tokens", 160))
-    )
+    s = {**SETTINGS, **(c.get("settings") or {})}
+    program = int(s["program_tokens"])
+    demos = int(c.get("n_tasks") or DEFAULTS["n_tasks"]) * int(s["demos_per_task"]) * program
+    return DEFAULT_QUESTION_TOKENS + demos + program + int(s["max_steps"]) * int(s["segment_tokens"])
 
 
 def _art_main(argv: list[str]) -> int | None:
