@@ -7,11 +7,16 @@ An executor that cannot run here skips with the reason, or fails when
 RETRACE_REQUIRE_SANDBOX=1 (CI sets it: there, a suite that cannot run is a failure).
 The bwrap binary is found on PATH, or given by RETRACE_TEST_BWRAP (CI keeps bwrap off the
 test user's PATH so that nothing in the default configuration can find it; only these
-tests get its path). After each test, no process of the run may be left alive.
+tests get its path). After each test, no process of the run may be left alive. Tests using
+these fixtures run one at a time across pytest-xdist workers (a per-user lock file): rootless,
+a sandboxed process another worker's test left for a moment (an orphan of its killed caller,
+still being torn down on a loaded machine) runs as the same uid, in a PID namespace of its
+own, with no ancestry left to tell whose it is, so it was counted against this test.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
@@ -59,6 +64,15 @@ def bwrap_ex(monkeypatch):
 
 
 def _executor(name: str, monkeypatch):
+    lock = Path(tempfile.gettempdir(), f"retrace-sandbox-tests-{os.geteuid()}.lock").open("a")
+    fcntl.flock(lock, fcntl.LOCK_EX)  # released when the leak check below is done (see the docstring)
+    try:
+        yield from _checked_executor(name, monkeypatch)
+    finally:
+        lock.close()
+
+
+def _checked_executor(name: str, monkeypatch):
     options = executor_options(name)
     problem = code_exec.sandbox_problem(name, **options)
     if problem is not None:

@@ -52,7 +52,7 @@ def test_each_code_execute_call_gets_the_code_it_ran(tmp_path):
     assert [i["recorded"] for i in items] == ["5", "hi"]
 
 
-@pytest.mark.skipif(sandbox_problem("wasm") is not None, reason="no wasm sandbox here")
+@pytest.mark.skipif(sandbox_problem("wasm") is not None, reason="[SANDBOX] no wasm sandbox here")
 def test_a_replay_under_the_same_checkout_matches_and_a_changed_record_is_told_apart(tmp_path, capsys):
     mod = load()
     run = write_run(tmp_path, "4")  # the first call's record is wrong on purpose: 2 + 3 is 5
