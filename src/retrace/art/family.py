@@ -23,7 +23,8 @@ def context_tokens(c: dict) -> int:
 
     s = {**SETTINGS, **(c.get("settings") or {})}
     program = int(s["program_tokens"])
-    demos = int(c.get("n_tasks") or DEFAULTS["n_tasks"]) * int(s["demos_per_task"]) * program
+    n_tasks = c.get("n_tasks") or DEFAULTS["n_tasks"]
+    demos = int(str(n_tasks)) * int(s["demos_per_task"]) * program
     return DEFAULT_QUESTION_TOKENS + demos + program + int(s["max_steps"]) * int(s["segment_tokens"])
 
 
