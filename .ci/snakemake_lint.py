@@ -30,10 +30,15 @@ BLOCK = re.compile(r"^Lints for (rule (\w+) \(line \d+, (.+?)\)|snakefile (.+?))
 VARIABLE = re.compile(r"Shell command directly uses variable (\w+)")
 
 
+def workflow_files() -> list[Path]:
+    """The Snakefile and every workflow/rules/*.smk file."""
+    return [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+
+
 def waivers() -> set[str]:
     """The waived keys; a waiver without a reason is an error."""
     found = set()
-    for path in [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
+    for path in workflow_files():
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if m := WAIVER.search(line):
                 if not m.group(2).strip():
@@ -49,7 +54,7 @@ FSTRING = re.compile(r"^[rRbB]?[fF][rR]?[\"']")
 def fstring_bodies() -> list[str]:
     """file:line of each shell/run body that starts with an f-string (see the docstring)."""
     found = []
-    for path in [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
+    for path in workflow_files():
         lines = path.read_text().splitlines()
         for n, line in enumerate(lines):
             if not (m := BODY.match(line)):
