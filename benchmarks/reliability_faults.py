@@ -201,7 +201,7 @@ TAMPER = {  # kind of artifact -> its path under results/ in the plumbing run
     "data": "data/smoke_math.jsonl",
     "model manifest": "models/smollm2-135m-q40/manifest.json",
     "generations": "generations/smollm2-135m-q40/llamacpp/smoke_math/majority/seed0.jsonl",
-    "scores": "scores/smollm2-135m-q40/llamacpp/smoke_mc/greedy/seed0.json",
+    "scores": "scores/smollm2-135m-q40/llamacpp/smoke_mc/seed0/greedy.json",
     "claims": "report/claims.csv",
     "report": "report/index.html",
     "provenance record": "generations/smollm2-135m-q40/llamacpp/smoke_mc/greedy/seed0.jsonl.prov.json",

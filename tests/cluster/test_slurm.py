@@ -138,6 +138,7 @@ def _artifacts(root: Path) -> dict[str, object]:
         if (
             not p.is_file()
             or p.name.endswith(".prov.json")
+            or p.name.startswith(".")  # Snakemake's .snakemake_timestamp in a cell's score folder
             or not rel.startswith(
                 ("results/generations/", "results/shards/", "results/scores/", "results/data/")
             )

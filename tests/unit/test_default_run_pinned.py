@@ -38,24 +38,24 @@ RUN_NAMES = {"evidence", "prov_sha256", "score_file", "provenance", "transcript"
 PINNED = {
     "claims.csv": "b6b4d35d0ecc33877b572f870734a54425286d9fd9b43dd3fa18822969cac59d",
     "results.csv": "e46b9b2272948fb3289943a575d69e70dfba4c923a5e567f94fe550a4f615cfb",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math/greedy/seed0.json": "7e5397e90913e67805597db252a979c5674a3bd9dfe0a284f2df9b325aef3410",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math/majority/seed0.json": "4134557acbb29cf7111b6f915601a9d61c47a131e0f87fd385acba644d618548",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/beam/seed0.json": "1ecf3231236fe42291af5a0980c5827ea1f328b7088fd5c5d3d3a87390deacb3",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/best_of_n/seed0.json": "7d3d3157ce23b53ed8d777d99105a8a57840ddec89ddd1bf611d844ab42f95c7",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/greedy/seed0.json": "1562def27d135314d03517758ab2d0b37c0fb3c8ba0414efb38bba1303b55d57",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/lookahead/seed0.json": "678459291b92a93c4e16f41acf6fa0815dc0b3a51714248a34a655da3ca875df",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/majority/seed0.json": "60bb855f8fa61a3030f55ce8af85ff873deb5ae4185e045537abdfb6b626f599",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/majority_eq/seed0.json": "2bd99e1cd55525f73610eb04a100e25c1a17a7bed22f120095b58bf99587d5a0",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/refine/seed0.json": "bd378f9f43d3384aeb1815dfbf98159924765fef281c9ea0a6083684e029a43b",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/refine_affirm/seed0.json": "4455fe8948b3dcedfe61170748ea500c1f10341fcf332e2deb3b3141b8ef290e",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/refine_nocritic/seed0.json": "6b50cbcd6bf595ba59e17b6d24808b79dcea12fd03b08ec903e56e84325ce3d4",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/refine_random/seed0.json": "e76ea3f2ccaffc7e365b2fc280e3f56b2520407adc9b3be4d14feddc44f92031",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_mc/greedy/seed0.json": "662254ec09cf9db4b22b0629960ed46a533caf01fcd3c42be6677cb7197bf52c",
-    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_mc/majority/seed0.json": "8040216843d2691b067ca851081eaed2024926754cc977751c9ce3328678bf6c",
-    "diagnostics/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/refine/seed0.json": "61f01135bba119bfeaabd65473ec636a997545d565700e9a0e2ef5d28e6da568",
-    "diagnostics/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/refine_affirm/seed0.json": "fd5dec1c7612d3a1f45e820e9a4111415469b3ef9f0efdafa75936b6335c67a7",
-    "diagnostics/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/refine_nocritic/seed0.json": "4b233016685dd312dea90a9d2929e33a6a3b8c5ad660f364122d3a3288e1ddd9",
-    "diagnostics/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/refine_random/seed0.json": "d6e595a96403fe69511a2e182513355ada82b0671c175280e2434dc8a55df10f",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math/seed0/greedy.json": "7e5397e90913e67805597db252a979c5674a3bd9dfe0a284f2df9b325aef3410",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math/seed0/majority.json": "4134557acbb29cf7111b6f915601a9d61c47a131e0f87fd385acba644d618548",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/beam.json": "1ecf3231236fe42291af5a0980c5827ea1f328b7088fd5c5d3d3a87390deacb3",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/best_of_n.json": "7d3d3157ce23b53ed8d777d99105a8a57840ddec89ddd1bf611d844ab42f95c7",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/greedy.json": "1562def27d135314d03517758ab2d0b37c0fb3c8ba0414efb38bba1303b55d57",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/lookahead.json": "678459291b92a93c4e16f41acf6fa0815dc0b3a51714248a34a655da3ca875df",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/majority.json": "60bb855f8fa61a3030f55ce8af85ff873deb5ae4185e045537abdfb6b626f599",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/majority_eq.json": "2bd99e1cd55525f73610eb04a100e25c1a17a7bed22f120095b58bf99587d5a0",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/refine.json": "bd378f9f43d3384aeb1815dfbf98159924765fef281c9ea0a6083684e029a43b",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/refine_affirm.json": "4455fe8948b3dcedfe61170748ea500c1f10341fcf332e2deb3b3141b8ef290e",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/refine_nocritic.json": "6b50cbcd6bf595ba59e17b6d24808b79dcea12fd03b08ec903e56e84325ce3d4",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/refine_random.json": "e76ea3f2ccaffc7e365b2fc280e3f56b2520407adc9b3be4d14feddc44f92031",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_mc/seed0/greedy.json": "662254ec09cf9db4b22b0629960ed46a533caf01fcd3c42be6677cb7197bf52c",
+    "scores/qwen2.5-coder-0.5b-q4km/simulated/smoke_mc/seed0/majority.json": "8040216843d2691b067ca851081eaed2024926754cc977751c9ce3328678bf6c",
+    "diagnostics/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/refine.json": "61f01135bba119bfeaabd65473ec636a997545d565700e9a0e2ef5d28e6da568",
+    "diagnostics/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/refine_affirm.json": "fd5dec1c7612d3a1f45e820e9a4111415469b3ef9f0efdafa75936b6335c67a7",
+    "diagnostics/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/refine_nocritic.json": "4b233016685dd312dea90a9d2929e33a6a3b8c5ad660f364122d3a3288e1ddd9",
+    "diagnostics/qwen2.5-coder-0.5b-q4km/simulated/smoke_math_mini/seed0/refine_random.json": "d6e595a96403fe69511a2e182513355ada82b0671c175280e2434dc8a55df10f",
 }
 
 
@@ -100,10 +100,10 @@ def default_run(tmp_path_factory) -> Path:
     scores, diags = [], []
     for job, gen in gens.items():
         data_path, manifest = root / "data" / f"{job.dataset}.jsonl", _manifest(root, job.model)
-        scores.append(root / "scores" / f"{job.path}.json")
+        scores.append(root / "scores" / f"{job.scored}.json")
         score.run(job, gen, data_path, manifest, scores[-1])
         if diagnosed(job):
-            diags.append(root / "diagnostics" / f"{job.path}.json")
+            diags.append(root / "diagnostics" / f"{job.scored}.json")
             diagnose.run(job, gen, data_path, diags[-1])
     claims.run(scores, root / "report" / "claims.csv")
     report.run(scores, root / "report", claims=root / "report" / "claims.csv", diagnostics=diags)

@@ -81,21 +81,22 @@ def test_score_cell_scores_each_job_and_diagnoses_the_refinements(planned, monke
     monkeypatch.setattr(diagnose, "run", lambda job, gen, data, out: calls.append(("diagnose", gen, out)))
     assert score_cell.run("x", (), (M2, "llamacpp", D2, 1), tmp_path) == 2
     job = f"{M2}/llamacpp/{D2}/{{}}/seed1"
+    scored = f"{M2}/llamacpp/{D2}/seed1/{{}}"  # one folder per cell (issue 57)
     assert calls == [
         (
             "score",
             tmp_path / f"generations/{job.format('greedy')}.jsonl",
-            tmp_path / f"scores/{job.format('greedy')}.json",
+            tmp_path / f"scores/{scored.format('greedy')}.json",
         ),
         (
             "score",
             tmp_path / f"generations/{job.format('refine')}.jsonl",
-            tmp_path / f"scores/{job.format('refine')}.json",
+            tmp_path / f"scores/{scored.format('refine')}.json",
         ),
         (
             "diagnose",
             tmp_path / f"generations/{job.format('refine')}.jsonl",
-            tmp_path / f"diagnostics/{job.format('refine')}.json",
+            tmp_path / f"diagnostics/{scored.format('refine')}.json",
         ),
     ]
     with pytest.raises(ValueError, match=f"no job on {M2}/llamacpp/{D2}/2"):
@@ -113,10 +114,10 @@ def test_claims_and_report_read_the_plans_files_not_a_command_line(planned, monk
     )
     cli.main(["claims", "--out", "c.csv", "--experiment", "x", "--results", "res"])
     cli.main(["report", "--out-dir", "r", "--experiment", "x", "--results", "res"])
-    assert seen["claims"] == [Path("res/scores") / f"{j.path}.json" for j in planned]
+    assert seen["claims"] == [Path("res/scores") / f"{j.cell}/{j.label}.json" for j in planned]
     assert seen["report"][0] == seen["claims"]
     assert seen["report"][1] == [
-        Path("res/diagnostics") / f"{j.path}.json" for j in planned if j.method == "refine"
+        Path("res/diagnostics") / f"{j.cell}/{j.label}.json" for j in planned if j.method == "refine"
     ]
     with pytest.raises(SystemExit):  # files and --experiment: one or the other
         cli.main(["claims", "--out", "c.csv", "--experiment", "x", "res/scores/a.json"])

@@ -84,11 +84,14 @@ def snakemake(root: Path, *args: str, check: bool = True, timeout: int = 900) ->
 
 
 def planned_outputs(root: Path) -> set[str]:
-    """Files a dry-run would (re)create, relative to the results directory."""
+    """Files a dry-run would (re)create, relative to the results directory; a planned output
+    folder (a cell's scores or diagnostics, workflow/rules/score.smk) counts as the files it holds."""
     out = snakemake(root, "-n").stdout
     files = set()
     for m in re.finditer(r"^\s+output: (.+)$", out, re.M):
-        files.update(f.strip() for f in m.group(1).split(","))
+        for f in (f.strip() for f in m.group(1).split(",")):
+            inside = sorted((root / f).glob("[!.]*")) if (root / f).is_dir() else []
+            files.update(str(p.relative_to(root)) for p in inside) if inside else files.add(f)
     return {f.removeprefix("results/") for f in files if not f.endswith(".prov.json")}
 
 

@@ -55,8 +55,8 @@ def test_a_statistics_edit_reruns_diagnose_and_claims_only(refined):
 
 
 def _cell(path: str) -> tuple[str, ...]:
-    """(model, backend, dataset, seed) of `<kind>/<model>/<backend>/<dataset>/<label>/seed<S>.json`."""
-    _, model, backend, dataset, _, seed = path.split("/")
+    """(model, backend, dataset, seed) of `<kind>/<model>/<backend>/<dataset>/seed<S>/<label>.json`."""
+    _, model, backend, dataset, seed, _ = path.split("/")
     return model, backend, dataset, seed
 
 

@@ -88,7 +88,7 @@ def test_sampling_change_reruns_only_that_method(pipeline):
                 for m in ("greedy", "majority")
             ),
             *(
-                f"{SCORE}/{d}/{m}/seed0.json"
+                f"{SCORE}/{d}/seed0/{m}.json"
                 for d in ("smoke_math", "smoke_mc")
                 for m in ("greedy", "majority")
             ),
@@ -104,8 +104,8 @@ def test_template_change_reruns_only_its_dataset(pipeline):
         == {
             f"{GEN}/smoke_mc/greedy/seed0.jsonl",
             f"{GEN}/smoke_mc/majority/seed0.jsonl",
-            f"{SCORE}/smoke_mc/greedy/seed0.json",
-            f"{SCORE}/smoke_mc/majority/seed0.json",
+            f"{SCORE}/smoke_mc/seed0/greedy.json",
+            f"{SCORE}/smoke_mc/seed0/majority.json",
         }
         | REPORT
     )
@@ -115,7 +115,7 @@ def test_scoring_code_change_reruns_scoring_not_generation(pipeline):
     planned = _edit_and_plan(pipeline, "src/retrace/scoring/metrics.py", lambda s: s + "\n# changed\n")
     assert (
         planned
-        == {f"{SCORE}/{d}/{m}/seed0.json" for d in ("smoke_math", "smoke_mc") for m in ("greedy", "majority")}
+        == {f"{SCORE}/{d}/seed0/{m}.json" for d in ("smoke_math", "smoke_mc") for m in ("greedy", "majority")}
         | REPORT
     )
 

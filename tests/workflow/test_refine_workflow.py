@@ -73,7 +73,7 @@ def test_claims_and_diagnostics_are_written_and_audited(refined):
     assert all(r["verdict"] in ("supported", "contradicted", "inconclusive") for r in rows)
     diag = json.loads(
         (
-            refined / "results/diagnostics/smollm2-135m-q40/llamacpp/smoke_math_mini/refine/seed0.json"
+            refined / "results/diagnostics/smollm2-135m-q40/llamacpp/smoke_math_mini/seed0/refine.json"
         ).read_text()
     )
     assert len(diag["depths"]) == 2
@@ -95,7 +95,7 @@ def test_a_judge_on_another_model_scores_the_same_rollouts(refined):
     scores = {
         lab: json.loads(
             (
-                refined / f"results/scores/smollm2-135m-q40/llamacpp/smoke_math_mini/{lab}/seed0.json"
+                refined / f"results/scores/smollm2-135m-q40/llamacpp/smoke_math_mini/seed0/{lab}.json"
             ).read_text()
         )
         for lab in ("best_of_n", "best_of_n_qwen")
@@ -113,7 +113,7 @@ def test_claims_average_three_seeds(refined):
     for seed in (0, 1, 2):
         s = json.loads(
             (
-                refined / f"results/scores/smollm2-135m-q40/llamacpp/smoke_math_mini/refine/seed{seed}.json"
+                refined / f"results/scores/smollm2-135m-q40/llamacpp/smoke_math_mini/seed{seed}/refine.json"
             ).read_text()
         )
         accs.append(s["accuracy"]["value"])

@@ -19,7 +19,7 @@ localrules:
 
 rule claims:
     input:
-        scores=all_outputs("scores", ".json"),
+        scores=cell_folders("scores"),
         extra=EXTRA_CLAIMS,
     output:
         csv=report(f"{RESULTS}/report/claims.csv", caption="../report/claims.rst", category="Claims"),

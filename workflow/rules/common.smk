@@ -184,8 +184,10 @@ PLANNED_ARGS = f"--experiment {config['experiment']} --results {RESULTS} " + " "
 )
 
 
-def all_outputs(kind, suffix, method=None):
-    return [f"{RESULTS}/{kind}/{j.path}{suffix}" for j in JOBS if method in (None, j.method)]
+def cell_folders(kind, method=None):
+    """The score rules' output folders (scores/ or diagnostics/<model>/<backend>/<dataset>/seed<S>)
+    of the cells with a job of `method` (any), in plan order."""
+    return list(dict.fromkeys(f"{RESULTS}/{kind}/{j.cell}" for j in JOBS if method in (None, j.method)))
 
 
 # Method families with stages of their own (DRR, ART) add to these lists in their rules file:

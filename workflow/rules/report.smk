@@ -1,5 +1,5 @@
 # Stage report: results table, claims and diagnostics with plots; then an audit of the lineage.
-REFINE_DIAGNOSTICS = all_outputs("diagnostics", ".json", method="refine")
+REFINE_DIAGNOSTICS = cell_folders("diagnostics", method="refine")
 
 
 # Small jobs: on a cluster they run in the controller, not as sbatch jobs of their own (profiles/slurm).
@@ -10,7 +10,7 @@ localrules:
 
 rule report:
     input:
-        scores=all_outputs("scores", ".json"),
+        scores=cell_folders("scores"),
         claims=f"{RESULTS}/report/claims.csv",
         diagnostics=REFINE_DIAGNOSTICS,
         sections=EXTRA_SECTIONS,

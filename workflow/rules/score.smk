@@ -2,8 +2,10 @@
 # diagnostics of the refinement jobs. One job per model × backend × dataset × seed scores all
 # of its labels (retrace.stages.score_cell): scoring takes seconds, and one job per label was
 # most of the jobs of a paper-scale plan. Each label still gets its own score (and diagnostics)
-# file with its own provenance record. Cells with the same labels share a rule
-# (retrace.planning.plan.score_groups), whose wildcard values are exactly those cells.
+# file with its own provenance record, in the cell's folder (scores/<model>/<backend>/<dataset>/
+# seed<S>/<label>.json), which is what the rule declares: one output per cell, not two per
+# label, since every declared file costs the planner (issue 57). Cells with the same labels
+# share a rule (retrace.planning.plan.score_groups), whose wildcard values are exactly those cells.
 SCORE_CELLS = {}
 for _j in JOBS:
     SCORE_CELLS.setdefault((_j.model, _j.backend, _j.dataset, str(_j.seed)), []).append(_j)
@@ -20,6 +22,10 @@ def cell_files(kind, g, labels, suffix):
     return [f"{RESULTS}/{kind}/{path.replace('{label}', label)}{suffix}" for label in labels]
 
 
+def cell_folder(kind, g):
+    return directory(f"{RESULTS}/{kind}/{g.model}/{g.backend}/{{dataset}}/seed{{seed}}")
+
+
 # As the generate_cell rules: a group's model and backend are written into its paths, so that
 # Snakemake matches each scores file against its own model's groups only (issue 57).
 for _i, _g in enumerate(_plan.score_groups(JOBS)):
@@ -32,13 +38,14 @@ for _i, _g in enumerate(_plan.score_groups(JOBS)):
             problems=f"{RESULTS}/data/{{dataset}}.jsonl",
             manifest=f"{RESULTS}/models/{_g.model}/manifest.json",
         output:
-            scores=[
-                report(f, caption="../report/scores.rst", category="Scores")
-                for f in cell_files("scores", _g, _g.labels, ".json")
-            ],
-            provs=cell_files("scores", _g, _g.labels, ".json.prov.json"),
-            diagnostics=cell_files("diagnostics", _g, _g.diagnosed, ".json"),
-            diagnostics_provs=cell_files("diagnostics", _g, _g.diagnosed, ".json.prov.json"),
+            # <label>.json and <label>.json.prov.json of each label (the report shows the scores)
+            scores=report(
+                cell_folder("scores", _g),
+                patterns=["{label,[^/]+(?<!\\.prov)}.json"],  # not the .prov.json records
+                caption="../report/scores.rst",
+                category="Scores",
+            ),
+            diagnostics=[cell_folder("diagnostics", _g)] if _g.diagnosed else [],
         log:
             f"{RESULTS}/logs/score/{_g.model}/{_g.backend}/{{dataset}}/seed{{seed}}.log",
         wildcard_constraints:

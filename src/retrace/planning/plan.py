@@ -54,6 +54,18 @@ class Job:
     def path(self) -> str:
         return f"{self.model}/{self.backend}/{self.dataset}/{self.label}/seed{self.seed}"
 
+    @property
+    def cell(self) -> str:
+        """The cell's folder under scores/ and diagnostics/: one score job writes all of it."""
+        return f"{self.model}/{self.backend}/{self.dataset}/seed{self.seed}"
+
+    @property
+    def scored(self) -> str:
+        """This job's scores (and diagnostics) under their kind: `<cell>/<label>`. A folder per
+        cell, not a file per label, is what the workflow declares: at paper scale each declared
+        file costs Snakemake's planner time (issue 57)."""
+        return f"{self.cell}/{self.label}"
+
     def selections(self) -> dict[str, str]:
         return {"model": self.model, "backend": self.backend, "dataset": self.dataset, "method": self.method}
 
@@ -212,8 +224,9 @@ def diagnosed(job: Job) -> bool:
 
 
 def planned_files(global_cfg: dict, results: Path, kind: str, suffix: str, only=None) -> list[Path]:
-    """`results/<kind>/<job>.<suffix>` of each planned job (those `only(job)` keeps), in plan order."""
-    return [results / kind / f"{j.path}{suffix}" for j in jobs(global_cfg) if only is None or only(j)]
+    """`results/<kind>/<cell>/<label><suffix>` (scores, diagnostics) of each planned job (those
+    `only(job)` keeps), in plan order."""
+    return [results / kind / f"{j.scored}{suffix}" for j in jobs(global_cfg) if only is None or only(j)]
 
 
 def cell_jobs(jobs_: list[Job], model: str, backend: str, dataset: str, seed: int) -> list[Job]:

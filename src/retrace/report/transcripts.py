@@ -1,11 +1,11 @@
 """Per-question transcripts of each run: the question, each sample, the answer extracted from
 it, the gold, and whether it was right — what a reader checks before trusting an accuracy.
 
-    items = transcript(Path("results/scores/m/llamacpp/gsm8k/majority/seed0.json"))
+    items = transcript(Path("results/scores/m/llamacpp/gsm8k/seed0/majority.json"))
     hrefs = write_pages(score_files, out_dir, env)   # {score record sha256: page path}
 
 A run's score record names its generations and data files as inputs; the page is built from
-those three files (`results/report/transcripts/<model>/<backend>/<dataset>/<label>/seed<s>.html`).
+those three files (`results/report/transcripts/<model>/<backend>/<dataset>/seed<s>/<label>.html`).
 A run whose generations are not on disk (a crate exported without them) gets no page. Pages
 stay small on large runs: the first MAX_QUESTIONS questions, each sample's text clipped at
 MAX_CHARS; the page says where the rest is.
@@ -100,7 +100,7 @@ def _at(values, i: int):
 
 
 def page_name(score_file: Path) -> str:
-    """transcripts/<model>/<backend>/<dataset>/<label>/seed<s>.html, from the score's path."""
+    """transcripts/<model>/<backend>/<dataset>/seed<s>/<label>.html, from the score's path."""
     parts = Path(score_file).with_suffix(".html").parts
     return "/".join((FOLDER, *parts[parts.index("scores") + 1 :])) if "scores" in parts else ""
 

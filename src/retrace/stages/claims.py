@@ -1,6 +1,6 @@
 """Stage `claims`: the paper's claims as gates, from paired per-question results.
 
-    python -m retrace claims --out results/report/claims.csv results/scores/.../seed0.json ...
+    python -m retrace claims --out results/report/claims.csv results/scores/.../seed0/<label>.json ...
 
 For every (model, backend, dataset) and every (claim, method label, baseline label) in
 retrace.scoring.claims.PAPER_CLAIMS whose two labels were both run, compares the per-question

@@ -1,7 +1,7 @@
 """Stage `report`: results table (HTML + CSV), claims and refinement diagnostics, plots.
 
     python -m retrace report --out-dir results/report [--claims results/report/claims.csv] \
-        [--diagnostics D.json ...] [--section S.json ...] results/scores/.../seed0.json ...
+        [--diagnostics D.json ...] [--section S.json ...] results/scores/.../seed0/<label>.json ...
 """
 
 from __future__ import annotations

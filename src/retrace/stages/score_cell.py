@@ -5,11 +5,12 @@ and diagnose its refinement jobs (no generation).
         [--override O ...] [--results results]
 
 The jobs are the experiment's (retrace.planning.plan.jobs, with the global overrides), so the files this
-writes are exactly the rule's outputs (workflow/rules/score.smk): for each job
-`results/scores/<job>.json` (retrace.stages.score) and, for refinement jobs,
-`results/diagnostics/<job>.json` (retrace.stages.diagnose), each with its own provenance
-record, as when they were jobs of their own. Why one job per cell: scoring takes seconds, and
-at paper scale one Snakemake job per label was most of the jobs the workflow plans.
+writes are exactly what the rule's output folders hold (workflow/rules/score.smk): for each job
+`results/scores/<model>/<backend>/<dataset>/seed<S>/<label>.json` (retrace.stages.score) and, for
+refinement jobs, the same under `results/diagnostics/` (retrace.stages.diagnose), each with its
+own provenance record, as when they were jobs of their own. Why one job per cell: scoring takes
+seconds, and at paper scale one Snakemake job per label was most of the jobs the workflow plans;
+why one folder per cell: every file a rule declares costs the planner (issue 57).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def run(experiment: str, overrides: tuple[str, ...], cell: tuple[str, str, str, 
         generations = results / "generations" / f"{job.path}.jsonl"
         problems = results / "data" / f"{job.dataset}.jsonl"
         manifest = results / "models" / job.model / "manifest.json"
-        score.run(job, generations, problems, manifest, results / "scores" / f"{job.path}.json")
+        score.run(job, generations, problems, manifest, results / "scores" / f"{job.scored}.json")
         if diagnosed(job):
-            diagnose.run(job, generations, problems, results / "diagnostics" / f"{job.path}.json")
+            diagnose.run(job, generations, problems, results / "diagnostics" / f"{job.scored}.json")
     return len(todo)
