@@ -17,6 +17,13 @@ planned twice: the second (`paper x10 again`) reads the sizing the first kept un
 do; then the workflow is parsed for one small target, as each job's own Snakemake parses it, with
 the kept sizing and without. The target is T <= 15 s at 10x on a quiet 2-core machine (issue 57).
 Run by `make bench`.
+
+Since a machine's speed drifts (threefold hour to hour on shared hosts), a change is judged side
+by side: `--against DIR` (another checkout, e.g. `git worktree add /tmp/old <commit>`) plans the
+same grids with that checkout's workflow and code in turn with this one's, `--rounds` times each,
+and prints the least CPU time of each and their ratio:
+
+    paper x10 side by side: CPU s: 18.6 here, 24.1 against 7d69302 (ratio 0.77)
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 
 
@@ -47,16 +54,16 @@ def scaled_experiment(source: Path, scale: int) -> dict:
     return exp
 
 
-def workflow_copy(work: Path, experiment: str, scale: int) -> str:
-    """Copy the workflow into `work` with the scaled experiment; return the experiment's name."""
+def workflow_copy(work: Path, experiment: str, scale: int, repo: Path = HERE) -> str:
+    """Copy `repo`'s workflow into `work` with the scaled experiment; return the experiment's name."""
     for name in ("Snakefile", "workflow", "config", "profiles"):
-        src = REPO / name
+        src = repo / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
     cfg = yaml.safe_load((work / "config/config.yaml").read_text())
     cfg["mirror"] = mirror_for(work, cfg["mirror"])
     (work / "config/config.yaml").write_text(yaml.safe_dump(cfg))
     name = f"{experiment}_x{scale}"
-    exp = scaled_experiment(REPO / "config/experiment" / f"{experiment}.yaml", scale)
+    exp = scaled_experiment(repo / "config/experiment" / f"{experiment}.yaml", scale)
     (work / "config/experiment" / f"{name}.yaml").write_text(yaml.safe_dump(exp))
     return name
 
@@ -70,16 +77,19 @@ def mirror_for(work: Path, configured: str | None) -> str:
 
     found = resolve(configured)[0]
     if found:
-        return str((REPO / found).resolve())
+        return str((HERE / found).resolve())
     stand_in = work / "no-mirror"
     stand_in.mkdir()
     print(f"planner_scale: no benchmark mirror here; planning against an empty {stand_in}", flush=True)
     return str(stand_in)
 
 
-def dry_run(work: Path, experiment: str, *targets: str, config: tuple = ()) -> tuple[int, float, float]:
-    """(jobs, wall seconds, CPU seconds) of one dry run of `experiment` (or of `targets`) in `work`."""
-    env = {**os.environ, "RETRACE_CONFIG_DIR": str(work / "config"), "PYTHONPATH": str(REPO / "src")}
+def dry_run(
+    work: Path, experiment: str, *targets: str, config: tuple = (), repo: Path = HERE
+) -> tuple[int, float, float]:
+    """(jobs, wall seconds, CPU seconds) of one dry run of `experiment` (or of `targets`) in `work`,
+    with `repo`'s code."""
+    env = {**os.environ, "RETRACE_CONFIG_DIR": str(work / "config"), "PYTHONPATH": str(repo / "src")}
     # targets first: --config (and --forcerun) take every word after them
     cmd = [SNAKEMAKE, *targets, "-n", "--quiet", "rules", "--config", f"experiment={experiment}", *config]
     started, cpu = time.perf_counter(), _children_cpu()
@@ -105,6 +115,33 @@ def one_job_parse(work: Path, name: str, experiment: str, scale: int) -> None:
         print(f"{experiment} x{scale} {label}: seconds: {seconds:.1f} (CPU {cpu:.1f} s)", flush=True)
 
 
+def side_by_side(tmp: Path, experiment: str, scale: int, other: Path, rounds: int) -> None:
+    """Cold dry runs (no kept sizing) of this checkout and `other`, alternating, `rounds` each:
+    the least CPU time of each and their ratio, one machine at one time."""
+    works = {}
+    for label, repo in (("here", HERE), ("against", other)):
+        work = tmp / f"x{scale}-{label}"
+        work.mkdir()
+        works[label] = (work, repo, workflow_copy(work, experiment, scale, repo))
+    best = {label: float("inf") for label in works}
+    for _ in range(rounds):
+        for label, (work, repo, name) in works.items():
+            shutil.rmtree(work / ".snakemake" / "retrace", ignore_errors=True)
+            best[label] = min(best[label], dry_run(work, name, repo=repo)[2])
+    print(
+        f"{experiment} x{scale} side by side: CPU s: {best['here']:.1f} here, {best['against']:.1f} "
+        f"against {_commit(other)} (ratio {best['here'] / best['against']:.2f})",
+        flush=True,
+    )
+
+
+def _commit(repo: Path) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return out.stdout.strip() or str(repo)
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -114,6 +151,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--experiment", default="paper")
     ap.add_argument("--scales", type=int, nargs="+", default=[1, 10])
+    ap.add_argument(
+        "--against", type=Path, help="another checkout to plan side by side (its workflow and src/)"
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="side-by-side dry runs of each checkout")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="retrace-planner-") as tmp:
         for scale in a.scales:
@@ -128,6 +169,8 @@ def main() -> None:
                     flush=True,
                 )
             one_job_parse(work, name, a.experiment, scale)
+            if a.against:
+                side_by_side(Path(tmp), a.experiment, scale, a.against.resolve(), a.rounds)
 
 
 if __name__ == "__main__":

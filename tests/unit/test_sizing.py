@@ -66,6 +66,27 @@ def test_maj_n_prime_is_bounded_by_its_refinement_partner_plus_one_rollout():
     assert sizing.equal_compute_ratios([r, m, e]) == [(eq.path, e.compute / r.tokens.computed)]
 
 
+def test_each_seed_gets_the_bound_it_would_get_alone_with_its_own_paths():
+    """Seeds share one sizing (sizing._seed_free); each job's bound is still its own: the same
+    as sizing it on its own with its partners, under its own path and its own partner's."""
+    common = ("qwen2.5-1.5b-instruct", "vllm", "smoke_math")
+    n8 = ("method.sampling.max_tokens=4096", "method.n=8")
+
+    def cell(seed: int, partnered: bool = True) -> list[Job]:
+        eq = Job(*common, "majority_eq", "majority", seed, n8, ("refine", "majority", "nominal"))
+        refine = Job(*common, "refine", "refine", seed, PAPER_REFINE)
+        return [eq, refine, Job(*common, "majority", "majority", seed, n8)][: 3 if partnered else 1]
+
+    # seed 2 lacks its partners (another run's seeds): priced as Maj@N, not from seed 0's partner
+    together = sizing.job_bounds(cell(0) + cell(1) + cell(2, partnered=False), None)
+    alone = sizing.job_bounds(cell(0), None) + sizing.job_bounds(cell(1), None)
+    alone += sizing.job_bounds(cell(2, partnered=False), None)
+    assert [b.as_dict(None) for b in together] == [b.as_dict(None) for b in alone]
+    assert [b.path for b in together] == [j.path for j in cell(0) + cell(1) + cell(2, False)]
+    assert together[3].equal_compute == [cell(1)[1].path, "nominal"] and together[3].n_prime > 8
+    assert together[6].equal_compute == [] and together[6].n_prime is None
+
+
 def test_a_probe_result_replaces_the_assumed_rates(tmp_path):
     job = Job("qwen2.5-1.5b-instruct", "vllm", "smoke_math", "greedy", "greedy", 0)
     [assumed] = sizing.job_bounds([job], None)

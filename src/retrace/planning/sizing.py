@@ -39,7 +39,7 @@ assumes nothing is cached).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from retrace.planning.plan import Job, job_config
@@ -314,7 +314,15 @@ def job_bounds(
     from retrace.planning.preflight import question_tokens
 
     out: dict[str, JobBound] = {}
+    # A bound does not depend on the seed (the config differs only in `seed`, the data and the
+    # rates not at all): each seed's job takes the first seed's bound, as its own (issue 57: at
+    # 30 seeds, sizing every job was most of a cold plan's own work).
+    seen: dict[tuple, JobBound] = {}
     for job in sorted(jobs, key=lambda j: bool(j.equal_compute)):  # partners first
+        twin = _seed_free(job, out)
+        if twin in seen:
+            out[job.path] = _as_seed(seen[twin], job)
+            continue
         cfg, (n, stated) = job_config(job), _problems(job, mirror, dso)
         rule = "generate_shard" if job.shards > 1 else "generate"
         if n is None:
@@ -327,8 +335,21 @@ def job_bounds(
             _equal_compute(job, cfg, b, out, q)
         b.work_s, b.rate_detail = _priced(job, cfg, b.tokens, probe_dir, q)
         b.rates = summary(b.rate_detail)
-        out[job.path] = b
+        out[job.path] = seen[twin] = b
     return [out[j.path] for j in jobs]
+
+
+def _seed_free(job: Job, done: dict) -> tuple:
+    """What a job's bound depends on: the job but its seed, and for a Maj@N' job whether its
+    refinement partner (same seed) is planned, since it is priced from it only then."""
+    fields = tuple(v for k, v in vars(job).items() if k != "seed")
+    return (fields, bool(job.equal_compute) and partner_path(job) in done)
+
+
+def _as_seed(b: JobBound, job: Job) -> JobBound:
+    """Bound `b` as `job`'s (another seed's): its own path and partner's path."""
+    partner = [partner_path(job), b.equal_compute[1]] if b.equal_compute else []
+    return replace(b, path=job.path, equal_compute=partner, rate_detail=list(b.rate_detail))
 
 
 def job_bound(
