@@ -90,8 +90,10 @@ def planned_outputs(root: Path) -> set[str]:
     files = set()
     for m in re.finditer(r"^\s+output: (.+)$", out, re.M):
         for f in (f.strip() for f in m.group(1).split(",")):
-            inside = sorted((root / f).glob("[!.]*")) if (root / f).is_dir() else []
-            files.update(str(p.relative_to(root)) for p in inside) if inside else files.add(f)
+            if (root / f).is_dir():
+                files.update(str(p.relative_to(root)) for p in (root / f).glob("[!.]*"))
+            else:
+                files.add(f)
     return {f.removeprefix("results/") for f in files if not f.endswith(".prov.json")}
 
 

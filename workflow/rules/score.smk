@@ -10,16 +10,10 @@ SCORE_CELLS = {}
 for _j in JOBS:
     SCORE_CELLS.setdefault((_j.model, _j.backend, _j.dataset, str(_j.seed)), []).append(_j)
 SCORE_CELLS = {k: tuple(v) for k, v in SCORE_CELLS.items()}
-CELL_PATH = "{model}/{backend}/{dataset}/{label}/seed{seed}"
 
 
 def cell_key(g):
     return lambda w: _plan.cell_rerun_key(SCORE_CELLS[(g.model, g.backend, w.dataset, w.seed)])
-
-
-def cell_files(kind, g, labels, suffix):
-    path = CELL_PATH.replace("{model}/{backend}", f"{g.model}/{g.backend}")
-    return [f"{RESULTS}/{kind}/{path.replace('{label}', label)}{suffix}" for label in labels]
 
 
 def cell_folder(kind, g):
@@ -34,7 +28,7 @@ for _i, _g in enumerate(_plan.score_groups(JOBS)):
         name:
             f"score_{_i}"
         input:
-            rows=cell_files("generations", _g, _g.labels, ".jsonl"),
+            rows=cell_generations(_g, ".jsonl"),  # generate.smk
             problems=f"{RESULTS}/data/{{dataset}}.jsonl",
             manifest=f"{RESULTS}/models/{_g.model}/manifest.json",
         output:
