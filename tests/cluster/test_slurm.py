@@ -39,7 +39,7 @@ TEST_ARGS = [
     "--seconds-between-status-checks",
     "3",
     "--set-threads",
-    "generate_shard=2",
+    "generate_shard_0=2",  # the one sharded label's shard rule (rule_groups: one per group)
 ]
 # Fields that differ between any two runs by design, local or not, and are left out of the
 # comparison: provenance records carry timings, hosts and the executor (SLURM job ids), so

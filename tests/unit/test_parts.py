@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from retrace.planning import cluster, parts
+from retrace.planning import cluster, parts, rule_groups
 from retrace.planning.cells import engine_identity, generation_cells, shared_memory
 from retrace.planning.cluster import Limit
 from retrace.planning.plan import Job, jobs
@@ -146,7 +146,7 @@ def test_paper_cells_are_cut_in_run_order_with_partners_first_and_one_engine_a_p
         # every part fits 3 attempts of 24 h, one engine each (best_of_n's smaller memory share too)
         assert all(p.attempts(DAY) <= 3 and p.part.engines() == 1 for p in ps)
     # one workflow rule per group of parts with the same labels: every part in exactly one
-    groups = parts.part_groups([p.part for p in s.parts])
+    groups = rule_groups.part_groups(s.parts, 1440)
     assert sum(len(g.datasets) * len(g.seeds) for g in groups) == len(s.parts)
     assert {g.suffix for g in groups} >= {"", ".part0", ".part1"}
     assert parts.engine_loads(s).total == sum(p.attempts(DAY) for p in s.parts) + sum(

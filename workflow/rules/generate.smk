@@ -9,7 +9,7 @@
 # request cache serves without the engine.
 # A Maj@N' label (equal_compute in the experiment) runs after the refinement and Maj@N labels
 # whose measured tokens price N' (in the same job, or an earlier part's: then an input). A
-# label with `shards: K` runs K data-parallel shard jobs (rule generate_shard) and rule
+# label with `shards: K` runs K data-parallel shard jobs (rules generate_shard_<i>) and rule
 # generate only merges them (retrace.store.shards).
 # A method whose LLM judge names another model also reads that model's manifest (its engine
 # is loaded in the same job). Resources (GPUs, memory, runtime) are sized per job by
@@ -17,6 +17,8 @@
 import re
 
 from retrace.planning import cells as _cells
+from retrace.planning import rule_groups as _rule_groups
+from retrace.util.presigned import presigned
 from retrace.stages.generate import scorer_model
 
 # (cell, suffix) -> the part one job runs: its labels and their summed bound (retrace.planning.parts)
@@ -55,36 +57,19 @@ def part_inputs(g):
         out["hub"] = reward_hub_inputs(part.labels)  # RM@N's reward models (rule hub_artifact)
         return out
 
-    return inputs
-
-
-def part_resource(g, name):
-    """A resource of a part's job: the most any label asks (GPUs, memory); its runtime is
-    its labels' summed (retrace.planning.parts.PartBound), capped at the partition limit."""
-
-    def resource(w):
-        if name == "runtime":
-            return capped(PARTS[part_key(g, w)].minutes())
-        return max(_engine_resources(j)[name] for j in PARTS[part_key(g, w)].part.labels)
-
-    return resource
-
-
-def part_threads(g):
-    from retrace.planning.cluster import threads
-
-    return lambda w: max(threads(_plan.job_config(j)) for j in PARTS[part_key(g, w)].part.labels)
+    return presigned(inputs)
 
 
 def part_generate_key(g):
-    return lambda w: _cells.cell_generate_key(PARTS[part_key(g, w)].part.labels)
+    return presigned(lambda w: _cells.cell_generate_key(PARTS[part_key(g, w)].part.labels))
 
 
 # The model and backend of a group's cells are written into its rule's paths, not wildcards:
 # Snakemake finds a file's producers by the constant prefix of the rules' outputs (up to the
 # first wildcard), so each generations file is matched against its own model's groups only,
-# not every group's every label (the planning cost of a paper-scale grid, issue 57).
-for _i, _g in enumerate(_parts.part_groups([p.part for p in SIZED.parts])):
+# not every group's every label (the planning cost of a paper-scale grid, issue 57). A group's
+# jobs ask for the same resources, stated as constants (retrace.planning.rule_groups).
+for _i, _g in enumerate(_rule_groups.part_groups(SIZED.parts, config["max_runtime"])):
 
     rule:
         name:
@@ -101,15 +86,15 @@ for _i, _g in enumerate(_parts.part_groups([p.part for p in SIZED.parts])):
         wildcard_constraints:
             dataset="|".join(re.escape(d) for d in _g.datasets),
             seed="|".join(str(s) for s in _g.seeds),
-        threads: part_threads(_g)
+        threads: _g.resource("threads")
         resources:
-            mem_mb=part_resource(_g, "mem_mb"),
+            mem_mb=_g.resource("mem_mb"),
             engine=1,
-            gpu=part_resource(_g, "gpu"),
-            slurm_partition=gpu_partition(part_resource(_g, "gpu")),
-            gpu_model=gpu_model(part_resource(_g, "gpu")),
+            gpu=_g.resource("gpu"),
+            slurm_partition=gpu_partition(_g.resource("gpu")),
+            gpu_model=gpu_model(_g.resource("gpu")),
             cpus_per_gpu=CPUS_PER_GPU,
-            runtime=part_resource(_g, "runtime"),
+            runtime=_g.resource("runtime"),
         params:
             key=part_generate_key(_g),
             plan=PLANNED_ARGS,
@@ -127,12 +112,12 @@ for _i, _g in enumerate(_parts.part_groups([p.part for p in SIZED.parts])):
     workflow.ruleorder(f"generate_cell_{_i}", "generate")
 
 
-def engine_inputs(w):
-    job = job_of(w)
+def engine_inputs(job):
+    """A shard job's data, its model (and an LLM judge's), its Maj@N' partners' generations."""
     inputs = {
-        "problems": f"{RESULTS}/data/{w.dataset}.jsonl",
-        "manifest": f"{RESULTS}/models/{w.model}/manifest.json",
-        "weights": weights(w),
+        "problems": f"{RESULTS}/data/{job.dataset}.jsonl",
+        "manifest": f"{RESULTS}/models/{job.model}/manifest.json",
+        "weights": weights(job),
     }
     if job.equal_compute:
         for role, label in zip(("refine", "majority"), job.equal_compute[:2]):
@@ -144,63 +129,28 @@ def engine_inputs(w):
     return inputs
 
 
-def generate_inputs(w):
+def merge_inputs(w):
+    """The shards a sharded label's generations are merged from (every other label's are made
+    by its cell's job: rules generate_cell_<i> come first)."""
     job = job_of(w)
     if job.shards == 1:
-        return engine_inputs(w)
+        raise ValueError(f"{job.path}: not sharded, made by its cell's job (rules generate_cell_<i>)")
     return {
         "problems": f"{RESULTS}/data/{w.dataset}.jsonl",
         "shards": [f"{RESULTS}/shards/{job.path}/{i}of{job.shards}.jsonl" for i in range(job.shards)],
     }
 
 
-def scorer_args(w, input):
-    return f"--scorer-manifest {input.scorer_manifest}" if "scorer_manifest" in input.keys() else ""
-
-
-def equal_compute_args(w, input):
+def merge_command(w, input, output):
     job = job_of(w)
-    if not job.equal_compute:
-        return ""
-    return (
-        f"--equal-compute-from {input.refine} {input.majority} "
-        f"--equal-compute-kind {job.equal_compute[2]}"
-    )
+    shards = " ".join(input.shards)
+    return f"merge-shards {job.cli_args()} --data {input.problems} --out {output.rows} {shards}"
 
 
-def generate_command(w, input, output):
-    job = job_of(w)
-    if job.shards > 1:
-        return f"merge-shards {job.cli_args()} --data {input.problems} --out {output.rows} " + " ".join(
-            input.shards
-        )
-    return (
-        f"generate {job.cli_args()} {equal_compute_args(w, input)} {scorer_args(w, input)} "
-        f"--data {input.problems} "
-        f"--manifest {input.manifest} --out {output.rows}"
-    )
-
-
-def engine_threads(w):
-    """The engine's CPU threads (llama.cpp's n_threads; 2 otherwise); merging shards takes 1."""
-    job = job_of(w)
-    if job.shards > 1 and not hasattr(w, "shard"):
-        return 1
-    from retrace.planning.cluster import threads
-
-    return threads(_plan.job_config(job))
-
-
-def engine_resource(name, merge_value=0):
-    """A resource of the job's engine (retrace.planning.cluster); a merge of shards needs none."""
-    return lambda w: (
-        merge_value if job_of(w).shards > 1 and not hasattr(w, "shard") else job_resources(w)[name]
-    )
-
-
+# Merging a sharded label's shards: a small job with no engine (constants, as above).
 rule generate:
     input:
-        unpack(generate_inputs),
+        unpack(presigned(merge_inputs)),
     output:
         rows=f"{RESULTS}/generations/{JOB_PATH}.jsonl",
         prov=f"{RESULTS}/generations/{JOB_PATH}.jsonl.prov.json",
@@ -211,49 +161,96 @@ rule generate:
     # only labels split into shards (somewhere): the others are made by their cell's job
     wildcard_constraints:
         label="|".join(re.escape(label) for label in SHARDED) or r"(?!)",
-    threads: engine_threads
+    threads: 1
     resources:
-        mem_mb=engine_resource("mem_mb", 2000),
-        engine=engine_resource("engine"),
-        gpu=engine_resource("gpu"),
-        slurm_partition=gpu_partition(engine_resource("gpu")),
-        gpu_model=gpu_model(engine_resource("gpu")),
+        mem_mb=2000,
+        engine=0,
+        gpu=0,
         cpus_per_gpu=CPUS_PER_GPU,
-        runtime=engine_resource("runtime", 30),
+        runtime=30,
     params:
         key=job_key("generate"),
         # the request cache is named in the shell line, not here: pointing at another cache
         # (a shared one, outside the run) must not rerun finished jobs (issue 57)
-        command=generate_command,
+        command=presigned(merge_command),
     shell:
         "HF_HUB_OFFLINE=1 {PY} -m retrace {params.command} --cache {CACHE} > {log} 2>&1"
 
 
-rule generate_shard:
-    input:
-        unpack(engine_inputs),
-    output:
-        rows=f"{RESULTS}/shards/{JOB_PATH}/{{shard}}of{{shards}}.jsonl",
-        prov=f"{RESULTS}/shards/{JOB_PATH}/{{shard}}of{{shards}}.jsonl.prov.json",
-    log:
-        f"{RESULTS}/logs/generate/{JOB_PATH}.shard{{shard}}of{{shards}}.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/generate/{JOB_PATH}.shard{{shard}}of{{shards}}.tsv"
-    threads: engine_threads
-    resources:
-        mem_mb=engine_resource("mem_mb"),
-        engine=1,
-        gpu=engine_resource("gpu"),
-        slurm_partition=gpu_partition(engine_resource("gpu")),
-        gpu_model=gpu_model(engine_resource("gpu")),
-        cpus_per_gpu=CPUS_PER_GPU,
-        runtime=engine_resource("runtime"),
-    params:
-        key=job_key("generate"),
-        job=lambda w: job_of(w).cli_args(),
-        equal_compute=equal_compute_args,
-        scorer=scorer_args,
-    shell:
-        "HF_HUB_OFFLINE=1 {PY} -m retrace generate {params.job} {params.equal_compute} {params.scorer} --shard {wildcards.shard} "
-        "--shards {wildcards.shards} --data {input.problems} --manifest {input.manifest} "
-        "--cache {CACHE} --out {output.rows} > {log} 2>&1"
+def shard_path(g):
+    return f"{g.model}/{g.backend}/{{dataset}}/{g.label}/seed{{seed}}"
+
+
+def shard_job(g, w):
+    return JOB_INDEX[(g.model, g.backend, w.dataset, g.label, w.seed)]
+
+
+def shard_inputs(g):
+    return presigned(lambda w: engine_inputs(shard_job(g, w)))
+
+
+def shard_key(g):
+    return presigned(lambda w: _plan.job_rerun_key("generate", shard_job(g, w)))
+
+
+def shard_cli(g):
+    return presigned(lambda w: shard_job(g, w).cli_args())
+
+
+def shard_equal_compute(g):
+    """A shard job's Maj@N' arguments: its partners' generations (inputs) and the kind of N'."""
+
+    def args(w, input):
+        job = shard_job(g, w)
+        if not job.equal_compute:
+            return ""
+        return f"--equal-compute-from {input.refine} {input.majority} --equal-compute-kind {job.equal_compute[2]}"
+
+    return presigned(args)
+
+
+def scorer_args(w, input):
+    return f"--scorer-manifest {input.scorer_manifest}" if "scorer_manifest" in input.keys() else ""
+
+
+# One rule per sharded label's group of shard jobs, its model, backend and label in its paths
+# and its resources constants, as the cell rules (retrace.planning.rule_groups).
+for _i, _g in enumerate(_rule_groups.shard_groups(SIZED, config["max_runtime"])):
+
+    rule:
+        name:
+            f"generate_shard_{_i}"
+        input:
+            unpack(shard_inputs(_g)),
+        output:
+            rows=f"{RESULTS}/shards/{shard_path(_g)}/{{shard}}of{{shards}}.jsonl",
+            prov=f"{RESULTS}/shards/{shard_path(_g)}/{{shard}}of{{shards}}.jsonl.prov.json",
+        log:
+            f"{RESULTS}/logs/generate/{shard_path(_g)}.shard{{shard}}of{{shards}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/generate/{shard_path(_g)}.shard{{shard}}of{{shards}}.tsv"
+        wildcard_constraints:
+            dataset="|".join(re.escape(d) for d in _g.datasets),
+            seed="|".join(str(s) for s in _g.seeds),
+            shards=str(_g.shards),
+        threads: _g.resource("threads")
+        resources:
+            mem_mb=_g.resource("mem_mb"),
+            engine=1,
+            gpu=_g.resource("gpu"),
+            slurm_partition=gpu_partition(_g.resource("gpu")),
+            gpu_model=gpu_model(_g.resource("gpu")),
+            cpus_per_gpu=CPUS_PER_GPU,
+            runtime=_g.resource("runtime"),
+        # the params and shell line as they were when one rule made every shard: a change to either
+        # reruns the finished jobs (Snakemake's params and code rerun triggers)
+        params:
+            key=shard_key(_g),
+            job=shard_cli(_g),
+            equal_compute=shard_equal_compute(_g),
+            scorer=presigned(scorer_args),
+        # Not an f-string (the cell rules say why).
+        shell:
+            "HF_HUB_OFFLINE=1 {PY} -m retrace generate {params.job} {params.equal_compute} {params.scorer} --shard {wildcards.shard} "
+            "--shards {wildcards.shards} --data {input.problems} --manifest {input.manifest} "
+            "--cache {CACHE} --out {output.rows} > {log} 2>&1"

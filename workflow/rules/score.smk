@@ -13,7 +13,7 @@ SCORE_CELLS = {k: tuple(v) for k, v in SCORE_CELLS.items()}
 
 
 def cell_key(g):
-    return lambda w: _plan.cell_rerun_key(SCORE_CELLS[(g.model, g.backend, w.dataset, w.seed)])
+    return presigned(lambda w: _plan.cell_rerun_key(SCORE_CELLS[(g.model, g.backend, w.dataset, w.seed)]))
 
 
 def cell_folder(kind, g):

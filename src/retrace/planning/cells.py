@@ -7,7 +7,7 @@ engine per LLM judge on another model, so depth-0 samples the labels share are g
 (the request cache serves them to every later label) and the model is loaded once a job. A
 cell whose labels together need more attempts than a job may take at the partition limit is
 cut into consecutive parts, one job each (retrace.planning.parts). A label with `shards: K` keeps its K
-shard jobs (rule generate_shard), each with its own engine: its equal-compute N' needs its
+shard jobs (rules generate_shard_<i>), each with its own engine: its equal-compute N' needs its
 partners' complete outputs, so it cannot be split across the cell.
 """
 

@@ -90,6 +90,13 @@ def bound_resources(job: Job, bound: JobBound) -> dict:
     return {"gpu": gpus(cfg), "mem_mb": mem_mb(cfg), "runtime": bound.minutes() or DEFAULT_RUNTIME_MIN}
 
 
+def rule_resources(job: Job, bound: JobBound, max_runtime: int | None) -> dict[str, int]:
+    """{threads, gpu, mem_mb, runtime} a generation job's rule asks for: its engine's threads and
+    its bound's resources, the runtime capped at the partition's limit (retrace.planning.rule_groups)."""
+    out = bound_resources(job, bound)
+    return {**out, "threads": threads(job_config(job)), "runtime": capped(out["runtime"], max_runtime)}
+
+
 def capped(minutes: int, limit: int | None) -> int:
     """A runtime request (minutes) no longer than the partition's limit (None: no limit)."""
     return min(int(minutes), int(limit)) if limit else int(minutes)

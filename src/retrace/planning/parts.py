@@ -290,30 +290,3 @@ def engine_loads(s: Sized) -> EngineLoads:
             for j, b in zip(p.part.labels, p.labels)
         ),
     )
-
-
-@dataclass(frozen=True)
-class PartGroup:
-    """Parts that run the same labels: every (dataset, seed) of `datasets` × `seeds` on `model`
-    and `backend` with the same `suffix`, and no other, so one rule with exactly these wildcard
-    values makes their generations (workflow/rules/generate.smk), as retrace.planning.plan.ScoreGroup does."""
-
-    model: str
-    backend: str
-    labels: tuple[str, ...]
-    suffix: str
-    datasets: tuple[str, ...]
-    seeds: tuple[int, ...]
-
-
-def part_groups(parts: list[Part]) -> list[PartGroup]:
-    """The parts grouped for the workflow's rules (in plan order)."""
-    seeds: dict[tuple, list[int]] = {}
-    for p in parts:
-        model, backend, dataset, seed = p.cell
-        key = (model, backend, dataset, tuple(j.label for j in p.labels), p.suffix)
-        seeds.setdefault(key, []).append(seed)
-    groups: dict[tuple, list[str]] = {}
-    for (model, backend, dataset, labels, suffix), found in seeds.items():
-        groups.setdefault((model, backend, labels, suffix, tuple(found)), []).append(dataset)
-    return [PartGroup(m, b, labels, x, tuple(ds), ss) for (m, b, labels, x, ss), ds in groups.items()]
