@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from retrace.planning import plan
+from retrace.planning import cells, plan
 from retrace.stages import score_cell
 
 M1, M2, D1, D2 = "smollm2-135m-q41", "qwen2.5-coder-0.5b-q4km", "smoke_math", "smoke_mc"
@@ -121,3 +121,23 @@ def test_claims_and_report_read_the_plans_files_not_a_command_line(planned, monk
     ]
     with pytest.raises(SystemExit):  # files and --experiment: one or the other
         cli.main(["claims", "--out", "c.csv", "--experiment", "x", "res/scores/a.json"])
+
+
+def test_a_sharded_label_is_merged_by_its_score_job_unless_a_maj_n_prime_label_reads_it():
+    """A sharded refinement that Maj@N' is priced from keeps its merge job (rule generate: the
+    Maj@N' job reads the merged file before the score job runs); a sharded Maj@N' label, which no
+    job reads, is merged by its cell's score job, which declares the merged file."""
+    cell = (M1, "llamacpp", D1)
+    refine = plan.Job(*cell, "refine", "refine", 0, (), (), 3)
+    majority = plan.Job(*cell, "majority", "majority", 0)
+    eq = plan.Job(*cell, "majority_eq", "majority", 0, (), ("refine", "majority", "effective"), 2)
+    jobs_ = [refine, majority, eq]
+    assert plan.merged_in_score(jobs_) == (eq,)
+    assert cells.merge_jobs(jobs_) == [refine] and cells.merged_labels(jobs_) == ("refine",)
+    assert cells.score_merged(jobs_) == [eq]
+    (group,) = plan.score_groups(jobs_)
+    assert group.merged == (("majority_eq", 2),)
+    # the merges it makes enter its rerun key
+    unsharded = [refine, majority, plan.Job(*cell, "majority_eq", "majority", 0, (), eq.equal_compute)]
+    assert plan.cell_rerun_key(tuple(jobs_)) != plan.cell_rerun_key(tuple(unsharded))
+    assert not plan.merged_in_score(unsharded)

@@ -60,7 +60,7 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     sized = parts.sized(plan.jobs({"experiment": "paper"}), MIRROR, limit=Limit(1440, 4))
     n = len(sized.parts)
     assert re.search(
-        rf"estimate: 675 labels in {n + 180} generation jobs \({n} cell jobs, 135 shard jobs, 45 merges\), .* GPU-hours",
+        rf"estimate: 675 labels in {n + 135} generation jobs \({n} cell jobs, 135 shard jobs, 0 merges\), .* GPU-hours",
         out,
     )
     assert re.search(
@@ -73,25 +73,27 @@ def test_paper_grid_plans_sized_gpu_jobs_and_prints_the_estimate(tmp_path):
     # generation is one job per model × dataset × seed (60: every label of the cell on one
     # engine, retrace.stages.generate_cell), as scoring is, or per part of one where its labels
     # need more than 3 attempts of 24 h (retrace.planning.parts); the 32k models' Maj@N' at nominal
-    # compute (45 label jobs) runs as 3 shards each and a merge
-    assert len(cells) == n > 60 and len(merges) == 45 and len(shard) == 135
+    # compute (45 label jobs) runs as 3 shards each, merged by its cell's score job (no merge job:
+    # it is no Maj@N' label's partner)
+    assert len(cells) == n > 60 and not merges and len(shard) == 135
+    merged = r"^\s+output: results/scores/.*, results/generations/\S+/majority_eq_nominal/seed\d\.jsonl,"
+    assert len(re.findall(merged, out, re.M)) == 45
     # and the two reward models RM@N loads, materialised by the local rule hub_artifact
     assert len([r for rule, r in planned if rule == "hub_artifact"]) == 2
-    assert re.search(rf"^total\s+{632 - 315 - 60 + n + 2}$", out, re.M)
+    assert re.search(rf"^total\s+{632 - 315 - 60 - 45 + n + 2}$", out, re.M)
     assert re.search(r"seed0\.part1\.log", out) and re.search(r"--labels \S+,\S+ ", out)
-    gen = cells + merges
-    on_gpu = [r for r in gen + shard if r["gpu"] != "0"]
+    on_gpu = [r for r in cells + shard if r["gpu"] != "0"]
     assert all(int(r["mem_mb"]) >= 4000 and int(r["runtime"]) > 30 for r in on_gpu)
     # a part asks for the most GPUs any label needs (Qwen2.5-Math-7B's RM@N also needs its
-    # reward model's 2 GPUs) and its labels' summed runtime, capped; a merge of shards needs none
+    # reward model's 2 GPUs) and its labels' summed runtime, capped
     assert sorted(int(r["gpu"]) for r in cells) == sorted(p.gpus for p in sized.parts)
     assert sorted(int(r["runtime"]) for r in cells) == sorted(min(p.minutes(), 1440) for p in sized.parts)
-    assert {r["gpu"] for r in merges} == {"0"} and {r["gpu"] for r in cells} == {"1", "3"}
+    assert {r["gpu"] for r in cells} == {"1", "3"}
     assert all(r["gpu"] == "1" and int(r["runtime"]) <= 1440 for r in shard)
     probes = [r for rule, r in planned if rule == "probe"]  # one per model, on its GPU
     assert len(probes) == 4 and all(r["gpu"] == "1" and int(r["mem_mb"]) >= 4000 for r in probes)
     # a 7.6B model needs more host memory than a 1.5B one; nothing is capped by profiles/default
-    assert len({r["mem_mb"] for r in gen}) >= 2 and max(int(r["mem_mb"]) for r in gen) > 20000
+    assert len({r["mem_mb"] for r in cells}) >= 2 and max(int(r["mem_mb"]) for r in cells) > 20000
     cpu = [r for rule, r in planned if rule in ("data", "claims", "report") or rule.startswith("score_")]
     assert cpu and all(r.get("gpu", "0") == "0" for r in cpu)
     # The longest refinements are estimated beyond a day: they ask for the partition's limit
@@ -118,12 +120,23 @@ def test_no_job_asks_for_more_than_max_runtime_and_drr_gpu_jobs_are_sized(tmp_pa
     assert set(asked["drr_train"]) == {100} and set(asked["drr_infer"]) == {60}
 
 
-def test_shards_plan_one_engine_job_per_shard_and_a_merge(tmp_path):
-    planned = jobs(dry_run(copy_repo(tmp_path), "cluster_smoke"))
+def test_shards_plan_one_engine_job_per_shard_merged_by_the_score_job(tmp_path):
+    out = dry_run(copy_repo(tmp_path), "cluster_smoke")
+    planned = jobs(out)
     shards = [r for rule, r in planned if rule.startswith("generate_shard_")]
-    merges = [r for rule, r in planned if rule == "generate"]
-    assert len(shards) == 2 and len(merges) == 1
-    assert all(r["engine"] == "1" for r in shards) and all(r["engine"] == "0" for r in merges)
+    assert len(shards) == 2 and all(r["engine"] == "1" for r in shards)
+    # no merge job: the cell's score job (a local rule) merges the shards and declares the result
+    assert not [r for rule, r in planned if rule == "generate"]
+    score = re.search(r"^(?:local)?rule score_0:\n(.*?)(?=^\S)", out, re.M | re.S).group(1)
+    path = "smollm2-135m-q40/llamacpp/smoke_math_mini/majority/seed0"
+    assert re.search(
+        rf"^\s+input: .*results/shards/{path}/0of2\.jsonl, results/shards/{path}/1of2\.jsonl", score, re.M
+    )
+    assert re.search(
+        rf"^\s+output: .*results/generations/{path}\.jsonl, results/generations/{path}\.jsonl\.prov\.json",
+        score,
+        re.M,
+    )
 
 
 def test_models_are_materialised_in_the_controller_before_the_gpu_jobs(tmp_path):

@@ -9,8 +9,8 @@
 # request cache serves without the engine.
 # A Maj@N' label (equal_compute in the experiment) runs after the refinement and Maj@N labels
 # whose measured tokens price N' (in the same job, or an earlier part's: then an input). A
-# label with `shards: K` runs K data-parallel shard jobs (rules generate_shard_<i>) and rule
-# generate only merges them (retrace.store.shards).
+# label with `shards: K` runs K data-parallel shard jobs (rules generate_shard_<i>), merged by its
+# cell's score job (score.smk), or by rule generate for a Maj@N' label's partner (retrace.store.shards).
 # A method whose LLM judge names another model also reads that model's manifest (its engine
 # is loaded in the same job). Resources (GPUs, memory, runtime) are sized per job by
 # retrace.planning.cluster and retrace.planning.parts for profiles/slurm.
@@ -23,7 +23,7 @@ from retrace.stages.generate import scorer_model
 
 # (cell, suffix) -> the part one job runs: its labels and their summed bound (retrace.planning.parts)
 PARTS = {(p.part.cell, p.part.suffix): p for p in SIZED.parts}
-SHARDED = _cells.sharded_labels(JOBS)
+MERGED = _cells.merged_labels(JOBS)  # labels rule generate merges (Maj@N' partners)
 
 
 def cell_generations(g, suffix):
@@ -130,8 +130,8 @@ def engine_inputs(job):
 
 
 def merge_inputs(w):
-    """The shards a sharded label's generations are merged from (every other label's are made
-    by its cell's job: rules generate_cell_<i> come first)."""
+    """The shards a Maj@N' partner's generations are merged from (an unsharded label's are made
+    by its cell's job, another sharded label's by its score job: those rules come first)."""
     job = job_of(w)
     if job.shards == 1:
         raise ValueError(f"{job.path}: not sharded, made by its cell's job (rules generate_cell_<i>)")
@@ -158,9 +158,10 @@ rule generate:
         f"{RESULTS}/logs/generate/{JOB_PATH}.log",
     benchmark:
         f"{RESULTS}/benchmarks/generate/{JOB_PATH}.tsv"
-    # only labels split into shards (somewhere): the others are made by their cell's job
+    # only labels split into shards that a Maj@N' label reads (somewhere): the others are made
+    # by their cell's job, or merged by their cell's score job (retrace.planning.plan.merged_in_score)
     wildcard_constraints:
-        label="|".join(re.escape(label) for label in SHARDED) or r"(?!)",
+        label="|".join(re.escape(label) for label in MERGED) or r"(?!)",
     threads: 1
     resources:
         mem_mb=2000,

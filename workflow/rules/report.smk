@@ -15,6 +15,9 @@ rule report:
         diagnostics=REFINE_DIAGNOSTICS,
         sections=EXTRA_SECTIONS,
         probes=[f"{RESULTS}/probe/{m}/{b}.json" for m, b in PROBES],
+        # generations the score jobs merged from shards, which the transcripts read (the others are
+        # the score jobs' inputs): asked for here, so that one deleted runs its score job again
+        merged=[f"{RESULTS}/generations/{j.path}.jsonl" for j in _cells.score_merged(JOBS)],
     output:
         html=report(f"{RESULTS}/report/index.html", caption="../report/results.rst", category="Results"),
         csv=report(f"{RESULTS}/report/results.csv", caption="../report/results.rst", category="Results"),

@@ -6,6 +6,8 @@
 # seed<S>/<label>.json), which is what the rule declares: one output per cell, not two per
 # label, since every declared file costs the planner (issue 57). Cells with the same labels
 # share a rule (retrace.planning.plan.score_groups), whose wildcard values are exactly those cells.
+# A sharded label's shards are merged into its generations file by its cell's score job, not a
+# job of its own (but for a Maj@N' partner: rule generate; retrace.planning.plan.merged_in_score).
 SCORE_CELLS = {}
 for _j in JOBS:
     SCORE_CELLS.setdefault((_j.model, _j.backend, _j.dataset, str(_j.seed)), []).append(_j)
@@ -14,6 +16,23 @@ SCORE_CELLS = {k: tuple(v) for k, v in SCORE_CELLS.items()}
 
 def cell_key(g):
     return presigned(lambda w: _plan.cell_rerun_key(SCORE_CELLS[(g.model, g.backend, w.dataset, w.seed)]))
+
+
+def unmerged_generations(g):
+    """The generations of the cell's labels that other jobs make (the cell's jobs, rule generate)."""
+    merged = {label for label, _ in g.merged}
+    return [f for f, label in zip(cell_generations(g, ".jsonl"), g.labels) if label not in merged]
+
+
+def merged_shards(g):
+    """The shard files of the labels whose shards the score job merges (plan.merged_in_score)."""
+    path = f"{RESULTS}/shards/{g.model}/{g.backend}/{{dataset}}"
+    return [f"{path}/{label}/seed{{seed}}/{i}of{k}.jsonl" for label, k in g.merged for i in range(k)]
+
+
+def merged_generations(g, suffix):
+    path = f"{RESULTS}/generations/{g.model}/{g.backend}/{{dataset}}"
+    return [f"{path}/{label}/seed{{seed}}{suffix}" for label, _ in g.merged]
 
 
 def cell_folder(kind, g):
@@ -28,7 +47,8 @@ for _i, _g in enumerate(_plan.score_groups(JOBS)):
         name:
             f"score_{_i}"
         input:
-            rows=cell_generations(_g, ".jsonl"),  # generate.smk
+            rows=unmerged_generations(_g),
+            shards=merged_shards(_g),
             problems=f"{RESULTS}/data/{{dataset}}.jsonl",
             manifest=f"{RESULTS}/models/{_g.model}/manifest.json",
         output:
@@ -40,6 +60,9 @@ for _i, _g in enumerate(_plan.score_groups(JOBS)):
                 category="Scores",
             ),
             diagnostics=[cell_folder("diagnostics", _g)] if _g.diagnosed else [],
+            # a sharded label's generations, merged here from its shards (retrace.stages.score_cell)
+            merged=merged_generations(_g, ".jsonl"),
+            merged_provs=merged_generations(_g, ".jsonl.prov.json"),
         log:
             f"{RESULTS}/logs/score/{_g.model}/{_g.backend}/{{dataset}}/seed{{seed}}.log",
         wildcard_constraints:
@@ -56,3 +79,6 @@ for _i, _g in enumerate(_plan.score_groups(JOBS)):
         shell:
             "{PY} -m retrace score-cell {params.plan} --model {params.model} --backend {params.backend} "
             "--dataset {wildcards.dataset} --seed {wildcards.seed} > {log} 2>&1"
+
+    # rule generate merges the same label's shards where the label is a Maj@N' partner (plan.merged_in_score)
+    workflow.ruleorder(f"score_{_i}", "generate")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 
-from retrace.planning.plan import Job, job_config, job_rerun_key
+from retrace.planning.plan import Job, job_config, job_rerun_key, merged_in_score
 from retrace.util.hashing import sha256_json
 
 Cell = tuple[str, str, str, int]  # model, backend, dataset, seed
@@ -101,7 +101,23 @@ def _driver_hash() -> str:
     return hash_sources([f for f in files if f is not None])
 
 
-def sharded_labels(jobs: list[Job]) -> tuple[str, ...]:
-    """Labels whose generations are merged from shard jobs (rule generate) in some cell; in a cell
-    where such a label is not split, its cell job makes it (the workflow's ruleorder)."""
-    return tuple(dict.fromkeys(j.label for j in jobs if j.shards > 1))
+def score_merged(jobs: list[Job]) -> list[Job]:
+    """The sharded jobs whose shards their cell's score job merges (retrace.planning.plan.merged_in_score)."""
+    cells: dict[Cell, list[Job]] = {}
+    for j in jobs:
+        cells.setdefault(cell_of(j), []).append(j)
+    merged = {j for cell in cells.values() for j in merged_in_score(cell)}
+    return [j for j in jobs if j in merged]
+
+
+def merge_jobs(jobs: list[Job]) -> list[Job]:
+    """The sharded jobs whose shards rule generate merges: Maj@N' partners, whose merged
+    generations another job of their cell reads; the score job merges every other's."""
+    by_score = set(score_merged(jobs))
+    return [j for j in jobs if j.shards > 1 and j not in by_score]
+
+
+def merged_labels(jobs: list[Job]) -> tuple[str, ...]:
+    """Labels of merge_jobs (rule generate's); where such a label is not split, or its score job
+    merges it, the cell's job or score job makes its generations (the workflow's ruleorder)."""
+    return tuple(dict.fromkeys(j.label for j in merge_jobs(jobs)))

@@ -45,7 +45,7 @@ class Estimate:
     jobs: int = 0  # labels (model × backend × dataset × label × seed)
     parts: int = 0  # the cell jobs that run the unsharded labels (retrace.planning.parts)
     shard_jobs: int = 0  # data-parallel shard jobs of the sharded labels
-    merges: int = 0  # one merge of each sharded label's shards
+    merges: int = 0  # merge jobs: a Maj@N' partner's shards (others merge in their score job)
     unknown: int = 0  # jobs whose problem count could not be known
     stated: int = 0  # jobs sized from their dataset config's stated `questions` (data not read)
     generated_tokens: int = 0
@@ -121,7 +121,10 @@ def estimate(
 def estimate_of(jobs: list[Job], s: Sized) -> Estimate:
     """Tokens and FLOPs of every label; GPU-hours of the jobs that run them, each engine load
     of every attempt included (`s.limit`)."""
-    est = Estimate(parts=len(s.parts), shard_jobs=sum(j.shards for j, _ in s.shards), merges=len(s.shards))
+    from retrace.planning.cells import merge_jobs
+
+    shard_jobs = sum(j.shards for j, _ in s.shards)
+    est = Estimate(parts=len(s.parts), shard_jobs=shard_jobs, merges=len(merge_jobs(jobs)))
     for job, b in zip(jobs, s.labels, strict=True):
         est.jobs += 1
         est.gpu_jobs += b.gpus > 0

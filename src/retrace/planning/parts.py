@@ -176,7 +176,7 @@ class Sized:
     limit: Limit
     labels: list[JobBound]  # every label's own bound (retrace.planning.sizing), in plan order
     parts: list[PartBound]  # the cells' parts, in plan order
-    shards: list[tuple[Job, JobBound]]  # each sharded label: its shard jobs' bound (and a merge)
+    shards: list[tuple[Job, JobBound]]  # each sharded label: its shard jobs' bound
     probe_dir: Path | None = None  # where the rates were read (retrace.planning.sizing.rates)
 
 

@@ -236,12 +236,22 @@ def cell_jobs(jobs_: list[Job], model: str, backend: str, dataset: str, seed: in
     ]
 
 
+def merged_in_score(cell: list[Job] | tuple[Job, ...]) -> tuple[Job, ...]:
+    """The cell's sharded jobs whose shards its score job merges (retrace.stages.score_cell)
+    before scoring them: every sharded job but a Maj@N' partner, whose merged generations a
+    generation job of the cell reads (those rule `generate` merges). Merging is joining files in
+    the problems' order; a job of its own for it was an eighth of a paper-scale plan (issue 57)."""
+    partners = {label for j in cell for label in j.equal_compute[:2]}
+    return tuple(j for j in cell if j.shards > 1 and j.label not in partners)
+
+
 @dataclass(frozen=True)
 class ScoreGroup:
     """Cells (model × backend × dataset × seed) with the same labels: every (dataset, seed) of
     `datasets` × `seeds` on `model` and `backend` holds exactly the jobs `labels` (`diagnosed`
-    among them), and no other cell does, so one rule with these wildcard values scores them
-    and no two rules can make the same file (workflow/rules/score.smk)."""
+    among them, and `merged`: (label, shards) of those whose shards the score job merges), and
+    no other cell does, so one rule with these wildcard values scores them and no two rules can
+    make the same file (workflow/rules/score.smk)."""
 
     model: str
     backend: str
@@ -249,6 +259,7 @@ class ScoreGroup:
     diagnosed: tuple[str, ...]
     datasets: tuple[str, ...]
     seeds: tuple[int, ...]
+    merged: tuple[tuple[str, int], ...] = ()
 
 
 def score_groups(jobs_: list[Job]) -> list[ScoreGroup]:
@@ -258,12 +269,19 @@ def score_groups(jobs_: list[Job]) -> list[ScoreGroup]:
         labels.setdefault((j.model, j.backend, j.dataset, j.seed), []).append(j)
     seeds: dict[tuple, list[int]] = {}  # (model, backend, dataset, labels) -> seeds
     for (model, backend, dataset, seed), cell in labels.items():
-        names = (tuple(j.label for j in cell), tuple(j.label for j in cell if diagnosed(j)))
+        names = (
+            tuple(j.label for j in cell),
+            tuple(j.label for j in cell if diagnosed(j)),
+            tuple((j.label, j.shards) for j in merged_in_score(cell)),
+        )
         seeds.setdefault((model, backend, dataset, names), []).append(seed)
     groups: dict[tuple, list[str]] = {}  # (model, backend, labels, seeds) -> datasets
     for (model, backend, dataset, names), found in seeds.items():
         groups.setdefault((model, backend, names, tuple(found)), []).append(dataset)
-    return [ScoreGroup(m, b, names[0], names[1], tuple(ds), ss) for (m, b, names, ss), ds in groups.items()]
+    return [
+        ScoreGroup(m, b, names[0], names[1], tuple(ds), ss, names[2])
+        for (m, b, names, ss), ds in groups.items()
+    ]
 
 
 def sibling(job: Job, label: str) -> Job:
@@ -445,12 +463,15 @@ def rerun_key(stage: str, cfg: dict) -> str:
 
 def cell_rerun_key(cell: tuple[Job, ...]) -> str:
     """Rerun key of a score-cell job: its jobs' score keys (and diagnose keys of those it
-    diagnoses), in order, and the code of the driver that runs them (retrace.stages.score_cell)."""
+    diagnoses, generate keys of those it merges), in order, and the code of the driver that runs
+    them (retrace.stages.score_cell)."""
     driver = closure.module_file("retrace.stages.score_cell")
-    return sha256_json(
-        {
-            "score": [(j.label, job_rerun_key("score", j)) for j in cell],
-            "diagnose": [(j.label, job_rerun_key("diagnose", j)) for j in cell if diagnosed(j)],
-            "driver": _sources_hash("score_cell", (driver,)),
-        }
-    )
+    key = {
+        "score": [(j.label, job_rerun_key("score", j)) for j in cell],
+        "diagnose": [(j.label, job_rerun_key("diagnose", j)) for j in cell if diagnosed(j)],
+        "driver": _sources_hash("score_cell", (driver,)),
+    }
+    merged = merged_in_score(cell)
+    if merged:  # the merges it makes, keyed as rule generate keys its own (a cell without: as before)
+        key["merge"] = [(j.label, job_rerun_key("generate", j)) for j in merged]
+    return sha256_json(key)
