@@ -98,14 +98,12 @@ def _wait_for_empty_queue(root: Path, timeout: float = 900) -> None:
 
 
 def _scancel_a_generation_mid_run(proc, root: Path, cache_dir: Path, timeout: float = 1200) -> str:
-    """Wait for a majority shard job that has committed requests but not finished; scancel it."""
+    """Wait for a shard job (of the one sharded label, majority) that has committed requests but
+    not finished; scancel it. Its SLURM comment names its rule (generate_shard_<i>, whose paths
+    hold model, backend and label) and wildcards (dataset, seed, shard)."""
     deadline, start_count = time.time() + timeout, {}
     while time.time() < deadline and proc.poll() is None:
-        running = [
-            (i, c)
-            for i, c, s in _squeue(root)
-            if s == "RUNNING" and "generate_shard" in c and "_majority_" in c
-        ]
+        running = [(i, c) for i, c, s in _squeue(root) if s == "RUNNING" and "generate_shard_" in c]
         cached = RequestCache(cache_dir).count() if (cache_dir / "index").exists() else 0
         for job_id, _ in running:
             start_count.setdefault(job_id, cached)
