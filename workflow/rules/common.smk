@@ -97,12 +97,8 @@ BOUNDS = {b.path: b for b in SIZED.labels}
 
 @functools.lru_cache(maxsize=None)
 def _engine_resources(job):
-    from retrace.planning.cluster import bound_resources
-
-    # a client of `retrace serve` holds no engine: clients run side by side (the server batches them)
-    engine = int(job.backend != "served")
-    out = {"engine": engine, **bound_resources(job, BOUNDS[job.path])}
-    return {**out, "runtime": capped(out["runtime"])}
+    """threads, gpu, mem_mb, runtime of a job that loads an LLM (as its generation rule asks)."""
+    return _cluster.rule_resources(job, BOUNDS[job.path], config["max_runtime"])
 
 
 # SLURM (profiles/slurm): every job that asks for a GPU goes to the GPU partition

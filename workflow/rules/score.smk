@@ -18,21 +18,17 @@ def cell_key(g):
     return presigned(lambda w: _plan.cell_rerun_key(SCORE_CELLS[(g.model, g.backend, w.dataset, w.seed)]))
 
 
-def unmerged_generations(g):
-    """The generations of the cell's labels that other jobs make (the cell's jobs, rule generate)."""
-    merged = {label for label, _ in g.merged}
-    return [f for f, label in zip(cell_generations(g, ".jsonl"), g.labels) if label not in merged]
+def generations(g, suffix, merged):
+    """The cell's generations files (generate.smk's cell_generations) of the labels its score job
+    merges (merged=True) or of those other jobs make (the cell's jobs, rule generate)."""
+    mine = {label for label, _ in g.merged}
+    return [f for f, label in zip(cell_generations(g, suffix), g.labels) if (label in mine) == merged]
 
 
 def merged_shards(g):
     """The shard files of the labels whose shards the score job merges (plan.merged_in_score)."""
     path = f"{RESULTS}/shards/{g.model}/{g.backend}/{{dataset}}"
     return [f"{path}/{label}/seed{{seed}}/{i}of{k}.jsonl" for label, k in g.merged for i in range(k)]
-
-
-def merged_generations(g, suffix):
-    path = f"{RESULTS}/generations/{g.model}/{g.backend}/{{dataset}}"
-    return [f"{path}/{label}/seed{{seed}}{suffix}" for label, _ in g.merged]
 
 
 def cell_folder(kind, g):
@@ -47,7 +43,7 @@ for _i, _g in enumerate(_plan.score_groups(JOBS)):
         name:
             f"score_{_i}"
         input:
-            rows=unmerged_generations(_g),
+            rows=generations(_g, ".jsonl", merged=False),
             shards=merged_shards(_g),
             problems=f"{RESULTS}/data/{{dataset}}.jsonl",
             manifest=f"{RESULTS}/models/{_g.model}/manifest.json",
@@ -61,8 +57,8 @@ for _i, _g in enumerate(_plan.score_groups(JOBS)):
             ),
             diagnostics=[cell_folder("diagnostics", _g)] if _g.diagnosed else [],
             # a sharded label's generations, merged here from its shards (retrace.stages.score_cell)
-            merged=merged_generations(_g, ".jsonl"),
-            merged_provs=merged_generations(_g, ".jsonl.prov.json"),
+            merged=generations(_g, ".jsonl", merged=True),
+            merged_provs=generations(_g, ".jsonl.prov.json", merged=True),
         log:
             f"{RESULTS}/logs/score/{_g.model}/{_g.backend}/{{dataset}}/seed{{seed}}.log",
         wildcard_constraints:

@@ -267,21 +267,30 @@ def score_groups(jobs_: list[Job]) -> list[ScoreGroup]:
     labels: dict[tuple, list[Job]] = {}
     for j in jobs_:
         labels.setdefault((j.model, j.backend, j.dataset, j.seed), []).append(j)
-    seeds: dict[tuple, list[int]] = {}  # (model, backend, dataset, labels) -> seeds
+    items = []
     for (model, backend, dataset, seed), cell in labels.items():
         names = (
             tuple(j.label for j in cell),
             tuple(j.label for j in cell if diagnosed(j)),
             tuple((j.label, j.shards) for j in merged_in_score(cell)),
         )
-        seeds.setdefault((model, backend, dataset, names), []).append(seed)
-    groups: dict[tuple, list[str]] = {}  # (model, backend, labels, seeds) -> datasets
-    for (model, backend, dataset, names), found in seeds.items():
-        groups.setdefault((model, backend, names, tuple(found)), []).append(dataset)
+        items.append(((model, backend, names), dataset, seed))
     return [
-        ScoreGroup(m, b, names[0], names[1], tuple(ds), ss, names[2])
-        for (m, b, names, ss), ds in groups.items()
+        ScoreGroup(m, b, names[0], names[1], ds, ss, names[2]) for (m, b, names), ds, ss in by_seeds(items)
     ]
+
+
+def by_seeds(items: Iterable[tuple[tuple, str, int]]) -> list[tuple[tuple, tuple[str, ...], tuple[int, ...]]]:
+    """(key, dataset, seed) items as (key, datasets, seeds), in order of appearance: a key's
+    datasets that have the same seeds together, so that datasets × seeds is exactly the key's
+    items (the workflow's rules per group: score groups here, retrace.planning.rule_groups)."""
+    seeds: dict[tuple, list[int]] = {}
+    for key, dataset, seed in items:
+        seeds.setdefault((key, dataset), []).append(seed)
+    groups: dict[tuple, list[str]] = {}
+    for (key, dataset), found in seeds.items():
+        groups.setdefault((key, tuple(found)), []).append(dataset)
+    return [(key, tuple(ds), ss) for (key, ss), ds in groups.items()]
 
 
 def sibling(job: Job, label: str) -> Job:

@@ -16,17 +16,26 @@ names it (`{wildcards.dataset}`), and a changed shell line reruns every finished
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from retrace.planning.cluster import capped, rule_resources
 from retrace.planning.parts import PartBound, Sized
+from retrace.planning.plan import by_seeds
 
 Resources = tuple[tuple[str, int], ...]  # (name, value), sorted by name: hashable
 
 
+class _Asks:
+    """A group's `resources` by name."""
+
+    resources: Resources
+
+    def resource(self, name: str) -> int:
+        return dict(self.resources)[name]
+
+
 @dataclass(frozen=True)
-class PartGroup:
+class PartGroup(_Asks):
     """Parts that run the same labels: every (dataset, seed) of `datasets` × `seeds` on `model`
     and `backend` with the same `suffix` and `resources`, and no other, so one rule with exactly
     these wildcard values makes their generations, as retrace.planning.plan.ScoreGroup does."""
@@ -39,12 +48,9 @@ class PartGroup:
     seeds: tuple[int, ...]
     resources: Resources = ()
 
-    def resource(self, name: str) -> int:
-        return dict(self.resources)[name]
-
 
 @dataclass(frozen=True)
-class ShardGroup:
+class ShardGroup(_Asks):
     """The shard jobs of one sharded label on `model` and `backend`: `shards` each for every
     (dataset, seed) of `datasets` × `seeds`, all asking for `resources`."""
 
@@ -55,9 +61,6 @@ class ShardGroup:
     datasets: tuple[str, ...]
     seeds: tuple[int, ...]
     resources: Resources = ()
-
-    def resource(self, name: str) -> int:
-        return dict(self.resources)[name]
 
 
 def part_resources(p: PartBound, max_runtime: int | None) -> dict[str, int]:
@@ -76,7 +79,7 @@ def part_groups(parts: list[PartBound], max_runtime: int | None) -> list[PartGro
         labels = tuple(j.label for j in p.part.labels)
         res = tuple(sorted(part_resources(p, max_runtime).items()))
         items.append(((model, backend, labels, p.part.suffix, res), dataset, seed))
-    return [PartGroup(m, b, ls, x, ds, ss, r) for (m, b, ls, x, r), ds, ss in _by_seeds(items)]
+    return [PartGroup(m, b, ls, x, ds, ss, r) for (m, b, ls, x, r), ds, ss in by_seeds(items)]
 
 
 def shard_groups(s: Sized, max_runtime: int | None) -> list[ShardGroup]:
@@ -86,18 +89,4 @@ def shard_groups(s: Sized, max_runtime: int | None) -> list[ShardGroup]:
     for job, bound in s.shards:
         res = tuple(sorted(rule_resources(job, bound, max_runtime).items()))
         items.append(((job.model, job.backend, job.label, job.shards, res), job.dataset, job.seed))
-    return [ShardGroup(m, b, label, k, ds, ss, r) for (m, b, label, k, r), ds, ss in _by_seeds(items)]
-
-
-def _by_seeds(
-    items: Iterable[tuple[tuple, str, int]],
-) -> list[tuple[tuple, tuple[str, ...], tuple[int, ...]]]:
-    """(key, dataset, seed) items as (key, datasets, seeds): the datasets of a key that have the
-    same seeds together, so that datasets × seeds is exactly the key's items."""
-    seeds: dict[tuple, list[int]] = {}
-    for key, dataset, seed in items:
-        seeds.setdefault((key, dataset), []).append(seed)
-    groups: dict[tuple, list[str]] = {}
-    for (key, dataset), found in seeds.items():
-        groups.setdefault((key, tuple(found)), []).append(dataset)
-    return [(key, tuple(ds), ss) for (key, ss), ds in groups.items()]
+    return [ShardGroup(m, b, label, k, ds, ss, r) for (m, b, label, k, r), ds, ss in by_seeds(items)]
