@@ -1,6 +1,6 @@
 """Benchmark: how long Snakemake takes to plan the paper grid, at its 3 seeds and at 10x the seeds.
 
-    .venv/bin/python benchmarks/planner_scale.py [--experiment paper] [--scales 1 10]
+    .venv/bin/python benchmarks/planner_scale.py [--experiment paper] [--scales 1 10] [--repeat R]
 
 For each scale it copies the workflow (Snakefile, workflow/, config/, profiles/) into a scratch folder
 (no results there, so every job is planned), adds a copy of the experiment whose every run has
@@ -11,8 +11,10 @@ For each scale it copies the workflow (Snakefile, workflow/, config/, profiles/)
 
 J is Snakemake's own job count (its `total` line), T the wall time of the whole dry run
 (interpreter start, config composition, rerun keys, DAG) and C its CPU time: on a machine
-shared with other work the wall time grows with the load, the CPU time much less. Each scale is
-planned twice: the second (`paper x10 again`) reads the sizing the first kept under
+shared with other work the wall time grows with the load, the CPU time much less. With
+`--repeat R` the cold dry run is timed R times and the least is reported (as timeit does: the
+machine's own speed; the rest is other load), with a line giving the least, median and most.
+Each scale is then planned again: that run (`paper x10 again`) reads the sizing the first kept under
 .snakemake/retrace (retrace.planning.sized_cache), as a second `snakemake` and every job's own
 do; then the workflow is parsed for one small target, as each job's own Snakemake parses it, with
 the kept sizing and without. The target is T <= 15 s at 10x on a quiet 2-core machine (issue 57).
@@ -33,6 +35,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -101,6 +104,24 @@ def dry_run(
     return int(total[-1]), seconds, cpu
 
 
+def cold_runs(work: Path, name: str, experiment: str, scale: int, repeat: int) -> tuple[int, float, float]:
+    """`repeat` cold dry runs (no kept sizing); the least (jobs, wall s, CPU s) of them, as timeit
+    reports the least of its repeats: the machine's own speed, the rest being other load. With
+    repeat > 1 it also prints the spread, so a reader sees how far one run may be from it."""
+    runs = []
+    for _ in range(repeat):
+        shutil.rmtree(work / ".snakemake" / "retrace", ignore_errors=True)
+        runs.append(dry_run(work, name))
+    if repeat > 1:
+        walls = sorted(r[1] for r in runs)
+        print(
+            f"{experiment} x{scale} cold runs: {repeat}, seconds: least {walls[0]:.1f}, "
+            f"median {statistics.median(walls):.1f}, most {walls[-1]:.1f}",
+            flush=True,
+        )
+    return min(runs, key=lambda r: r[1])
+
+
 def one_job_parse(work: Path, name: str, experiment: str, scale: int) -> None:
     """What each job's own Snakemake pays (a SLURM job's): the workflow parsed for one small
     target (the first dataset's data job), with the kept sizing and without it (as every job's
@@ -155,19 +176,26 @@ def main() -> None:
         "--against", type=Path, help="another checkout to plan side by side (its workflow and src/)"
     )
     ap.add_argument("--rounds", type=int, default=3, help="side-by-side dry runs of each checkout")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="cold dry runs of each scale (the least is reported)"
+    )
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="retrace-planner-") as tmp:
         for scale in a.scales:
             work = Path(tmp) / f"x{scale}"
             work.mkdir()
             name = workflow_copy(work, a.experiment, scale)
-            for again in ("", " again"):  # the second reads the sizing the first kept
-                jobs, seconds, cpu = dry_run(work, name)
-                print(
-                    f"{a.experiment} x{scale}{again}: dry-run jobs: {jobs}, seconds: {seconds:.1f} "
-                    f"(CPU {cpu:.1f} s)",
-                    flush=True,
-                )
+            jobs, seconds, cpu = cold_runs(work, name, a.experiment, scale, a.repeat)
+            print(
+                f"{a.experiment} x{scale}: dry-run jobs: {jobs}, seconds: {seconds:.1f} (CPU {cpu:.1f} s)",
+                flush=True,
+            )
+            jobs, seconds, cpu = dry_run(work, name)  # reads the sizing the cold runs kept
+            print(
+                f"{a.experiment} x{scale} again: dry-run jobs: {jobs}, seconds: {seconds:.1f} "
+                f"(CPU {cpu:.1f} s)",
+                flush=True,
+            )
             one_job_parse(work, name, a.experiment, scale)
             if a.against:
                 side_by_side(Path(tmp), a.experiment, scale, a.against.resolve(), a.rounds)

@@ -71,3 +71,23 @@ def test_raw_chains_submit_each_rollouts_next_request_after_its_previous():
     replies = [m.content for m in sent["a3"].messages if m.role == "assistant"]
     assert replies == ["one two three", "one two three"]  # this run's replies, not "warm a1/a2"
     assert [m.content for m in sent["a3"].messages if m.role == "user"] == ["a1", "a2", "a3"]
+
+
+def test_planner_cold_runs_drop_the_kept_sizing_before_each_run_and_report_the_least(
+    tmp_path, monkeypatch, capsys
+):
+    ps = load("planner_scale")
+    kept = tmp_path / ".snakemake" / "retrace"
+    timings = iter([(3199, 16.0, 15.9), (3199, 14.2, 14.1), (3199, 19.5, 19.0)])
+    seen = []
+
+    def fake_dry_run(work, name):
+        seen.append(kept.exists())  # a cold run finds no sizing kept by the one before
+        kept.mkdir(parents=True, exist_ok=True)
+        return next(timings)
+
+    monkeypatch.setattr(ps, "dry_run", fake_dry_run)
+    assert ps.cold_runs(tmp_path, "paper_x10", "paper", 10, 3) == (3199, 14.2, 14.1)
+    assert seen == [False, False, False]
+    out = capsys.readouterr().out
+    assert "paper x10 cold runs: 3, seconds: least 14.2, median 16.0, most 19.5" in out
