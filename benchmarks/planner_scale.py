@@ -12,7 +12,7 @@ For each scale it copies the workflow (Snakefile, workflow/, config/, profiles/)
 J is Snakemake's own job count (its `total` line), T the wall time of the whole dry run
 (interpreter start, config composition, rerun keys, DAG) and C its CPU time: on a machine
 shared with other work the wall time grows with the load, the CPU time much less. With
-`--repeat R` the cold dry run is timed R times and the least is reported (as timeit does: the
+`--repeat R` each dry run below is timed R times and the least is reported (as timeit does: the
 machine's own speed; the rest is other load), with a line giving the least, median and most.
 Each scale is then planned again: that run (`paper x10 again`) reads the sizing the first kept under
 .snakemake/retrace (retrace.planning.sized_cache), as a second `snakemake` and every job's own
@@ -104,18 +104,20 @@ def dry_run(
     return int(total[-1]), seconds, cpu
 
 
-def cold_runs(work: Path, name: str, experiment: str, scale: int, repeat: int) -> tuple[int, float, float]:
-    """`repeat` cold dry runs (no kept sizing); the least (jobs, wall s, CPU s) of them, as timeit
-    reports the least of its repeats: the machine's own speed, the rest being other load. With
-    repeat > 1 it also prints the spread, so a reader sees how far one run may be from it."""
+def timed_runs(work: Path, name: str, label: str, repeat: int, cold: bool = True) -> tuple[int, float, float]:
+    """`repeat` dry runs, cold (the kept sizing dropped before each) or reading the kept sizing;
+    the least (jobs, wall s, CPU s) of them, as timeit reports the least of its repeats: the
+    machine's own speed, the rest being other load. With repeat > 1 it also prints the spread,
+    so a reader sees how far one run may be from it."""
     runs = []
     for _ in range(repeat):
-        shutil.rmtree(work / ".snakemake" / "retrace", ignore_errors=True)
+        if cold:
+            shutil.rmtree(work / ".snakemake" / "retrace", ignore_errors=True)
         runs.append(dry_run(work, name))
     if repeat > 1:
         walls = sorted(r[1] for r in runs)
         print(
-            f"{experiment} x{scale} cold runs: {repeat}, seconds: least {walls[0]:.1f}, "
+            f"{label} runs: {repeat}, seconds: least {walls[0]:.1f}, "
             f"median {statistics.median(walls):.1f}, most {walls[-1]:.1f}",
             flush=True,
         )
@@ -177,7 +179,7 @@ def main() -> None:
     )
     ap.add_argument("--rounds", type=int, default=3, help="side-by-side dry runs of each checkout")
     ap.add_argument(
-        "--repeat", type=int, default=1, help="cold dry runs of each scale (the least is reported)"
+        "--repeat", type=int, default=1, help="dry runs of each kind and scale (the least is reported)"
     )
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="retrace-planner-") as tmp:
@@ -185,17 +187,16 @@ def main() -> None:
             work = Path(tmp) / f"x{scale}"
             work.mkdir()
             name = workflow_copy(work, a.experiment, scale)
-            jobs, seconds, cpu = cold_runs(work, name, a.experiment, scale, a.repeat)
-            print(
-                f"{a.experiment} x{scale}: dry-run jobs: {jobs}, seconds: {seconds:.1f} (CPU {cpu:.1f} s)",
-                flush=True,
-            )
-            jobs, seconds, cpu = dry_run(work, name)  # reads the sizing the cold runs kept
-            print(
-                f"{a.experiment} x{scale} again: dry-run jobs: {jobs}, seconds: {seconds:.1f} "
-                f"(CPU {cpu:.1f} s)",
-                flush=True,
-            )
+            # cold first; then again, reading the sizing the cold runs kept
+            for cold, label in (
+                (True, f"{a.experiment} x{scale}"),
+                (False, f"{a.experiment} x{scale} again"),
+            ):
+                jobs, seconds, cpu = timed_runs(work, name, label, a.repeat, cold)
+                print(
+                    f"{label}: dry-run jobs: {jobs}, seconds: {seconds:.1f} (CPU {cpu:.1f} s)",
+                    flush=True,
+                )
             one_job_parse(work, name, a.experiment, scale)
             if a.against:
                 side_by_side(Path(tmp), a.experiment, scale, a.against.resolve(), a.rounds)

@@ -87,7 +87,17 @@ def test_planner_cold_runs_drop_the_kept_sizing_before_each_run_and_report_the_l
         return next(timings)
 
     monkeypatch.setattr(ps, "dry_run", fake_dry_run)
-    assert ps.cold_runs(tmp_path, "paper_x10", "paper", 10, 3) == (3199, 14.2, 14.1)
+    assert ps.timed_runs(tmp_path, "paper_x10", "paper x10", 3) == (3199, 14.2, 14.1)
     assert seen == [False, False, False]
     out = capsys.readouterr().out
-    assert "paper x10 cold runs: 3, seconds: least 14.2, median 16.0, most 19.5" in out
+    assert "paper x10 runs: 3, seconds: least 14.2, median 16.0, most 19.5" in out
+
+
+def test_planner_runs_again_keep_the_sizing_the_cold_runs_kept(tmp_path, monkeypatch):
+    ps = load("planner_scale")
+    kept = tmp_path / ".snakemake" / "retrace"
+    kept.mkdir(parents=True)
+    seen = []
+    monkeypatch.setattr(ps, "dry_run", lambda work, name: seen.append(kept.exists()) or (1, 2.0, 2.0))
+    ps.timed_runs(tmp_path, "paper_x10", "paper x10 again", 2, cold=False)
+    assert seen == [True, True]
