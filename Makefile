@@ -146,7 +146,7 @@ bench: setup
 	$(RECORD) deterministic-cost -- $(PY) benchmarks/deterministic_cost.py
 	$(RECORD) raw-rates -- $(PY) benchmarks/raw_rates.py
 	$(TEST_CACHES) $(RECORD) quant-speed -- $(PY) benchmarks/quant_speed.py
-	PYTHONPATH=src $(RECORD) planner-scale -- $(PY) benchmarks/planner_scale.py
+	PYTHONPATH=src $(RECORD) planner-scale -- $(PY) benchmarks/planner_scale.py --repeat 3
 	@# vLLM's multi-turn ratio needs the vLLM venv (make test-vllm builds it); skipped without it.
 	@if [ -x $(VLLM_VENV)/bin/python ]; then PYTHONPATH=$(CURDIR)/src HF_HUB_OFFLINE=1 VLLM_LOGGING_LEVEL=WARNING \
 	  $(VLLM_VENV)/bin/python benchmarks/pipeline_vs_engine.py --backend vllm; \
