@@ -27,6 +27,7 @@ KINDS = {
     "SLURM": "a live SLURM cluster (tests/cluster/slurm_up.sh)",
     "BROWSER": "headless Chromium for Playwright",
     "VLLM": "the vLLM venv (make test-vllm)",
+    "PYTHON": "a CPython whose collector runs by generation thresholds (3.11 to 3.13)",
 }
 # The mirror as retrace itself finds it without a config value: $RETRACE_MIRROR, then beside.
 MIRROR: str | None = resolve(None)[0]
