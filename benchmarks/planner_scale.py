@@ -104,6 +104,11 @@ def dry_run(
     return int(total[-1]), seconds, cpu
 
 
+def drop_kept_sizing(work: Path) -> None:
+    """Forget the sizing a dry run in `work` kept (retrace.planning.sized_cache), for a cold run."""
+    shutil.rmtree(work / ".snakemake" / "retrace", ignore_errors=True)
+
+
 def timed_runs(work: Path, name: str, label: str, repeat: int, cold: bool = True) -> tuple[int, float, float]:
     """`repeat` dry runs, cold (the kept sizing dropped before each) or reading the kept sizing;
     the least (jobs, wall s, CPU s) of them, as timeit reports the least of its repeats: the
@@ -112,7 +117,7 @@ def timed_runs(work: Path, name: str, label: str, repeat: int, cold: bool = True
     runs = []
     for _ in range(repeat):
         if cold:
-            shutil.rmtree(work / ".snakemake" / "retrace", ignore_errors=True)
+            drop_kept_sizing(work)
         runs.append(dry_run(work, name))
     if repeat > 1:
         walls = sorted(r[1] for r in runs)
@@ -132,7 +137,7 @@ def one_job_parse(work: Path, name: str, experiment: str, scale: int) -> None:
     target = (f"results/data/{exp['runs'][0]['datasets'][0]}.jsonl", "--forcerun", "data")
     for label, kept in (("one job's parse", True), ("one job's parse, sizing not kept", False)):
         if not kept:
-            shutil.rmtree(work / ".snakemake" / "retrace", ignore_errors=True)
+            drop_kept_sizing(work)
         # estimate=false: a job's own Snakemake prints no estimate (common.smk: the main process only)
         _, seconds, cpu = dry_run(work, name, *target, config=("estimate=false",))
         print(f"{experiment} x{scale} {label}: seconds: {seconds:.1f} (CPU {cpu:.1f} s)", flush=True)
@@ -149,7 +154,7 @@ def side_by_side(tmp: Path, experiment: str, scale: int, other: Path, rounds: in
     best = {label: float("inf") for label in works}
     for _ in range(rounds):
         for label, (work, repo, name) in works.items():
-            shutil.rmtree(work / ".snakemake" / "retrace", ignore_errors=True)
+            drop_kept_sizing(work)
             best[label] = min(best[label], dry_run(work, name, repo=repo)[2])
     print(
         f"{experiment} x{scale} side by side: CPU s: {best['here']:.1f} here, {best['against']:.1f} "
